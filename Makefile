@@ -1,0 +1,83 @@
+# Makefile for wfengine (PGXS)
+#
+#   make / make install       build and install the extension
+#   make installcheck         pg_regress + isolation against a running server
+#   make prove_installcheck   TAP crash/restart tests (PostgreSQL::Test::Cluster)
+#   make pgtap                pgTAP invariants against a running server
+#   make demo                 set everything up and run the demo workflow
+#   make test                 set everything up and run every suite
+#   make bench                pgbench: engine vs. hand-written SQL
+
+EXTENSION = wfengine
+EXTVERSION = $(shell grep -m1 default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
+
+PG_CONFIG ?= pg_config
+PG_MAJOR := $(shell $(PG_CONFIG) --version | sed -e 's/^PostgreSQL \([0-9]*\).*/\1/')
+ifeq ($(shell test "$(PG_MAJOR)" -ge 15 2>/dev/null && echo ok),)
+$(error wfengine requires PostgreSQL 15 or later (found "$(PG_MAJOR)"))
+endif
+
+MODULE_big = wfengine
+OBJS = \
+	src/wfengine.o \
+	src/guc.o \
+	src/spi_util.o \
+	src/crypto.o \
+	src/definition.o \
+	src/state.o \
+	src/run.o \
+	src/claim.o \
+	src/result.o \
+	src/replay.o
+
+PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
+SHLIB_LINK += -lsodium
+
+DATA = sql/wfengine--$(EXTVERSION).sql $(wildcard sql/wfengine--*--*.sql)
+DOCS = $(wildcard docs/*.md)
+
+# pg_regress: explicit and ordered (never a wildcard over sql/).
+REGRESS = \
+	001_install \
+	010_definitions \
+	020_runs \
+	030_claim_complete \
+	040_retries \
+	050_results \
+	060_history \
+	090_errors
+REGRESS_OPTS = --inputdir=. --outputdir=results
+
+ISOLATION = $(basename $(notdir $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
+
+EXTRA_CLEAN = results output_iso tmp_check tmp_check_iso regression.diffs regression.out \
+	src/*.gcno src/*.gcda
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+PROVE ?= prove
+PG_PROVE ?= pg_prove
+
+.PHONY: prove_installcheck pgtap check-all demo test bench
+
+prove_installcheck:
+	rm -rf $(CURDIR)/tmp_check
+	cd $(srcdir) && TESTDIR='$(CURDIR)' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
+		PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
+		$(PROVE) -I $(pgxsdir)/src/test/perl $(PROVE_FLAGS) $(or $(PROVE_TESTS),test/t/*.pl)
+
+pgtap:
+	$(PG_PROVE) --ext .sql test/pgtap/
+
+check-all: installcheck prove_installcheck pgtap
+
+demo:
+	@bash test/scripts/demo.sh
+
+test:
+	@bash test/scripts/test.sh
+
+bench:
+	@bash bench/run.sh

@@ -1,0 +1,253 @@
+/* sql/wfengine--0.1.0.sql -- base install script of wfengine 0.1.0 */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION wfengine" to load this file. \quit
+
+/*
+ * Every engine table carries tenant_id so that row-level security and
+ * sharding by tenant fit without a redesign.  The tenant of the calling
+ * session is learnt from exactly one function, wf.current_tenant().
+ *
+ * The state of a run lives in three places, all written in the same
+ * transaction by the C state machine:
+ *   wf.events  the append-only, hash-chained history (the source of truth);
+ *   wf.runs    the snapshot, which replaying wf.events must reproduce;
+ *   wf.tasks   one row per attempt of a task step: the work queue and the
+ *              lease/fencing state of each delivery.
+ *
+ * There are deliberately no foreign keys from wf.tasks and wf.events to
+ * wf.runs: they are written only by the engine, on the hot path, inside a
+ * transaction that already holds the run row locked, and an RI trigger per
+ * row would cost a second index probe and row lock for nothing.
+ */
+
+CREATE FUNCTION wf.current_tenant()
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_current_tenant'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION wf.current_tenant() IS
+'The tenant of the calling session; every engine code path asks this one function.';
+
+-- Definitions: immutable versions, identified by (tenant, name, version).
+CREATE TABLE wf.definitions (
+    definition_id   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id       text NOT NULL,
+    name            text NOT NULL,
+    version         integer NOT NULL CHECK (version > 0),
+    digest          bytea NOT NULL,
+    spec            jsonb NOT NULL,
+    created_by      name NOT NULL DEFAULT current_user,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    UNIQUE (tenant_id, name, version),
+    UNIQUE (tenant_id, name, digest)
+);
+COMMENT ON TABLE wf.definitions IS
+'Published workflow definitions; a version never changes once written.';
+
+-- Runs: the snapshot of each run's state.
+CREATE TABLE wf.runs (
+    run_id              uuid PRIMARY KEY,
+    tenant_id           text NOT NULL,
+    definition_id       bigint NOT NULL REFERENCES wf.definitions,
+    definition_name     text NOT NULL,
+    definition_version  integer NOT NULL,
+    status              text NOT NULL
+                        CHECK (status IN ('running', 'completed', 'failed')),
+    current_step        text,
+    current_attempt     integer,
+    current_task        bigint,
+    seq                 integer NOT NULL CHECK (seq > 0),
+    input               jsonb NOT NULL,
+    context             jsonb NOT NULL,
+    output              jsonb,
+    idempotency_key     text,
+    last_hash           bytea NOT NULL,
+    created_at          timestamptz NOT NULL,
+    updated_at          timestamptz NOT NULL,
+    finished_at         timestamptz,
+    UNIQUE (tenant_id, idempotency_key)
+);
+CREATE INDEX runs_status_idx ON wf.runs (tenant_id, status, created_at);
+COMMENT ON TABLE wf.runs IS
+'Snapshot of every run; wf.verify_run() checks it against the replayed history.';
+
+-- Events: the append-only history.  (run_id, seq) is gap-free per run.
+CREATE TABLE wf.events (
+    run_id          uuid NOT NULL,
+    seq             integer NOT NULL CHECK (seq > 0),
+    tenant_id       text NOT NULL,
+    type            text NOT NULL,
+    step            text,
+    attempt         integer,
+    payload         jsonb NOT NULL,
+    actor           text NOT NULL,
+    created_at      timestamptz NOT NULL,
+    hash            bytea NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+COMMENT ON TABLE wf.events IS
+'Append-only, hash-chained history of every run; UPDATE, DELETE and TRUNCATE are refused.';
+
+CREATE FUNCTION wf.refuse_event_change()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    RAISE EXCEPTION 'wf.events is append-only'
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('%s on wf.events is not allowed.', TG_OP),
+              HINT = 'History is changed only by appending events through the wf API.';
+END
+$$;
+
+CREATE TRIGGER events_append_only
+    BEFORE UPDATE OR DELETE ON wf.events
+    FOR EACH ROW EXECUTE FUNCTION wf.refuse_event_change();
+CREATE TRIGGER events_no_truncate
+    BEFORE TRUNCATE ON wf.events
+    FOR EACH STATEMENT EXECUTE FUNCTION wf.refuse_event_change();
+
+-- Tasks: one row per attempt of a task step.
+CREATE SEQUENCE wf.task_id_seq AS bigint;
+
+CREATE TABLE wf.tasks (
+    task_id             bigint PRIMARY KEY DEFAULT pg_catalog.nextval('wf.task_id_seq'),
+    tenant_id           text NOT NULL,
+    run_id              uuid NOT NULL,
+    step                text NOT NULL,
+    visit               integer NOT NULL CHECK (visit > 0),
+    attempt             integer NOT NULL CHECK (attempt > 0),
+    queue               text NOT NULL,
+    activity            text,
+    status              text NOT NULL
+                        CHECK (status IN ('ready', 'leased', 'completed', 'failed')),
+    available_at        timestamptz NOT NULL,
+    lease_expires_at    timestamptz,
+    fence               bigint NOT NULL DEFAULT 0,
+    deliveries          integer NOT NULL DEFAULT 0,
+    idempotency_key     text NOT NULL,
+    worker              text,
+    input               jsonb NOT NULL,
+    output              jsonb,
+    error               jsonb,
+    created_at          timestamptz NOT NULL,
+    claimed_at          timestamptz,
+    finished_at         timestamptz
+);
+ALTER SEQUENCE wf.task_id_seq OWNED BY wf.tasks.task_id;
+COMMENT ON TABLE wf.tasks IS
+'One row per attempt of a task step: the queue, the lease and the fencing token.';
+COMMENT ON COLUMN wf.tasks.available_at IS
+'When the row can next be claimed: the ready time of a ready task, the lease expiry of a leased one.';
+
+-- The claim index: claimable rows of one queue in FIFO order.
+CREATE INDEX tasks_claim_idx ON wf.tasks (tenant_id, queue, available_at, task_id)
+    WHERE status IN ('ready', 'leased');
+-- Every attempt of every visit of a step, once.
+CREATE UNIQUE INDEX tasks_attempt_key ON wf.tasks (run_id, step, visit, attempt);
+-- At most one live attempt per step of a run, enforced by the database.
+CREATE UNIQUE INDEX tasks_one_live_attempt ON wf.tasks (run_id, step)
+    WHERE status IN ('ready', 'leased');
+
+-- The C API.
+CREATE FUNCTION wf.publish_definition(name text, spec jsonb)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'wfengine_publish_definition'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION wf.start_run(definition text,
+                             input jsonb DEFAULT '{}',
+                             idempotency_key text DEFAULT NULL,
+                             version integer DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'wfengine_start_run'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION wf.claim_tasks(queue text,
+                               worker text,
+                               max_tasks integer DEFAULT 1,
+                               lease interval DEFAULT '30 seconds')
+RETURNS TABLE (task_id bigint,
+               run_id uuid,
+               step text,
+               attempt integer,
+               fence bigint,
+               idempotency_key text,
+               input jsonb,
+               lease_expires_at timestamptz,
+               queue text,
+               activity text,
+               deliveries integer)
+AS 'MODULE_PATHNAME', 'wfengine_claim_tasks'
+LANGUAGE C VOLATILE STRICT ROWS 1;
+
+CREATE FUNCTION wf.complete_task(task_id bigint,
+                                 fence bigint,
+                                 output jsonb DEFAULT '{}')
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_complete_task'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION wf.fail_task(task_id bigint,
+                             fence bigint,
+                             error jsonb,
+                             retryable boolean DEFAULT true)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_fail_task'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION wf.run_status(run uuid)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_run_status'
+LANGUAGE C STABLE STRICT;
+
+CREATE FUNCTION wf.verify_run(run uuid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'wfengine_verify_run'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION wf.history(run uuid)
+RETURNS TABLE (seq integer,
+               type text,
+               step text,
+               attempt integer,
+               payload jsonb,
+               actor text,
+               created_at timestamptz,
+               hash text)
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM wf.runs r
+                   WHERE r.run_id OPERATOR(pg_catalog.=) run
+                     AND r.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()) THEN
+        RAISE EXCEPTION 'run % does not exist', run
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN QUERY
+        SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at,
+               pg_catalog.encode(e.hash, 'hex')
+        FROM wf.events e
+        WHERE e.run_id OPERATOR(pg_catalog.=) run
+          AND e.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+        ORDER BY e.seq;
+END
+$$;
+
+CREATE FUNCTION wf.preloaded()
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'wfengine_preloaded'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION wf.preloaded() IS
+'True when wfengine was loaded through shared_preload_libraries (background workers available).';
+
+DO $$
+BEGIN
+    IF NOT wf.preloaded() THEN
+        RAISE NOTICE 'wfengine is not loaded through shared_preload_libraries; its background workers are not running'
+            USING HINT = 'Add wfengine to shared_preload_libraries and restart the server. The SQL API works without it.';
+    END IF;
+END
+$$;

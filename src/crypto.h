@@ -1,0 +1,43 @@
+/*-------------------------------------------------------------------------
+ *
+ * crypto.h
+ *	  Hashing and random numbers (libsodium).
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/crypto.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_CRYPTO_H
+#define WF_CRYPTO_H
+
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "wfengine.h"
+
+/* everything that is hashed into one history event */
+typedef struct WfEventHashInput
+{
+	const uint8 *prev_hash;		/* WF_HASH_LEN bytes; zeros for seq 1 */
+	const pg_uuid_t *run_id;
+	const char *tenant_id;
+	int32		seq;
+	const char *type;
+	const char *step;			/* NULL when the event has no step */
+	int32		attempt;		/* 0 when the event has no attempt */
+	const char *actor;
+	TimestampTz created_at;
+	const char *payload;		/* canonical text of the jsonb payload */
+	Size		payload_len;
+} WfEventHashInput;
+
+extern void WfCryptoInit(void);
+extern void WfHashBytes(const void *data, Size len, uint8 *out);
+extern void WfHashEvent(const WfEventHashInput *in, uint8 *out);
+extern void WfNewRunId(pg_uuid_t *uuid);
+extern double WfRandomFraction(void);
+
+#endif							/* WF_CRYPTO_H */

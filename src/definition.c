@@ -1,0 +1,1093 @@
+/*-------------------------------------------------------------------------
+ *
+ * definition.c
+ *	  Workflow definitions: validation at publish, canonical digests,
+ *	  immutable versions and the per-backend cache of compiled versions.
+ *
+ * A definition is a JSON document with a list of steps.  It is validated
+ * here, in one pass that also compiles it: every field is checked for
+ * type and range, step names must be unique, every "next" must name a
+ * step, every step must be reachable from the first and must be able to
+ * reach the end (a cycle without a way out is refused), durations must
+ * parse and every JSONPath must compile with PostgreSQL's own jsonpath
+ * parser.  Every error names the definition, the step and the field.
+ *
+ * Versions are immutable.  The digest is BLAKE2b-256 of the canonical
+ * text of the spec (jsonb's own output: keys sorted, whitespace
+ * normalised), so publishing the same spec again, however it is
+ * formatted, returns the existing version; a changed spec gets the next
+ * version.  Because a version never changes, the compiled form can be
+ * cached per backend for as long as the extension stays installed.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/definition.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+#include <math.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "utils/jsonpath.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "crypto.h"
+#include "definition.h"
+#include "guc.h"
+#include "spi_util.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_publish_definition);
+
+#define WF_MAX_NAME_LEN 128
+#define WF_MAX_STEP_NAME_LEN 63
+#define WF_MAX_ATTEMPTS_LIMIT 1000
+#define WF_MAX_DURATION ((int64) 366 * USECS_PER_DAY)
+#define WF_PUBLISH_TRIES 5
+
+/* defaults of the retry policy (documented in docs/definitions.md) */
+#define WF_DEFAULT_MAX_ATTEMPTS 3
+#define WF_DEFAULT_INITIAL_INTERVAL USECS_PER_SEC
+#define WF_DEFAULT_BACKOFF 2.0
+#define WF_DEFAULT_MAX_INTERVAL (60 * USECS_PER_SEC)
+#define WF_DEFAULT_JITTER 0.2
+
+/* where the validator is, for error messages */
+typedef struct ValidateCtx
+{
+	const char *defname;
+	const char *step;			/* step name, or NULL at the top level */
+	int			step_pos;		/* 1-based position, for steps without a name */
+	bool		enforce_limits; /* false when loading an already published spec */
+} ValidateCtx;
+
+/* one entry of the definition cache */
+typedef struct DefCacheEntry
+{
+	int64		definition_id;	/* hash key */
+	WfDefinition *def;
+} DefCacheEntry;
+
+/* the cache of compiled definitions */
+static MemoryContext def_cache_cxt = NULL;
+static HTAB *def_cache = NULL;
+static Jsonb *empty_object = NULL;
+
+static const char *const top_fields[] = {
+	"description", "output", "steps", "timeout", NULL
+};
+static const char *const task_fields[] = {
+	"activity", "description", "end", "input", "name", "next", "queue",
+	"retry", "timeout", "type", NULL
+};
+static const char *const retry_fields[] = {
+	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
+	"max_interval", "non_retryable_errors", NULL
+};
+static const char *const timeout_fields[] = {
+	"heartbeat", "schedule_to_start", "start_to_close", "total", NULL
+};
+
+/* forward declarations */
+static void def_cache_reset(void);
+static void def_error(const ValidateCtx *cx, const char *field, int code,
+					  const char *hint, const char *fmt,...) pg_attribute_printf(5, 6) pg_attribute_noreturn();
+static JsonbValue *obj_get(JsonbContainer *obj, const char *key);
+static bool is_object(const JsonbValue *v);
+static bool is_array(const JsonbValue *v);
+static char *value_cstring(const JsonbValue *v);
+static void check_fields(const ValidateCtx *cx, const char *prefix,
+						 JsonbContainer *obj, const char *const *allowed);
+static char *get_string(const ValidateCtx *cx, JsonbContainer *obj,
+						const char *key, const char *field, bool required);
+static bool parse_duration_text(const char *s, int64 *usec);
+static int64 get_duration(const ValidateCtx *cx, JsonbContainer *obj,
+						  const char *key, const char *field);
+static double get_number(const ValidateCtx *cx, JsonbContainer *obj,
+						 const char *key, const char *field,
+						 double min, double max, double dflt, bool integral);
+static bool valid_identifier(const char *s, int maxlen, bool allow_punct);
+static Datum compile_jsonpath(const ValidateCtx *cx, const char *field,
+							  const char *text);
+static WfMapping *compile_mapping(const ValidateCtx *cx, const char *field,
+								  JsonbValue *v, int *n);
+static void compile_retry(const ValidateCtx *cx, JsonbContainer *step,
+						  WfRetryPolicy *retry);
+static void compile_timeouts(const ValidateCtx *cx, JsonbContainer *step,
+							 WfTimeouts *timeout);
+static void compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd);
+static void check_graph(const ValidateCtx *cx, WfDefinition *def,
+						char **next_names);
+static WfDefinition *compile_definition(const char *name, Jsonb *spec,
+										bool enforce_limits);
+
+/*
+ * WfDefinitionInit registers the cache with the installation reset.
+ */
+void
+WfDefinitionInit(void)
+{
+	WfRegisterResetCallback(def_cache_reset);
+}
+
+/*
+ * def_cache_reset forgets every compiled definition.
+ */
+static void
+def_cache_reset(void)
+{
+	if (def_cache_cxt != NULL)
+		MemoryContextReset(def_cache_cxt);
+	def_cache = NULL;
+}
+
+/*
+ * def_error reports an invalid definition, naming the definition, the
+ * step (when inside one) and the field.
+ */
+static void
+def_error(const ValidateCtx *cx, const char *field, int code,
+		  const char *hint, const char *fmt,...)
+{
+	StringInfoData problem;
+	StringInfoData where;
+
+	initStringInfo(&problem);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&problem, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&problem, needed);
+	}
+
+	initStringInfo(&where);
+	if (cx->step != NULL)
+		appendStringInfo(&where, "step \"%s\"", cx->step);
+	else if (cx->step_pos > 0)
+		appendStringInfo(&where, "step %d", cx->step_pos);
+	if (field != NULL)
+		appendStringInfo(&where, "%sfield \"%s\"", where.len > 0 ? ", " : "", field);
+
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("invalid definition \"%s\": %s%s%s",
+					cx->defname, where.data, where.len > 0 ? ": " : "",
+					problem.data),
+			 hint ? errhint("%s", hint) : 0));
+}
+
+/*
+ * obj_get returns the value of key in a jsonb object, or NULL.
+ */
+static JsonbValue *
+obj_get(JsonbContainer *obj, const char *key)
+{
+	return getKeyJsonValueFromContainer(obj, key, strlen(key), NULL);
+}
+
+static bool
+is_object(const JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data);
+}
+
+static bool
+is_array(const JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
+}
+
+/*
+ * value_cstring returns a jsonb string as a palloc'd C string.
+ */
+static char *
+value_cstring(const JsonbValue *v)
+{
+	Assert(v->type == jbvString);
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/*
+ * check_fields refuses any key of obj that is not in allowed.
+ */
+static void
+check_fields(const ValidateCtx *cx, const char *prefix, JsonbContainer *obj,
+			 const char *const *allowed)
+{
+	JsonbIterator *it = JsonbIteratorInit(obj);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		const char *const *a;
+		char	   *key;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = value_cstring(&v);
+		for (a = allowed; *a != NULL; a++)
+			if (strcmp(*a, key) == 0)
+				break;
+		if (*a == NULL)
+		{
+			StringInfoData hint;
+
+			initStringInfo(&hint);
+			appendStringInfoString(&hint, "Valid fields are:");
+			for (a = allowed; *a != NULL; a++)
+				appendStringInfo(&hint, "%s %s", a == allowed ? "" : ",", *a);
+			appendStringInfoChar(&hint, '.');
+			def_error(cx, prefix ? psprintf("%s.%s", prefix, key) : key,
+					  ERRCODE_INVALID_PARAMETER_VALUE, hint.data,
+					  "unknown field");
+		}
+	}
+}
+
+/*
+ * get_string returns the string at key, or NULL when absent and optional.
+ */
+static char *
+get_string(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
+		   const char *field, bool required)
+{
+	JsonbValue *v = obj_get(obj, key);
+
+	if (v == NULL)
+	{
+		if (required)
+			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "is required");
+		return NULL;
+	}
+	if (v->type != jbvString || v->val.string.len == 0)
+		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+				  "must be a non-empty string");
+	return value_cstring(v);
+}
+
+/*
+ * parse_duration_text parses "90s", "1h30m", "250ms", "2d" into
+ * microseconds.  Units: ms, s, m, h, d; each part a non-negative decimal.
+ */
+static bool
+parse_duration_text(const char *s, int64 *usec)
+{
+	double		total = 0;
+	bool		any = false;
+
+	while (*s != '\0')
+	{
+		char	   *end;
+		double		n;
+		double		unit;
+
+		if (!isdigit((unsigned char) *s) && *s != '.')
+			return false;
+		n = strtod(s, &end);
+		if (end == s || n < 0 || isinf(n) || isnan(n))
+			return false;
+		s = end;
+		if (strncmp(s, "ms", 2) == 0)
+		{
+			unit = 1000.0;
+			s += 2;
+		}
+		else if (*s == 's')
+		{
+			unit = (double) USECS_PER_SEC;
+			s++;
+		}
+		else if (*s == 'm')
+		{
+			unit = (double) USECS_PER_MINUTE;
+			s++;
+		}
+		else if (*s == 'h')
+		{
+			unit = (double) USECS_PER_HOUR;
+			s++;
+		}
+		else if (*s == 'd')
+		{
+			unit = (double) USECS_PER_DAY;
+			s++;
+		}
+		else
+			return false;
+		total += n * unit;
+		any = true;
+		if (total > (double) WF_MAX_DURATION)
+			return false;
+	}
+	if (!any)
+		return false;
+	*usec = (int64) total;
+	return true;
+}
+
+/*
+ * get_duration returns the duration at key in microseconds, 0 when
+ * absent.  A duration is a string such as "30s" or "1h30m", or a number
+ * of seconds; it must be positive and at most 366 days.
+ */
+static int64
+get_duration(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
+			 const char *field)
+{
+	JsonbValue *v = obj_get(obj, key);
+	int64		usec = 0;
+	bool		ok = false;
+
+	if (v == NULL)
+		return 0;
+	if (v->type == jbvString)
+	{
+		char	   *s = value_cstring(v);
+
+		ok = parse_duration_text(s, &usec);
+	}
+	else if (v->type == jbvNumeric)
+	{
+		double		secs = DatumGetFloat8(DirectFunctionCall1(numeric_float8,
+															  NumericGetDatum(v->val.numeric)));
+
+		if (secs >= 0 && secs * USECS_PER_SEC <= (double) WF_MAX_DURATION)
+		{
+			usec = (int64) (secs * USECS_PER_SEC);
+			ok = true;
+		}
+	}
+	if (!ok || usec <= 0)
+		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Write a duration as a number of seconds or as a string such as \"500ms\", \"30s\", \"5m\", \"1h30m\" or \"7d\".",
+				  "must be a positive duration of at most 366 days");
+	return usec;
+}
+
+/*
+ * get_number returns the number at key, checked against [min, max], or
+ * dflt when absent.
+ */
+static double
+get_number(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
+		   const char *field, double min, double max, double dflt,
+		   bool integral)
+{
+	JsonbValue *v = obj_get(obj, key);
+	double		d;
+
+	if (v == NULL)
+		return dflt;
+	if (v->type != jbvNumeric)
+		d = NAN;
+	else
+		d = DatumGetFloat8(DirectFunctionCall1(numeric_float8,
+											   NumericGetDatum(v->val.numeric)));
+	if (isnan(d) || d < min || d > max || (integral && d != floor(d)))
+	{
+		if (integral)
+			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "must be an integer from %.0f to %.0f", min, max);
+		else
+			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "must be a number from %g to %g", min, max);
+	}
+	return d;
+}
+
+/*
+ * valid_identifier accepts names made of letters, digits and '_' that
+ * start with a letter or '_'; with allow_punct also '-', '.' and ':'.
+ */
+static bool
+valid_identifier(const char *s, int maxlen, bool allow_punct)
+{
+	int			len = strlen(s);
+	int			i;
+
+	if (len == 0 || len > maxlen)
+		return false;
+	if (!isalpha((unsigned char) s[0]) && s[0] != '_')
+		return false;
+	for (i = 1; i < len; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		if (isalnum(c) || c == '_')
+			continue;
+		if (allow_punct && (c == '-' || c == '.' || c == ':'))
+			continue;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * compile_jsonpath parses text with PostgreSQL's jsonpath parser inside
+ * a subtransaction, so a syntax error becomes an error that names the
+ * step and the field.
+ */
+static Datum
+compile_jsonpath(const ValidateCtx *cx, const char *field, const char *text)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	Datum		result = (Datum) 0;
+	char	   *failure = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		result = DirectFunctionCall1(jsonpath_in, CStringGetDatum(text));
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		failure = edata->message;
+	}
+	PG_END_TRY();
+
+	if (failure != NULL)
+		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Paths are PostgreSQL jsonpath expressions over the run context, such as \"$.input.order.id\" or \"$.steps.charge.output\".",
+				  "invalid JSONPath \"%s\" (%s)", text, failure);
+	return result;
+}
+
+/*
+ * compile_mapping compiles an input or output mapping: an object whose
+ * values are JSONPath strings (starting with "$") or literals.  A string
+ * starting with "$$" is the literal string without its first "$".
+ */
+static WfMapping *
+compile_mapping(const ValidateCtx *cx, const char *field, JsonbValue *v, int *n)
+{
+	JsonbIterator *it;
+	JsonbValue	kv;
+	JsonbIteratorToken tok;
+	WfMapping  *map;
+	int			count = 0;
+	int			i = 0;
+	char	   *key = NULL;
+
+	if (!is_object(v))
+		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A mapping is an object such as {\"amount\": \"$.input.amount\"}.",
+				  "must be an object");
+
+	count = JsonContainerSize(v->val.binary.data);
+	map = palloc0(sizeof(WfMapping) * Max(count, 1));
+
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &kv, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			key = value_cstring(&kv);
+		else if (tok == WJB_VALUE)
+		{
+			WfMapping  *m = &map[i++];
+			char	   *subfield = psprintf("%s.%s", field, key);
+
+			m->key = key;
+			if (kv.type == jbvString && kv.val.string.len > 0 &&
+				kv.val.string.val[0] == '$' &&
+				!(kv.val.string.len > 1 && kv.val.string.val[1] == '$'))
+				m->path = compile_jsonpath(cx, subfield, value_cstring(&kv));
+			else if (kv.type == jbvString && kv.val.string.len > 1 &&
+					 kv.val.string.val[0] == '$')
+			{
+				JsonbValue	lit;
+
+				lit.type = jbvString;
+				lit.val.string.val = kv.val.string.val + 1;
+				lit.val.string.len = kv.val.string.len - 1;
+				m->literal = JsonbValueToJsonb(&lit);
+			}
+			else
+				m->literal = JsonbValueToJsonb(&kv);
+		}
+	}
+	*n = i;
+	return map;
+}
+
+/*
+ * compile_retry reads the retry policy of a step, applying defaults.
+ */
+static void
+compile_retry(const ValidateCtx *cx, JsonbContainer *step, WfRetryPolicy *retry)
+{
+	JsonbValue *v = obj_get(step, "retry");
+	JsonbContainer *r;
+	JsonbValue *nre;
+	int64		d;
+
+	retry->max_attempts = WF_DEFAULT_MAX_ATTEMPTS;
+	retry->initial_interval = WF_DEFAULT_INITIAL_INTERVAL;
+	retry->backoff_coefficient = WF_DEFAULT_BACKOFF;
+	retry->max_interval = WF_DEFAULT_MAX_INTERVAL;
+	retry->jitter = WF_DEFAULT_JITTER;
+	retry->n_non_retryable = 0;
+	retry->non_retryable = NULL;
+
+	if (v == NULL)
+		return;
+	if (!is_object(v))
+		def_error(cx, "retry", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+				  "must be an object");
+	r = v->val.binary.data;
+	check_fields(cx, "retry", r, retry_fields);
+
+	retry->max_attempts = (int32) get_number(cx, r, "max_attempts", "retry.max_attempts",
+											 1, WF_MAX_ATTEMPTS_LIMIT,
+											 WF_DEFAULT_MAX_ATTEMPTS, true);
+	if ((d = get_duration(cx, r, "initial_interval", "retry.initial_interval")) > 0)
+		retry->initial_interval = d;
+	retry->backoff_coefficient = get_number(cx, r, "backoff_coefficient",
+											"retry.backoff_coefficient",
+											1, 100, WF_DEFAULT_BACKOFF, false);
+	if ((d = get_duration(cx, r, "max_interval", "retry.max_interval")) > 0)
+		retry->max_interval = d;
+	else
+		retry->max_interval = Max(WF_DEFAULT_MAX_INTERVAL, retry->initial_interval);
+	if (retry->max_interval < retry->initial_interval)
+		def_error(cx, "retry.max_interval", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+				  "must not be shorter than retry.initial_interval");
+	retry->jitter = get_number(cx, r, "jitter", "retry.jitter", 0, 1,
+							   WF_DEFAULT_JITTER, false);
+
+	nre = obj_get(r, "non_retryable_errors");
+	if (nre != NULL)
+	{
+		JsonbIterator *it;
+		JsonbValue	ev;
+		JsonbIteratorToken tok;
+		int			i = 0;
+
+		if (!is_array(nre))
+			def_error(cx, "retry.non_retryable_errors", ERRCODE_INVALID_PARAMETER_VALUE,
+					  NULL, "must be an array of error codes");
+		retry->non_retryable = palloc0(sizeof(char *) *
+									   Max(JsonContainerSize(nre->val.binary.data), 1));
+		it = JsonbIteratorInit(nre->val.binary.data);
+		while ((tok = JsonbIteratorNext(&it, &ev, true)) != WJB_DONE)
+		{
+			if (tok != WJB_ELEM)
+				continue;
+			if (ev.type != jbvString || ev.val.string.len == 0)
+				def_error(cx, "retry.non_retryable_errors", ERRCODE_INVALID_PARAMETER_VALUE,
+						  NULL, "must be an array of non-empty strings");
+			retry->non_retryable[i++] = value_cstring(&ev);
+		}
+		retry->n_non_retryable = i;
+	}
+}
+
+/*
+ * compile_timeouts reads the timeouts of a step.  They are validated and
+ * stored now; the timer subsystem enforces them.
+ */
+static void
+compile_timeouts(const ValidateCtx *cx, JsonbContainer *step, WfTimeouts *timeout)
+{
+	JsonbValue *v = obj_get(step, "timeout");
+	JsonbContainer *t;
+
+	memset(timeout, 0, sizeof(WfTimeouts));
+	if (v == NULL)
+		return;
+	if (!is_object(v))
+		def_error(cx, "timeout", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Valid fields are: heartbeat, schedule_to_start, start_to_close, total.",
+				  "must be an object");
+	t = v->val.binary.data;
+	check_fields(cx, "timeout", t, timeout_fields);
+	timeout->schedule_to_start = get_duration(cx, t, "schedule_to_start", "timeout.schedule_to_start");
+	timeout->start_to_close = get_duration(cx, t, "start_to_close", "timeout.start_to_close");
+	timeout->heartbeat = get_duration(cx, t, "heartbeat", "timeout.heartbeat");
+	timeout->total = get_duration(cx, t, "total", "timeout.total");
+	if (timeout->heartbeat > 0 && timeout->start_to_close > 0 &&
+		timeout->heartbeat > timeout->start_to_close)
+		def_error(cx, "timeout.heartbeat", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+				  "must not be longer than timeout.start_to_close");
+}
+
+/*
+ * compile_step validates and compiles one step; its "next" is resolved
+ * later by check_graph.
+ */
+static void
+compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
+{
+	JsonbContainer *s = v->val.binary.data;
+	JsonbValue *input;
+	char	   *type;
+
+	type = get_string(cx, s, "type", "type", false);
+	if (type != NULL && strcmp(type, "task") != 0)
+		def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
+				  "Supported step types: task.",
+				  "unsupported step type \"%s\"", type);
+	sd->type = WF_STEP_TASK;
+	check_fields(cx, NULL, s, task_fields);
+
+	sd->queue = get_string(cx, s, "queue", "queue", true);
+	if (!valid_identifier(sd->queue, WF_MAX_STEP_NAME_LEN, true))
+		def_error(cx, "queue", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A queue name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
+				  "invalid queue name \"%s\"", sd->queue);
+	sd->activity = get_string(cx, s, "activity", "activity", false);
+	(void) get_string(cx, s, "description", "description", false);
+
+	input = obj_get(s, "input");
+	sd->has_input = (input != NULL);
+	if (input != NULL)
+		sd->input = compile_mapping(cx, "input", input, &sd->n_input);
+
+	compile_retry(cx, s, &sd->retry);
+	compile_timeouts(cx, s, &sd->timeout);
+}
+
+/*
+ * check_graph resolves "next" and checks that every step is reachable
+ * from the first one and can reach the end.
+ */
+static void
+check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names)
+{
+	int			n = def->nsteps;
+	bool	   *reachable = palloc0(sizeof(bool) * n);
+	bool	   *ends = palloc0(sizeof(bool) * n);
+	bool		changed;
+	int			i;
+	ValidateCtx scx = *cx;
+
+	for (i = 0; i < n; i++)
+	{
+		WfStepDef  *sd = &def->steps[i];
+
+		if (next_names[i] == NULL)
+			continue;
+		sd->next = WfDefinitionStepIndex(def, next_names[i]);
+		if (sd->next < 0)
+		{
+			scx.step = sd->name;
+			def_error(&scx, "next", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "names step \"%s\", which does not exist", next_names[i]);
+		}
+	}
+
+	/* which steps can reach the end: a fixpoint over the successors */
+	do
+	{
+		changed = false;
+		for (i = 0; i < n; i++)
+		{
+			int			next = def->steps[i].next;
+
+			if (!ends[i] && (next == WF_STEP_END || ends[next]))
+			{
+				ends[i] = true;
+				changed = true;
+			}
+		}
+	} while (changed);
+
+	/* which steps are reachable from the first */
+	i = 0;
+	while (i != WF_STEP_END && !reachable[i])
+	{
+		reachable[i] = true;
+		i = def->steps[i].next;
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		scx.step = def->steps[i].name;
+		if (reachable[i] && !ends[i])
+			def_error(&scx, "next", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Every path through a workflow must reach its end; a loop needs a way out.",
+					  "is part of a cycle without a way out");
+	}
+	for (i = 0; i < n; i++)
+	{
+		scx.step = def->steps[i].name;
+		if (!reachable[i])
+			def_error(&scx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Steps run in list order unless \"next\" says otherwise; remove the step or point a \"next\" at it.",
+					  "is unreachable from the first step");
+	}
+}
+
+/*
+ * compile_definition validates spec and returns its compiled form,
+ * allocated in CurrentMemoryContext.  With enforce_limits the
+ * configurable limits (step count) apply; they do not apply when a
+ * published version is loaded again.
+ */
+static WfDefinition *
+compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
+{
+	ValidateCtx cx = {name, NULL, 0, enforce_limits};
+	WfDefinition *def = palloc0(sizeof(WfDefinition));
+	JsonbValue *steps;
+	JsonbValue *v;
+	JsonbIterator *it;
+	JsonbValue	sv;
+	JsonbIteratorToken tok;
+	char	  **next_names;
+	int			n;
+	int			i;
+
+	if (!JB_ROOT_IS_OBJECT(spec) || JB_ROOT_IS_SCALAR(spec))
+		def_error(&cx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A definition is an object with a \"steps\" array.",
+				  "the spec must be a JSON object");
+	check_fields(&cx, NULL, &spec->root, top_fields);
+
+	(void) get_string(&cx, &spec->root, "description", "description", false);
+	def->run_timeout = get_duration(&cx, &spec->root, "timeout", "timeout");
+	v = obj_get(&spec->root, "output");
+	def->has_output = (v != NULL);
+	if (v != NULL)
+		def->output = compile_mapping(&cx, "output", v, &def->n_output);
+
+	steps = obj_get(&spec->root, "steps");
+	if (steps == NULL || !is_array(steps) ||
+		JsonContainerSize(steps->val.binary.data) == 0)
+		def_error(&cx, "steps", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A definition is an object with a \"steps\" array.",
+				  "must be a non-empty array of steps");
+	n = JsonContainerSize(steps->val.binary.data);
+	if (enforce_limits && n > wf_max_steps)
+		def_error(&cx, "steps", ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+				  "The limit is set by wfengine.max_steps.",
+				  "has %d steps, more than the limit of %d", n, wf_max_steps);
+
+	def->name = pstrdup(name);
+	def->nsteps = n;
+	def->steps = palloc0(sizeof(WfStepDef) * n);
+	next_names = palloc0(sizeof(char *) * n);
+
+	it = JsonbIteratorInit(steps->val.binary.data);
+	i = 0;
+	while ((tok = JsonbIteratorNext(&it, &sv, true)) != WJB_DONE)
+	{
+		WfStepDef  *sd;
+		JsonbValue *endv;
+		char	   *stepname;
+		int			j;
+
+		if (tok != WJB_ELEM)
+			continue;
+		sd = &def->steps[i];
+		cx.step = NULL;
+		cx.step_pos = i + 1;
+		if (!is_object(&sv))
+			def_error(&cx, NULL, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "must be an object");
+
+		stepname = get_string(&cx, sv.val.binary.data, "name", "name", true);
+		if (!valid_identifier(stepname, WF_MAX_STEP_NAME_LEN, false))
+			def_error(&cx, "name", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "A step name has 1 to 63 letters, digits or '_' and starts with a letter or '_', so that \"$.steps.<name>\" works in JSONPath.",
+					  "invalid step name \"%s\"", stepname);
+		for (j = 0; j < i; j++)
+			if (strcmp(def->steps[j].name, stepname) == 0)
+				def_error(&cx, "name", ERRCODE_DUPLICATE_OBJECT, NULL,
+						  "step name \"%s\" is used twice", stepname);
+		sd->name = stepname;
+		cx.step = stepname;
+
+		compile_step(&cx, &sv, sd);
+
+		next_names[i] = get_string(&cx, sv.val.binary.data, "next", "next", false);
+		endv = obj_get(sv.val.binary.data, "end");
+		if (endv != NULL && endv->type != jbvBool)
+			def_error(&cx, "end", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "must be true or false");
+		if (endv != NULL && endv->val.boolean && next_names[i] != NULL)
+			def_error(&cx, "next", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "cannot be combined with \"end\": true");
+		if (endv != NULL && endv->val.boolean)
+			sd->next = WF_STEP_END;
+		else
+			sd->next = (i + 1 < n) ? i + 1 : WF_STEP_END;
+		i++;
+	}
+
+	cx.step = NULL;
+	cx.step_pos = 0;
+	check_graph(&cx, def, next_names);
+	return def;
+}
+
+/*
+ * WfDefinitionStepIndex returns the index of the named step, or -1.
+ */
+int
+WfDefinitionStepIndex(const WfDefinition *def, const char *step)
+{
+	int			i;
+
+	for (i = 0; i < def->nsteps; i++)
+		if (strcmp(def->steps[i].name, step) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * cache_store moves a definition compiled in defcxt into the cache.
+ */
+static void
+cache_store(WfDefinition *def, MemoryContext defcxt)
+{
+	DefCacheEntry *entry;
+	bool		found;
+
+	if (def_cache_cxt == NULL)
+		def_cache_cxt = AllocSetContextCreate(TopMemoryContext,
+											  "wfengine definition cache",
+											  ALLOCSET_DEFAULT_SIZES);
+	if (def_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(int64);
+		ctl.entrysize = sizeof(DefCacheEntry);
+		ctl.hcxt = def_cache_cxt;
+		def_cache = hash_create("wfengine definitions", 64, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	MemoryContextSetParent(defcxt, def_cache_cxt);
+	entry = hash_search(def_cache, &def->definition_id, HASH_ENTER, &found);
+	entry->def = def;
+}
+
+/*
+ * WfDefinitionGet returns the compiled definition with the given id,
+ * loading and compiling it on first use in this backend.  The caller
+ * must be connected to SPI.
+ */
+WfDefinition *
+WfDefinitionGet(int64 definition_id)
+{
+	DefCacheEntry *entry;
+	Datum		values[1];
+	MemoryContext defcxt;
+	MemoryContext oldcxt;
+	WfDefinition *def;
+	char	   *tenant;
+	char	   *name;
+	int32		version;
+	Jsonb	   *spec;
+
+	if (def_cache != NULL)
+	{
+		entry = hash_search(def_cache, &definition_id, HASH_FIND, NULL);
+		if (entry != NULL)
+			return entry->def;
+	}
+
+	values[0] = Int64GetDatum(definition_id);
+	if (WfExecPlan(WF_PLAN_DEF_BY_ID, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+		elog(ERROR, "definition %lld does not exist", (long long) definition_id);
+	tenant = WfGetTextOrNull(0, 1);
+	name = WfGetTextOrNull(0, 2);
+	version = DatumGetInt32(WfGetDatumNotNull(0, 3));
+	spec = DatumGetJsonbP(WfGetDatumNotNull(0, 4));
+
+	defcxt = AllocSetContextCreate(CurrentMemoryContext, "wfengine definition",
+								   ALLOCSET_SMALL_SIZES);
+	oldcxt = MemoryContextSwitchTo(defcxt);
+	def = compile_definition(name, spec, false);
+	def->definition_id = definition_id;
+	def->tenant_id = pstrdup(tenant);
+	def->version = version;
+	MemoryContextSwitchTo(oldcxt);
+	cache_store(def, defcxt);
+	return def;
+}
+
+/*
+ * WfEvaluateMapping builds the object described by a mapping, evaluating
+ * each JSONPath against context.  A path that finds nothing, or fails,
+ * yields JSON null.
+ */
+Jsonb *
+WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue *res;
+	int			i;
+
+	if (empty_object == NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+		empty_object = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+		MemoryContextSwitchTo(oldcxt);
+	}
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue	k;
+		JsonbValue	v;
+		Jsonb	   *value = map[i].literal;
+
+		k.type = jbvString;
+		k.val.string.val = map[i].key;
+		k.val.string.len = strlen(map[i].key);
+		pushJsonbValue(&state, WJB_KEY, &k);
+
+		if (map[i].path != (Datum) 0)
+		{
+			LOCAL_FCINFO(fcinfo, 4);
+			Datum		r;
+
+			InitFunctionCallInfoData(*fcinfo, NULL, 4, InvalidOid, NULL, NULL);
+			fcinfo->args[0].value = JsonbPGetDatum(context);
+			fcinfo->args[0].isnull = false;
+			fcinfo->args[1].value = map[i].path;
+			fcinfo->args[1].isnull = false;
+			fcinfo->args[2].value = JsonbPGetDatum(empty_object);
+			fcinfo->args[2].isnull = false;
+			fcinfo->args[3].value = BoolGetDatum(true);
+			fcinfo->args[3].isnull = false;
+			r = jsonb_path_query_first(fcinfo);
+			value = fcinfo->isnull ? NULL : DatumGetJsonbP(r);
+		}
+
+		if (value == NULL)
+			v.type = jbvNull;
+		else
+		{
+			v.type = jbvBinary;
+			v.val.binary.data = &value->root;
+			v.val.binary.len = VARSIZE(value) - VARHDRSZ;
+		}
+		pushJsonbValue(&state, WJB_VALUE, &v);
+	}
+	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * wfengine_publish_definition is wf.publish_definition(name, spec): it
+ * validates spec and returns its version, the existing one when the
+ * canonical spec was published before under this name.
+ */
+Datum
+wfengine_publish_definition(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	Jsonb	   *spec = PG_GETARG_JSONB_P(1);
+	const char *tenant = WfCurrentTenant();
+	char	   *canonical;
+	uint8		digest[WF_HASH_LEN];
+	bytea	   *digest_b;
+	MemoryContext defcxt;
+	MemoryContext oldcxt;
+	WfDefinition *def;
+	int32		version = 0;
+	int			try;
+
+	if (!valid_identifier(name, WF_MAX_NAME_LEN, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid definition name \"%s\"", name),
+				 errhint("A definition name has 1 to 128 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.")));
+	if (VARSIZE(spec) > (Size) wf_max_definition_size)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("definition \"%s\" is %zu bytes, more than the limit of %d bytes",
+						name, (Size) VARSIZE(spec), wf_max_definition_size),
+				 errhint("The limit is set by wfengine.max_definition_size.")));
+
+	WfApiBegin();
+
+	defcxt = AllocSetContextCreate(CurrentMemoryContext, "wfengine definition",
+								   ALLOCSET_SMALL_SIZES);
+	oldcxt = MemoryContextSwitchTo(defcxt);
+	def = compile_definition(name, spec, true);
+	def->tenant_id = pstrdup(tenant);
+	MemoryContextSwitchTo(oldcxt);
+
+	canonical = JsonbToCString(NULL, &spec->root, VARSIZE(spec));
+	WfHashBytes(canonical, strlen(canonical), digest);
+	digest_b = palloc(VARHDRSZ + WF_HASH_LEN);
+	SET_VARSIZE(digest_b, VARHDRSZ + WF_HASH_LEN);
+	memcpy(VARDATA(digest_b), digest, WF_HASH_LEN);
+
+	/*
+	 * Look for the same spec first; otherwise insert the next version.  A
+	 * concurrent publish of the same name can take our version number
+	 * between the two statements; ON CONFLICT DO NOTHING then returns no
+	 * row and we look again.
+	 */
+	for (try = 0; try < WF_PUBLISH_TRIES; try++)
+	{
+		Datum		values[4];
+
+		values[0] = CStringGetTextDatum(tenant);
+		values[1] = CStringGetTextDatum(name);
+		values[2] = PointerGetDatum(digest_b);
+		values[3] = JsonbPGetDatum(spec);
+
+		if (WfExecPlan(WF_PLAN_DEF_BY_DIGEST, values, NULL, false, 1, SPI_OK_SELECT) == 1)
+		{
+			version = DatumGetInt32(WfGetDatumNotNull(0, 1));
+			MemoryContextDelete(defcxt);
+			break;
+		}
+		if (WfExecPlan(WF_PLAN_DEF_INSERT, values, NULL, false, 0,
+					   SPI_OK_INSERT_RETURNING) == 1)
+		{
+			def->definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
+			def->version = version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+			cache_store(def, defcxt);
+			break;
+		}
+	}
+	if (version == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not publish definition \"%s\" because of concurrent publishes", name),
+				 errhint("Retry the transaction.")));
+
+	WfApiEnd();
+	PG_RETURN_INT32(version);
+}

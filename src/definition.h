@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * definition.h
+ *	  Workflow definitions: validation, canonical digests, compiled form.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/definition.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_DEFINITION_H
+#define WF_DEFINITION_H
+
+#include "utils/jsonb.h"
+
+/* the successor of the last step */
+#define WF_STEP_END (-1)
+
+/* step types; values are persisted in no table, but keep them stable */
+typedef enum WfStepType
+{
+	WF_STEP_TASK = 1
+} WfStepType;
+
+/* one entry of an input or output mapping */
+typedef struct WfMapping
+{
+	char	   *key;			/* field of the produced object */
+	Datum		path;			/* compiled jsonpath, or 0 for a literal */
+	Jsonb	   *literal;		/* the literal value when path is 0 */
+} WfMapping;
+
+/* retry policy of a task step */
+typedef struct WfRetryPolicy
+{
+	int32		max_attempts;	/* 1 = no retry */
+	int64		initial_interval;	/* microseconds */
+	double		backoff_coefficient;
+	int64		max_interval;	/* microseconds */
+	double		jitter;			/* fraction of the delay taken off at random */
+	int			n_non_retryable;
+	char	  **non_retryable;	/* error codes that are never retried */
+} WfRetryPolicy;
+
+/* timeouts of a task step, microseconds, 0 = none (enforced by timers) */
+typedef struct WfTimeouts
+{
+	int64		schedule_to_start;
+	int64		start_to_close;
+	int64		heartbeat;
+	int64		total;
+} WfTimeouts;
+
+/* one compiled step */
+typedef struct WfStepDef
+{
+	char	   *name;
+	WfStepType	type;
+	char	   *queue;
+	char	   *activity;		/* NULL when not given */
+	bool		has_input;		/* false: the step gets the run's input */
+	int			n_input;
+	WfMapping  *input;
+	WfRetryPolicy retry;
+	WfTimeouts	timeout;
+	int			next;			/* index of the successor or WF_STEP_END */
+} WfStepDef;
+
+/* one compiled, immutable definition version */
+typedef struct WfDefinition
+{
+	int64		definition_id;
+	char	   *tenant_id;
+	char	   *name;
+	int32		version;
+	int			nsteps;
+	WfStepDef  *steps;
+	bool		has_output;		/* false: the last step's output */
+	int			n_output;
+	WfMapping  *output;
+	int64		run_timeout;	/* microseconds, 0 = none */
+} WfDefinition;
+
+extern WfDefinition *WfDefinitionGet(int64 definition_id);
+extern int	WfDefinitionStepIndex(const WfDefinition *def, const char *step);
+extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
+extern void WfDefinitionInit(void);
+
+#endif							/* WF_DEFINITION_H */

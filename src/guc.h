@@ -1,0 +1,24 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.h
+ *	  Configuration variables of wfengine.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/guc.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_GUC_H
+#define WF_GUC_H
+
+/* GUC variables (alphabetical, as in guc.c) */
+extern int	wf_max_claim_batch;
+extern int	wf_max_definition_size;
+extern int	wf_max_payload_size;
+extern int	wf_max_steps;
+
+extern void WfGucInit(void);
+
+#endif							/* WF_GUC_H */

@@ -1,0 +1,345 @@
+/*-------------------------------------------------------------------------
+ *
+ * result.c
+ *	  Accepting results of task attempts: completion and failure.
+ *
+ * A result names a task attempt and the fence of the lease it was
+ * produced under.  It is applied only when it is the first result of the
+ * current lease: a conditional UPDATE of the task row (task_id, fence,
+ * status = 'leased') is the single arbiter, so of two racing reports
+ * exactly one updates the row and the other sees the new state.  A
+ * result that does not win is classified and recorded in the history:
+ *
+ *	 duplicate	the same fence already reported a result for this attempt;
+ *	 stale		an older fence (the task was claimed again after the lease
+ *				expired) or an attempt that is no longer current.
+ *
+ * Neither changes the snapshot beyond appending its event.  A fence the
+ * engine never issued is an error: it can only come from a bug or a
+ * forgery, and answering it would leak nothing useful.
+ *
+ * The run row is locked first (FOR UPDATE), then the task row is updated,
+ * following the lock order documented in state.c.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/result.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "crypto.h"
+#include "definition.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_complete_task);
+PG_FUNCTION_INFO_V1(wfengine_fail_task);
+
+/* what a worker reports */
+typedef struct WfReport
+{
+	int64		task_id;
+	int64		fence;
+	bool		is_failure;
+	Jsonb	   *output;			/* for a completion */
+	Jsonb	   *error;			/* for a failure */
+	bool		retryable;		/* for a failure */
+} WfReport;
+
+/* forward declarations */
+static const char *report_result(const WfReport *rep);
+static void accept_completion(WfTransition *tr, const WfReport *rep, int idx,
+							  int32 visit, const char *worker);
+static void accept_failure(WfTransition *tr, const WfReport *rep, int idx,
+						   int32 attempt, int32 visit, const char *worker,
+						   Jsonb *input);
+static int64 retry_delay(const WfRetryPolicy *rp, int32 attempt);
+
+/*
+ * retry_delay returns the wait before attempt + 1, in microseconds:
+ * exponential backoff capped at max_interval, of which a random share of
+ * up to "jitter" is taken off so that retries of many runs spread out.
+ */
+static int64
+retry_delay(const WfRetryPolicy *rp, int32 attempt)
+{
+	double		d = (double) rp->initial_interval *
+		pow(rp->backoff_coefficient, (double) (attempt - 1));
+
+	if (d > (double) rp->max_interval || isinf(d))
+		d = (double) rp->max_interval;
+	d *= 1.0 - rp->jitter * WfRandomFraction();
+	return (int64) d;
+}
+
+/*
+ * accept_completion records a winning completion and advances the run.
+ */
+static void
+accept_completion(WfTransition *tr, const WfReport *rep, int idx, int32 visit,
+				  const char *worker)
+{
+	const WfStepDef *sd = &tr->def->steps[idx];
+	WfJsonBuilder b;
+	int32		attempt = tr->run->current_attempt;
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "task_id", rep->task_id);
+	WfJbInt(&b, "fence", rep->fence);
+	WfJbText(&b, "worker", worker);
+	WfJbInt(&b, "visit", visit);
+	WfJbJsonb(&b, "output", rep->output);
+	WfAppendEvent(tr, WF_EV_TASK_COMPLETED, sd->name, attempt, WfJbEnd(&b));
+	WfAdvance(tr, idx);
+}
+
+/*
+ * accept_failure records a winning failure, then schedules the next
+ * attempt after a backoff or fails the step and the run.
+ */
+static void
+accept_failure(WfTransition *tr, const WfReport *rep, int idx, int32 attempt,
+			   int32 visit, const char *worker, Jsonb *input)
+{
+	const WfStepDef *sd = &tr->def->steps[idx];
+	const WfRetryPolicy *rp = &sd->retry;
+	char	   *code = WfJsonbGetText(rep->error, "code");
+	const char *reason = NULL;
+	TimestampTz next_at = 0;
+	WfJsonBuilder b;
+	int			i;
+
+	if (!rep->retryable)
+		reason = "non_retryable";
+	else
+	{
+		for (i = 0; code != NULL && i < rp->n_non_retryable; i++)
+			if (strcmp(code, rp->non_retryable[i]) == 0)
+				reason = "non_retryable_error";
+		if (reason == NULL && attempt >= rp->max_attempts)
+			reason = "attempts_exhausted";
+	}
+	if (reason == NULL)
+		next_at = tr->now + retry_delay(rp, attempt);
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "task_id", rep->task_id);
+	WfJbInt(&b, "fence", rep->fence);
+	WfJbText(&b, "worker", worker);
+	WfJbInt(&b, "visit", visit);
+	WfJbJsonb(&b, "error", rep->error);
+	WfJbBool(&b, "retryable", rep->retryable);
+	if (reason == NULL)
+		WfJbTimestamp(&b, "next_attempt_at", next_at);
+	else
+		WfJbText(&b, "final", reason);
+	WfAppendEvent(tr, WF_EV_TASK_FAILED, sd->name, attempt, WfJbEnd(&b));
+
+	if (reason == NULL)
+	{
+		WfScheduleStep(tr, idx, attempt + 1, next_at, input);
+		return;
+	}
+
+	WfJbBegin(&b);
+	WfJbText(&b, "step", sd->name);
+	WfJbInt(&b, "attempt", attempt);
+	WfJbText(&b, "reason", reason);
+	WfJbJsonb(&b, "error", rep->error);
+	WfAppendEvent(tr, WF_EV_RUN_FAILED, NULL, 0, WfJbEnd(&b));
+}
+
+/*
+ * report_result applies or records one report and returns the verdict:
+ * "accepted", "duplicate" or "stale".
+ */
+static const char *
+report_result(const WfReport *rep)
+{
+	const char *tenant = WfCurrentTenant();
+	TimestampTz now = GetCurrentTimestamp();
+	const char *verdict;
+	Datum		values[6];
+	char		nulls[6];
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+
+	WfApiBegin();
+
+	/* lock the run of the task */
+	values[0] = Int64GetDatum(rep->task_id);
+	values[1] = CStringGetTextDatum(tenant);
+	if (WfExecPlan(WF_PLAN_RUN_LOCK_BY_TASK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("task %lld does not exist", (long long) rep->task_id)));
+	WfRunStateFromTuple(&run, 0);
+	def = WfDefinitionGet(run.definition_id);
+	WfTransitionInit(&tr, &run, def, now);
+
+	/* the conditional update decides whether this report wins */
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = Int64GetDatum(rep->task_id);
+	values[1] = Int64GetDatum(rep->fence);
+	values[2] = CStringGetTextDatum(rep->is_failure ? "failed" : "completed");
+	if (rep->output != NULL)
+		values[3] = JsonbPGetDatum(rep->output);
+	else
+		nulls[3] = 'n';
+	if (rep->error != NULL)
+		values[4] = JsonbPGetDatum(rep->error);
+	else
+		nulls[4] = 'n';
+	values[5] = TimestampTzGetDatum(now);
+
+	if (run.status == WF_RUN_RUNNING &&
+		WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0,
+				   SPI_OK_UPDATE_RETURNING) == 1)
+	{
+		char	   *step = WfGetTextOrNull(0, 1);
+		int32		visit = DatumGetInt32(WfGetDatumNotNull(0, 2));
+		int32		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
+		char	   *worker = WfGetTextOrNull(0, 4);
+		Jsonb	   *input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 6));
+		int			idx = WfDefinitionStepIndex(def, step);
+
+		if (idx < 0 || run.current_task != rep->task_id ||
+			run.current_attempt != attempt)
+			elog(ERROR, "task %lld (step \"%s\", attempt %d) is not the current task of its run",
+				 (long long) rep->task_id, step, attempt);
+
+		if (rep->is_failure)
+			accept_failure(&tr, rep, idx, attempt, visit, worker, input);
+		else
+			accept_completion(&tr, rep, idx, visit, worker);
+		verdict = "accepted";
+	}
+	else
+	{
+		char	   *status;
+		int64		current_fence;
+		char	   *step;
+		int32		attempt;
+		WfJsonBuilder b;
+
+		values[0] = Int64GetDatum(rep->task_id);
+		if (WfExecPlan(WF_PLAN_TASK_GET, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			elog(ERROR, "task %lld vanished", (long long) rep->task_id);
+		status = WfGetTextOrNull(0, 1);
+		current_fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
+		step = WfGetTextOrNull(0, 3);
+		attempt = DatumGetInt32(WfGetDatumNotNull(0, 4));
+
+		if (rep->fence <= 0 || rep->fence > current_fence)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("fence %lld was never issued for task %lld",
+							(long long) rep->fence, (long long) rep->task_id),
+					 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
+
+		if (rep->fence == current_fence &&
+			(strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0))
+			verdict = "duplicate";
+		else
+			verdict = "stale";
+
+		WfJbBegin(&b);
+		WfJbInt(&b, "task_id", rep->task_id);
+		WfJbInt(&b, "fence", rep->fence);
+		WfJbInt(&b, "current_fence", current_fence);
+		WfJbText(&b, "task_status", status);
+		WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
+		if (rep->is_failure)
+			WfJbJsonb(&b, "error", rep->error);
+		else
+			WfJbJsonb(&b, "output", rep->output);
+		WfAppendEvent(&tr, strcmp(verdict, "duplicate") == 0 ?
+					  WF_EV_RESULT_DUPLICATE : WF_EV_RESULT_STALE,
+					  step, attempt, WfJbEnd(&b));
+	}
+
+	WfTransitionWrite(&tr);
+	WfApiEnd();
+	return verdict;
+}
+
+/*
+ * check_ids refuses NULL task ids and fences.
+ */
+static void
+check_ids(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("task_id must not be null")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fence must not be null"),
+				 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
+}
+
+/*
+ * wfengine_complete_task is wf.complete_task(task_id, fence, output).
+ */
+Datum
+wfengine_complete_task(PG_FUNCTION_ARGS)
+{
+	WfReport	rep;
+
+	check_ids(fcinfo);
+	memset(&rep, 0, sizeof(rep));
+	rep.task_id = PG_GETARG_INT64(0);
+	rep.fence = PG_GETARG_INT64(1);
+	rep.is_failure = false;
+	if (PG_ARGISNULL(2))
+		rep.output = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("null")));
+	else
+		rep.output = PG_GETARG_JSONB_P(2);
+	WfCheckPayloadSize(rep.output, "output",
+					   psprintf("task %lld", (long long) rep.task_id));
+	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
+}
+
+/*
+ * wfengine_fail_task is wf.fail_task(task_id, fence, error, retryable).
+ */
+Datum
+wfengine_fail_task(PG_FUNCTION_ARGS)
+{
+	WfReport	rep;
+
+	check_ids(fcinfo);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("error must not be null"),
+				 errhint("Describe the failure, for example '{\"code\": \"card_declined\", \"message\": \"...\"}'.")));
+	if (PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("retryable must not be null")));
+	memset(&rep, 0, sizeof(rep));
+	rep.task_id = PG_GETARG_INT64(0);
+	rep.fence = PG_GETARG_INT64(1);
+	rep.is_failure = true;
+	rep.error = PG_GETARG_JSONB_P(2);
+	rep.retryable = PG_GETARG_BOOL(3);
+	WfCheckPayloadSize(rep.error, "error",
+					   psprintf("task %lld", (long long) rep.task_id));
+	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
+}

@@ -1,0 +1,259 @@
+/*-------------------------------------------------------------------------
+ *
+ * run.c
+ *	  Starting runs and reading their status.
+ *
+ * wf.start_run pins the run to one definition version (the latest, or the
+ * one asked for) and writes the run row, its first two events
+ * (run_started, task_scheduled) and the first task attempt in a single
+ * statement.  With an idempotency key, the run row is inserted with
+ * ON CONFLICT DO NOTHING on (tenant, key): a second start with the same
+ * key writes nothing and returns the first run, after checking that it
+ * asked for the same definition and input.  Two concurrent starts with
+ * one key are decided by the unique index: the second waits for the
+ * first to commit and then finds its run.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/run.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "crypto.h"
+#include "definition.h"
+#include "guc.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_start_run);
+PG_FUNCTION_INFO_V1(wfengine_run_status);
+
+#define WF_MAX_IDEMPOTENCY_KEY_LEN 255
+
+/*
+ * WfCheckPayloadSize refuses a payload larger than wfengine.max_payload_size.
+ */
+void
+WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner)
+{
+	if (payload != NULL && VARSIZE(payload) > (Size) wf_max_payload_size)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s of %s is %zu bytes, more than the limit of %d bytes",
+						what, owner, (Size) VARSIZE(payload), wf_max_payload_size),
+				 errhint("The limit is set by wfengine.max_payload_size. Store large data elsewhere and pass a reference.")));
+}
+
+/*
+ * existing_run returns the run started earlier with key, after checking
+ * that it was started for the same definition and input.
+ */
+static pg_uuid_t *
+existing_run(const char *tenant, const char *defname, const char *key,
+			 Jsonb *input)
+{
+	Datum		values[2];
+	pg_uuid_t  *run_id;
+	char	   *old_def;
+	Jsonb	   *old_input;
+
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = CStringGetTextDatum(key);
+	if (WfExecPlan(WF_PLAN_RUN_BY_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not find the run started with idempotency key \"%s\"", key),
+				 errhint("The run was started by a concurrent transaction that is not visible to this snapshot; retry the transaction.")));
+
+	old_def = WfGetTextOrNull(0, 2);
+	old_input = DatumGetJsonbP(WfGetDatumNotNull(0, 3));
+	if (strcmp(old_def, defname) != 0 ||
+		compareJsonbContainers(&old_input->root, &input->root) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("idempotency key \"%s\" was already used for a different run", key),
+				 errdetail("The key started a run of definition \"%s\"%s.", old_def,
+						   strcmp(old_def, defname) == 0 ? " with a different input" : ""),
+				 errhint("Use a new idempotency key for a different request.")));
+
+	run_id = palloc(sizeof(pg_uuid_t));
+	memcpy(run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 1)), sizeof(pg_uuid_t));
+	return run_id;
+}
+
+/*
+ * wfengine_start_run is wf.start_run(definition, input, idempotency_key,
+ * version): it starts a run of the latest (or the given) version and
+ * returns its id.
+ */
+Datum
+wfengine_start_run(PG_FUNCTION_ARGS)
+{
+	const char *tenant = WfCurrentTenant();
+	char	   *defname;
+	Jsonb	   *input;
+	char	   *key = NULL;
+	Datum		values[31];
+	char		nulls[31];
+	int64		definition_id;
+	int32		version;
+	WfDefinition *def;
+	WfRunState	run;
+	WfTransition tr;
+	WfJsonBuilder b;
+	pg_uuid_t  *result;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("definition name must not be null")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run input must not be null"),
+				 errhint("Pass '{}' for a run without input.")));
+	defname = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	input = PG_GETARG_JSONB_P(1);
+	if (!PG_ARGISNULL(2))
+	{
+		key = text_to_cstring(PG_GETARG_TEXT_PP(2));
+		if (strlen(key) == 0 || strlen(key) > WF_MAX_IDEMPOTENCY_KEY_LEN)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("idempotency key must have 1 to %d bytes", WF_MAX_IDEMPOTENCY_KEY_LEN)));
+	}
+	WfCheckPayloadSize(input, "input", psprintf("a run of definition \"%s\"", defname));
+
+	WfApiBegin();
+
+	/* pin the version */
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = CStringGetTextDatum(defname);
+	if (PG_ARGISNULL(3))
+	{
+		if (WfExecPlan(WF_PLAN_DEF_LATEST, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("definition \"%s\" does not exist", defname),
+					 errhint("Publish it first with wf.publish_definition().")));
+	}
+	else
+	{
+		values[2] = Int32GetDatum(PG_GETARG_INT32(3));
+		if (WfExecPlan(WF_PLAN_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("version %d of definition \"%s\" does not exist",
+							PG_GETARG_INT32(3), defname)));
+	}
+	definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+	def = WfDefinitionGet(definition_id);
+
+	/* build the run in memory: run_started, then the first step */
+	memset(&run, 0, sizeof(run));
+	WfNewRunId(&run.run_id);
+	run.tenant_id = (char *) tenant;
+	WfTransitionInit(&tr, &run, def, now);
+
+	WfJbBegin(&b);
+	WfJbText(&b, "definition", defname);
+	WfJbInt(&b, "version", version);
+	WfJbInt(&b, "definition_id", definition_id);
+	WfJbJsonb(&b, "input", input);
+	WfJbText(&b, "idempotency_key", key);
+	WfAppendEvent(&tr, WF_EV_RUN_STARTED, NULL, 0, WfJbEnd(&b));
+	WfAdvance(&tr, -1);
+
+	/* write run row, events and first task in one statement */
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = UUIDPGetDatum(&run.run_id);
+	values[1] = CStringGetTextDatum(tenant);
+	values[2] = Int64GetDatum(definition_id);
+	values[3] = CStringGetTextDatum(defname);
+	values[4] = Int32GetDatum(version);
+	values[5] = CStringGetTextDatum(WfRunStatusName(run.status));
+	if (run.current_step != NULL)
+		values[6] = CStringGetTextDatum(run.current_step);
+	else
+		nulls[6] = 'n';
+	values[7] = Int32GetDatum(run.seq);
+	values[8] = JsonbPGetDatum(input);
+	values[9] = JsonbPGetDatum(run.context);
+	if (key != NULL)
+		values[10] = CStringGetTextDatum(key);
+	else
+		nulls[10] = 'n';
+	values[11] = WfHashDatum(run.last_hash);
+	values[12] = TimestampTzGetDatum(now);
+	WfEventArrays(&tr, &values[13]);
+	values[19] = CStringGetTextDatum(tr.actor);
+	WfTaskValues(&tr, &values[20], &nulls[20]);
+	WfCurrentValues(&run, &values[29], &nulls[29]);
+
+	if (WfExecPlan(WF_PLAN_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
+		elog(ERROR, "could not insert run");
+	if (DatumGetInt64(WfGetDatumNotNull(0, 1)) == 1)
+	{
+		result = palloc(sizeof(pg_uuid_t));
+		memcpy(result, &run.run_id, sizeof(pg_uuid_t));
+	}
+	else
+		result = existing_run(tenant, defname, key, input);
+
+	/* copy the result out of SPI memory before disconnecting */
+	{
+		pg_uuid_t  *out = SPI_palloc(sizeof(pg_uuid_t));
+
+		memcpy(out, result, sizeof(pg_uuid_t));
+		result = out;
+	}
+	WfApiEnd();
+	PG_RETURN_UUID_P(result);
+}
+
+/*
+ * WfUnknownRun reports a run id that does not exist for this tenant.
+ */
+void
+WfUnknownRun(pg_uuid_t *run_id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("run %s does not exist",
+					DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))))));
+}
+
+/*
+ * wfengine_run_status is wf.run_status(run): the status of the run.
+ */
+Datum
+wfengine_run_status(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = PG_GETARG_UUID_P(0);
+	Datum		values[2];
+	text	   *result;
+
+	WfApiBegin();
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(WfCurrentTenant());
+	if (WfExecPlan(WF_PLAN_RUN_STATUS, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+		WfUnknownRun(run_id);
+	result = (text *) SPI_palloc(VARSIZE_ANY(DatumGetPointer(WfGetDatumNotNull(0, 1))));
+	memcpy(result, DatumGetPointer(WfGetDatumNotNull(0, 1)),
+		   VARSIZE_ANY(DatumGetPointer(WfGetDatumNotNull(0, 1))));
+	WfApiEnd();
+	PG_RETURN_TEXT_P(result);
+}

@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_util.h
+ *	  The plan cache: every statement wfengine sends through SPI.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/spi_util.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_SPI_UTIL_H
+#define WF_SPI_UTIL_H
+
+#include "executor/spi.h"
+
+/* one entry per statement; the text lives in spi_util.c */
+typedef enum WfPlanId
+{
+	WF_PLAN_DEF_LATEST = 0,
+	WF_PLAN_DEF_VERSION,
+	WF_PLAN_DEF_BY_ID,
+	WF_PLAN_DEF_BY_DIGEST,
+	WF_PLAN_DEF_INSERT,
+	WF_PLAN_RUN_INSERT,
+	WF_PLAN_RUN_BY_KEY,
+	WF_PLAN_RUN_LOCK_BY_TASK,
+	WF_PLAN_RUN_GET,
+	WF_PLAN_RUN_STATUS,
+	WF_PLAN_TASK_FINISH,
+	WF_PLAN_TASK_GET,
+	WF_PLAN_TASK_LIVE,
+	WF_PLAN_TRANSITION,
+	WF_PLAN_CLAIM,
+	WF_PLAN_EVENTS_GET,
+	WF_PLAN_COUNT				/* must be last */
+} WfPlanId;
+
+extern void WfApiBegin(void);
+extern void WfApiEnd(void);
+extern Oid	WfTaskIdSequence(void);
+extern uint64 WfExecPlan(WfPlanId id, Datum *values, const char *nulls,
+						 bool read_only, long tcount, int expected_rc);
+extern Datum WfGetDatum(int row, int col, bool *isnull);
+extern Datum WfGetDatumNotNull(int row, int col);
+extern char *WfGetTextOrNull(int row, int col);
+extern void WfRegisterResetCallback(void (*callback) (void));
+
+#endif							/* WF_SPI_UTIL_H */

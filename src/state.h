@@ -1,0 +1,161 @@
+/*-------------------------------------------------------------------------
+ *
+ * state.h
+ *	  The run state machine: snapshot, events, the reducer and transitions.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/state.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_STATE_H
+#define WF_STATE_H
+
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "definition.h"
+#include "wfengine.h"
+
+/* run states, as stored in wf.runs.status */
+typedef enum WfRunStatus
+{
+	WF_RUN_NONE = 0,			/* before run_started has been applied */
+	WF_RUN_RUNNING = 1,
+	WF_RUN_COMPLETED = 2,
+	WF_RUN_FAILED = 3
+} WfRunStatus;
+
+/* event types, as stored in wf.events.type */
+typedef enum WfEventType
+{
+	WF_EV_RUN_STARTED = 1,
+	WF_EV_TASK_SCHEDULED = 2,
+	WF_EV_TASK_COMPLETED = 3,
+	WF_EV_TASK_FAILED = 4,
+	WF_EV_RESULT_DUPLICATE = 5,
+	WF_EV_RESULT_STALE = 6,
+	WF_EV_RUN_COMPLETED = 7,
+	WF_EV_RUN_FAILED = 8
+} WfEventType;
+
+/* the snapshot of one run: wf.runs, plus what the reducer tracks */
+typedef struct WfRunState
+{
+	pg_uuid_t	run_id;
+	char	   *tenant_id;
+	int64		definition_id;
+	WfRunStatus status;
+	char	   *current_step;	/* NULL when no step is active */
+	int32		current_attempt;	/* attempt of the live task, 0 = none */
+	int64		current_task;	/* task_id of the live task, 0 = none */
+	int32		seq;			/* seq of the last event */
+	Jsonb	   *context;		/* {"input": ..., "steps": {...}} */
+	Jsonb	   *output;			/* NULL until the run completes */
+	uint8		last_hash[WF_HASH_LEN];
+	TimestampTz updated_at;
+	bool		finished;		/* finished_at is set */
+	TimestampTz finished_at;
+} WfRunState;
+
+/* one event, as appended */
+typedef struct WfEvent
+{
+	int32		seq;
+	WfEventType type;
+	const char *step;			/* NULL when none */
+	int32		attempt;		/* 0 when none */
+	Jsonb	   *payload;
+	const char *actor;
+	TimestampTz created_at;
+	uint8		hash[WF_HASH_LEN];
+} WfEvent;
+
+/* a task attempt to insert with the transition */
+typedef struct WfNewTask
+{
+	int64		task_id;
+	const char *step;
+	int32		visit;
+	int32		attempt;
+	const char *queue;
+	const char *activity;
+	TimestampTz available_at;
+	char	   *idempotency_key;
+	Jsonb	   *input;
+} WfNewTask;
+
+#define WF_MAX_TRANSITION_EVENTS 8
+
+/* the events and writes of one transaction on one run */
+typedef struct WfTransition
+{
+	WfRunState *run;
+	const WfDefinition *def;
+	const char *actor;
+	TimestampTz now;
+	int			nevents;
+	WfEvent		events[WF_MAX_TRANSITION_EVENTS];
+	bool		has_task;
+	WfNewTask	task;
+} WfTransition;
+
+/* naming */
+extern const char *WfRunStatusName(WfRunStatus status);
+extern WfRunStatus WfRunStatusFromName(const char *name);
+extern const char *WfEventTypeName(WfEventType type);
+extern WfEventType WfEventTypeFromName(const char *name);
+
+/* the reducer, shared by live transitions and replay */
+extern const char *WfApplyEvent(WfRunState *run, const WfEvent *ev);
+extern void WfHashEventFor(const WfRunState *run, WfEvent *ev);
+
+/* building transitions */
+extern void WfTransitionInit(WfTransition *tr, WfRunState *run,
+							 const WfDefinition *def, TimestampTz now);
+extern void WfAppendEvent(WfTransition *tr, WfEventType type,
+						  const char *step, int32 attempt, Jsonb *payload);
+extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
+						   TimestampTz available_at, Jsonb *input);
+extern void WfAdvance(WfTransition *tr, int from_step);
+extern void WfTransitionWrite(WfTransition *tr);
+
+/* reading the snapshot */
+extern void WfRunStateFromTuple(WfRunState *run, int row);
+
+/* small jsonb helpers */
+extern JsonbValue *WfJsonbGet(Jsonb *obj, const char *key);
+extern Jsonb *WfJsonbGetJsonb(Jsonb *obj, const char *key);
+extern char *WfJsonbGetText(Jsonb *obj, const char *key);
+extern int64 WfJsonbGetInt(Jsonb *obj, const char *key, int64 missing);
+
+/* building small jsonb objects */
+typedef struct WfJsonBuilder
+{
+	JsonbParseState *state;
+} WfJsonBuilder;
+
+extern void WfJbBegin(WfJsonBuilder *b);
+extern void WfJbText(WfJsonBuilder *b, const char *key, const char *value);
+extern void WfJbInt(WfJsonBuilder *b, const char *key, int64 value);
+extern void WfJbBool(WfJsonBuilder *b, const char *key, bool value);
+extern void WfJbTimestamp(WfJsonBuilder *b, const char *key, TimestampTz value);
+extern void WfJbJsonb(WfJsonBuilder *b, const char *key, Jsonb *value);
+extern Jsonb *WfJbEnd(WfJsonBuilder *b);
+
+
+
+/* parameter helpers for the statements that write transitions */
+extern void WfEventArrays(WfTransition *tr, Datum *values);
+extern void WfTaskValues(WfTransition *tr, Datum *values, char *nulls);
+extern Datum WfHashDatum(const uint8 *hash);
+extern void WfCurrentValues(const WfRunState *run, Datum *values, char *nulls);
+
+/* run.c */
+extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner);
+extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
+
+#endif							/* WF_STATE_H */

@@ -1,0 +1,108 @@
+/*-------------------------------------------------------------------------
+ *
+ * wfengine.c
+ *	  Module entry point of wfengine, a durable workflow engine that runs
+ *	  inside PostgreSQL.
+ *
+ * The engine is a state machine over extension-owned tables in schema wf.
+ * Every change of a run happens in one transaction that appends events to
+ * wf.events (hash-chained, gap-free per run) and rewrites the run's
+ * snapshot in wf.runs, so the snapshot can always be rebuilt by replaying
+ * the events (wf.verify_run does exactly that).  Workers claim task
+ * attempts from wf.tasks with FOR UPDATE SKIP LOCKED; each claim hands out
+ * a new fencing token, and a result is applied only when it carries the
+ * fence of the current lease of the current attempt.  Everything else is
+ * recorded in the history and ignored.
+ *
+ * _PG_init does no work of its own: it defines the GUCs and initialises
+ * each subsystem.  Without shared_preload_libraries the SQL API still
+ * works; only the background workers are missing.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/wfengine.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+
+#include "crypto.h"
+#include "definition.h"
+#include "guc.h"
+#include "wfengine.h"
+
+PG_MODULE_MAGIC;
+
+/* the one tenant every session belongs to until tenancy binds it to roles */
+#define WF_DEFAULT_TENANT "default"
+
+bool		wf_preloaded = false;
+
+void		_PG_init(void);
+
+PG_FUNCTION_INFO_V1(wfengine_current_tenant);
+PG_FUNCTION_INFO_V1(wfengine_preloaded);
+
+/*
+ * _PG_init is called when the library is loaded, either from
+ * shared_preload_libraries or on first use.  It initialises each
+ * subsystem and nothing else.
+ */
+void
+_PG_init(void)
+{
+	if (IsBinaryUpgrade)
+		return;
+
+	wf_preloaded = process_shared_preload_libraries_in_progress;
+
+	WfGucInit();
+	WfCryptoInit();
+	WfDefinitionInit();
+}
+
+/*
+ * WfCurrentTenant returns the tenant of the calling session.  Every code
+ * path that reads or writes engine rows learns the tenant here and only
+ * here.
+ */
+const char *
+WfCurrentTenant(void)
+{
+	return WF_DEFAULT_TENANT;
+}
+
+/*
+ * WfCurrentActor returns the name recorded as the actor of events caused
+ * by the current session: its current role.
+ */
+const char *
+WfCurrentActor(void)
+{
+	return GetUserNameFromId(GetUserId(), false);
+}
+
+/*
+ * wfengine_current_tenant is wf.current_tenant().
+ */
+Datum
+wfengine_current_tenant(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(WfCurrentTenant()));
+}
+
+/*
+ * wfengine_preloaded is wf.preloaded(): true when the library came from
+ * shared_preload_libraries.
+ */
+Datum
+wfengine_preloaded(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(wf_preloaded);
+}

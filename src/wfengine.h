@@ -1,0 +1,25 @@
+/*-------------------------------------------------------------------------
+ *
+ * wfengine.h
+ *	  Declarations shared by every wfengine subsystem.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/wfengine.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_WFENGINE_H
+#define WF_WFENGINE_H
+
+/* length of every hash wfengine stores (BLAKE2b-256) */
+#define WF_HASH_LEN 32
+
+/* true when the library was loaded by shared_preload_libraries */
+extern bool wf_preloaded;
+
+extern const char *WfCurrentTenant(void);
+extern const char *WfCurrentActor(void);
+
+#endif							/* WF_WFENGINE_H */

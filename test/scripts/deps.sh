@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# deps.sh — make sure the Debian packages needed to build and test wfengine
+# are installed.  Idempotent and silent when everything is already there;
+# otherwise runs `apt-get update` + `apt-get install` (directly as root, via
+# sudo as a normal user).  Finally checks that the PostgreSQL 15 pg_config is
+# usable, so a machine with several majors installed still builds for 15.
+#
+# Usage: bash test/scripts/deps.sh          (also run by `make test` / `make demo`)
+set -euo pipefail
+
+PG_MAJOR=15
+export PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config}"
+
+packages=(
+	"postgresql-${PG_MAJOR}"
+	"postgresql-server-dev-${PG_MAJOR}"
+	"postgresql-${PG_MAJOR}-cron"
+	"postgresql-${PG_MAJOR}-pgtap"
+	postgresql-contrib
+	libsodium-dev
+	libipc-run-perl                        # PostgreSQL::Test::Cluster (TAP tests)
+	libtap-parser-sourcehandler-pgtap-perl # pg_prove
+	build-essential
+	gcc
+	make
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+	[[ $status == installed ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]})); then
+	echo "deps.sh: installing missing packages: ${missing[*]}"
+	if ((EUID == 0)); then
+		as_root=(env)
+	elif command -v sudo >/dev/null 2>&1; then
+		as_root=(sudo env)
+	else
+		echo "deps.sh: not root and sudo is not available; install these as root: ${missing[*]}" >&2
+		exit 1
+	fi
+	"${as_root[@]}" DEBIAN_FRONTEND=noninteractive apt-get update -q
+	"${as_root[@]}" DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		--no-install-recommends "${missing[@]}"
+fi
+
+if [[ ! -x $PG_CONFIG ]]; then
+	echo "deps.sh: $PG_CONFIG not found (is postgresql-server-dev-${PG_MAJOR} installed?)" >&2
+	exit 1
+fi
+version=$("$PG_CONFIG" --version)
+if [[ $version != "PostgreSQL ${PG_MAJOR}."* ]]; then
+	echo "deps.sh: $PG_CONFIG reports '$version', expected PostgreSQL ${PG_MAJOR}" >&2
+	exit 1
+fi

@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# test.sh — what `make test` runs: install missing packages, build, install,
+# then every test suite, counting results per individual test:
+#
+#   inside one throw-away cluster (pg_virtualenv, wfengine + pg_cron preloaded):
+#     regress     pg_regress over the Makefile's REGRESS list
+#     isolation   pg_isolation_regress over test/isolation/specs/*.spec
+#     pgtap       pg_prove over test/pgtap/*.sql
+#   outside it, as a non-root user:
+#     tap         prove over test/t/*.pl (PostgreSQL::Test::Cluster runs its
+#                 own initdb'd clusters, and initdb refuses root)
+#
+# `make installcheck` stops at its first failing half, so regress and
+# isolation are run as two invocations of it (ISOLATION= / REGRESS= on the
+# command line) and a regress failure does not hide the isolation results.
+# Every suite runs even when an earlier one failed.  A suite that could not
+# even start (build/install failure, server did not start, time budget gone)
+# counts as 1 failed test.
+#
+# The last line printed is exactly "N passed, N failed"; the exit status is
+# non-zero when anything failed.
+#
+# Environment knobs: WF_TEST_BUDGET (seconds for the whole run, default 1500),
+# WF_KEEP_TMP=1 (keep the scratch directory with the logs).
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+RESULTS=$WF_TMP/results # suite <TAB> passed <TAB> failed <TAB> note
+STARTED=$WF_TMP/virtualenv-started
+
+# per-suite time caps (seconds); all are also bounded by the overall budget
+CAP_REGRESS=600
+CAP_ISOLATION=300
+CAP_PGTAP=300
+CAP_TAP=900
+
+record() {
+	printf '%s\t%d\t%d\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$RESULTS"
+}
+
+recorded() {
+	[[ -s $RESULTS ]] && cut -f1 "$RESULTS" | grep -qx -- "$1"
+}
+
+have_isolation() { compgen -G "$WF_ROOT/test/isolation/specs/*.spec" >/dev/null; }
+have_pgtap() { compgen -G "$WF_ROOT/test/pgtap/*.sql" >/dev/null; }
+have_tap() { compgen -G "$WF_ROOT/test/t/*.pl" >/dev/null; }
+
+# Suites run inside pg_virtualenv, in order.
+virtualenv_suites() {
+	echo regress
+	if have_isolation; then echo isolation; fi
+	if have_pgtap; then echo pgtap; fi
+}
+
+# Seconds a suite may take: its cap, bounded by what is left of the budget.
+suite_timeout() {
+	local cap=$1 left
+	left=$((WF_DEADLINE - $(date +%s)))
+	if ((left < cap)); then cap=$left; fi
+	echo "$cap"
+}
+
+# count_pg_regress LOG: prints "PASSED FAILED".  pg_regress and
+# pg_isolation_regress (PG 15) print one line per test:
+#   "test 001_install                 ... ok           12 ms"
+#   "     name                        ... FAILED       30 ms"   (parallel group)
+#   "test name                        ... failed (ignored) ..."
+# An ignored failure does not fail the run, so it is counted as passed.
+count_pg_regress() {
+	awk '
+		/^(test +|     +)?[^ ]+ +\.\.\. +ok( |$)/ { p++; next }
+		/^(test +|     +)?[^ ]+ +\.\.\. +failed \(ignored\)/ { p++; next }
+		/^(test +|     +)?[^ ]+ +\.\.\. +(FAILED|failed)/ { f++; next }
+		END { printf "%d %d\n", p, f }
+	' "$1"
+}
+
+# count_tap LOG: prints "PASSED FAILED" from the summary that prove and
+# pg_prove (both TAP::Harness) print at the end of a non-verbose run:
+#
+#   Test Summary Report
+#   -------------------
+#   t/b.pl (Wstat: 256 (exited 1) Tests: 3 Failed: 1)
+#     Parse errors: Bad plan.  You planned 5 tests but ran 2.
+#   Files=5, Tests=10,  0 wallclock secs (...)
+#
+# "Tests=M" is the number of assertions that ran in all files.  For every file
+# of the summary report, "Failed: F" failed assertions, plus the planned ones
+# that never ran (a "Bad plan" parse error); a file that exited non-zero or
+# has TAP parse errors but no such count (died before any test, no plan)
+# counts as 1 failed.  Files that only list "TODO passed" are not failures.
+# passed = M - sum(F).  This relies only on the final summary, which TAP::Harness
+# always prints, not on per-test lines (which need --verbose and can be mixed
+# up with the tests' own stderr).  No "Files=" line at all means the harness
+# never got to run: "0 0", and the caller turns the non-zero exit into 1 failure.
+count_tap() {
+	awk '
+		function flush() {
+			if (!infile) return
+			extra = planned - ran; if (extra < 0) extra = 0
+			n = ff + extra
+			if (n == 0 && (wstat != 0 || perr)) n = 1
+			failed += n; failedasserts += ff
+			infile = 0
+		}
+		/ \(Wstat: [0-9]+.* Tests: [0-9]+ Failed: [0-9]+\)$/ {
+			flush()
+			infile = 1; perr = 0; planned = 0; ran = 0
+			match($0, /Wstat: [0-9]+/); wstat = substr($0, RSTART + 7, RLENGTH - 7) + 0
+			match($0, /Failed: [0-9]+\)$/); ff = substr($0, RSTART + 8, RLENGTH - 9) + 0
+			next
+		}
+		infile && /^  Parse errors:/ {
+			perr = 1
+			if (match($0, /You planned [0-9]+ tests but ran [0-9]+/)) {
+				split(substr($0, RSTART, RLENGTH), w, " ")
+				planned = w[3] + 0; ran = w[7] + 0
+			}
+			next
+		}
+		/^Files=[0-9]+, Tests=[0-9]+/ {
+			flush()
+			match($0, /Tests=[0-9]+/); total = substr($0, RSTART + 6, RLENGTH - 6) + 0
+			seen = 1
+		}
+		END {
+			flush()
+			if (!seen) { print "0 0"; exit }
+			p = total - failedasserts; if (p < 0) p = 0
+			printf "%d %d\n", p, failed
+		}
+	' "$1"
+}
+
+# Names of the test files a TAP summary reports as failed (one per line).
+tap_failed_files() {
+	awk '/ \(Wstat: [0-9]+.* Tests: [0-9]+ Failed: [0-9]+\)$/ &&
+		!/\(Wstat: 0 Tests: [0-9]+ Failed: 0\)$/ { print $1 }' "$1"
+}
+
+show_file() { # show_file FILE MAXLINES
+	local n
+	n=$(wc -l <"$1")
+	echo "----- $1 ($n lines$( ((n > $2)) && echo ", last $2"))"
+	tail -n "$2" "$1"
+}
+
+# Diagnostics printed after a failed suite.
+diagnose() {
+	local suite=$1 log=$2 dir f name
+	case $suite in
+	regress | isolation)
+		local -a diffs=("$WF_ROOT/results/regression.diffs" "$WF_ROOT/regression.diffs")
+		[[ $suite == isolation ]] && diffs=("$WF_ROOT/output_iso/regression.diffs")
+		for f in "${diffs[@]}"; do
+			if [[ -s $f ]]; then show_file "$f" 300; fi
+		done
+		;;
+	tap)
+		dir=$(wf_unpriv_tree)/tmp_check/log
+		local -a failed_files
+		mapfile -t failed_files < <(tap_failed_files "$log")
+		if ((${#failed_files[@]} == 0)); then failed_files=("$dir"/regress_log_*); fi
+		for f in "${failed_files[@]}"; do
+			name=$(basename "$f" .pl)
+			name=${name#regress_log_}
+			if [[ -s $dir/regress_log_$name ]]; then show_file "$dir/regress_log_$name" 60; fi
+		done
+		;;
+	esac
+}
+
+# run_suite NAME KIND CMD...: run CMD (stdin closed, output shown and logged),
+# count its results with count_KIND, record them; diagnose on failure.
+run_suite() {
+	local name=$1 kind=$2 log=$WF_TMP/$1.log rc p f note="" start=$SECONDS
+	shift 2
+	wf_log "suite $name"
+	set +e
+	"$@" </dev/null 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	set -e
+	read -r p f < <("count_$kind" "$log")
+	if ((rc == 124 || rc == 137)); then
+		f=$((f + 1)) note="timed out"
+	elif ((rc != 0 && f == 0)); then
+		f=1 note="exit status $rc"
+		if ((p == 0)); then note="did not run (exit status $rc)"; fi
+	elif ((rc == 0 && p + f == 0)); then
+		note="no tests found"
+	fi
+	record "$name" "$p" "$f" "$note"
+	echo "--- $name: $p passed, $f failed${note:+ ($note)} in $((SECONDS - start)) s"
+	if ((f > 0)); then diagnose "$name" "$log" || true; fi
+	return 0
+}
+
+# Runs a suite unless the time budget is gone; budget-exhausted suites fail.
+timed_suite() { # timed_suite NAME KIND CAP CMD...
+	local name=$1 kind=$2 secs
+	secs=$(suite_timeout "$3")
+	shift 3
+	if ((secs < 20)); then
+		record "$name" 0 1 "not run: time budget exhausted"
+		return 0
+	fi
+	run_suite "$name" "$kind" timeout -k 30 "$secs" "$@"
+}
+
+# ---------------------------------------------------------------------------
+# Inside pg_virtualenv (re-invoked by main): regress, isolation, pgtap.
+in_virtualenv() {
+	: >"$STARTED"
+	echo "cluster: PostgreSQL $(psql -XAtqc 'SHOW server_version') on $PGHOST:$PGPORT," \
+		"shared_preload_libraries=$(psql -XAtqc 'SHOW shared_preload_libraries')"
+	rm -rf "$WF_ROOT/results" "$WF_ROOT/output_iso" "$WF_ROOT/regression.diffs" \
+		"$WF_ROOT/regression.out"
+
+	timed_suite regress pg_regress $CAP_REGRESS \
+		make -C "$WF_ROOT" --no-print-directory PG_CONFIG="$PG_CONFIG" installcheck ISOLATION=
+
+	if have_isolation; then
+		timed_suite isolation pg_regress $CAP_ISOLATION \
+			make -C "$WF_ROOT" --no-print-directory PG_CONFIG="$PG_CONFIG" installcheck REGRESS=
+	fi
+
+	if have_pgtap; then
+		# pg_prove runs each file through psql in PGDATABASE: give it a fresh
+		# database with pgTAP installed.
+		if psql -XqAt -v ON_ERROR_STOP=1 -c 'CREATE DATABASE wf_pgtap' &&
+			PGDATABASE=wf_pgtap psql -XqAt -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION pgtap'; then
+			PGDATABASE=wf_pgtap timed_suite pgtap tap $CAP_PGTAP \
+				make -C "$WF_ROOT" --no-print-directory PG_CONFIG="$PG_CONFIG" pgtap \
+				PG_PROVE="pg_prove --failures"
+		else
+			record pgtap 0 1 "not run: could not create database wf_pgtap"
+		fi
+	fi
+}
+
+# ---------------------------------------------------------------------------
+main() {
+	export WF_DEADLINE=$(($(date +%s) + ${WF_TEST_BUDGET:-1500}))
+	local start=$SECONDS built=1 vrc=0 s
+	: >"$RESULTS"
+	local -a all_suites
+	mapfile -t all_suites < <(virtualenv_suites)
+	if have_tap; then all_suites+=(tap); fi
+
+	wf_log "dependencies"
+	wf_deps || echo "deps.sh failed; trying to build anyway"
+
+	wf_log "build (make PG_CONFIG=$PG_CONFIG)"
+	if ! wf_build; then
+		built=0
+		echo "*** build failed"
+	else
+		wf_log "install (make install)"
+		if ! wf_install; then
+			built=0
+			echo "*** make install failed"
+		fi
+	fi
+
+	if ((built)); then
+		wf_log "pg_virtualenv: regress, isolation, pgtap"
+		rm -f "$STARTED"
+		wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
+		for s in $(virtualenv_suites); do
+			recorded "$s" && continue
+			if [[ ! -e $STARTED ]]; then
+				record "$s" 0 1 "not run: server did not start (pg_virtualenv exit $vrc)"
+			else
+				record "$s" 0 1 "not run: test.sh --in-virtualenv exited with status $vrc"
+			fi
+		done
+
+		if have_tap; then
+			local who
+			who=$(id -un)
+			if ((EUID == 0)); then who=postgres; fi
+			wf_log "TAP tests as $who in $(wf_unpriv_tree)"
+			timed_suite tap tap $CAP_TAP \
+				as_unpriv make --no-print-directory PG_CONFIG="$PG_CONFIG" prove_installcheck
+		fi
+	else
+		for s in "${all_suites[@]}"; do
+			record "$s" 0 1 "not run: build/install failed"
+		done
+	fi
+
+	local passed=0 failed=0 name p f note
+	wf_log "summary ($((SECONDS - start)) s)"
+	printf '%-10s %7s %7s  %s\n' suite passed failed note
+	while IFS=$'\t' read -r name p f note; do
+		printf '%-10s %7d %7d  %s\n' "$name" "$p" "$f" "$note"
+		passed=$((passed + p)) failed=$((failed + f))
+	done <"$RESULTS"
+	for s in regress isolation pgtap tap; do
+		recorded "$s" || printf '%-10s %7s %7s  %s\n' "$s" - - "skipped: no test files"
+	done
+	echo "$passed passed, $failed failed"
+	((failed == 0))
+}
+
+case ${1:-} in
+--in-virtualenv) in_virtualenv ;;
+"") main ;;
+*)
+	echo "usage: $0" >&2
+	exit 2
+	;;
+esac
