@@ -34,7 +34,7 @@ PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
 SHLIB_LINK += -lsodium
 
 DATA = sql/wfengine--$(EXTVERSION).sql $(wildcard sql/wfengine--*--*.sql)
-DOCS = $(wildcard docs/*.md)
+DOCS := $(wildcard docs/*.md)
 
 # pg_regress: explicit and ordered (never a wildcard over sql/).
 REGRESS = \

@@ -51,7 +51,9 @@ typedef struct WfPlanSpec
 
 /* the events of a transition, passed as parallel arrays */
 #define WF_EVENTS_FROM_ARRAYS(seq, type, step, attempt, payload, hash) \
-	"pg_catalog.unnest(" seq ", " type ", " step ", " attempt ", " payload ", " hash ") " \
+	"ROWS FROM (pg_catalog.unnest(" seq "), pg_catalog.unnest(" type "), " \
+	"pg_catalog.unnest(" step "), pg_catalog.unnest(" attempt "), " \
+	"pg_catalog.unnest(" payload "), pg_catalog.unnest(" hash ")) " \
 	"AS u(seq, type, step, attempt, payload, hash) "
 
 static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {

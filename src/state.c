@@ -41,6 +41,8 @@
 #include "fmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "miscadmin.h"
+#include "utils/datetime.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -234,10 +236,21 @@ WfJbBool(WfJsonBuilder *b, const char *key, bool value)
 	pushJsonbValue(&b->state, WJB_VALUE, &v);
 }
 
+/*
+ * WfJbTimestamp adds a timestamp in ISO 8601 form, always in UTC, so that
+ * payloads (and so event hashes) do not depend on the session's TimeZone.
+ */
 void
 WfJbTimestamp(WfJsonBuilder *b, const char *key, TimestampTz value)
 {
-	WfJbText(b, key, timestamptz_to_str(value));
+	struct pg_tm tm;
+	fsec_t		fsec;
+	char		buf[MAXDATELEN + 1];
+
+	if (timestamp2tm(value, NULL, &tm, &fsec, NULL, NULL) != 0)
+		elog(ERROR, "timestamp out of range");
+	EncodeDateTime(&tm, fsec, true, 0, NULL, USE_XSD_DATES, buf);
+	WfJbText(b, key, pstrdup(buf));
 }
 
 void
