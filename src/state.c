@@ -249,6 +249,7 @@ WfJbTimestamp(WfJsonBuilder *b, const char *key, TimestampTz value)
 
 	if (timestamp2tm(value, NULL, &tm, &fsec, NULL, NULL) != 0)
 		elog(ERROR, "timestamp out of range");
+	tm.tm_isdst = 0;
 	EncodeDateTime(&tm, fsec, true, 0, NULL, USE_XSD_DATES, buf);
 	WfJbText(b, key, pstrdup(buf));
 }
