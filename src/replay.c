@@ -12,7 +12,8 @@
  * column by column, the snapshot's last_hash must be the hash of the
  * last event (so a removed tail is noticed), and the live task rows must
  * be exactly the one task the state says is current.  The first
- * discrepancy is reported as a WARNING and the function returns false.
+ * discrepancy is reported as a WARNING (the run id in its context line)
+ * and the function returns false.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -198,9 +199,10 @@ wfengine_verify_run(PG_FUNCTION_ARGS)
 	if (problem != NULL)
 		ereport(WARNING,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("run %s does not match its history",
-						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
-				 errdetail("%s.", problem)));
+				 errmsg("run does not match its history"),
+				 errdetail("%s.", problem),
+				 errcontext("run %s",
+							DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))))));
 
 	WfApiEnd();
 	PG_RETURN_BOOL(problem == NULL);
