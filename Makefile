@@ -24,6 +24,7 @@ OBJS = \
 	src/spi_util.o \
 	src/crypto.o \
 	src/definition.o \
+	src/jsonutil.o \
 	src/state.o \
 	src/run.o \
 	src/claim.o \

@@ -47,6 +47,7 @@
 #include "crypto.h"
 #include "definition.h"
 #include "guc.h"
+#include "jsonutil.h"
 #include "spi_util.h"
 #include "wfengine.h"
 
@@ -949,8 +950,7 @@ WfDefinitionGet(int64 definition_id)
 Jsonb *
 WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context)
 {
-	JsonbParseState *state = NULL;
-	JsonbValue *res;
+	WfJsonBuilder b;
 	int			i;
 
 	if (empty_object == NULL)
@@ -961,17 +961,10 @@ WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context)
 		MemoryContextSwitchTo(oldcxt);
 	}
 
-	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	WfJbBegin(&b);
 	for (i = 0; i < n; i++)
 	{
-		JsonbValue	k;
-		JsonbValue	v;
 		Jsonb	   *value = map[i].literal;
-
-		k.type = jbvString;
-		k.val.string.val = map[i].key;
-		k.val.string.len = strlen(map[i].key);
-		pushJsonbValue(&state, WJB_KEY, &k);
 
 		if (map[i].path != (Datum) 0)
 		{
@@ -990,19 +983,9 @@ WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context)
 			r = jsonb_path_query_first(fcinfo);
 			value = fcinfo->isnull ? NULL : DatumGetJsonbP(r);
 		}
-
-		if (value == NULL)
-			v.type = jbvNull;
-		else
-		{
-			v.type = jbvBinary;
-			v.val.binary.data = &value->root;
-			v.val.binary.len = VARSIZE(value) - VARHDRSZ;
-		}
-		pushJsonbValue(&state, WJB_VALUE, &v);
+		WfJbJsonb(&b, map[i].key, value);
 	}
-	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
-	return JsonbValueToJsonb(res);
+	return WfJbEnd(&b);
 }
 
 /*

@@ -18,6 +18,7 @@
 #include "utils/uuid.h"
 
 #include "definition.h"
+#include "jsonutil.h"
 #include "wfengine.h"
 
 /* run states, as stored in wf.runs.status */
@@ -126,25 +127,6 @@ extern void WfTransitionWrite(WfTransition *tr);
 /* reading the snapshot */
 extern void WfRunStateFromTuple(WfRunState *run, int row);
 
-/* small jsonb helpers */
-extern JsonbValue *WfJsonbGet(Jsonb *obj, const char *key);
-extern Jsonb *WfJsonbGetJsonb(Jsonb *obj, const char *key);
-extern char *WfJsonbGetText(Jsonb *obj, const char *key);
-extern int64 WfJsonbGetInt(Jsonb *obj, const char *key, int64 missing);
-
-/* building small jsonb objects */
-typedef struct WfJsonBuilder
-{
-	JsonbParseState *state;
-} WfJsonBuilder;
-
-extern void WfJbBegin(WfJsonBuilder *b);
-extern void WfJbText(WfJsonBuilder *b, const char *key, const char *value);
-extern void WfJbInt(WfJsonBuilder *b, const char *key, int64 value);
-extern void WfJbBool(WfJsonBuilder *b, const char *key, bool value);
-extern void WfJbTimestamp(WfJsonBuilder *b, const char *key, TimestampTz value);
-extern void WfJbJsonb(WfJsonBuilder *b, const char *key, Jsonb *value);
-extern Jsonb *WfJbEnd(WfJsonBuilder *b);
 
 
 
