@@ -41,8 +41,6 @@
 #include "fmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "miscadmin.h"
-#include "utils/datetime.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
