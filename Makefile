@@ -58,6 +58,9 @@ EXTRA_CLEAN = results output_iso tmp_check tmp_check_iso regression.diffs regres
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies: rebuild every object when a header changes.
+$(OBJS): $(wildcard src/*.h)
+
 PROVE ?= prove
 PG_PROVE ?= pg_prove
 

@@ -59,6 +59,7 @@ SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "no space
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q", "activity": 1}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q", "input": "$.input"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q", "input": {"x": "$.input.("}}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q", "input": {"x": "$.input.items ? (@.price > $min)"}}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q", "retry": 3}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q", "retry": {"attempts": 3}}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q", "retry": {"max_attempts": 0}}]}');
@@ -93,6 +94,9 @@ SET wfengine.max_definition_size = '1kB';
 SELECT wf.publish_definition('bad', jsonb_build_object('description', repeat('x', 2000),
   'steps', '[{"name": "a", "queue": "q"}]'::jsonb));
 RESET wfengine.max_definition_size;
+-- a published version never changes
+UPDATE wf.definitions SET spec = '{}' WHERE name = 'order';
+DELETE FROM wf.definitions WHERE name = 'order';
 -- STRICT: NULL in, NULL out, nothing written
 SELECT wf.publish_definition(NULL, '{}') IS NULL AS is_null;
 -- nothing of the above was written

@@ -41,6 +41,11 @@ SELECT wf.start_run('signup', '{}') AS run3 \gset
 SELECT definition_version FROM wf.runs WHERE run_id = :'run3';
 SELECT wf.start_run('signup', '{}', NULL, 1) AS run4 \gset
 SELECT definition_version FROM wf.runs WHERE run_id = :'run4';
+-- an idempotent start that names a version must match the first start's version
+SELECT wf.start_run('signup', '{}', 'pinned', 1) AS run5 \gset
+SELECT wf.start_run('signup', '{}', 'pinned', 1) = :'run5' AS same_run;
+SELECT wf.start_run('signup', '{}', 'pinned') = :'run5' AS same_run_without_version;
+SELECT wf.start_run('signup', '{}', 'pinned', 2);
 
 -- bad starts change nothing
 SELECT count(*) AS runs_before FROM wf.runs \gset

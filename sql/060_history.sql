@@ -60,6 +60,18 @@ UPDATE wf.runs SET status = 'completed', current_step = NULL WHERE run_id = :'ru
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
+UPDATE wf.runs SET input = '{"who": "mallory"}' WHERE run_id = :'run';
+SELECT wf.verify_run(:'run');
+ROLLBACK;
+BEGIN;
+UPDATE wf.tasks SET output = '{"x": 2}' WHERE run_id = :'run' AND status = 'completed';
+SELECT wf.verify_run(:'run');
+ROLLBACK;
+BEGIN;
+DELETE FROM wf.tasks WHERE run_id = :'run' AND status = 'completed';
+SELECT wf.verify_run(:'run');
+ROLLBACK;
+BEGIN;
 UPDATE wf.tasks SET status = 'completed' WHERE run_id = :'run' AND status = 'ready';
 SELECT wf.verify_run(:'run');
 ROLLBACK;

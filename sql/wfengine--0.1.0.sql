@@ -88,25 +88,35 @@ CREATE TABLE wf.events (
 COMMENT ON TABLE wf.events IS
 'Append-only, hash-chained history of every run; UPDATE, DELETE and TRUNCATE are refused.';
 
-CREATE FUNCTION wf.refuse_event_change()
+-- Refuses changes to rows that must never change (history, definitions).
+CREATE FUNCTION wf.refuse_change()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog
 AS $$
 BEGIN
-    RAISE EXCEPTION 'wf.events is append-only'
+    RAISE EXCEPTION 'wf.% is append-only', TG_TABLE_NAME
         USING ERRCODE = 'insufficient_privilege',
-              DETAIL = format('%s on wf.events is not allowed.', TG_OP),
-              HINT = 'History is changed only by appending events through the wf API.';
+              DETAIL = format('%s on wf.%s is not allowed.', TG_OP, TG_TABLE_NAME),
+              HINT = CASE TG_TABLE_NAME
+                     WHEN 'events' THEN 'History is changed only by appending events through the wf API.'
+                     ELSE 'A published definition version never changes; publish a new version.'
+                     END;
 END
 $$;
 
 CREATE TRIGGER events_append_only
     BEFORE UPDATE OR DELETE ON wf.events
-    FOR EACH ROW EXECUTE FUNCTION wf.refuse_event_change();
+    FOR EACH ROW EXECUTE FUNCTION wf.refuse_change();
 CREATE TRIGGER events_no_truncate
     BEFORE TRUNCATE ON wf.events
-    FOR EACH STATEMENT EXECUTE FUNCTION wf.refuse_event_change();
+    FOR EACH STATEMENT EXECUTE FUNCTION wf.refuse_change();
+CREATE TRIGGER definitions_immutable
+    BEFORE UPDATE OR DELETE ON wf.definitions
+    FOR EACH ROW EXECUTE FUNCTION wf.refuse_change();
+CREATE TRIGGER definitions_no_truncate
+    BEFORE TRUNCATE ON wf.definitions
+    FOR EACH STATEMENT EXECUTE FUNCTION wf.refuse_change();
 
 -- Tasks: one row per attempt of a task step.
 CREATE SEQUENCE wf.task_id_seq AS bigint;
@@ -243,11 +253,21 @@ LANGUAGE C STABLE;
 COMMENT ON FUNCTION wf.preloaded() IS
 'True when wfengine was loaded through shared_preload_libraries (background workers available).';
 
+-- pg_dump dumps the contents of extension tables only when told to.
+SELECT pg_catalog.pg_extension_config_dump('wf.definitions', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.definitions_definition_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.runs', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.events', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.tasks', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.task_id_seq', '');
+
+-- CREATE EXTENSION runs with client_min_messages at WARNING or above.
 DO $$
 BEGIN
     IF NOT wf.preloaded() THEN
-        RAISE NOTICE 'wfengine is not loaded through shared_preload_libraries; its background workers are not running'
-            USING HINT = 'Add wfengine to shared_preload_libraries and restart the server. The SQL API works without it.';
+        RAISE WARNING 'wfengine is not loaded through shared_preload_libraries'
+            USING DETAIL = 'The SQL API works; anything that needs a background worker does not run.',
+                  HINT = 'Add wfengine to shared_preload_libraries and restart the server.';
     END IF;
 END
 $$;

@@ -83,7 +83,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease must be positive and at most 7 days"),
-				 errhint("Heartbeats extend a lease; a long activity does not need a long lease.")));
+				 errhint("A lease covers one delivery of a task; when it expires the task can be claimed again.")));
 
 	InitMaterializedSRF(fcinfo, 0);
 	WfApiBegin();

@@ -104,6 +104,8 @@ static const char *const timeout_fields[] = {
 
 /* forward declarations */
 static void def_cache_reset(void);
+static Jsonb *empty_object_get(void);
+static bool jsonpath_has_variable(Datum path);
 static void def_error(const ValidateCtx *cx, const char *field, int code,
 					  const char *hint, const char *fmt,...) pg_attribute_printf(5, 6) pg_attribute_noreturn();
 static JsonbValue *obj_get(JsonbContainer *obj, const char *key);
@@ -303,11 +305,19 @@ parse_duration_text(const char *s, int64 *usec)
 		double		n;
 		double		unit;
 
-		if (!isdigit((unsigned char) *s) && *s != '.')
+		/* digits with an optional fraction: no sign, exponent or hex */
+		end = (char *) s;
+		while (isdigit((unsigned char) *end))
+			end++;
+		if (*end == '.')
+		{
+			end++;
+			while (isdigit((unsigned char) *end))
+				end++;
+		}
+		if (end == s || (end == s + 1 && *s == '.'))
 			return false;
-		n = strtod(s, &end);
-		if (end == s || n < 0 || isinf(n) || isnan(n))
-			return false;
+		n = strtod(s, NULL);
 		s = end;
 		if (strncmp(s, "ms", 2) == 0)
 		{
@@ -445,6 +455,37 @@ valid_identifier(const char *s, int maxlen, bool allow_punct)
 }
 
 /*
+ * jsonpath_has_variable tells whether a compiled jsonpath refers to a
+ * variable.  The canonical text of a jsonpath writes a variable as $"name"
+ * and the root as a bare $; string literals are double-quoted with
+ * backslash escapes, so a $ followed by a quote outside a literal is a
+ * variable.
+ */
+static bool
+jsonpath_has_variable(Datum path)
+{
+	char	   *canon = DatumGetCString(DirectFunctionCall1(jsonpath_out, path));
+	bool		in_string = false;
+	char	   *p;
+
+	for (p = canon; *p != '\0'; p++)
+	{
+		if (in_string)
+		{
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == '"')
+				in_string = false;
+		}
+		else if (*p == '"')
+			in_string = true;
+		else if (*p == '$' && p[1] == '"')
+			return true;
+	}
+	return false;
+}
+
+/*
  * compile_jsonpath parses text with PostgreSQL's jsonpath parser inside
  * a subtransaction, so a syntax error becomes an error that names the
  * step and the field.
@@ -456,12 +497,14 @@ compile_jsonpath(const ValidateCtx *cx, const char *field, const char *text)
 	ResourceOwner oldowner = CurrentResourceOwner;
 	Datum		result = (Datum) 0;
 	char	   *failure = NULL;
+	bool		uses_variable = false;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
 		result = DirectFunctionCall1(jsonpath_in, CStringGetDatum(text));
+		uses_variable = jsonpath_has_variable(result);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
@@ -480,6 +523,11 @@ compile_jsonpath(const ValidateCtx *cx, const char *field, const char *text)
 	}
 	PG_END_TRY();
 
+	if (uses_variable)
+		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Refer to the run context through $, as in \"$.input.limit\".",
+				  "JSONPath \"%s\" uses a variable, and paths are evaluated without variables",
+				  text);
 	if (failure != NULL)
 		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Paths are PostgreSQL jsonpath expressions over the run context, such as \"$.input.order.id\" or \"$.steps.charge.output\".",
@@ -953,6 +1001,24 @@ WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context)
 	WfJsonBuilder b;
 	int			i;
 
+	WfJbBegin(&b);
+	for (i = 0; i < n; i++)
+	{
+		Jsonb	   *value = map[i].literal;
+
+		if (map[i].path != (Datum) 0)
+			value = WfEvaluatePath(map[i].path, context);
+		WfJbJsonb(&b, map[i].key, value);
+	}
+	return WfJbEnd(&b);
+}
+
+/*
+ * empty_object_get returns the empty jsonb object, built once.
+ */
+static Jsonb *
+empty_object_get(void)
+{
 	if (empty_object == NULL)
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
@@ -960,32 +1026,33 @@ WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context)
 		empty_object = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
 		MemoryContextSwitchTo(oldcxt);
 	}
+	return empty_object;
+}
 
-	WfJbBegin(&b);
-	for (i = 0; i < n; i++)
-	{
-		Jsonb	   *value = map[i].literal;
+/*
+ * WfEvaluatePath returns the first item a compiled jsonpath finds in
+ * context, or NULL when it finds nothing.  Evaluation is silent: a
+ * structural error (a missing key in strict mode, a type mismatch) finds
+ * nothing.  Paths with variables are refused at publish, because they
+ * would fail here on every evaluation.
+ */
+Jsonb *
+WfEvaluatePath(Datum path, Jsonb *context)
+{
+	LOCAL_FCINFO(fcinfo, 4);
+	Datum		r;
 
-		if (map[i].path != (Datum) 0)
-		{
-			LOCAL_FCINFO(fcinfo, 4);
-			Datum		r;
-
-			InitFunctionCallInfoData(*fcinfo, NULL, 4, InvalidOid, NULL, NULL);
-			fcinfo->args[0].value = JsonbPGetDatum(context);
-			fcinfo->args[0].isnull = false;
-			fcinfo->args[1].value = map[i].path;
-			fcinfo->args[1].isnull = false;
-			fcinfo->args[2].value = JsonbPGetDatum(empty_object);
-			fcinfo->args[2].isnull = false;
-			fcinfo->args[3].value = BoolGetDatum(true);
-			fcinfo->args[3].isnull = false;
-			r = jsonb_path_query_first(fcinfo);
-			value = fcinfo->isnull ? NULL : DatumGetJsonbP(r);
-		}
-		WfJbJsonb(&b, map[i].key, value);
-	}
-	return WfJbEnd(&b);
+	InitFunctionCallInfoData(*fcinfo, NULL, 4, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = JsonbPGetDatum(context);
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].value = path;
+	fcinfo->args[1].isnull = false;
+	fcinfo->args[2].value = JsonbPGetDatum(empty_object_get());
+	fcinfo->args[2].isnull = false;
+	fcinfo->args[3].value = BoolGetDatum(true);
+	fcinfo->args[3].isnull = false;
+	r = jsonb_path_query_first(fcinfo);
+	return fcinfo->isnull ? NULL : DatumGetJsonbP(r);
 }
 
 /*

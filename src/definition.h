@@ -85,6 +85,7 @@ typedef struct WfDefinition
 
 extern WfDefinition *WfDefinitionGet(int64 definition_id);
 extern int	WfDefinitionStepIndex(const WfDefinition *def, const char *step);
+extern Jsonb *WfEvaluatePath(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
 extern void WfDefinitionInit(void);
 

@@ -10,8 +10,11 @@
  * reducer (WfApplyEvent, the same code the live transitions use) accepts
  * it.  The state it rebuilds must then equal the snapshot in wf.runs
  * column by column, the snapshot's last_hash must be the hash of the
- * last event (so a removed tail is noticed), and the live task rows must
- * be exactly the one task the state says is current.  The first
+ * last event (so a removed tail is noticed), the run's immutable columns
+ * (definition, version, input, idempotency key, start time) must be the
+ * ones run_started recorded, and wf.tasks must hold exactly the attempts
+ * the history scheduled, each in the state and with the result the
+ * history gives it; the only live attempt is the current one.  The first
  * discrepancy is reported as a WARNING (the run id in its context line)
  * and the function returns false.
  *
@@ -36,8 +39,33 @@
 
 PG_FUNCTION_INFO_V1(wfengine_verify_run);
 
+/* what the history says about one task attempt */
+typedef struct ExpectedTask
+{
+	int64		task_id;
+	char	   *step;
+	int32		attempt;
+	char		outcome;		/* 'l' live, 'c' completed, 'f' failed */
+	int64		fence;			/* of the accepted result */
+	Jsonb	   *result;			/* output or error of the accepted result */
+} ExpectedTask;
+
+/* what replay collects besides the snapshot */
+typedef struct ReplayLog
+{
+	Jsonb	   *started;		/* payload of run_started */
+	TimestampTz started_at;
+	int			ntasks;
+	int			maxtasks;
+	ExpectedTask *tasks;
+} ReplayLog;
+
 /* forward declarations */
-static const char *replay_events(WfRunState *state, const WfRunState *stored);
+static const char *replay_events(WfRunState *state, const WfRunState *stored,
+								 ReplayLog *log);
+static void log_event(ReplayLog *log, const WfEvent *ev);
+static const char *check_identity(const WfRunState *stored, ReplayLog *log);
+static const char *check_tasks(const WfRunState *stored, ReplayLog *log);
 static const char *compare_snapshots(const WfRunState *rebuilt,
 									 const WfRunState *stored);
 static bool jsonb_equal(Jsonb *a, Jsonb *b);
@@ -63,8 +91,58 @@ str_equal(const char *a, const char *b)
  * replay_events rebuilds state from the stored events of the run and
  * returns NULL, or the first problem found.
  */
+/*
+ * log_event records what an event says about the run's identity and its
+ * task attempts.
+ */
+static void
+log_event(ReplayLog *log, const WfEvent *ev)
+{
+	ExpectedTask *t = NULL;
+	int64		task_id;
+	int			i;
+
+	if (ev->type == WF_EV_RUN_STARTED)
+	{
+		log->started = ev->payload;
+		log->started_at = ev->created_at;
+		return;
+	}
+	if (ev->type != WF_EV_TASK_SCHEDULED && ev->type != WF_EV_TASK_COMPLETED &&
+		ev->type != WF_EV_TASK_FAILED)
+		return;
+
+	task_id = WfJsonbGetInt(ev->payload, "task_id", 0);
+	if (ev->type == WF_EV_TASK_SCHEDULED)
+	{
+		if (log->ntasks >= log->maxtasks)
+		{
+			log->maxtasks = Max(16, log->maxtasks * 2);
+			log->tasks = log->tasks ?
+				repalloc(log->tasks, sizeof(ExpectedTask) * log->maxtasks) :
+				palloc(sizeof(ExpectedTask) * log->maxtasks);
+		}
+		t = &log->tasks[log->ntasks++];
+		memset(t, 0, sizeof(ExpectedTask));
+		t->task_id = task_id;
+		t->step = pstrdup(ev->step);
+		t->attempt = ev->attempt;
+		t->outcome = 'l';
+		return;
+	}
+	for (i = 0; i < log->ntasks; i++)
+		if (log->tasks[i].task_id == task_id)
+			t = &log->tasks[i];
+	if (t == NULL)
+		return;					/* the reducer has already refused it */
+	t->outcome = (ev->type == WF_EV_TASK_COMPLETED) ? 'c' : 'f';
+	t->fence = WfJsonbGetInt(ev->payload, "fence", 0);
+	t->result = WfJsonbGetJsonb(ev->payload,
+								ev->type == WF_EV_TASK_COMPLETED ? "output" : "error");
+}
+
 static const char *
-replay_events(WfRunState *state, const WfRunState *stored)
+replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log)
 {
 	Datum		values[1];
 	uint64		n;
@@ -77,7 +155,7 @@ replay_events(WfRunState *state, const WfRunState *stored)
 	values[0] = UUIDPGetDatum(&stored->run_id);
 	n = WfExecPlan(WF_PLAN_EVENTS_GET, values, NULL, true, 0, SPI_OK_SELECT);
 	if (n == 0)
-		return "the run has no events";
+		return "The run has no events";
 
 	for (i = 0; i < n; i++)
 	{
@@ -103,23 +181,117 @@ replay_events(WfRunState *state, const WfRunState *stored)
 		tenant = WfGetTextOrNull(i, 9);
 
 		if (ev.seq != state->seq + 1)
-			return psprintf("event %d follows event %d: the history has a gap",
+			return psprintf("Event %d follows event %d: the history has a gap",
 							ev.seq, state->seq);
 		if (ev.type == 0)
-			return psprintf("event %d has unknown type \"%s\"", ev.seq, type);
+			return psprintf("Event %d has unknown type \"%s\"", ev.seq, type);
 		if (strcmp(tenant, stored->tenant_id) != 0)
-			return psprintf("event %d belongs to another tenant", ev.seq);
+			return psprintf("Event %d belongs to another tenant", ev.seq);
 
 		WfHashEventFor(state, &ev);
 		if (VARSIZE_ANY_EXHDR(stored_hash) != WF_HASH_LEN ||
 			memcmp(VARDATA_ANY(stored_hash), ev.hash, WF_HASH_LEN) != 0)
-			return psprintf("event %d does not match its hash: the event or one before it was changed",
+			return psprintf("Event %d does not match its hash: the event or one before it was changed",
 							ev.seq);
 
 		problem = WfApplyEvent(state, &ev);
 		if (problem != NULL)
-			return psprintf("event %d cannot be replayed: %s", ev.seq, problem);
+			return psprintf("Event %d cannot be replayed: %s", ev.seq, problem);
+		log_event(log, &ev);
 	}
+	return NULL;
+}
+
+/*
+ * check_identity compares the run's immutable columns with run_started.
+ */
+static const char *
+check_identity(const WfRunState *stored, ReplayLog *log)
+{
+	Datum		values[1];
+	char	   *defname;
+	int32		version;
+	Jsonb	   *input;
+	char	   *key;
+	TimestampTz created_at;
+	char	   *ev_def = WfJsonbGetText(log->started, "definition");
+	char	   *ev_key = WfJsonbGetText(log->started, "idempotency_key");
+
+	values[0] = UUIDPGetDatum(&stored->run_id);
+	if (WfExecPlan(WF_PLAN_RUN_IDENTITY, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+		return "The run row vanished";
+	defname = WfGetTextOrNull(0, 1);
+	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+	input = DatumGetJsonbP(WfGetDatumNotNull(0, 3));
+	key = WfGetTextOrNull(0, 4);
+	created_at = DatumGetTimestampTz(WfGetDatumNotNull(0, 5));
+
+	if (!str_equal(defname, ev_def) ||
+		version != WfJsonbGetInt(log->started, "version", 0))
+		return "The run's definition or version differs from the one it was started with";
+	if (!jsonb_equal(input, WfJsonbGetJsonb(log->started, "input")))
+		return "The run's input differs from the one it was started with";
+	if (!str_equal(key, ev_key))
+		return "The run's idempotency key differs from the one it was started with";
+	if (created_at != log->started_at)
+		return "The run's created_at differs from the time it was started";
+	return NULL;
+}
+
+/*
+ * check_tasks compares wf.tasks with the attempts the history scheduled.
+ */
+static const char *
+check_tasks(const WfRunState *stored, ReplayLog *log)
+{
+	Datum		values[1];
+	uint64		n;
+	uint64		i;
+	int			live = 0;
+
+	values[0] = UUIDPGetDatum(&stored->run_id);
+	n = WfExecPlan(WF_PLAN_TASKS_OF_RUN, values, NULL, true, 0, SPI_OK_SELECT);
+	if (n != (uint64) log->ntasks)
+		return psprintf("wf.tasks holds %d attempts of the run, the history scheduled %d",
+						(int) n, log->ntasks);
+
+	/* both lists are in task_id order: ids come from a sequence */
+	for (i = 0; i < n; i++)
+	{
+		ExpectedTask *t = &log->tasks[i];
+		int64		task_id = DatumGetInt64(WfGetDatumNotNull(i, 1));
+		char	   *step = WfGetTextOrNull(i, 2);
+		int32		attempt = DatumGetInt32(WfGetDatumNotNull(i, 3));
+		char	   *status = WfGetTextOrNull(i, 4);
+		int64		fence = DatumGetInt64(WfGetDatumNotNull(i, 5));
+		bool		isnull;
+		Datum		d;
+		Jsonb	   *result = NULL;
+
+		if (task_id != t->task_id || !str_equal(step, t->step) || attempt != t->attempt)
+			return psprintf("Task %lld is not the attempt the history scheduled",
+							(long long) task_id);
+		if (t->outcome == 'l')
+		{
+			if (strcmp(status, "ready") != 0 && strcmp(status, "leased") != 0)
+				return psprintf("Task %lld is \"%s\", but the history has no result for it",
+								(long long) task_id, status);
+			if (task_id != stored->current_task)
+				return psprintf("Task %lld is live, but it is not the run's current task",
+								(long long) task_id);
+			live++;
+			continue;
+		}
+		d = WfGetDatum(i, t->outcome == 'c' ? 6 : 7, &isnull);
+		if (!isnull)
+			result = DatumGetJsonbP(d);
+		if (strcmp(status, t->outcome == 'c' ? "completed" : "failed") != 0 ||
+			fence != t->fence || !jsonb_equal(result, t->result))
+			return psprintf("Task %lld does not hold the result the history accepted for it",
+							(long long) task_id);
+	}
+	if (live == 0 && stored->current_task != 0)
+		return "The history has a live task attempt that wf.tasks does not";
 	return NULL;
 }
 
@@ -131,31 +303,31 @@ static const char *
 compare_snapshots(const WfRunState *rebuilt, const WfRunState *stored)
 {
 	if (rebuilt->seq != stored->seq)
-		return psprintf("the snapshot is at seq %d, the history at seq %d",
+		return psprintf("The snapshot is at seq %d, the history at seq %d",
 						stored->seq, rebuilt->seq);
 	if (memcmp(rebuilt->last_hash, stored->last_hash, WF_HASH_LEN) != 0)
-		return "the snapshot's last_hash is not the hash of the last event";
+		return "The snapshot's last_hash is not the hash of the last event";
 	if (rebuilt->status != stored->status)
-		return psprintf("the snapshot says status \"%s\", the history \"%s\"",
+		return psprintf("The snapshot says status \"%s\", the history \"%s\"",
 						WfRunStatusName(stored->status), WfRunStatusName(rebuilt->status));
 	if (rebuilt->definition_id != stored->definition_id)
-		return "the snapshot's definition differs from the history's";
+		return "The snapshot's definition differs from the history's";
 	if (!str_equal(rebuilt->current_step, stored->current_step))
-		return psprintf("the snapshot's current step is \"%s\", the history's \"%s\"",
+		return psprintf("The snapshot's current step is \"%s\", the history's \"%s\"",
 						stored->current_step ? stored->current_step : "(none)",
 						rebuilt->current_step ? rebuilt->current_step : "(none)");
 	if (rebuilt->current_attempt != stored->current_attempt ||
 		rebuilt->current_task != stored->current_task)
-		return "the snapshot's current attempt or task differs from the history's";
+		return "The snapshot's current attempt or task differs from the history's";
 	if (!jsonb_equal(rebuilt->context, stored->context))
-		return "the snapshot's context differs from the history's";
+		return "The snapshot's context differs from the history's";
 	if (!jsonb_equal(rebuilt->output, stored->output))
-		return "the snapshot's output differs from the history's";
+		return "The snapshot's output differs from the history's";
 	if (rebuilt->finished != stored->finished ||
 		rebuilt->finished_at != stored->finished_at)
-		return "the snapshot's finished_at differs from the history's";
+		return "The snapshot's finished_at differs from the history's";
 	if (rebuilt->updated_at != stored->updated_at)
-		return "the snapshot's updated_at differs from the history's";
+		return "The snapshot's updated_at differs from the history's";
 	return NULL;
 }
 
@@ -171,7 +343,7 @@ wfengine_verify_run(PG_FUNCTION_ARGS)
 	WfRunState	stored;
 	WfRunState	rebuilt;
 	const char *problem;
-	uint64		n;
+	ReplayLog	log;
 
 	WfApiBegin();
 	values[0] = UUIDPGetDatum(run_id);
@@ -180,21 +352,14 @@ wfengine_verify_run(PG_FUNCTION_ARGS)
 		WfUnknownRun(run_id);
 	WfRunStateFromTuple(&stored, 0);
 
-	problem = replay_events(&rebuilt, &stored);
+	memset(&log, 0, sizeof(log));
+	problem = replay_events(&rebuilt, &stored, &log);
 	if (problem == NULL)
 		problem = compare_snapshots(&rebuilt, &stored);
 	if (problem == NULL)
-	{
-		/* the live task rows must be exactly the current task */
-		values[0] = UUIDPGetDatum(run_id);
-		n = WfExecPlan(WF_PLAN_TASK_LIVE, values, NULL, true, 0, SPI_OK_SELECT);
-		if (n > 1)
-			problem = psprintf("the run has %d live task attempts", (int) n);
-		else if (n == 1 && DatumGetInt64(WfGetDatumNotNull(0, 1)) != rebuilt.current_task)
-			problem = "the live task attempt is not the one the history scheduled last";
-		else if (n == 0 && rebuilt.current_task != 0)
-			problem = "the history has a live task attempt that wf.tasks does not";
-	}
+		problem = check_identity(&stored, &log);
+	if (problem == NULL)
+		problem = check_tasks(&stored, &log);
 
 	if (problem != NULL)
 		ereport(WARNING,

@@ -5,10 +5,10 @@
  *
  * A result names a task attempt and the fence of the lease it was
  * produced under.  It is applied only when it is the first result of the
- * current lease: a conditional UPDATE of the task row (task_id, fence,
- * status = 'leased') is the single arbiter, so of two racing reports
- * exactly one updates the row and the other sees the new state.  A
- * result that does not win is classified and recorded in the history:
+ * current lease.  The task row lock is the single arbiter: of two racing
+ * reports, or a report racing a re-claim, one waits for the other to
+ * commit and then sees its effect.  A result that does not win is
+ * classified and recorded in the history:
  *
  *	 duplicate	the same fence already reported a result for this attempt;
  *	 stale		an older fence (the task was claimed again after the lease
@@ -18,8 +18,10 @@
  * engine never issued is an error: it can only come from a bug or a
  * forgery, and answering it would leak nothing useful.
  *
- * The run row is locked first (FOR UPDATE), then the task row is updated,
- * following the lock order documented in state.c.
+ * One statement locks the task row and then its run row (FOR UPDATE OF
+ * t, r, in that order: the lock order documented in state.c) and reads
+ * both.  Under those locks the verdict is decided in C: the report wins
+ * when the task is leased, carries this fence and the run is running.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -176,50 +178,70 @@ report_result(const WfReport *rep)
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
+	char	   *status;
+	int64		current_fence;
+	char	   *step;
+	int32		visit;
+	int32		attempt;
+	char	   *worker;
+	Jsonb	   *input;
 
 	WfApiBegin();
 
-	/* lock the run of the task */
+	/*
+	 * Lock the task row, then its run row (the lock order of state.c), and
+	 * read both under the locks: from here on nothing can change either.
+	 */
 	values[0] = Int64GetDatum(rep->task_id);
 	values[1] = CStringGetTextDatum(tenant);
-	if (WfExecPlan(WF_PLAN_RUN_LOCK_BY_TASK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("task %lld does not exist", (long long) rep->task_id)));
 	WfRunStateFromTuple(&run, 0);
+	status = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 1);
+	current_fence = DatumGetInt64(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 2));
+	step = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 3);
+	visit = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 4));
+	attempt = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 5));
+	worker = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 6);
+	input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 7));
+
+	if (rep->fence <= 0 || rep->fence > current_fence)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("fence %lld was never issued for task %lld",
+						(long long) rep->fence, (long long) rep->task_id),
+				 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
+
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, now);
 
-	/* the conditional update decides whether this report wins */
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = Int64GetDatum(rep->task_id);
-	values[1] = Int64GetDatum(rep->fence);
-	values[2] = CStringGetTextDatum(rep->is_failure ? "failed" : "completed");
-	if (rep->output != NULL)
-		values[3] = JsonbPGetDatum(rep->output);
-	else
-		nulls[3] = 'n';
-	if (rep->error != NULL)
-		values[4] = JsonbPGetDatum(rep->error);
-	else
-		nulls[4] = 'n';
-	values[5] = TimestampTzGetDatum(now);
-
-	if (run.status == WF_RUN_RUNNING &&
-		WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0,
-				   SPI_OK_UPDATE_RETURNING) == 1)
+	if (run.status == WF_RUN_RUNNING && strcmp(status, "leased") == 0 &&
+		rep->fence == current_fence)
 	{
-		char	   *step = WfGetTextOrNull(0, 1);
-		int32		visit = DatumGetInt32(WfGetDatumNotNull(0, 2));
-		int32		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
-		char	   *worker = WfGetTextOrNull(0, 4);
-		Jsonb	   *input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 6));
 		int			idx = WfDefinitionStepIndex(def, step);
 
 		if (idx < 0 || run.current_task != rep->task_id ||
 			run.current_attempt != attempt)
 			elog(ERROR, "task %lld (step \"%s\", attempt %d) is not the current task of its run",
 				 (long long) rep->task_id, step, attempt);
+
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = Int64GetDatum(rep->task_id);
+		values[1] = Int64GetDatum(rep->fence);
+		values[2] = CStringGetTextDatum(rep->is_failure ? "failed" : "completed");
+		if (rep->output != NULL)
+			values[3] = JsonbPGetDatum(rep->output);
+		else
+			nulls[3] = 'n';
+		if (rep->error != NULL)
+			values[4] = JsonbPGetDatum(rep->error);
+		else
+			nulls[4] = 'n';
+		values[5] = TimestampTzGetDatum(now);
+		if (WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
+			elog(ERROR, "task %lld changed while locked", (long long) rep->task_id);
 
 		if (rep->is_failure)
 			accept_failure(&tr, rep, idx, attempt, visit, worker, input);
@@ -229,26 +251,7 @@ report_result(const WfReport *rep)
 	}
 	else
 	{
-		char	   *status;
-		int64		current_fence;
-		char	   *step;
-		int32		attempt;
 		WfJsonBuilder b;
-
-		values[0] = Int64GetDatum(rep->task_id);
-		if (WfExecPlan(WF_PLAN_TASK_GET, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-			elog(ERROR, "task %lld vanished", (long long) rep->task_id);
-		status = WfGetTextOrNull(0, 1);
-		current_fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
-		step = WfGetTextOrNull(0, 3);
-		attempt = DatumGetInt32(WfGetDatumNotNull(0, 4));
-
-		if (rep->fence <= 0 || rep->fence > current_fence)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("fence %lld was never issued for task %lld",
-							(long long) rep->fence, (long long) rep->task_id),
-					 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
 
 		if (rep->fence == current_fence &&
 			(strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0))

@@ -9,7 +9,7 @@
  * statement.  With an idempotency key, the run row is inserted with
  * ON CONFLICT DO NOTHING on (tenant, key): a second start with the same
  * key writes nothing and returns the first run, after checking that it
- * asked for the same definition and input.  Two concurrent starts with
+ * asked for the same definition, input and (when given) version.  Two concurrent starts with
  * one key are decided by the unique index: the second waits for the
  * first to commit and then finds its run.
  *
@@ -61,12 +61,13 @@ WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner)
  */
 static pg_uuid_t *
 existing_run(const char *tenant, const char *defname, const char *key,
-			 Jsonb *input)
+			 Jsonb *input, int32 version, bool version_given)
 {
 	Datum		values[2];
 	pg_uuid_t  *run_id;
 	char	   *old_def;
 	Jsonb	   *old_input;
+	int32		old_version;
 
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(key);
@@ -78,13 +79,18 @@ existing_run(const char *tenant, const char *defname, const char *key,
 
 	old_def = WfGetTextOrNull(0, 2);
 	old_input = DatumGetJsonbP(WfGetDatumNotNull(0, 3));
+	old_version = DatumGetInt32(WfGetDatumNotNull(0, 4));
 	if (strcmp(old_def, defname) != 0 ||
-		compareJsonbContainers(&old_input->root, &input->root) != 0)
+		compareJsonbContainers(&old_input->root, &input->root) != 0 ||
+		(version_given && old_version != version))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("idempotency key \"%s\" was already used for a different run", key),
-				 errdetail("The key started a run of definition \"%s\"%s.", old_def,
-						   strcmp(old_def, defname) == 0 ? " with a different input" : ""),
+				 errdetail("The key started a run of version %d of definition \"%s\"%s.",
+						   old_version, old_def,
+						   strcmp(old_def, defname) != 0 ? "" :
+						   compareJsonbContainers(&old_input->root, &input->root) != 0 ?
+						   " with a different input" : ""),
 				 errhint("Use a new idempotency key for a different request.")));
 
 	run_id = palloc(sizeof(pg_uuid_t));
@@ -211,7 +217,8 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 		memcpy(result, &run.run_id, sizeof(pg_uuid_t));
 	}
 	else
-		result = existing_run(tenant, defname, key, input);
+		result = existing_run(tenant, defname, key, input,
+							  PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), !PG_ARGISNULL(3));
 
 	/* copy the result out of SPI memory before disconnecting */
 	{

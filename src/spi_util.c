@@ -116,17 +116,18 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		TEXTOID, JSONBOID, INT4OID, INT8OID}
 	},
 	[WF_PLAN_RUN_BY_KEY] = {
-		"SELECT r.run_id, r.definition_name, r.input FROM wf.runs r "
+		"SELECT r.run_id, r.definition_name, r.input, r.definition_version FROM wf.runs r "
 		"WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 "
 		"AND r.idempotency_key OPERATOR(pg_catalog.=) $2",
 		2, {TEXTOID, TEXTOID}
 	},
-	[WF_PLAN_RUN_LOCK_BY_TASK] = {
-		"SELECT " WF_RUN_COLUMNS "FROM wf.runs r "
-		"WHERE r.run_id OPERATOR(pg_catalog.=) "
-		" (SELECT t.run_id FROM wf.tasks t WHERE t.task_id OPERATOR(pg_catalog.=) $1"
-		"  AND t.tenant_id OPERATOR(pg_catalog.=) $2) "
-		"AND r.tenant_id OPERATOR(pg_catalog.=) $2 FOR UPDATE",
+	[WF_PLAN_LOCK_TASK_AND_RUN] = {
+		"SELECT " WF_RUN_COLUMNS ","
+		" t.status, t.fence, t.step, t.visit, t.attempt, t.worker, t.input "
+		"FROM wf.tasks t JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.tenant_id OPERATOR(pg_catalog.=) $2 "
+		"AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
+		"FOR UPDATE OF t, r",
 		2, {INT8OID, TEXTOID}
 	},
 	[WF_PLAN_RUN_GET] = {
@@ -142,19 +143,17 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	[WF_PLAN_TASK_FINISH] = {
 		"UPDATE wf.tasks t SET status = $3, output = $4, error = $5, finished_at = $6 "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.fence OPERATOR(pg_catalog.=) $2 "
-		"AND t.status OPERATOR(pg_catalog.=) 'leased' "
-		"RETURNING t.step, t.visit, t.attempt, t.worker, t.claimed_at, t.input",
+		"AND t.status OPERATOR(pg_catalog.=) 'leased'",
 		6, {INT8OID, INT8OID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID}
 	},
-	[WF_PLAN_TASK_GET] = {
-		"SELECT t.status, t.fence, t.step, t.attempt FROM wf.tasks t "
-		"WHERE t.task_id OPERATOR(pg_catalog.=) $1",
-		1, {INT8OID}
+	[WF_PLAN_TASKS_OF_RUN] = {
+		"SELECT t.task_id, t.step, t.attempt, t.status, t.fence, t.output, t.error "
+		"FROM wf.tasks t WHERE t.run_id OPERATOR(pg_catalog.=) $1 ORDER BY t.task_id",
+		1, {UUIDOID}
 	},
-	[WF_PLAN_TASK_LIVE] = {
-		"SELECT t.task_id, t.step, t.attempt FROM wf.tasks t "
-		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased') "
-		"ORDER BY t.task_id",
+	[WF_PLAN_RUN_IDENTITY] = {
+		"SELECT r.definition_name, r.definition_version, r.input, r.idempotency_key, r.created_at "
+		"FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) $1",
 		1, {UUIDOID}
 	},
 	[WF_PLAN_TRANSITION] = {

@@ -20,11 +20,13 @@
  * in a single statement (WF_PLAN_TRANSITION); either all of it commits or
  * none of it.
  *
- * Lock order: a run row is always locked before any of its task rows.
- * Claiming locks task rows only, and result reporting decides the race
- * with a claim by a conditional UPDATE of the task row (fence and status
- * in the WHERE clause), so the two never wait on each other in opposite
- * orders.
+ * Lock order: task rows before their run row.  A claim locks task rows
+ * only (and never waits: SKIP LOCKED); a result report locks its task
+ * row and then the run row.  A worker may therefore claim and report in
+ * one transaction while a late report for the same task waits: the late
+ * report waits for the task row without holding the run row, so the two
+ * never wait on each other in opposite orders.  Commands that touch
+ * several tasks of a run must lock those task rows before the run row.
  *
  * Copyright (c) 2026, wfengine developers
  *

@@ -124,7 +124,8 @@ extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 extern void WfAdvance(WfTransition *tr, int from_step);
 extern void WfTransitionWrite(WfTransition *tr);
 
-/* reading the snapshot */
+/* reading the snapshot: the number of columns of WF_RUN_COLUMNS */
+#define WF_RUN_NCOLUMNS 13
 extern void WfRunStateFromTuple(WfRunState *run, int row);
 
 

@@ -8,6 +8,7 @@
 #   reserve_stock (warehouse)  -> {"reservation_id": "rsv_<hash>", ...}
 #   send_receipt  (email)      -> {"message_id": "msg_<hash>@demo.invalid", ...}
 #
+# (by the task's activity; a task without one goes by its queue).
 # The activity named by --fail-once (default charge_card) fails its first
 # attempt with a retryable {"code": "timeout"} error, to show a retry.
 # Anything else is failed as non-retryable "unknown_activity".
@@ -121,10 +122,17 @@ SELECT wf.run_status(:'run'::uuid);
 SQL
 }
 
-# handle LINE: perform one claimed task and report the result.
+# handle QUEUE LINE: perform one claimed task and report the result.
 handle() {
-	local task fence run_id step attempt activity hash key input answer
-	IFS=$US read -r task fence run_id step attempt activity hash key input <<<"$1"
+	local queue=$1 task fence run_id step attempt activity hash key input answer
+	IFS=$US read -r task fence run_id step attempt activity hash key input <<<"$2"
+	if [[ -z $activity ]]; then # no activity in the definition: go by queue
+		case $queue in
+		payments) activity=charge_card ;;
+		warehouse) activity=reserve_stock ;;
+		email) activity=send_receipt ;;
+		esac
+	fi
 	local what="task $task  run ${run_id:0:8}  $step#$attempt  $activity"
 	if [[ $activity == "$fail_once" && $attempt == 1 && -z ${failed_once[$run_id/$step]:-} ]]; then
 		failed_once[$run_id/$step]=1
@@ -166,7 +174,7 @@ while ((SECONDS < deadline)); do
 			log "claim on queue $q failed (see error above)"
 		fi
 		for row in "${rows[@]}"; do
-			handle "$row"
+			handle "$q" "$row"
 			got=$((got + 1))
 		done
 	done

@@ -23,7 +23,8 @@ in_virtualenv() {
 
 	wf_log "CREATE EXTENSION wfengine"
 	"${PSQL[@]}" -q -c 'CREATE EXTENSION wfengine'
-	"${PSQL[@]}" -c "SELECT extversion AS wfengine, wf.preloaded() AS preloaded
+	"${PSQL[@]}" -c "SELECT extversion AS wfengine,
+	                        current_setting('shared_preload_libraries') AS shared_preload_libraries
 	                 FROM pg_extension WHERE extname = 'wfengine'"
 
 	wf_log "publish definition 'order' from test/demo/order.json"
@@ -44,7 +45,11 @@ SQL
 		--name demo-worker payments warehouse email || worker_rc=$?
 
 	wf_log "SELECT * FROM wf.history('$run')"
-	"${PSQL[@]}" -P pager=off -P format=wrapped -P columns="${COLUMNS:-200}" \
+	# wrapped: long payloads wrap inside their column instead of the line
+	local cols=200
+	if [[ -t 1 ]]; then cols=$(tput cols 2>/dev/null || echo 200); fi
+	((cols >= 120)) || cols=120
+	"${PSQL[@]}" -P pager=off -P format=wrapped -P columns="$cols" \
 		-v run="$run" <<'SQL'
 SELECT * FROM wf.history(:'run'::uuid);
 SQL

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 PG_MAJOR=15
-export PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config}"
+export PG_CONFIG=/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config
 
 packages=(
 	"postgresql-${PG_MAJOR}"

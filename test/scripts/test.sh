@@ -141,14 +141,21 @@ tap_failed_files() {
 		!/\(Wstat: 0 Tests: [0-9]+ Failed: 0\)$/ { print $1 }' "$1"
 }
 
-show_file() { # show_file FILE MAXLINES
+# show_file head|tail FILE MAXLINES: print (the first or last lines of) FILE.
+show_file() {
 	local n
-	n=$(wc -l <"$1")
-	echo "----- $1 ($n lines$( ((n > $2)) && echo ", last $2"))"
-	tail -n "$2" "$1"
+	n=$(wc -l <"$2")
+	if ((n > $3)); then
+		echo "----- $2 ($n lines, $1 $3)"
+	else
+		echo "----- $2 ($n lines)"
+	fi
+	"$1" -n "$3" "$2"
 }
 
-# Diagnostics printed after a failed suite.
+# Diagnostics printed after a failed suite: the start of regression.diffs
+# (where the first differing test is), the end of each failed TAP test's
+# regress_log_* (where it died).
 diagnose() {
 	local suite=$1 log=$2 dir f name
 	case $suite in
@@ -156,7 +163,7 @@ diagnose() {
 		local -a diffs=("$WF_ROOT/results/regression.diffs" "$WF_ROOT/regression.diffs")
 		[[ $suite == isolation ]] && diffs=("$WF_ROOT/output_iso/regression.diffs")
 		for f in "${diffs[@]}"; do
-			if [[ -s $f ]]; then show_file "$f" 300; fi
+			if [[ -s $f ]]; then show_file head "$f" 300; fi
 		done
 		;;
 	tap)
@@ -167,7 +174,7 @@ diagnose() {
 		for f in "${failed_files[@]}"; do
 			name=$(basename "$f" .pl)
 			name=${name#regress_log_}
-			if [[ -s $dir/regress_log_$name ]]; then show_file "$dir/regress_log_$name" 60; fi
+			if [[ -s $dir/regress_log_$name ]]; then show_file tail "$dir/regress_log_$name" 80; fi
 		done
 		;;
 	esac
@@ -207,12 +214,32 @@ timed_suite() { # timed_suite NAME KIND CAP CMD...
 		record "$name" 0 1 "not run: time budget exhausted"
 		return 0
 	fi
-	run_suite "$name" "$kind" timeout -k 30 "$secs" "$@"
+	if [[ $1 == as_unpriv ]]; then # a function: the timeout goes inside it
+		shift
+		run_suite "$name" "$kind" as_unpriv timeout -k 30 "$secs" "$@"
+	else
+		run_suite "$name" "$kind" timeout -k 30 "$secs" "$@"
+	fi
+}
+
+# PostgreSQL::Test::Cluster stops its nodes from an END block, which never
+# runs when a test is killed (timeout, crash of the perl process), and pg_ctl
+# detaches the postmasters from our process group: stop any node still
+# running under tmp_check/ so it does not outlive the run.
+stop_leftover_nodes() {
+	local dir pidfile
+	dir=$(wf_unpriv_tree)/tmp_check
+	[[ -d $dir ]] || return 0
+	while IFS= read -r -d '' pidfile; do
+		echo "stopping leftover TAP node in ${pidfile%/postmaster.pid}"
+		as_unpriv pg_ctl -D "${pidfile%/postmaster.pid}" -m immediate -w stop || true
+	done < <(find "$dir" -name postmaster.pid -print0 2>/dev/null)
 }
 
 # ---------------------------------------------------------------------------
 # Inside pg_virtualenv (re-invoked by main): regress, isolation, pgtap.
 in_virtualenv() {
+	: "${WF_DEADLINE:=$(($(date +%s) + ${WF_TEST_BUDGET:-1500}))}"
 	: >"$STARTED"
 	echo "cluster: PostgreSQL $(psql -XAtqc 'SHOW server_version') on $PGHOST:$PGPORT," \
 		"shared_preload_libraries=$(psql -XAtqc 'SHOW shared_preload_libraries')"
@@ -239,6 +266,9 @@ in_virtualenv() {
 			record pgtap 0 1 "not run: could not create database wf_pgtap"
 		fi
 	fi
+
+	# A failure makes pg_virtualenv print the tail of the server log.
+	! awk -F '\t' '$3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
 }
 
 # ---------------------------------------------------------------------------
@@ -285,6 +315,7 @@ main() {
 			wf_log "TAP tests as $who in $(wf_unpriv_tree)"
 			timed_suite tap tap $CAP_TAP \
 				as_unpriv make --no-print-directory PG_CONFIG="$PG_CONFIG" prove_installcheck
+			stop_leftover_nodes
 		fi
 	else
 		for s in "${all_suites[@]}"; do

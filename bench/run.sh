@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# bench/run.sh — what `make bench` runs: pgbench, the engine against the same
+# writes hand-written as plain SQL.  A measurement, never a test: it prints a
+# table and writes bench/results/<stamp>/, it asserts nothing about speed.
+#
+# A "cycle" is one claim plus one accepted completion of a task attempt.
+# Cases (each at 1 and at 8 clients, each on a fresh copy of one template
+# database, so engine and SQL start from identical rows):
+#
+#   cycle-1     1-step runs: claim (1 transaction), complete (1 transaction);
+#               every completion finishes its run
+#   cycle-20    20-step runs on one queue: the same two transactions; 19 of 20
+#               completions schedule the next step
+#   onecall-1   1-step runs, claim and complete in one statement and one
+#               transaction (the API has no combined call; see
+#               engine_onecall.sql)
+#
+#   engine      bench/engine_*.sql, through wf.claim_tasks/wf.complete_task
+#   sql         bench/raw_*.sql, the same rows written by hand-written
+#               statements into schema bench_raw (same table shapes, indexes
+#               and triggers; no hashing, no validation)
+#
+# The supply of work is pre-started (wf.start_run) in the template, so a case
+# measures claim and complete only.  Cycles are counted from the completed
+# task rows afterwards, not from pgbench's transaction count (a pgbench
+# transaction whose claim came back empty is not a cycle).
+#
+# Server: with PGHOST or PGPORT set, the server they point to is used (e.g.
+# inside pg_virtualenv; needs wfengine installed, CREATEDB, and superuser for
+# CHECKPOINT).  Otherwise the script re-runs itself inside a throw-away
+# pg_virtualenv cluster (wfengine, pg_cron, pg_stat_statements preloaded,
+# shared_buffers=1GB, default durability).  Works as root and as a normal user.
+#
+# Environment knobs:
+#   BENCH_DURATION   seconds per pgbench case (default 20)
+#   BENCH_CLIENTS    client counts (default "1 8"; -j is min(clients, 2))
+#   BENCH_CASES      cases to run (default "cycle-1 cycle-20 onecall-1")
+#   BENCH_MAX_RATE   cycles/s the pre-started supply is sized for (default 7000)
+#   BENCH_ATTRIBUTE  1 (default) = afterwards, short runs with
+#                    pg_stat_statements.track=all to attribute the time per
+#                    statement, when pg_stat_statements is preloaded; 0 = skip
+#   BENCH_DB         prefix of the databases created and dropped (default wfbench)
+#   BENCH_RESULTS    results directory (default bench/results)
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$BENCH_DIR")
+PG_MAJOR=15
+PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+export PATH=$PG_BINDIR:$PATH
+PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
+
+DURATION=${BENCH_DURATION:-20}
+CLIENTS=${BENCH_CLIENTS:-"1 8"}
+CASES=${BENCH_CASES:-"cycle-1 cycle-20 onecall-1"}
+MAX_RATE=${BENCH_MAX_RATE:-7000}
+ATTRIBUTE=${BENCH_ATTRIBUTE:-1}
+DB=${BENCH_DB:-wfbench}
+RESULTS_BASE=${BENCH_RESULTS:-$BENCH_DIR/results}
+
+# ---------------------------------------------------------------------------
+# No server given: start a throw-away one and run again inside it.
+# ---------------------------------------------------------------------------
+if [[ -z ${PGHOST:-} && -z ${PGPORT:-} ]]; then
+	if ! command -v pg_virtualenv >/dev/null 2>&1; then
+		echo "bench: neither PGHOST/PGPORT nor pg_virtualenv (postgresql-common) is available" >&2
+		exit 1
+	fi
+	preload=wfengine,pg_cron
+	opts=()
+	if [[ -e $("$PG_CONFIG" --pkglibdir)/pg_stat_statements.so ]]; then
+		preload=$preload,pg_stat_statements
+		opts+=(-o "pg_stat_statements.track=none")
+	fi
+	echo "bench: starting a throw-away PostgreSQL $PG_MAJOR cluster (pg_virtualenv)"
+	# -t: temporary cluster directory even as root; stale PG* must not leak in
+	exec env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD \
+		-u PGDATABASE -u PGSERVICE -u PGCLUSTER \
+		pg_virtualenv -t -v "$PG_MAJOR" \
+		-o "shared_preload_libraries=$preload" \
+		-o "cron.database_name=postgres" \
+		-o "shared_buffers=1GB" \
+		-o "max_wal_size=4GB" \
+		"${opts[@]}" \
+		-- bash "${BASH_SOURCE[0]}" "$@"
+fi
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+MAINDB=${PGDATABASE:-postgres}
+TPL=${DB}_tpl
+CASEDB=${DB}_case
+
+q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$MAINDB" "$@"; }
+qdb() {
+	local db=$1
+	shift
+	psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"
+}
+log() { printf '\n==> %s\n' "$*"; }
+
+cleanup() {
+	psql -X -q -d "$MAINDB" -c "DROP DATABASE IF EXISTS $CASEDB" >/dev/null 2>&1 || true
+	psql -X -q -d "$MAINDB" -c "DROP DATABASE IF EXISTS $TPL" >/dev/null 2>&1 || true
+}
+
+# awk-free float arithmetic through psql would cost a connection; use awk.
+calc() { awk "BEGIN { printf \"%.1f\", $* }"; }
+
+# ---------------------------------------------------------------------------
+# Preconditions
+# ---------------------------------------------------------------------------
+if ! q -c "SELECT 1" >/dev/null; then
+	echo "bench: cannot connect to the server (PGHOST=${PGHOST:-} PGPORT=${PGPORT:-})" >&2
+	exit 1
+fi
+server_major=$(q -c "SELECT current_setting('server_version_num')::int / 10000")
+if [[ $server_major != "$PG_MAJOR" ]]; then
+	echo "bench: server is PostgreSQL $server_major, expected $PG_MAJOR" >&2
+	exit 1
+fi
+if [[ $(q -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'wfengine'") != 1 ]]; then
+	echo "bench: extension wfengine is not installed on this server; run 'make install' first" >&2
+	exit 1
+fi
+if [[ $(q -c "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != t ]]; then
+	echo "bench: needs a superuser (CREATE DATABASE, CHECKPOINT, pg_stat_statements)" >&2
+	exit 1
+fi
+
+stamp=$(date -u +%Y%m%d-%H%M%S)
+RES=$RESULTS_BASE/$stamp
+mkdir -p "$RES"
+ln -sfn "$stamp" "$RESULTS_BASE/latest"
+trap cleanup EXIT
+
+# Which build is measured: the installed library, compared with the tree's.
+installed_so=$("$PG_CONFIG" --pkglibdir)/wfengine.so
+so_note="installed $installed_so"
+if [[ -r $installed_so ]]; then
+	so_note="$so_note (md5 $(md5sum <"$installed_so" | cut -c1-12), $(date -u -r "$installed_so" '+%Y-%m-%d %H:%M:%S UTC'))"
+	if [[ -r $ROOT/wfengine.so ]] && ! cmp -s "$installed_so" "$ROOT/wfengine.so"; then
+		echo "bench: warning: the installed wfengine.so differs from $ROOT/wfengine.so (run 'make install' to measure the tree)" >&2
+		so_note="$so_note; differs from the tree's wfengine.so"
+	fi
+fi
+
+# ---------------------------------------------------------------------------
+# The machine and the settings
+# ---------------------------------------------------------------------------
+{
+	echo "date:        $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+	echo "git:         $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet -- src sql 2>/dev/null || echo ' (src/sql modified)')"
+	echo "nproc:       $(nproc)"
+	echo "cpu:         $(grep -m1 '^model name' /proc/cpuinfo | sed 's/^model name[[:space:]]*:[[:space:]]*//')"
+	echo "ram:         $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+	echo "kernel:      $(uname -r)"
+	echo "server:      $(q -c 'SELECT version()')"
+	echo "wfengine:    $so_note"
+	echo "pgbench:     $(pgbench --version)"
+	q -F ': ' -c "SELECT rpad(name, 30), setting || coalesce(' ' || unit, '')
+	              FROM pg_settings
+	              WHERE name IN ('shared_buffers', 'fsync', 'synchronous_commit',
+	                             'wal_sync_method', 'full_page_writes', 'wal_level',
+	                             'max_wal_size', 'checkpoint_timeout', 'wal_buffers',
+	                             'commit_delay', 'work_mem', 'jit',
+	                             'shared_preload_libraries', 'max_connections')
+	              ORDER BY name"
+	echo "cases:       $CASES; clients $CLIENTS; ${DURATION}s each; pgbench -M prepared"
+} >"$RES/machine.txt"
+log "machine"
+cat "$RES/machine.txt"
+
+# ---------------------------------------------------------------------------
+# Template: the supply of work, for the engine and copied for bench_raw
+# ---------------------------------------------------------------------------
+runs1=$((MAX_RATE * DURATION))
+runs20=$((MAX_RATE * DURATION / 20 + 1))
+log "template $TPL: $runs1 1-step runs, $runs20 20-step runs (supply for $MAX_RATE cycles/s over ${DURATION}s)"
+t0=$(date +%s)
+q -c "DROP DATABASE IF EXISTS $CASEDB" -c "DROP DATABASE IF EXISTS $TPL" -c "CREATE DATABASE $TPL"
+qdb "$TPL" -v runs1="$runs1" -v runs20="$runs20" -f "$BENCH_DIR/setup.sql" >"$RES/setup.log"
+qdb "$TPL" -c "VACUUM (FREEZE, ANALYZE)"
+echo "built in $(($(date +%s) - t0))s"
+
+# ---------------------------------------------------------------------------
+# One case
+# ---------------------------------------------------------------------------
+SUMMARY=$RES/summary.tsv
+printf 'case\timpl\tclients\tcycles_per_s\tcycles\tpgbench_tps\tpgbench_xacts\tlatency_ms\tmean_step\tleft_ready\tnote\n' >"$SUMMARY"
+failures=0
+
+# run_case CASE IMPL CLIENTS
+run_case() {
+	local kase=$1 impl=$2 clients=$3
+	local queue nsteps script schema threads name out
+	case $kase in
+	cycle-1) queue=q1 nsteps=1 script=cycle ;;
+	cycle-20) queue=q20 nsteps=20 script=cycle ;;
+	onecall-1) queue=q1 nsteps=1 script=onecall ;;
+	*)
+		echo "bench: unknown case $kase" >&2
+		return 1
+		;;
+	esac
+	if [[ $impl == engine ]]; then schema=wf; else schema=bench_raw; fi
+	threads=$((clients < 2 ? clients : 2))
+	name=$kase.$impl.c$clients
+	out=$RES/$name.log
+
+	q -c "DROP DATABASE IF EXISTS $CASEDB" -c "CREATE DATABASE $CASEDB TEMPLATE $TPL STRATEGY FILE_COPY"
+	q -c "CHECKPOINT"
+
+	local rc=0
+	pgbench -n -r -M prepared -c "$clients" -j "$threads" -T "$DURATION" \
+		-D queue="$queue" -D nsteps="$nsteps" \
+		-f "$BENCH_DIR/${impl/sql/raw}_$script.sql" "$CASEDB" >"$out" 2>&1 || rc=$?
+
+	local xacts tps lat cycles mean_step left note=""
+	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
+	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")
+	lat=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")
+	read -r cycles mean_step left < <(qdb "$CASEDB" -F ' ' -c "
+		SELECT count(*) FILTER (WHERE status = 'completed'),
+		       coalesce(round(avg(substr(step, 2)::int) FILTER (WHERE status = 'completed'), 1), 0),
+		       count(*) FILTER (WHERE status = 'ready' AND queue = '$queue')
+		FROM $schema.tasks")
+	local rate=0
+	if [[ $rc != 0 || -z $xacts || -z $tps ]]; then
+		note="pgbench failed (exit $rc), see $name.log"
+		failures=$((failures + 1))
+	elif [[ $xacts == 0 ]]; then
+		note="no transactions"
+		failures=$((failures + 1))
+	else
+		# elapsed = xacts / tps (pgbench's own clock, connection time excluded)
+		rate=$(awk -v c="$cycles" -v x="$xacts" -v t="$tps" 'BEGIN { printf "%.0f", c * t / x }')
+		if [[ $left == 0 ]]; then note="supply ran out: raise BENCH_MAX_RATE"; fi
+	fi
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kase" "$impl" "$clients" "$rate" \
+		"$cycles" "${tps%.*}" "${xacts:-0}" "${lat:-}" "$mean_step" "$left" "$note" >>"$SUMMARY"
+	printf '  %-10s %-6s c=%-2s %8s cycles/s  (%s cycles, pgbench %s tps, latency %s ms)%s\n' \
+		"$kase" "$impl" "$clients" "$rate" "$cycles" "${tps%.*}" "${lat:-?}" "${note:+  [$note]}"
+}
+
+log "cases (${DURATION}s each)"
+for kase in $CASES; do
+	for clients in $CLIENTS; do
+		for impl in engine sql; do
+			run_case "$kase" "$impl" "$clients"
+		done
+	done
+done
+
+# ---------------------------------------------------------------------------
+# Table: engine vs hand-written SQL
+# ---------------------------------------------------------------------------
+{
+	echo "| case | clients | engine cycles/s | SQL cycles/s | engine / SQL |"
+	echo "|---|---:|---:|---:|---:|"
+	awk -F '\t' '
+		NR > 1 { r[$1 "\t" $3 "\t" $2] = $4; if (!seen[$1 "\t" $3]++) order[n++] = $1 "\t" $3 }
+		END {
+			for (i = 0; i < n; i++) {
+				split(order[i], k, "\t")
+				e = r[order[i] "\tengine"]; s = r[order[i] "\tsql"]
+				ratio = (s > 0) ? sprintf("%.0f%%", 100 * e / s) : "-"
+				printf "| %s | %s | %s | %s | %s |\n", k[1], k[2], e, s, ratio
+			}
+		}' "$SUMMARY"
+} >"$RES/summary.md"
+log "results (cycles per second; a cycle = claim + accepted completion)"
+cat "$RES/summary.md"
+
+# ---------------------------------------------------------------------------
+# Attribution: where the engine's time goes, per statement
+# ---------------------------------------------------------------------------
+if [[ $ATTRIBUTE == 1 ]] && q -c "SHOW shared_preload_libraries" | grep -q pg_stat_statements; then
+	log "attribution: pg_stat_statements (track=all), 1 client, 10s per implementation"
+	q -c "DROP DATABASE IF EXISTS $CASEDB" -c "CREATE DATABASE $CASEDB TEMPLATE $TPL STRATEGY FILE_COPY"
+	qdb "$CASEDB" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+	for kase in cycle-20 cycle-1; do
+		if [[ $kase == cycle-20 ]]; then queue=q20 nsteps=20; else queue=q1 nsteps=1; fi
+		for impl in engine sql; do
+			qdb "$CASEDB" -c "SELECT pg_stat_statements_reset()" >/dev/null
+			PGOPTIONS="-c pg_stat_statements.track=all -c pg_stat_statements.track_utility=off" \
+				pgbench -n -r -M prepared -c 1 -j 1 -T 10 -D queue=$queue -D nsteps=$nsteps \
+				-f "$BENCH_DIR/${impl/sql/raw}_cycle.sql" "$CASEDB" >"$RES/attribution.$kase.$impl.log" 2>&1 || true
+			{
+				echo "# $kase $impl: pg_stat_statements, track=all (nested = run by the engine through SPI)"
+				qdb "$CASEDB" -F $'\t' -c "
+					SELECT calls, round(total_exec_time::numeric, 0) AS total_ms,
+					       round(mean_exec_time::numeric * 1000, 1) AS mean_us,
+					       round(total_plan_time::numeric, 0) AS plan_ms,
+					       regexp_replace(left(query, 110), '\s+', ' ', 'g') AS query
+					FROM pg_stat_statements
+					WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+					  AND query !~* 'pg_stat_statements'
+					ORDER BY total_exec_time DESC LIMIT 12" | column -t -s $'\t'
+				echo
+			} >>"$RES/attribution.txt"
+		done
+	done
+	cat "$RES/attribution.txt"
+fi
+
+echo
+echo "bench: results in $RES"
+if ((failures > 0)); then
+	echo "bench: $failures case(s) failed" >&2
+	exit 1
+fi
