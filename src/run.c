@@ -57,7 +57,7 @@ WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner)
 
 /*
  * existing_run returns the run started earlier with key, after checking
- * that it was started for the same definition and input.
+ * that it was started for the same definition, input and (when given) version.
  */
 static pg_uuid_t *
 existing_run(const char *tenant, const char *defname, const char *key,

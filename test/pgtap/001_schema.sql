@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS wfengine;
 
-SELECT plan(193);
+SELECT plan(196);
 
 -- ---------------------------------------------------------------------
 -- extension and schema
@@ -46,7 +46,7 @@ SELECT has_function('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boole
 SELECT has_function('wf', 'run_status', ARRAY['uuid'], 'wf.run_status(uuid)');
 SELECT has_function('wf', 'verify_run', ARRAY['uuid'], 'wf.verify_run(uuid)');
 SELECT has_function('wf', 'history', ARRAY['uuid'], 'wf.history(uuid)');
-SELECT has_function('wf', 'refuse_event_change', ARRAY[]::text[], 'wf.refuse_event_change()');
+SELECT has_function('wf', 'refuse_change', ARRAY[]::text[], 'wf.refuse_change()');
 
 SELECT function_returns('wf', 'current_tenant', ARRAY[]::text[], 'text');
 SELECT function_returns('wf', 'preloaded', ARRAY[]::text[], 'boolean');
@@ -58,7 +58,7 @@ SELECT function_returns('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'b
 SELECT function_returns('wf', 'run_status', ARRAY['uuid'], 'text');
 SELECT function_returns('wf', 'verify_run', ARRAY['uuid'], 'boolean');
 SELECT function_returns('wf', 'history', ARRAY['uuid'], 'setof record');
-SELECT function_returns('wf', 'refuse_event_change', ARRAY[]::text[], 'trigger');
+SELECT function_returns('wf', 'refuse_change', ARRAY[]::text[], 'trigger');
 
 SELECT volatility_is('wf', 'publish_definition', ARRAY['text', 'jsonb'], 'volatile');
 SELECT volatility_is('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer'], 'volatile');
@@ -167,11 +167,15 @@ SELECT has_index('wf', 'runs', 'runs_status_idx', ARRAY['tenant_id', 'status', '
 -- append-only triggers
 SELECT has_trigger('wf', 'events', 'events_append_only', 'wf.events has trigger events_append_only');
 SELECT has_trigger('wf', 'events', 'events_no_truncate', 'wf.events has trigger events_no_truncate');
-SELECT trigger_is('wf', 'events', 'events_append_only', 'wf', 'refuse_event_change',
-                  'events_append_only calls wf.refuse_event_change()');
+SELECT trigger_is('wf', 'events', 'events_append_only', 'wf', 'refuse_change',
+                  'events_append_only calls wf.refuse_change()');
 SELECT is((SELECT tgenabled::text FROM pg_trigger
            WHERE tgrelid = 'wf.events'::regclass AND tgname = 'events_append_only'),
           'O', 'events_append_only is enabled');
+SELECT has_trigger('wf', 'definitions', 'definitions_immutable', 'wf.definitions has trigger definitions_immutable');
+SELECT has_trigger('wf', 'definitions', 'definitions_no_truncate', 'wf.definitions has trigger definitions_no_truncate');
+SELECT trigger_is('wf', 'definitions', 'definitions_immutable', 'wf', 'refuse_change',
+                  'definitions_immutable calls wf.refuse_change()');
 
 -- check constraints on states
 SELECT throws_ok($$INSERT INTO wf.runs (run_id, tenant_id, definition_id, definition_name, definition_version,
