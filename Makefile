@@ -47,7 +47,7 @@ REGRESS = \
 	050_results \
 	060_history \
 	090_errors
-REGRESS_OPTS = --inputdir=. --outputdir=results
+REGRESS_OPTS = --inputdir=.
 
 ISOLATION = $(basename $(notdir $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso

@@ -33,8 +33,9 @@ wf_cleanup() {
 }
 
 if [[ -z ${WF_TMP:-} ]]; then
-	WF_TMP=$(mktemp -d "${TMPDIR:-/tmp}/wfengine-test.XXXXXX")
-	# as_unpriv's copy of the tree lives in here and must be reachable by postgres
+	# as root, as_unpriv's copy of the tree lives in here and must be reachable
+	# by postgres: use /tmp, not a TMPDIR that may be private to root
+	WF_TMP=$(mktemp -d "$( ((EUID == 0)) && echo /tmp || echo "${TMPDIR:-/tmp}")/wfengine-test.XXXXXX")
 	chmod 755 "$WF_TMP"
 	export WF_TMP
 	trap wf_cleanup EXIT
@@ -104,6 +105,40 @@ wf_unpriv_tree() {
 	printf '%s\n' "$tree"
 }
 
+# wf_bg CMD...: run CMD (a program or function) as a background job and wait
+# for it, returning its status.  Unlike a foreground command, this lets a
+# trap on INT/TERM run at once instead of after CMD has finished.
+wf_bg() {
+	local pid rc=0
+	"$@" &
+	pid=$!
+	wait "$pid" || rc=$?
+	return "$rc"
+}
+
+# wf_kill_tree PID: SIGTERM every descendant of PID, deepest first.  Needed
+# on interrupt because `timeout` runs each suite in a process group of its
+# own, which a Ctrl-C on the terminal does not reach.  Reads /proc (procps
+# may not be installed).
+wf_kill_tree() {
+	local -A kids=()
+	local f stat ppid pid
+	for f in /proc/[0-9]*/stat; do
+		{ read -r stat <"$f"; } 2>/dev/null || continue
+		read -r _ ppid _ <<<"${stat##*) }"
+		pid=${f#/proc/}
+		kids[$ppid]+=" ${pid%/stat}"
+	done
+	_wf_kill_below "$1"
+}
+_wf_kill_below() {
+	local child
+	for child in ${kids[$1]:-}; do
+		_wf_kill_below "$child"
+		kill -TERM "$child" 2>/dev/null || true
+	done
+}
+
 # wf_virtualenv CMD...: CMD must be a program (pg_virtualenv execs it), not a
 # shell function; test.sh and demo.sh re-invoke themselves for that.
 # -t keeps the cluster in a temporary directory even as root (nothing is
@@ -111,11 +146,17 @@ wf_unpriv_tree() {
 # interrupted run can't block us).  pg_virtualenv exports PGHOST, PGPORT,
 # PGUSER, PGPASSWORD and PGDATABASE for CMD and drops the cluster afterwards;
 # stale PG* variables from the caller must not leak into it.
+# SIGPIPE is ignored for it (`make demo | head`): otherwise the signal also
+# hits pg_virtualenv's own cleanup trap while it prints "Dropping cluster",
+# and the cluster is left running; ignored, writes just fail with EPIPE.
 wf_virtualenv() {
-	env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD \
-		-u PGDATABASE -u PGSERVICE -u PGCLUSTER \
-		pg_virtualenv -t -v "$WF_PG_MAJOR" \
-		-o "shared_preload_libraries=wfengine,pg_cron" \
-		-o "cron.database_name=postgres" \
-		-- "$@"
+	(
+		trap '' PIPE
+		exec env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD \
+			-u PGDATABASE -u PGSERVICE -u PGCLUSTER \
+			pg_virtualenv -t -v "$WF_PG_MAJOR" \
+			-o "shared_preload_libraries=wfengine,pg_cron" \
+			-o "cron.database_name=postgres" \
+			-- "$@"
+	)
 }

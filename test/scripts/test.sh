@@ -186,10 +186,15 @@ run_suite() {
 	local name=$1 kind=$2 log=$WF_TMP/$1.log rc p f note="" start=$SECONDS
 	shift 2
 	wf_log "suite $name"
-	set +e
-	"$@" </dev/null 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	set -e
+	# In the background (see wf_bg), so an interrupt is handled at once.
+	rm -f "$log.rc"
+	{
+		rc=0
+		"$@" </dev/null 2>&1 || rc=$?
+		echo "$rc" >"$log.rc"
+	} | tee "$log" &
+	wait $! || true
+	rc=$(cat "$log.rc" 2>/dev/null || echo 130)
 	read -r p f < <("count_$kind" "$log")
 	if ((rc == 124 || rc == 137)); then
 		f=$((f + 1)) note="timed out"
@@ -227,8 +232,8 @@ timed_suite() { # timed_suite NAME KIND CAP CMD...
 # detaches the postmasters from our process group: stop any node still
 # running under tmp_check/ so it does not outlive the run.
 stop_leftover_nodes() {
-	local dir pidfile
-	dir=$(wf_unpriv_tree)/tmp_check
+	local dir=$WF_ROOT/tmp_check pidfile
+	if ((EUID == 0)); then dir=$WF_TMP/unpriv-src/tmp_check; fi
 	[[ -d $dir ]] || return 0
 	while IFS= read -r -d '' pidfile; do
 		echo "stopping leftover TAP node in ${pidfile%/postmaster.pid}"
@@ -298,7 +303,7 @@ main() {
 	if ((built)); then
 		wf_log "pg_virtualenv: regress, isolation, pgtap"
 		rm -f "$STARTED"
-		wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
+		wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
 		for s in $(virtualenv_suites); do
 			recorded "$s" && continue
 			if [[ ! -e $STARTED ]]; then
@@ -336,6 +341,18 @@ main() {
 	echo "$passed passed, $failed failed"
 	((failed == 0))
 }
+
+# Ctrl-C / SIGTERM: stop the running suite (and everything under it), let
+# pg_virtualenv drop its cluster, stop TAP nodes, remove the scratch dir.
+on_signal() {
+	trap '' INT TERM HUP
+	echo "*** test.sh interrupted; stopping the running suite" >&2
+	wf_kill_tree $$
+	wait || true
+	stop_leftover_nodes >/dev/null 2>&1 || true
+	exit 130
+}
+trap on_signal INT TERM HUP
 
 case ${1:-} in
 --in-virtualenv) in_virtualenv ;;
