@@ -29,7 +29,11 @@ OBJS = \
 	src/run.o \
 	src/claim.o \
 	src/result.o \
-	src/replay.o
+	src/replay.o \
+	src/shmem.o \
+	src/notify.o \
+	src/timer.o \
+	src/worker.o
 
 PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
 SHLIB_LINK += -lsodium

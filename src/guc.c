@@ -21,10 +21,17 @@
 #include "guc.h"
 
 /* GUC variables */
+char	   *wf_databases = NULL;
+bool		wf_enabled = true;
+int			wf_launcher_naptime = 30;
 int			wf_max_claim_batch = 1000;
 int			wf_max_definition_size = 64 * 1024;
 int			wf_max_payload_size = 256 * 1024;
 int			wf_max_steps = 20;
+int			wf_naptime = 60000;
+int			wf_poison_threshold = 3;
+char	   *wf_quarantine_delays = NULL;
+int			wf_timer_batch = 100;
 
 /*
  * WfGucInit defines every wfengine.* setting and reserves the prefix.
@@ -32,6 +39,30 @@ int			wf_max_steps = 20;
 void
 WfGucInit(void)
 {
+	DefineCustomStringVariable("wfengine.databases",
+							   gettext_noop("Sets the databases the engine workers serve."),
+							   gettext_noop("A comma-separated list of database names; empty means every database in which the extension is installed."),
+							   &wf_databases,
+							   "",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("wfengine.enabled",
+							 gettext_noop("Enables the engine workers, which fire timers and expire leases."),
+							 NULL,
+							 &wf_enabled,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wfengine.launcher_naptime",
+							gettext_noop("Sets how often the launcher looks for databases that need a worker."),
+							gettext_noop("The launcher is also woken by CREATE EXTENSION. Range 1s to 1h."),
+							&wf_launcher_naptime,
+							30, 1, 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("wfengine.max_claim_batch",
 							gettext_noop("Sets the largest number of tasks one claim may return."),
 							gettext_noop("Range 1 to 100000."),
@@ -62,6 +93,38 @@ WfGucInit(void)
 							&wf_max_steps,
 							20, 1, 1000,
 							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wfengine.naptime",
+							gettext_noop("Sets the longest time an engine worker sleeps when nothing is due."),
+							gettext_noop("Workers sleep until the earliest due timer and are woken early by commits; this only bounds the sleep. Range 100ms to 1h."),
+							&wf_naptime,
+							60000, 100, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wfengine.poison_threshold",
+							gettext_noop("Sets after how many expired leases without a result a task attempt is quarantined."),
+							gettext_noop("0 disables quarantine. Range 0 to 1000."),
+							&wf_poison_threshold,
+							3, 0, 1000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("wfengine.quarantine_delays",
+							   gettext_noop("Sets the growing delays of a quarantined task attempt."),
+							   gettext_noop("A comma-separated list of intervals; after the last one the run is paused for an operator."),
+							   &wf_quarantine_delays,
+							   "1min,5min,30min",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wfengine.timer_batch",
+							gettext_noop("Sets how many due timers an engine worker fires per transaction round."),
+							gettext_noop("Range 1 to 10000."),
+							&wf_timer_batch,
+							100, 1, 10000,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("wfengine");

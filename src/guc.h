@@ -14,10 +14,17 @@
 #define WF_GUC_H
 
 /* GUC variables (alphabetical, as in guc.c) */
+extern char *wf_databases;
+extern bool wf_enabled;
+extern int	wf_launcher_naptime;
 extern int	wf_max_claim_batch;
 extern int	wf_max_definition_size;
 extern int	wf_max_payload_size;
 extern int	wf_max_steps;
+extern int	wf_naptime;
+extern int	wf_poison_threshold;
+extern char *wf_quarantine_delays;
+extern int	wf_timer_batch;
 
 extern void WfGucInit(void);
 

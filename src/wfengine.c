@@ -35,6 +35,9 @@
 #include "crypto.h"
 #include "definition.h"
 #include "guc.h"
+#include "notify.h"
+#include "shmem.h"
+#include "worker.h"
 #include "wfengine.h"
 
 PG_MODULE_MAGIC;
@@ -65,6 +68,12 @@ _PG_init(void)
 	WfGucInit();
 	WfCryptoInit();
 	WfDefinitionInit();
+	WfNotifyInit();
+	if (wf_preloaded)
+	{
+		WfShmemInit();
+		WfWorkerInit();
+	}
 }
 
 /*

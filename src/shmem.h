@@ -1,0 +1,59 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.h
+ *	  Shared memory of wfengine: background worker slots and the condition
+ *	  variables that waiting claimers sleep on.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/shmem.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_SHMEM_H
+#define WF_SHMEM_H
+
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+/* how many database workers the launcher can track */
+#define WF_MAX_DB_WORKERS 64
+
+/* claim waits are spread over this many condition variables */
+#define WF_QUEUE_WAIT_BUCKETS 256
+
+/* one per-database engine worker */
+typedef struct WfDbWorkerSlot
+{
+	Oid			dboid;			/* InvalidOid when the slot is free */
+	pid_t		pid;			/* 0 until the worker has started */
+	Latch	   *latch;			/* the worker's latch, NULL until started */
+	pg_atomic_uint64 next_due;	/* TimestampTz the worker sleeps until */
+	TimestampTz started_at;
+	pg_atomic_uint64 ticks;		/* timer ticks done */
+	pg_atomic_uint64 fired;		/* timers and deadlines fired */
+} WfDbWorkerSlot;
+
+/* the whole shared state */
+typedef struct WfShmemState
+{
+	LWLock	   *lock;			/* protects the slot array */
+	pid_t		launcher_pid;
+	Latch	   *launcher_latch;
+	WfDbWorkerSlot workers[WF_MAX_DB_WORKERS];
+	ConditionVariable queue_cv[WF_QUEUE_WAIT_BUCKETS];
+	pg_atomic_uint64 queue_gen[WF_QUEUE_WAIT_BUCKETS];	/* bumped on wake */
+} WfShmemState;
+
+/* NULL unless the library was preloaded */
+extern WfShmemState *WfShmem;
+
+extern void WfShmemInit(void);
+extern WfDbWorkerSlot *WfWorkerSlotFor(Oid dboid);
+extern uint32 WfQueueBucket(const char *tenant, const char *queue);
+
+#endif							/* WF_SHMEM_H */
