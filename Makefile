@@ -50,6 +50,7 @@ REGRESS = \
 	040_retries \
 	050_results \
 	060_history \
+	100_timers \
 	090_errors
 REGRESS_OPTS = --inputdir=.
 

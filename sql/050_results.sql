@@ -20,6 +20,11 @@ SELECT count(*) AS receipt_tasks FROM wf.tasks WHERE run_id = :'run' AND step = 
 -- a lease expires, another worker claims the same attempt with a new fence
 SELECT task_id AS t2, fence AS old_fence FROM wf.claim_tasks('res_q2', 'w-slow', 1, '1 millisecond') \gset
 SELECT pg_sleep(0.02);
+-- the engine worker notices the expired lease (wf.tick() does it now)
+SELECT wf.tick();
+SELECT type, step, payload->>'fence' AS fence, payload->>'expirations' AS expirations,
+       payload->>'quarantined' AS quarantined
+FROM wf.history(:'run') WHERE type = 'lease_expired';
 SELECT task_id = :t2 AS same_task, attempt, fence AS new_fence, deliveries
 FROM wf.claim_tasks('res_q2', 'w-fast') \gset
 \echo same_task :same_task attempt :attempt new_fence :new_fence deliveries :deliveries

@@ -52,10 +52,12 @@ CREATE TABLE wf.runs (
     definition_name     text NOT NULL,
     definition_version  integer NOT NULL,
     status              text NOT NULL
-                        CHECK (status IN ('running', 'completed', 'failed')),
+                        CHECK (status IN ('running', 'paused', 'completed', 'failed')),
     current_step        text,
     current_attempt     integer,
     current_task        bigint,
+    step_generation     integer NOT NULL DEFAULT 0,
+    wait_generation     integer NOT NULL DEFAULT 0,
     seq                 integer NOT NULL CHECK (seq > 0),
     input               jsonb NOT NULL,
     context             jsonb NOT NULL,
@@ -131,7 +133,7 @@ CREATE TABLE wf.tasks (
     queue               text NOT NULL,
     activity            text,
     status              text NOT NULL
-                        CHECK (status IN ('ready', 'leased', 'completed', 'failed')),
+                        CHECK (status IN ('ready', 'leased', 'completed', 'failed', 'cancelled')),
     available_at        timestamptz NOT NULL,
     lease_expires_at    timestamptz,
     fence               bigint NOT NULL DEFAULT 0,
@@ -143,7 +145,19 @@ CREATE TABLE wf.tasks (
     error               jsonb,
     created_at          timestamptz NOT NULL,
     claimed_at          timestamptz,
-    finished_at         timestamptz
+    finished_at         timestamptz,
+    -- timeouts of the step, copied when the attempt is scheduled
+    schedule_to_start   interval,
+    start_to_close      interval,
+    heartbeat_timeout   interval,
+    -- the current lease
+    lease               interval,
+    timeout_at          timestamptz,
+    last_heartbeat_at   timestamptz,
+    heartbeat_details   jsonb,
+    lease_expirations   integer NOT NULL DEFAULT 0,
+    -- the earliest moment the engine worker must look at a live attempt
+    deadline_at         timestamptz
 );
 ALTER SEQUENCE wf.task_id_seq OWNED BY wf.tasks.task_id;
 COMMENT ON TABLE wf.tasks IS
@@ -159,6 +173,40 @@ CREATE UNIQUE INDEX tasks_attempt_key ON wf.tasks (run_id, step, visit, attempt)
 -- At most one live attempt per step of a run, enforced by the database.
 CREATE UNIQUE INDEX tasks_one_live_attempt ON wf.tasks (run_id, step)
     WHERE status IN ('ready', 'leased');
+-- Live attempts with a deadline (lease expiry, timeouts), for the worker.
+CREATE INDEX tasks_deadline_idx ON wf.tasks (deadline_at)
+    WHERE status IN ('ready', 'leased') AND deadline_at IS NOT NULL;
+COMMENT ON COLUMN wf.tasks.deadline_at IS
+'The earliest of the lease expiry and the timeouts of a live attempt; the engine worker acts on it.';
+
+-- Timers: durable waits of runs (retry backoff, sleep steps, step and run
+-- timeouts).  A timer applies only while its generation still matches the
+-- run (see timer.c); otherwise its firing is recorded and ignored.
+CREATE SEQUENCE wf.timer_id_seq AS bigint;
+
+CREATE TABLE wf.timers (
+    timer_id        bigint PRIMARY KEY DEFAULT pg_catalog.nextval('wf.timer_id_seq'),
+    tenant_id       text NOT NULL,
+    run_id          uuid NOT NULL,
+    kind            text NOT NULL
+                    CHECK (kind IN ('retry', 'sleep', 'step_timeout', 'run_timeout')),
+    step            text,
+    generation      integer NOT NULL,
+    fire_at         timestamptz NOT NULL,
+    status          text NOT NULL DEFAULT 'pending'
+                    CHECK (status IN ('pending', 'fired', 'cancelled')),
+    payload         jsonb NOT NULL DEFAULT '{}',
+    created_at      timestamptz NOT NULL,
+    fired_at        timestamptz,
+    outcome         text,
+    errors          integer NOT NULL DEFAULT 0,
+    last_error      text
+);
+ALTER SEQUENCE wf.timer_id_seq OWNED BY wf.timers.timer_id;
+CREATE INDEX timers_due_idx ON wf.timers (fire_at, timer_id) WHERE status = 'pending';
+CREATE INDEX timers_run_idx ON wf.timers (run_id) WHERE status = 'pending';
+COMMENT ON TABLE wf.timers IS
+'Durable timers of runs; the engine worker fires them (or wf.tick() without preload).';
 
 -- The C API.
 CREATE FUNCTION wf.publish_definition(name text, spec jsonb)
@@ -177,7 +225,8 @@ LANGUAGE C VOLATILE;
 CREATE FUNCTION wf.claim_tasks(queue text,
                                worker text,
                                max_tasks integer DEFAULT 1,
-                               lease interval DEFAULT '30 seconds')
+                               lease interval DEFAULT '30 seconds',
+                               wait interval DEFAULT NULL)
 RETURNS TABLE (task_id bigint,
                run_id uuid,
                step text,
@@ -190,7 +239,9 @@ RETURNS TABLE (task_id bigint,
                activity text,
                deliveries integer)
 AS 'MODULE_PATHNAME', 'wfengine_claim_tasks'
-LANGUAGE C VOLATILE STRICT ROWS 1;
+LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION wf.claim_tasks(text, text, integer, interval, interval) IS
+'Leases up to max_tasks claimable tasks of a queue; with a wait (up to 5 minutes, READ COMMITTED only), sleeps until one can be claimed.';
 
 CREATE FUNCTION wf.complete_task(task_id bigint,
                                  fence bigint,
@@ -206,6 +257,21 @@ CREATE FUNCTION wf.fail_task(task_id bigint,
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_fail_task'
 LANGUAGE C VOLATILE;
+
+CREATE FUNCTION wf.heartbeat(task_id bigint,
+                             fence bigint,
+                             details jsonb DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_heartbeat'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION wf.tick(max_fire integer DEFAULT 1000)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'wfengine_tick'
+LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION wf.tick(integer) FROM PUBLIC;
+COMMENT ON FUNCTION wf.tick(integer) IS
+'Fires due timers and task deadlines now, as the engine worker does; for tests and for servers without preload (schedule it with pg_cron).';
 
 CREATE FUNCTION wf.run_status(run uuid)
 RETURNS text
@@ -253,6 +319,31 @@ LANGUAGE C STABLE;
 COMMENT ON FUNCTION wf.preloaded() IS
 'True when wfengine was loaded through shared_preload_libraries (background workers available).';
 
+-- background workers (worker.c)
+CREATE FUNCTION wf.worker_status()
+RETURNS TABLE (role text,
+               database text,
+               pid integer,
+               started_at timestamptz,
+               next_due timestamptz,
+               ticks bigint,
+               fired bigint)
+AS 'MODULE_PATHNAME', 'wfengine_worker_status'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.worker_status() IS
+'The wfengine launcher and engine workers of the whole server, from shared memory; no rows without preload.';
+
+-- Internal: wakes the launcher when the calling transaction commits, so
+-- that CREATE EXTENSION gets its database a worker at once.
+CREATE FUNCTION wf._wake_launcher()
+RETURNS void
+AS 'MODULE_PATHNAME', 'wfengine_wake_launcher'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION wf._wake_launcher() FROM PUBLIC;
+COMMENT ON FUNCTION wf._wake_launcher() IS
+'Internal, called by the install script: wakes the wfengine launcher at commit.';
+SELECT wf._wake_launcher();
+
 -- pg_dump dumps the contents of extension tables only when told to.
 SELECT pg_catalog.pg_extension_config_dump('wf.definitions', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.definitions_definition_id_seq', '');
@@ -260,6 +351,8 @@ SELECT pg_catalog.pg_extension_config_dump('wf.runs', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.events', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.tasks', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.task_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.timers', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.timer_id_seq', '');
 
 -- CREATE EXTENSION runs with client_min_messages at WARNING or above.
 DO $$

@@ -20,6 +20,35 @@
  * deliveries), and the event that accepts a result names the lease that
  * produced it.
  *
+ * Waiting claims.  With a wait, a claim that finds nothing sleeps inside
+ * the server and tries again after every wake-up, returning as soon as it
+ * claims something, or empty at the deadline.  It sleeps on the condition
+ * variable of the queue's wait bucket (shmem.h), which notify.c bumps and
+ * broadcasts after a commit that made a task of that queue claimable.
+ * Lost wake-ups are excluded by the order of operations: the claimer puts
+ * itself on the wait list (ConditionVariablePrepareToSleep), reads the
+ * bucket's generation, and only then takes the snapshot of its claim
+ * statement.  A commit that the snapshot missed bumps the generation after
+ * becoming visible, so either the claimer sees the new generation before
+ * it sleeps and retries at once, or the broadcast finds it on the list.
+ * The sleep is also cut short at the earliest available_at of a ready task
+ * of the queue (a task written for the future needs no commit to become
+ * claimable), and rows locked by a concurrent claim are looked at again
+ * after WF_CLAIM_RECHECK_MS (that claim may roll back without a signal).
+ * A bucket is shared by several queues, so a wake-up may be spurious; it
+ * costs one claim statement.
+ *
+ * Each try is a new SPI statement and so, in READ COMMITTED, takes a new
+ * snapshot.  Under REPEATABLE READ or SERIALIZABLE every try would see the
+ * transaction's first snapshot and could never find the task it was woken
+ * for, so a wait is refused there.  Without shared_preload_libraries there
+ * are no condition variables: the claimer then sleeps on its latch in
+ * steps of WF_CLAIM_RECHECK_MS and tries again after each.  Interrupts are
+ * served throughout (statement_timeout, pg_cancel_backend).  A waiting
+ * claim holds its statement's snapshot, like any running statement, which
+ * holds back the xmin horizon for at most the wait: keep waits short (tens
+ * of seconds) and loop.
+ *
  * Copyright (c) 2026, wfengine developers
  *
  * IDENTIFICATION
@@ -29,13 +58,20 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "guc.h"
+#include "shmem.h"
 #include "spi_util.h"
 #include "wfengine.h"
 
@@ -44,23 +80,184 @@ PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 #define WF_CLAIM_COLUMNS 11
 #define WF_MAX_LEASE ((int64) 7 * USECS_PER_DAY)
 
+/* the longest wait of one claim */
+#define WF_MAX_CLAIM_WAIT ((int64) 5 * SECS_PER_MINUTE * USECS_PER_SEC)
+/* latch step without preload; recheck of rows a concurrent claim locked */
+#define WF_CLAIM_RECHECK_MS 100
+
 /*
- * wfengine_claim_tasks is wf.claim_tasks(queue, worker, max_tasks, lease):
- * it leases up to max_tasks claimable attempts of queue to worker and
- * returns them.
+ * The earliest available_at of a ready task of a queue: how long a waiting
+ * claim may sleep.  Runs on the wait path only.
+ */
+static const char *const next_available_sql =
+"SELECT pg_catalog.min(t.available_at) FROM wf.tasks t"
+" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
+"  AND t.status OPERATOR(pg_catalog.=) 'ready'";
+
+/* backend state of waiting claims */
+static SPIPlanPtr next_available_plan = NULL;
+static bool reset_callback_registered = false;
+#if PG_VERSION_NUM >= 170000
+static uint32 claim_wait_event = 0;
+#endif
+
+/* forward declarations */
+static int64 claim_wait_us(FunctionCallInfo fcinfo);
+static long claim_sleep_ms(Datum tenant, Datum queue, TimestampTz now,
+						   TimestampTz deadline);
+static void forget_next_available_plan(void);
+static uint32 claim_wait_event_info(void);
+
+/*
+ * claim_wait_us validates the wait argument of wf.claim_tasks (the fifth;
+ * NULL or zero means no wait) and returns it in microseconds.
+ */
+static int64
+claim_wait_us(FunctionCallInfo fcinfo)
+{
+	Interval   *w;
+	double		us;
+
+	if (PG_NARGS() < 5 || PG_ARGISNULL(4))
+		return 0;
+	w = PG_GETARG_INTERVAL_P(4);
+	/* in double first: months and days could overflow int64 microseconds */
+	us = (double) w->time + (double) w->day * USECS_PER_DAY +
+		(double) w->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (us < 0 || us > (double) WF_MAX_CLAIM_WAIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wait must be between 0 and 5 minutes"),
+				 errhint("Wait for a few seconds to a minute and claim again in a loop.")));
+	if (us > 0 && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot wait for tasks in a %s transaction",
+						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+				 errdetail("Every claim in the transaction uses its first snapshot, which can never show a task committed later."),
+				 errhint("Claim with a wait in a READ COMMITTED transaction, or without a wait.")));
+	return (int64) us;
+}
+
+/*
+ * forget_next_available_plan drops the kept plan; registered with
+ * WfRegisterResetCallback, so it runs when the extension was reinstalled.
+ */
+static void
+forget_next_available_plan(void)
+{
+	if (next_available_plan != NULL)
+		SPI_freeplan(next_available_plan);
+	next_available_plan = NULL;
+}
+
+/*
+ * claim_sleep_ms returns how long a waiting claim that found nothing may
+ * sleep, in milliseconds (at least 1): until the deadline, or until the
+ * earliest ready task of the queue becomes available, or
+ * WF_CLAIM_RECHECK_MS when a ready task is already available (a concurrent
+ * claim holds its row lock).  Called connected to SPI.
+ */
+static long
+claim_sleep_ms(Datum tenant, Datum queue, TimestampTz now, TimestampTz deadline)
+{
+	Datum		values[2];
+	TimestampTz until = deadline;
+	bool		isnull;
+	Datum		d;
+
+	if (next_available_plan == NULL)
+	{
+		Oid			argtypes[2] = {TEXTOID, TEXTOID};
+		SPIPlanPtr	plan;
+
+		if (!reset_callback_registered)
+		{
+			WfRegisterResetCallback(forget_next_available_plan);
+			reset_callback_registered = true;
+		}
+		plan = SPI_prepare(next_available_sql, 2, argtypes);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for the next available task: %s",
+				 SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		next_available_plan = plan;
+	}
+
+	values[0] = tenant;
+	values[1] = queue;
+	if (SPI_execute_plan(next_available_plan, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the next available task");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+	{
+		TimestampTz avail = DatumGetTimestampTz(d);
+
+		if (avail <= now)
+			until = Min(until, now + WF_CLAIM_RECHECK_MS * 1000);
+		else
+			until = Min(until, avail);
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	/* round up: waking a little late is harmless, early costs a retry */
+	return Max((long) ((until - now + 999) / 1000), 1);
+}
+
+/*
+ * claim_wait_event_info returns the wait event a waiting claim reports in
+ * pg_stat_activity.
+ */
+static uint32
+claim_wait_event_info(void)
+{
+#if PG_VERSION_NUM >= 170000
+	if (claim_wait_event == 0)
+		claim_wait_event = WaitEventExtensionNew("WfengineClaimWait");
+	return claim_wait_event;
+#else
+	return PG_WAIT_EXTENSION;
+#endif
+}
+
+/*
+ * wfengine_claim_tasks is wf.claim_tasks(queue, worker, max_tasks, lease,
+ * wait): it leases up to max_tasks claimable attempts of queue to worker
+ * and returns them.  With a wait and nothing to claim, it sleeps until it
+ * can claim something or the wait is over (see the file header).
  */
 Datum
 wfengine_claim_tasks(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	char	   *worker = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int32		max_tasks = PG_GETARG_INT32(2);
-	Interval   *lease = PG_GETARG_INTERVAL_P(3);
+	char	   *queue;
+	char	   *worker;
+	int32		max_tasks;
+	Interval   *lease;
 	int64		lease_us;
+	int64		wait_us;
 	Datum		values[6];
 	uint64		n;
 	uint64		i;
+	TimestampTz now;
+	TimestampTz deadline = 0;
+	ConditionVariable *cv = NULL;
+	pg_atomic_uint64 *gen_counter = NULL;
+
+	/* not STRICT, because a NULL wait means "no wait" */
+	for (i = 0; i < 4; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null",
+							i == 0 ? "queue name" : i == 1 ? "worker name" :
+							i == 2 ? "max_tasks" : "lease")));
+	queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	worker = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	max_tasks = PG_GETARG_INT32(2);
+	lease = PG_GETARG_INTERVAL_P(3);
 
 	if (strlen(queue) == 0)
 		ereport(ERROR,
@@ -84,6 +281,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease must be positive and at most 7 days"),
 				 errhint("A lease covers one delivery of a task; when it expires the task can be claimed again.")));
+	wait_us = claim_wait_us(fcinfo);
 
 	InitMaterializedSRF(fcinfo, 0);
 	WfApiBegin();
@@ -92,10 +290,59 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(queue);
 	values[2] = Int64GetDatum((int64) max_tasks);
 	values[3] = CStringGetTextDatum(worker);
-	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[5] = IntervalPGetDatum(lease);
 
-	n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	if (wait_us > 0)
+	{
+		deadline = GetCurrentTimestamp() + wait_us;
+		if (WfShmem != NULL)
+		{
+			uint32		b = WfQueueBucket(WfCurrentTenant(), queue);
+
+			cv = &WfShmem->queue_cv[b];
+			gen_counter = &WfShmem->queue_gen[b];
+			ConditionVariablePrepareToSleep(cv);
+		}
+	}
+
+	for (;;)
+	{
+		uint64		gen = 0;
+		long		sleep_ms;
+
+		/* the generation is read before the claim takes its snapshot */
+		if (gen_counter != NULL)
+		{
+			gen = pg_atomic_read_u64(gen_counter);
+			pg_memory_barrier();
+		}
+		now = GetCurrentTimestamp();
+		values[4] = TimestampTzGetDatum(now);
+		n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		if (n > 0 || wait_us == 0 || now >= deadline)
+			break;
+		SPI_freetuptable(SPI_tuptable);
+
+		sleep_ms = claim_sleep_ms(values[0], values[1], now, deadline);
+		if (cv != NULL)
+		{
+			/* a commit since the generation was read: try again at once */
+			pg_memory_barrier();
+			if (pg_atomic_read_u64(gen_counter) != gen)
+				continue;
+			(void) ConditionVariableTimedSleep(cv, sleep_ms, claim_wait_event_info());
+		}
+		else
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Min(sleep_ms, WF_CLAIM_RECHECK_MS), claim_wait_event_info());
+			ResetLatch(MyLatch);
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (cv != NULL)
+		ConditionVariableCancelSleep();
+
 	for (i = 0; i < n; i++)
 	{
 		Datum		out[WF_CLAIM_COLUMNS];

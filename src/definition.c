@@ -94,6 +94,9 @@ static const char *const task_fields[] = {
 	"activity", "description", "end", "input", "name", "next", "queue",
 	"retry", "timeout", "type", NULL
 };
+static const char *const sleep_fields[] = {
+	"description", "duration", "end", "name", "next", "type", "until", NULL
+};
 static const char *const retry_fields[] = {
 	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
 	"max_interval", "non_retryable_errors", NULL
@@ -705,9 +708,33 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 	char	   *type;
 
 	type = get_string(cx, s, "type", "type", false);
+	if (type != NULL && strcmp(type, "sleep") == 0)
+	{
+		char	   *until;
+
+		sd->type = WF_STEP_SLEEP;
+		check_fields(cx, NULL, s, sleep_fields);
+		(void) get_string(cx, s, "description", "description", false);
+		sd->sleep_duration = get_duration(cx, s, "duration", "duration");
+		until = get_string(cx, s, "until", "until", false);
+		if ((sd->sleep_duration > 0) == (until != NULL))
+			def_error(cx, "duration", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "A sleep step waits for a \"duration\" such as \"10m\", or \"until\" a timestamp found by a JSONPath such as \"$.input.ship_at\".",
+					  "a sleep step needs exactly one of \"duration\" and \"until\"");
+		if (until != NULL)
+		{
+			if (until[0] != '$')
+				def_error(cx, "until", ERRCODE_INVALID_PARAMETER_VALUE,
+						  "Give a JSONPath into the run context, such as \"$.input.ship_at\", that finds a timestamp.",
+						  "must be a JSONPath");
+			sd->sleep_until = compile_jsonpath(cx, "until", until);
+		}
+		sd->retry.max_attempts = 1;
+		return;
+	}
 	if (type != NULL && strcmp(type, "task") != 0)
 		def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
-				  "Supported step types: task.",
+				  "Supported step types: task, sleep.",
 				  "unsupported step type \"%s\"", type);
 	sd->type = WF_STEP_TASK;
 	check_fields(cx, NULL, s, task_fields);

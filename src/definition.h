@@ -21,7 +21,8 @@
 /* step types; values are persisted in no table, but keep them stable */
 typedef enum WfStepType
 {
-	WF_STEP_TASK = 1
+	WF_STEP_TASK = 1,
+	WF_STEP_SLEEP = 2
 } WfStepType;
 
 /* one entry of an input or output mapping */
@@ -66,6 +67,9 @@ typedef struct WfStepDef
 	WfRetryPolicy retry;
 	WfTimeouts	timeout;
 	int			next;			/* index of the successor or WF_STEP_END */
+	/* sleep steps: a fixed duration, or a timestamp found in the context */
+	int64		sleep_duration; /* microseconds, 0 when "until" is used */
+	Datum		sleep_until;	/* compiled jsonpath, 0 when not used */
 } WfStepDef;
 
 /* one compiled, immutable definition version */

@@ -108,7 +108,7 @@ WfGucInit(void)
 							gettext_noop("0 disables quarantine. Range 0 to 1000."),
 							&wf_poison_threshold,
 							3, 0, 1000,
-							PGC_SIGHUP, 0,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("wfengine.quarantine_delays",
@@ -116,7 +116,7 @@ WfGucInit(void)
 							   gettext_noop("A comma-separated list of intervals; after the last one the run is paused for an operator."),
 							   &wf_quarantine_delays,
 							   "1min,5min,30min",
-							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   PGC_SUSET, GUC_LIST_INPUT,
 							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("wfengine.timer_batch",

@@ -4,10 +4,40 @@
  *	  Commit-time signals: waking waiting claimers and the engine worker,
  *	  and LISTEN/NOTIFY for subscribers.
  *
- * (Being written; see issue 3.)  Every function here only records what
- * happened; the signals are sent from a transaction callback, after the
- * commit made the change visible, and never for a transaction that
- * aborts.
+ * Every WfNote* function only records what happened, in lists that live
+ * in TopTransactionContext: a list append on the hot path, nothing else.
+ * One transaction callback, registered by WfNotifyInit, turns the lists
+ * into signals at the end of the transaction:
+ *
+ *	 PRE_COMMIT  queues the NOTIFYs with Async_Notify.  PostgreSQL delivers
+ *				 them only if the transaction commits, and only after the
+ *				 commit (PreCommit_Notify runs after the PRE_COMMIT
+ *				 callbacks).  One notification per distinct queue per
+ *				 transaction, never one per task, and one per (run, kind).
+ *	 COMMIT		 runs after the commit is visible to other snapshots: for
+ *				 each touched wait bucket it bumps the bucket's generation
+ *				 and broadcasts its condition variable (claim.c sleeps on
+ *				 them), and it sets the latch of this database's engine
+ *				 worker when a timer was written that is due sooner than the
+ *				 worker's current sleep.  Nothing here can fail.
+ *	 ABORT, PREPARE
+ *				 forget the lists.  A prepared transaction signals nothing:
+ *				 NOTIFY is not allowed in one, and COMMIT PREPARED may run in
+ *				 another session; waiting claimers see its tasks at their
+ *				 next wake-up or deadline.
+ *
+ * A subtransaction that aborts does not take its notes back: the worst
+ * case is one spurious notification or wake-up, which every receiver must
+ * tolerate anyway (a wake-up only means "look again").
+ *
+ * Channels.  PostgreSQL lets any role LISTEN on any channel, so payloads
+ * carry ids only.  A queue's channel is "wfq." followed by the queue name;
+ * a queue name is at most 63 bytes, so when the result would exceed
+ * NAMEDATALEN - 1 the name is cut after 50 bytes and ".<8 hex digits of
+ * md5(queue)>" appended (stable, computable by clients in SQL).  The
+ * payload is the queue name.  Run changes go to the one channel "wf_runs"
+ * with the payload {"run_id": "<uuid>", "kind": "<kind>"}.
+ * docs/notifications.md documents both; tenancy will revisit the names.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -18,38 +48,271 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "commands/async.h"
+#include "common/md5.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
 #include "notify.h"
+#include "shmem.h"
+
+/* a queue that gets a claimable task when the transaction commits */
+typedef struct WfPendingQueue
+{
+	char	   *tenant;
+	char	   *queue;
+	uint32		bucket;			/* WfQueueBucket(tenant, queue) */
+} WfPendingQueue;
+
+/* a change of a run's state to announce */
+typedef struct WfPendingRun
+{
+	pg_uuid_t	run_id;
+	char	   *kind;
+} WfPendingRun;
+
+/* what the current transaction has recorded (TopTransactionContext) */
+static List *pending_queues = NIL;	/* of WfPendingQueue */
+static List *pending_runs = NIL;	/* of WfPendingRun */
+static bool pending_timer = false;
+static TimestampTz pending_fire_at = 0;	/* earliest, when pending_timer */
+
+/* forward declarations */
+static void notify_xact_callback(XactEvent event, void *arg);
+static void send_notifications(void);
+static void wake_waiters(void);
+static void forget_pending(void);
 
 /*
- * WfNotifyInit registers the transaction callbacks.
+ * WfNotifyInit registers the transaction callback.  It is called from
+ * _PG_init whether or not the library is preloaded: NOTIFY works either
+ * way; the shared-memory wake-ups are skipped without preload.
  */
 void
 WfNotifyInit(void)
 {
+	RegisterXactCallback(notify_xact_callback, NULL);
+}
+
+/*
+ * WfQueueChannel writes the LISTEN channel of queue into buf, which must
+ * have room for NAMEDATALEN bytes.  See the file header for the format.
+ */
+void
+WfQueueChannel(const char *queue, char *buf)
+{
+	size_t		len = strlen(queue);
+
+	if (len + strlen(WF_QUEUE_CHANNEL_PREFIX) <= NAMEDATALEN - 1)
+		snprintf(buf, NAMEDATALEN, "%s%s", WF_QUEUE_CHANNEL_PREFIX, queue);
+	else
+	{
+		char		hex[33];
+		const char *errstr = NULL;
+
+		if (!pg_md5_hash(queue, len, hex, &errstr))
+			elog(ERROR, "could not compute the channel name of queue \"%s\": %s",
+				 queue, errstr ? errstr : "unknown error");
+		snprintf(buf, NAMEDATALEN, "%s%.*s.%.8s", WF_QUEUE_CHANNEL_PREFIX,
+				 WF_QUEUE_CHANNEL_CUT, queue, hex);
+	}
 }
 
 /*
  * WfNoteTaskReady records that a task of (tenant, queue) becomes
- * claimable when the current transaction commits.
+ * claimable when the current transaction commits.  Called by the state
+ * machine wherever it writes a task attempt; a queue is recorded once per
+ * transaction however many tasks it gets.
  */
 void
 WfNoteTaskReady(const char *tenant, const char *queue)
 {
+	ListCell   *lc;
+	WfPendingQueue *pq;
+	MemoryContext old;
+
+	foreach(lc, pending_queues)
+	{
+		pq = (WfPendingQueue *) lfirst(lc);
+		if (strcmp(pq->queue, queue) == 0 && strcmp(pq->tenant, tenant) == 0)
+			return;
+	}
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	pq = palloc(sizeof(WfPendingQueue));
+	pq->tenant = pstrdup(tenant);
+	pq->queue = pstrdup(queue);
+	pq->bucket = WfQueueBucket(tenant, queue);
+	pending_queues = lappend(pending_queues, pq);
+	MemoryContextSwitchTo(old);
 }
 
 /*
- * WfNoteRunChange records a change of a run's state for subscribers.
+ * WfNoteRunChange records a change of a run's state for subscribers.  A
+ * repeat of the previous note is dropped here; Async_Notify drops any
+ * other exact duplicate, so a transaction announces each (run, kind) once.
  */
 void
 WfNoteRunChange(const pg_uuid_t *run_id, const char *kind)
 {
+	WfPendingRun *pr;
+	MemoryContext old;
+
+	if (pending_runs != NIL)
+	{
+		pr = (WfPendingRun *) llast(pending_runs);
+		if (memcmp(&pr->run_id, run_id, sizeof(pg_uuid_t)) == 0 &&
+			strcmp(pr->kind, kind) == 0)
+			return;
+	}
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	pr = palloc(sizeof(WfPendingRun));
+	memcpy(&pr->run_id, run_id, sizeof(pg_uuid_t));
+	pr->kind = pstrdup(kind);
+	pending_runs = lappend(pending_runs, pr);
+	MemoryContextSwitchTo(old);
 }
 
 /*
  * WfNoteTimer records that a timer or deadline due at fire_at was
  * written, so that the worker is woken at commit if it sleeps longer.
+ * Only the earliest time is kept.
  */
 void
 WfNoteTimer(TimestampTz fire_at)
 {
+	if (!pending_timer || fire_at < pending_fire_at)
+		pending_fire_at = fire_at;
+	pending_timer = true;
+}
+
+/*
+ * notify_xact_callback is the one transaction callback; see the file
+ * header for what each event does.
+ */
+static void
+notify_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			send_notifications();
+			break;
+		case XACT_EVENT_COMMIT:
+			wake_waiters();
+			forget_pending();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+		case XACT_EVENT_PREPARE:
+			forget_pending();
+			break;
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+			/* engine functions are parallel unsafe: nothing was recorded */
+			break;
+	}
+}
+
+/*
+ * send_notifications queues this transaction's NOTIFYs; called at
+ * PRE_COMMIT, when an error still aborts the transaction cleanly.
+ */
+static void
+send_notifications(void)
+{
+	ListCell   *lc;
+	char		channel[NAMEDATALEN];
+	StringInfoData payload;
+
+	if (pending_queues == NIL && pending_runs == NIL)
+		return;
+
+	foreach(lc, pending_queues)
+	{
+		WfPendingQueue *pq = (WfPendingQueue *) lfirst(lc);
+
+		WfQueueChannel(pq->queue, channel);
+		Async_Notify(channel, pq->queue);
+	}
+
+	initStringInfo(&payload);
+	foreach(lc, pending_runs)
+	{
+		WfPendingRun *pr = (WfPendingRun *) lfirst(lc);
+
+		resetStringInfo(&payload);
+		appendStringInfo(&payload, "{\"run_id\": \"%s\", \"kind\": \"%s\"}",
+						 DatumGetCString(DirectFunctionCall1(uuid_out,
+															 UUIDPGetDatum(&pr->run_id))),
+						 pr->kind);
+		Async_Notify(WF_RUN_CHANNEL, payload.data);
+	}
+	pfree(payload.data);
+}
+
+/*
+ * wake_waiters wakes the claimers waiting on the touched queues and, when
+ * needed, the engine worker; called at COMMIT, after the commit became
+ * visible.  It must not fail: it only touches shared memory that exists
+ * for the life of the server.
+ */
+static void
+wake_waiters(void)
+{
+	ListCell   *lc;
+	uint32		done[WF_QUEUE_WAIT_BUCKETS / 32];
+
+	if (WfShmem == NULL)
+		return;
+
+	memset(done, 0, sizeof(done));
+	foreach(lc, pending_queues)
+	{
+		WfPendingQueue *pq = (WfPendingQueue *) lfirst(lc);
+		uint32		b = pq->bucket;
+
+		if (done[b / 32] & ((uint32) 1 << (b % 32)))
+			continue;
+		done[b / 32] |= (uint32) 1 << (b % 32);
+		/* the bump is a full barrier: it is ordered after the commit */
+		pg_atomic_fetch_add_u64(&WfShmem->queue_gen[b], 1);
+		ConditionVariableBroadcast(&WfShmem->queue_cv[b]);
+	}
+
+	if (pending_timer)
+	{
+		WfDbWorkerSlot *slot = WfWorkerSlotFor(MyDatabaseId);
+
+		if (slot != NULL)
+		{
+			TimestampTz next_due = (TimestampTz) pg_atomic_read_u64(&slot->next_due);
+			Latch	   *latch = slot->latch;
+
+			/* 0: the worker sleeps with nothing due */
+			if (latch != NULL && (next_due == 0 || pending_fire_at < next_due))
+				SetLatch(latch);
+		}
+	}
+}
+
+/*
+ * forget_pending drops what the transaction recorded.  The memory itself
+ * belongs to TopTransactionContext and goes away with it.
+ */
+static void
+forget_pending(void)
+{
+	pending_queues = NIL;
+	pending_runs = NIL;
+	pending_timer = false;
+	pending_fire_at = 0;
 }

@@ -17,6 +17,11 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+/* LISTEN channels; see notify.c and docs/notifications.md */
+#define WF_QUEUE_CHANNEL_PREFIX "wfq."
+#define WF_QUEUE_CHANNEL_CUT 50	/* bytes of a long queue name kept */
+#define WF_RUN_CHANNEL "wf_runs"
+
 /* a task of (tenant, queue) becomes claimable when this transaction commits */
 extern void WfNoteTaskReady(const char *tenant, const char *queue);
 
@@ -25,6 +30,9 @@ extern void WfNoteRunChange(const pg_uuid_t *run_id, const char *kind);
 
 /* a timer or deadline at fire_at was written; wake the worker if sooner */
 extern void WfNoteTimer(TimestampTz fire_at);
+
+/* the LISTEN channel of a queue; buf has room for NAMEDATALEN bytes */
+extern void WfQueueChannel(const char *queue, char *buf);
 
 extern void WfNotifyInit(void);
 

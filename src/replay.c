@@ -45,7 +45,7 @@ typedef struct ExpectedTask
 	int64		task_id;
 	char	   *step;
 	int32		attempt;
-	char		outcome;		/* 'l' live, 'c' completed, 'f' failed */
+	char		outcome;		/* 'l' live, 'c' completed, 'f' failed, 'x' cancelled */
 	int64		fence;			/* of the accepted result */
 	Jsonb	   *result;			/* output or error of the accepted result */
 } ExpectedTask;
@@ -109,7 +109,7 @@ log_event(ReplayLog *log, const WfEvent *ev)
 		return;
 	}
 	if (ev->type != WF_EV_TASK_SCHEDULED && ev->type != WF_EV_TASK_COMPLETED &&
-		ev->type != WF_EV_TASK_FAILED)
+		ev->type != WF_EV_TASK_FAILED && ev->type != WF_EV_TASK_CANCELLED)
 		return;
 
 	task_id = WfJsonbGetInt(ev->payload, "task_id", 0);
@@ -135,6 +135,11 @@ log_event(ReplayLog *log, const WfEvent *ev)
 			t = &log->tasks[i];
 	if (t == NULL)
 		return;					/* the reducer has already refused it */
+	if (ev->type == WF_EV_TASK_CANCELLED)
+	{
+		t->outcome = 'x';
+		return;
+	}
 	t->outcome = (ev->type == WF_EV_TASK_COMPLETED) ? 'c' : 'f';
 	t->fence = WfJsonbGetInt(ev->payload, "fence", 0);
 	t->result = WfJsonbGetJsonb(ev->payload,
@@ -282,6 +287,13 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 			live++;
 			continue;
 		}
+		if (t->outcome == 'x')
+		{
+			if (strcmp(status, "cancelled") != 0)
+				return psprintf("Task %lld is \"%s\", but the history cancelled it",
+								(long long) task_id, status);
+			continue;
+		}
 		d = WfGetDatum(i, t->outcome == 'c' ? 6 : 7, &isnull);
 		if (!isnull)
 			result = DatumGetJsonbP(d);
@@ -319,6 +331,9 @@ compare_snapshots(const WfRunState *rebuilt, const WfRunState *stored)
 	if (rebuilt->current_attempt != stored->current_attempt ||
 		rebuilt->current_task != stored->current_task)
 		return "The snapshot's current attempt or task differs from the history's";
+	if (rebuilt->step_generation != stored->step_generation ||
+		rebuilt->wait_generation != stored->wait_generation)
+		return "The snapshot's step or wait generation differs from the history's";
 	if (!jsonb_equal(rebuilt->context, stored->context))
 		return "The snapshot's context differs from the history's";
 	if (!jsonb_equal(rebuilt->output, stored->output))

@@ -32,8 +32,6 @@
  */
 #include "postgres.h"
 
-#include <math.h>
-
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
@@ -42,12 +40,14 @@
 
 #include "crypto.h"
 #include "definition.h"
+#include "notify.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_complete_task);
 PG_FUNCTION_INFO_V1(wfengine_fail_task);
+PG_FUNCTION_INFO_V1(wfengine_heartbeat);
 
 /* what a worker reports */
 typedef struct WfReport
@@ -64,27 +64,6 @@ typedef struct WfReport
 static const char *report_result(const WfReport *rep);
 static void accept_completion(WfTransition *tr, const WfReport *rep, int idx,
 							  int32 visit, const char *worker);
-static void accept_failure(WfTransition *tr, const WfReport *rep, int idx,
-						   int32 attempt, int32 visit, const char *worker,
-						   Jsonb *input);
-static int64 retry_delay(const WfRetryPolicy *rp, int32 attempt);
-
-/*
- * retry_delay returns the wait before attempt + 1, in microseconds:
- * exponential backoff capped at max_interval, of which a random share of
- * up to "jitter" is taken off so that retries of many runs spread out.
- */
-static int64
-retry_delay(const WfRetryPolicy *rp, int32 attempt)
-{
-	double		d = (double) rp->initial_interval *
-		pow(rp->backoff_coefficient, (double) (attempt - 1));
-
-	if (d > (double) rp->max_interval || isinf(d))
-		d = (double) rp->max_interval;
-	d *= 1.0 - rp->jitter * WfRandomFraction();
-	return (int64) d;
-}
 
 /*
  * accept_completion records a winning completion and advances the run.
@@ -105,62 +84,6 @@ accept_completion(WfTransition *tr, const WfReport *rep, int idx, int32 visit,
 	WfJbJsonb(&b, "output", rep->output);
 	WfAppendEvent(tr, WF_EV_TASK_COMPLETED, sd->name, attempt, WfJbEnd(&b));
 	WfAdvance(tr, idx);
-}
-
-/*
- * accept_failure records a winning failure, then schedules the next
- * attempt after a backoff or fails the step and the run.
- */
-static void
-accept_failure(WfTransition *tr, const WfReport *rep, int idx, int32 attempt,
-			   int32 visit, const char *worker, Jsonb *input)
-{
-	const WfStepDef *sd = &tr->def->steps[idx];
-	const WfRetryPolicy *rp = &sd->retry;
-	char	   *code = WfJsonbGetText(rep->error, "code");
-	const char *reason = NULL;
-	TimestampTz next_at = 0;
-	WfJsonBuilder b;
-	int			i;
-
-	if (!rep->retryable)
-		reason = "non_retryable";
-	else
-	{
-		for (i = 0; code != NULL && i < rp->n_non_retryable; i++)
-			if (strcmp(code, rp->non_retryable[i]) == 0)
-				reason = "non_retryable_error";
-		if (reason == NULL && attempt >= rp->max_attempts)
-			reason = "attempts_exhausted";
-	}
-	if (reason == NULL)
-		next_at = tr->now + retry_delay(rp, attempt);
-
-	WfJbBegin(&b);
-	WfJbInt(&b, "task_id", rep->task_id);
-	WfJbInt(&b, "fence", rep->fence);
-	WfJbText(&b, "worker", worker);
-	WfJbInt(&b, "visit", visit);
-	WfJbJsonb(&b, "error", rep->error);
-	WfJbBool(&b, "retryable", rep->retryable);
-	if (reason == NULL)
-		WfJbTimestamp(&b, "next_attempt_at", next_at);
-	else
-		WfJbText(&b, "final", reason);
-	WfAppendEvent(tr, WF_EV_TASK_FAILED, sd->name, attempt, WfJbEnd(&b));
-
-	if (reason == NULL)
-	{
-		WfScheduleStep(tr, idx, attempt + 1, next_at, input);
-		return;
-	}
-
-	WfJbBegin(&b);
-	WfJbText(&b, "step", sd->name);
-	WfJbInt(&b, "attempt", attempt);
-	WfJbText(&b, "reason", reason);
-	WfJbJsonb(&b, "error", rep->error);
-	WfAppendEvent(tr, WF_EV_RUN_FAILED, NULL, 0, WfJbEnd(&b));
 }
 
 /*
@@ -244,7 +167,8 @@ report_result(const WfReport *rep)
 			elog(ERROR, "task %lld changed while locked", (long long) rep->task_id);
 
 		if (rep->is_failure)
-			accept_failure(&tr, rep, idx, attempt, visit, worker, input);
+			WfFailAttempt(&tr, idx, rep->task_id, rep->fence, attempt, visit,
+						  worker, rep->error, rep->retryable, input);
 		else
 			accept_completion(&tr, rep, idx, visit, worker);
 		verdict = "accepted";
@@ -275,6 +199,9 @@ report_result(const WfReport *rep)
 	}
 
 	WfTransitionWrite(&tr);
+	if (strcmp(verdict, "accepted") == 0)
+		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
+						WfRunStatusName(run.status));
 	WfApiEnd();
 	return verdict;
 }
@@ -345,4 +272,71 @@ wfengine_fail_task(PG_FUNCTION_ARGS)
 	WfCheckPayloadSize(rep.error, "error",
 					   psprintf("task %lld", (long long) rep.task_id));
 	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
+}
+
+/*
+ * wfengine_heartbeat is wf.heartbeat(task_id, fence, details): it extends
+ * the lease of the current attempt by the lease it was claimed with,
+ * pushes its heartbeat deadline, records the details as progress, and
+ * answers "ok"; for a lease that is no longer current it answers "stale"
+ * and changes nothing.  Heartbeats are not run events: they change the
+ * task row only, in one statement, and the details are kept there.
+ */
+Datum
+wfengine_heartbeat(PG_FUNCTION_ARGS)
+{
+	int64		task_id;
+	int64		fence;
+	Jsonb	   *details = PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2);
+	const char *tenant = WfCurrentTenant();
+	const char *verdict;
+	Datum		values[5];
+	char		nulls[5];
+
+	check_ids(fcinfo);
+	task_id = PG_GETARG_INT64(0);
+	fence = PG_GETARG_INT64(1);
+	WfCheckPayloadSize(details, "heartbeat details",
+					   psprintf("task %lld", (long long) task_id));
+
+	WfApiBegin();
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = Int64GetDatum(task_id);
+	values[1] = Int64GetDatum(fence);
+	values[2] = CStringGetTextDatum(tenant);
+	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+	if (details != NULL)
+		values[4] = JsonbPGetDatum(details);
+	else
+		nulls[4] = 'n';
+	if (WfExecPlan(WF_PLAN_HEARTBEAT, values, nulls, false, 0,
+				   SPI_OK_UPDATE_RETURNING) == 1)
+	{
+		bool		isnull;
+		Datum		d = WfGetDatum(0, 2, &isnull);
+
+		if (!isnull)
+			WfNoteTimer(DatumGetTimestampTz(d));
+		verdict = "ok";
+	}
+	else
+	{
+		int64		current_fence;
+
+		values[1] = CStringGetTextDatum(tenant);
+		if (WfExecPlan(WF_PLAN_TASK_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("task %lld does not exist", (long long) task_id)));
+		current_fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
+		if (fence <= 0 || fence > current_fence)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("fence %lld was never issued for task %lld",
+							(long long) fence, (long long) task_id),
+					 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
+		verdict = "stale";
+	}
+	WfApiEnd();
+	PG_RETURN_TEXT_P(cstring_to_text(verdict));
 }

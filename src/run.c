@@ -32,6 +32,7 @@
 #include "crypto.h"
 #include "definition.h"
 #include "guc.h"
+#include "notify.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
@@ -110,8 +111,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	char	   *defname;
 	Jsonb	   *input;
 	char	   *key = NULL;
-	Datum		values[31];
-	char		nulls[31];
+	Datum		values[3];
 	int64		definition_id;
 	int32		version;
 	WfDefinition *def;
@@ -181,40 +181,16 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	WfJbJsonb(&b, "input", input);
 	WfJbText(&b, "idempotency_key", key);
 	WfAppendEvent(&tr, WF_EV_RUN_STARTED, NULL, 0, WfJbEnd(&b));
+	if (def->run_timeout > 0)
+		WfSetTimer(&tr, WF_TIMER_RUN_TIMEOUT, NULL, 1, now + def->run_timeout, NULL);
 	WfAdvance(&tr, -1);
 
-	/* write run row, events and first task in one statement */
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = UUIDPGetDatum(&run.run_id);
-	values[1] = CStringGetTextDatum(tenant);
-	values[2] = Int64GetDatum(definition_id);
-	values[3] = CStringGetTextDatum(defname);
-	values[4] = Int32GetDatum(version);
-	values[5] = CStringGetTextDatum(WfRunStatusName(run.status));
-	if (run.current_step != NULL)
-		values[6] = CStringGetTextDatum(run.current_step);
-	else
-		nulls[6] = 'n';
-	values[7] = Int32GetDatum(run.seq);
-	values[8] = JsonbPGetDatum(input);
-	values[9] = JsonbPGetDatum(run.context);
-	if (key != NULL)
-		values[10] = CStringGetTextDatum(key);
-	else
-		nulls[10] = 'n';
-	values[11] = WfHashDatum(run.last_hash);
-	values[12] = TimestampTzGetDatum(now);
-	WfEventArrays(&tr, &values[13]);
-	values[19] = CStringGetTextDatum(tr.actor);
-	WfTaskValues(&tr, &values[20], &nulls[20]);
-	WfCurrentValues(&run, &values[29], &nulls[29]);
-
-	if (WfExecPlan(WF_PLAN_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
-		elog(ERROR, "could not insert run");
-	if (DatumGetInt64(WfGetDatumNotNull(0, 1)) == 1)
+	/* write run row, events, first task and timers */
+	if (WfTransitionWriteNew(&tr, defname, version, input, key))
 	{
 		result = palloc(sizeof(pg_uuid_t));
 		memcpy(result, &run.run_id, sizeof(pg_uuid_t));
+		WfNoteRunChange(&run.run_id, "started");
 	}
 	else
 		result = existing_run(tenant, defname, key, input,

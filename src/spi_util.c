@@ -27,12 +27,16 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "access/xact.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
 #include "utils/lsyscache.h"
 
 #include "spi_util.h"
+#include "state.h"
 
-#define WF_MAX_PLAN_ARGS 32
+#define WF_MAX_PLAN_ARGS 40
 #define WF_MAX_RESET_CALLBACKS 4
 
 /* one statement of the plan table */
@@ -47,14 +51,44 @@ typedef struct WfPlanSpec
 #define WF_RUN_COLUMNS \
 	"r.run_id, r.tenant_id, r.definition_id, r.status, r.current_step, " \
 	"r.seq, r.context, r.output, r.last_hash, r.updated_at, r.finished_at, " \
-	"r.current_attempt, r.current_task "
+	"r.current_attempt, r.current_task, r.step_generation, r.wait_generation "
 
-/* the events of a transition, passed as parallel arrays */
-#define WF_EVENTS_FROM_ARRAYS(seq, type, step, attempt, payload, hash) \
-	"ROWS FROM (pg_catalog.unnest(" seq "), pg_catalog.unnest(" type "), " \
-	"pg_catalog.unnest(" step "), pg_catalog.unnest(" attempt "), " \
-	"pg_catalog.unnest(" payload "), pg_catalog.unnest(" hash ")) " \
-	"AS u(seq, type, step, attempt, payload, hash) "
+/*
+ * The statements that write a transition share their parameters:
+ * $1 run_id, $2 tenant, $3 actor, $4 now, $5-$10 the events as parallel
+ * arrays (seq, type, step, attempt, payload, hash), $11-$22 the new task
+ * (see WfTaskValues) and $23-$33 the snapshot (see WfRunValues).
+ */
+#define WF_EVENTS_INSERT(run_expr, from) \
+	"INSERT INTO wf.events (run_id, seq, tenant_id, type, step, attempt," \
+	" payload, actor, created_at, hash)" \
+	" SELECT " run_expr ", u.seq, $2, u.type, u.step, u.attempt, u.payload, $3, $4, u.hash" \
+	" FROM " from "ROWS FROM (pg_catalog.unnest($5), pg_catalog.unnest($6)," \
+	" pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9)," \
+	" pg_catalog.unnest($10)) AS u(seq, type, step, attempt, payload, hash)"
+
+#define WF_TASK_INSERT(run_expr, from, where) \
+	"INSERT INTO wf.tasks (task_id, tenant_id, run_id, step, visit, attempt," \
+	" queue, activity, status, available_at, idempotency_key, input, created_at," \
+	" schedule_to_start, start_to_close, heartbeat_timeout, deadline_at)" \
+	" SELECT $11, $2, " run_expr ", $12, $13, $14, $15, $16, 'ready', $17, $18, $19, $4," \
+	" $20, $21, $22, $17 OPERATOR(pg_catalog.+) $20" \
+	" " from " WHERE $11 IS NOT NULL " where
+
+#define WF_TRANSITION_TYPES \
+	UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, \
+	INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT4ARRAYOID, JSONBARRAYOID, BYTEAARRAYOID, \
+	INT8OID, TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, JSONBOID, \
+	INTERVALOID, INTERVALOID, INTERVALOID, \
+	TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
+	INT4OID, INT4OID
+
+/* the columns of a live task that the deadline handler reads */
+#define WF_TASK_DEADLINE_COLUMNS \
+	"t.status, t.fence, t.step, t.visit, t.attempt, t.worker, t.input, " \
+	"t.deadline_at, t.lease_expires_at, t.timeout_at, " \
+	"COALESCE(t.last_heartbeat_at, t.claimed_at) OPERATOR(pg_catalog.+) t.heartbeat_timeout, " \
+	"t.created_at OPERATOR(pg_catalog.+) t.schedule_to_start, t.lease_expirations "
 
 static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	[WF_PLAN_DEF_LATEST] = {
@@ -92,28 +126,16 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"WITH r AS ("
 		" INSERT INTO wf.runs (run_id, tenant_id, definition_id, definition_name,"
 		"  definition_version, status, current_step, seq, input, context,"
-		"  idempotency_key, last_hash, created_at, updated_at, current_attempt, current_task)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $30, $31)"
+		"  idempotency_key, last_hash, created_at, updated_at, current_attempt,"
+		"  current_task, step_generation, wait_generation, output, finished_at)"
+		" VALUES ($1, $2, $34, $35, $36, $23, $24, $25, $37, $26, $38, $28, $4, $4,"
+		"  $30, $31, $32, $33, $27, $29)"
 		" ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
 		" RETURNING run_id),"
-		" e AS ("
-		" INSERT INTO wf.events (run_id, seq, tenant_id, type, step, attempt,"
-		"  payload, actor, created_at, hash)"
-		" SELECT r.run_id, u.seq, $2, u.type, u.step, u.attempt, u.payload, $20, $13, u.hash"
-		" FROM r, " WF_EVENTS_FROM_ARRAYS("$14", "$15", "$16", "$17", "$18", "$19")
-		"),"
-		" t AS ("
-		" INSERT INTO wf.tasks (task_id, tenant_id, run_id, step, visit, attempt,"
-		"  queue, activity, status, available_at, idempotency_key, input, created_at)"
-		" SELECT $21, $2, r.run_id, $22, $23, $24, $25, $26, 'ready', $27, $28, $29, $13"
-		" FROM r)"
+		" e AS (" WF_EVENTS_INSERT("r.run_id", "r, ") "),"
+		" t AS (" WF_TASK_INSERT("r.run_id", "FROM r", "") ")"
 		" SELECT pg_catalog.count(*) FROM r",
-		31, {UUIDOID, TEXTOID, INT8OID, TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID,
-			JSONBOID, JSONBOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
-			INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT4ARRAYOID, JSONBARRAYOID,
-			BYTEAARRAYOID, TEXTOID,
-			INT8OID, TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID,
-		TEXTOID, JSONBOID, INT4OID, INT8OID}
+		38, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID}
 	},
 	[WF_PLAN_RUN_BY_KEY] = {
 		"SELECT r.run_id, r.definition_name, r.input, r.definition_version FROM wf.runs r "
@@ -122,8 +144,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		2, {TEXTOID, TEXTOID}
 	},
 	[WF_PLAN_LOCK_TASK_AND_RUN] = {
-		"SELECT " WF_RUN_COLUMNS ","
-		" t.status, t.fence, t.step, t.visit, t.attempt, t.worker, t.input "
+		"SELECT " WF_RUN_COLUMNS ", " WF_TASK_DEADLINE_COLUMNS
 		"FROM wf.tasks t JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.tenant_id OPERATOR(pg_catalog.=) $2 "
 		"AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
@@ -141,9 +162,10 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		2, {UUIDOID, TEXTOID}
 	},
 	[WF_PLAN_TASK_FINISH] = {
-		"UPDATE wf.tasks t SET status = $3, output = $4, error = $5, finished_at = $6 "
+		"UPDATE wf.tasks t SET status = $3, output = $4, error = $5, finished_at = $6,"
+		" deadline_at = NULL "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.fence OPERATOR(pg_catalog.=) $2 "
-		"AND t.status OPERATOR(pg_catalog.=) 'leased'",
+		"AND t.status IN ('ready', 'leased')",
 		6, {INT8OID, INT8OID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID}
 	},
 	[WF_PLAN_TASKS_OF_RUN] = {
@@ -157,31 +179,20 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		1, {UUIDOID}
 	},
 	[WF_PLAN_TRANSITION] = {
-		"WITH e AS ("
-		" INSERT INTO wf.events (run_id, seq, tenant_id, type, step, attempt,"
-		"  payload, actor, created_at, hash)"
-		" SELECT $1, u.seq, $2, u.type, u.step, u.attempt, u.payload, $3, $4, u.hash"
-		" FROM " WF_EVENTS_FROM_ARRAYS("$5", "$6", "$7", "$8", "$9", "$10")
-		"),"
-		" t AS ("
-		" INSERT INTO wf.tasks (task_id, tenant_id, run_id, step, visit, attempt,"
-		"  queue, activity, status, available_at, idempotency_key, input, created_at)"
-		" SELECT $11, $2, $1, $12, $13, $14, $15, $16, 'ready', $17, $18, $19, $4"
-		" WHERE $11 IS NOT NULL)"
-		" UPDATE wf.runs r SET status = $20, current_step = $21, seq = $22, context = $23,"
-		"  output = $24, last_hash = $25, updated_at = $4, finished_at = $26,"
-		"  current_attempt = $27, current_task = $28"
+		"WITH e AS (" WF_EVENTS_INSERT("$1", "") "),"
+		" t AS (" WF_TASK_INSERT("$1", "", "") ")"
+		" UPDATE wf.runs r SET status = $23, current_step = $24, seq = $25, context = $26,"
+		"  output = $27, last_hash = $28, updated_at = $4, finished_at = $29,"
+		"  current_attempt = $30, current_task = $31, step_generation = $32,"
+		"  wait_generation = $33"
 		" WHERE r.run_id OPERATOR(pg_catalog.=) $1",
-		28, {UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID,
-			INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT4ARRAYOID, JSONBARRAYOID, BYTEAARRAYOID,
-			INT8OID, TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, JSONBOID,
-		TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID, INT8OID}
+		33, {WF_TRANSITION_TYPES}
 	},
 	[WF_PLAN_CLAIM] = {
 		"WITH c AS ("
 		" SELECT t.task_id FROM wf.tasks t"
 		" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
-		"  AND t.status IN ('ready', 'leased')"
+		"  AND t.status OPERATOR(pg_catalog.=) 'ready'"
 		"  AND t.available_at OPERATOR(pg_catalog.<=) $5"
 		" ORDER BY t.available_at, t.task_id"
 		" LIMIT $3"
@@ -189,12 +200,15 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" UPDATE wf.tasks t SET status = 'leased',"
 		"  fence = t.fence OPERATOR(pg_catalog.+) 1,"
 		"  deliveries = t.deliveries OPERATOR(pg_catalog.+) 1,"
-		"  worker = $4, claimed_at = $5,"
+		"  worker = $4, claimed_at = $5, lease = $6, last_heartbeat_at = NULL,"
 		"  lease_expires_at = $5 OPERATOR(pg_catalog.+) $6,"
-		"  available_at = $5 OPERATOR(pg_catalog.+) $6"
+		"  timeout_at = $5 OPERATOR(pg_catalog.+) t.start_to_close,"
+		"  deadline_at = LEAST($5 OPERATOR(pg_catalog.+) $6,"
+		"   $5 OPERATOR(pg_catalog.+) t.start_to_close,"
+		"   $5 OPERATOR(pg_catalog.+) t.heartbeat_timeout)"
 		" FROM c WHERE t.task_id OPERATOR(pg_catalog.=) c.task_id"
 		" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key,"
-		"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries",
+		"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at",
 		6, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID}
 	},
 	[WF_PLAN_EVENTS_GET] = {
@@ -203,12 +217,106 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
 		1, {UUIDOID}
 	},
+	[WF_PLAN_TIMER_INSERT] = {
+		"INSERT INTO wf.timers (timer_id, tenant_id, run_id, kind, step, generation,"
+		" fire_at, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+		9, {INT8OID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID,
+		JSONBOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_TASK_WITHDRAW] = {
+		"UPDATE wf.tasks t SET status = 'cancelled', finished_at = $2, deadline_at = NULL "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased')",
+		2, {INT8OID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_TIMERS_CANCEL] = {
+		"UPDATE wf.timers tm SET status = 'cancelled', fired_at = $2, outcome = 'run_finished' "
+		"WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'",
+		2, {UUIDOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_TIMERS_DUE] = {
+		"SELECT tm.timer_id, tm.tenant_id FROM wf.timers tm "
+		"WHERE tm.status OPERATOR(pg_catalog.=) 'pending' AND tm.fire_at OPERATOR(pg_catalog.<=) $1 "
+		"ORDER BY tm.fire_at, tm.timer_id LIMIT $2",
+		2, {TIMESTAMPTZOID, INT8OID}
+	},
+	[WF_PLAN_DEADLINES_DUE] = {
+		"SELECT t.task_id, t.tenant_id FROM wf.tasks t "
+		"WHERE t.status IN ('ready', 'leased') AND t.deadline_at IS NOT NULL "
+		"AND t.deadline_at OPERATOR(pg_catalog.<=) $1 "
+		"ORDER BY t.deadline_at LIMIT $2",
+		2, {TIMESTAMPTZOID, INT8OID}
+	},
+	[WF_PLAN_NEXT_DUE] = {
+		"SELECT LEAST("
+		" (SELECT pg_catalog.min(tm.fire_at) FROM wf.timers tm"
+		"  WHERE tm.status OPERATOR(pg_catalog.=) 'pending'),"
+		" (SELECT pg_catalog.min(t.deadline_at) FROM wf.tasks t"
+		"  WHERE t.status IN ('ready', 'leased') AND t.deadline_at IS NOT NULL))",
+		0, {InvalidOid}
+	},
+	[WF_PLAN_TIMER_PEEK] = {
+		"SELECT r.current_task FROM wf.timers tm JOIN wf.runs r"
+		" ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+	[WF_PLAN_TASK_LOCK] = {
+		"SELECT t.status FROM wf.tasks t WHERE t.task_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+		1, {INT8OID}
+	},
+	[WF_PLAN_LOCK_TIMER_AND_RUN] = {
+		"SELECT " WF_RUN_COLUMNS ", tm.kind, tm.step, tm.generation, tm.payload, tm.status,"
+		" tm.fire_at "
+		"FROM wf.timers tm JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF tm, r",
+		1, {INT8OID}
+	},
+	[WF_PLAN_TIMER_DONE] = {
+		"UPDATE wf.timers tm SET status = 'fired', fired_at = $2, outcome = $3 "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1",
+		3, {INT8OID, TIMESTAMPTZOID, TEXTOID}
+	},
+	[WF_PLAN_TIMER_ERROR] = {
+		"UPDATE wf.timers tm SET errors = tm.errors OPERATOR(pg_catalog.+) 1, last_error = $2,"
+		" fire_at = $3 "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'",
+		3, {INT8OID, TEXTOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_DEADLINE_ERROR] = {
+		"UPDATE wf.tasks t SET deadline_at = $2 "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased')",
+		2, {INT8OID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_TASK_REQUEUE] = {
+		"UPDATE wf.tasks t SET status = 'ready', available_at = $2, deadline_at = NULL,"
+		" lease_expirations = $3, lease_expires_at = NULL, timeout_at = NULL "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1",
+		3, {INT8OID, TIMESTAMPTZOID, INT4OID}
+	},
+	[WF_PLAN_HEARTBEAT] = {
+		"UPDATE wf.tasks t SET last_heartbeat_at = $4,"
+		" heartbeat_details = COALESCE($5, t.heartbeat_details),"
+		" lease_expires_at = $4 OPERATOR(pg_catalog.+) t.lease,"
+		" deadline_at = LEAST($4 OPERATOR(pg_catalog.+) t.lease, t.timeout_at,"
+		"  $4 OPERATOR(pg_catalog.+) t.heartbeat_timeout) "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.fence OPERATOR(pg_catalog.=) $2 "
+		"AND t.tenant_id OPERATOR(pg_catalog.=) $3 AND t.status OPERATOR(pg_catalog.=) 'leased' "
+		"RETURNING t.run_id, t.deadline_at",
+		5, {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID, JSONBOID}
+	},
+	[WF_PLAN_TASK_PEEK] = {
+		"SELECT t.status, t.fence, r.status FROM wf.tasks t JOIN wf.runs r"
+		" ON r.run_id OPERATOR(pg_catalog.=) t.run_id "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {INT8OID, TEXTOID}
+	},
 };
 
 /* shared state of this backend */
 static SPIPlanPtr plans[WF_PLAN_COUNT];
 static Oid	cached_tasks_relid = InvalidOid;
 static Oid	cached_task_seq = InvalidOid;
+static Oid	cached_timer_seq = InvalidOid;
 static int	n_reset_callbacks = 0;
 static void (*reset_callbacks[WF_MAX_RESET_CALLBACKS]) (void);
 
@@ -244,6 +352,7 @@ reset_caches(void)
 		}
 	}
 	cached_task_seq = InvalidOid;
+	cached_timer_seq = InvalidOid;
 	for (i = 0; i < n_reset_callbacks; i++)
 		reset_callbacks[i] ();
 }
@@ -273,6 +382,7 @@ WfApiBegin(void)
 		reset_caches();
 		cached_tasks_relid = relid;
 		cached_task_seq = get_relname_relid("task_id_seq", nsp);
+		cached_timer_seq = get_relname_relid("timer_id_seq", nsp);
 	}
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -299,6 +409,53 @@ WfTaskIdSequence(void)
 	if (!OidIsValid(cached_task_seq))
 		elog(ERROR, "sequence wf.task_id_seq does not exist");
 	return cached_task_seq;
+}
+
+/*
+ * WfTimerIdSequence returns the OID of wf.timer_id_seq.
+ */
+Oid
+WfTimerIdSequence(void)
+{
+	if (!OidIsValid(cached_timer_seq))
+		elog(ERROR, "sequence wf.timer_id_seq does not exist");
+	return cached_timer_seq;
+}
+
+/*
+ * WfParseTimestamp parses text as a timestamptz inside a subtransaction,
+ * so that text that is not a timestamp gives false instead of an error.
+ */
+bool
+WfParseTimestamp(const char *text, TimestampTz *result)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		*result = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+														  CStringGetDatum(text),
+														  ObjectIdGetDatum(InvalidOid),
+														  Int32GetDatum(-1)));
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok && !TIMESTAMP_NOT_FINITE(*result);
 }
 
 /*

@@ -37,6 +37,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/spi.h"
@@ -48,6 +50,7 @@
 #include "utils/lsyscache.h"
 
 #include "crypto.h"
+#include "notify.h"
 #include "spi_util.h"
 #include "state.h"
 
@@ -57,6 +60,7 @@ static const char *const run_status_names[] = {
 	[WF_RUN_RUNNING] = "running",
 	[WF_RUN_COMPLETED] = "completed",
 	[WF_RUN_FAILED] = "failed",
+	[WF_RUN_PAUSED] = "paused",
 };
 
 /* names of the event types, indexed by WfEventType */
@@ -69,9 +73,25 @@ static const char *const event_type_names[] = {
 	[WF_EV_RESULT_STALE] = "result_stale",
 	[WF_EV_RUN_COMPLETED] = "run_completed",
 	[WF_EV_RUN_FAILED] = "run_failed",
+	[WF_EV_TIMER_SET] = "timer_set",
+	[WF_EV_TIMER_FIRED] = "timer_fired",
+	[WF_EV_SLEEP_STARTED] = "sleep_started",
+	[WF_EV_SLEEP_FINISHED] = "sleep_finished",
+	[WF_EV_LEASE_EXPIRED] = "lease_expired",
+	[WF_EV_TASK_CANCELLED] = "task_cancelled",
+	[WF_EV_RUN_PAUSED] = "run_paused",
+};
+
+/* names of the timer kinds, indexed by WfTimerKind */
+static const char *const timer_kind_names[] = {
+	[WF_TIMER_RETRY] = "retry",
+	[WF_TIMER_SLEEP] = "sleep",
+	[WF_TIMER_STEP_TIMEOUT] = "step_timeout",
+	[WF_TIMER_RUN_TIMEOUT] = "run_timeout",
 };
 
 /* forward declarations */
+static int32 next_visit(WfRunState *run, const char *step);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
 
@@ -81,7 +101,7 @@ static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
 const char *
 WfRunStatusName(WfRunStatus status)
 {
-	if (status < WF_RUN_NONE || status > WF_RUN_FAILED)
+	if (status < WF_RUN_NONE || status > WF_RUN_PAUSED)
 		elog(ERROR, "invalid run status %d", (int) status);
 	return run_status_names[status];
 }
@@ -94,7 +114,7 @@ WfRunStatusFromName(const char *name)
 {
 	int			i;
 
-	for (i = WF_RUN_RUNNING; i <= WF_RUN_FAILED; i++)
+	for (i = WF_RUN_RUNNING; i <= WF_RUN_PAUSED; i++)
 		if (strcmp(run_status_names[i], name) == 0)
 			return (WfRunStatus) i;
 	return WF_RUN_NONE;
@@ -106,7 +126,7 @@ WfRunStatusFromName(const char *name)
 const char *
 WfEventTypeName(WfEventType type)
 {
-	if (type < WF_EV_RUN_STARTED || type > WF_EV_RUN_FAILED)
+	if (type < WF_EV_RUN_STARTED || type > WF_EV_LAST)
 		elog(ERROR, "invalid event type %d", (int) type);
 	return event_type_names[type];
 }
@@ -119,10 +139,35 @@ WfEventTypeFromName(const char *name)
 {
 	int			i;
 
-	for (i = WF_EV_RUN_STARTED; i <= WF_EV_RUN_FAILED; i++)
+	for (i = WF_EV_RUN_STARTED; i <= WF_EV_LAST; i++)
 		if (strcmp(event_type_names[i], name) == 0)
 			return (WfEventType) i;
 	return (WfEventType) 0;
+}
+
+/*
+ * WfTimerKindName returns the stored name of a timer kind.
+ */
+const char *
+WfTimerKindName(WfTimerKind kind)
+{
+	if (kind < WF_TIMER_RETRY || kind > WF_TIMER_RUN_TIMEOUT)
+		elog(ERROR, "invalid timer kind %d", (int) kind);
+	return timer_kind_names[kind];
+}
+
+/*
+ * WfTimerKindFromName maps a stored timer kind back, or 0.
+ */
+WfTimerKind
+WfTimerKindFromName(const char *name)
+{
+	int			i;
+
+	for (i = WF_TIMER_RETRY; i <= WF_TIMER_RUN_TIMEOUT; i++)
+		if (strcmp(timer_kind_names[i], name) == 0)
+			return (WfTimerKind) i;
+	return (WfTimerKind) 0;
 }
 
 /*
@@ -191,11 +236,93 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			}
 
 		case WF_EV_TASK_SCHEDULED:
-			if (run->status != WF_RUN_RUNNING || ev->step == NULL || ev->attempt <= 0)
-				return "\"task_scheduled\" while the run is not running";
+			if (run->status != WF_RUN_RUNNING || ev->step == NULL || ev->attempt <= 0 ||
+				run->current_task != 0)
+				return "\"task_scheduled\" while the run is not running or has a live task";
 			run->current_step = pstrdup(ev->step);
 			run->current_attempt = ev->attempt;
 			run->current_task = WfJsonbGetInt(p, "task_id", 0);
+			if (ev->attempt == 1)
+				run->step_generation = ev->seq;
+			run->wait_generation = 0;
+			break;
+
+		case WF_EV_SLEEP_STARTED:
+			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
+				return "\"sleep_started\" while the run is not running or has a live task";
+			run->current_step = pstrdup(ev->step);
+			run->current_attempt = 0;
+			run->step_generation = ev->seq;
+			break;
+
+		case WF_EV_SLEEP_FINISHED:
+			{
+				WfJsonBuilder b;
+
+				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
+					return "\"sleep_finished\" for a step that is not the current one";
+				WfJbBegin(&b);
+				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
+				WfJbInt(&b, "attempt", 1);
+				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
+				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
+				run->current_step = NULL;
+				run->wait_generation = 0;
+				break;
+			}
+
+		case WF_EV_TIMER_SET:
+			{
+				char	   *kind = WfJsonbGetText(p, "kind");
+
+				if (run->status != WF_RUN_RUNNING || kind == NULL)
+					return "\"timer_set\" while the run is not running";
+				/* a retry backoff or a sleep is what the run now waits for */
+				if (strcmp(kind, "retry") == 0 || strcmp(kind, "sleep") == 0)
+				{
+					if (run->current_task != 0)
+						return "\"timer_set\" for a wait while a task is live";
+					run->wait_generation = ev->seq;
+				}
+				break;
+			}
+
+		case WF_EV_TIMER_FIRED:
+			{
+				char	   *outcome = WfJsonbGetText(p, "outcome");
+				char	   *kind = WfJsonbGetText(p, "kind");
+
+				if (outcome != NULL && strcmp(outcome, "applied") == 0 &&
+					kind != NULL &&
+					(strcmp(kind, "retry") == 0 || strcmp(kind, "sleep") == 0))
+				{
+					if (WfJsonbGetInt(p, "generation", -1) != run->wait_generation)
+						return "\"timer_fired\" applied a timer of another generation";
+					run->wait_generation = 0;
+				}
+				break;
+			}
+
+		case WF_EV_LEASE_EXPIRED:
+			/* the attempt goes back to its queue: task row state only */
+			if (run->current_task == 0 ||
+				WfJsonbGetInt(p, "task_id", 0) != run->current_task)
+				return "\"lease_expired\" for a task that is not the current one";
+			break;
+
+		case WF_EV_TASK_CANCELLED:
+			if (run->current_task == 0 ||
+				WfJsonbGetInt(p, "task_id", 0) != run->current_task)
+				return "\"task_cancelled\" for a task that is not the current one";
+			run->current_attempt = 0;
+			run->current_task = 0;
+			break;
+
+		case WF_EV_RUN_PAUSED:
+			if (run->status != WF_RUN_RUNNING)
+				return "\"run_paused\" while the run is not running";
+			run->status = WF_RUN_PAUSED;
 			break;
 
 		case WF_EV_TASK_COMPLETED:
@@ -236,6 +363,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			if (run->status != WF_RUN_RUNNING || run->current_task != 0)
 				return "\"run_completed\" while a task is live";
 			run->status = WF_RUN_COMPLETED;
+			run->wait_generation = 0;
 			run->output = WfJsonbGetJsonb(p, "output");
 			run->current_step = NULL;
 			run->finished = true;
@@ -243,9 +371,11 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			break;
 
 		case WF_EV_RUN_FAILED:
-			if (run->status != WF_RUN_RUNNING || run->current_task != 0)
+			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+				run->current_task != 0)
 				return "\"run_failed\" while a task is live";
 			run->status = WF_RUN_FAILED;
+			run->wait_generation = 0;
 			run->current_step = WfJsonbGetText(p, "step");
 			run->finished = true;
 			run->finished_at = ev->created_at;
@@ -345,33 +475,12 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 	const WfStepDef *sd = &tr->def->steps[step_index];
 	WfNewTask  *t = &tr->task;
 	WfJsonBuilder b;
-	JsonbValue *prev;
 	char		runid[UUID_LEN * 2 + 5];
 
 	if (tr->has_task)
 		elog(ERROR, "wfengine transition schedules two tasks");
 
-	/*
-	 * The visit: one more than the last completed visit of this step.  All
-	 * attempts of one visit share it, and so share the idempotency key.
-	 */
-	t->visit = 1;
-	prev = WfJsonbGet(tr->run->context, "steps");
-	if (prev != NULL && prev->type == jbvBinary)
-	{
-		JsonbValue *s = getKeyJsonValueFromContainer(prev->val.binary.data,
-													 sd->name, strlen(sd->name), NULL);
-
-		if (s != NULL && s->type == jbvBinary)
-		{
-			JsonbValue *vv = getKeyJsonValueFromContainer(s->val.binary.data,
-														  "visit", 5, NULL);
-
-			if (vv != NULL && vv->type == jbvNumeric)
-				t->visit = DatumGetInt32(DirectFunctionCall1(numeric_int4,
-															 NumericGetDatum(vv->val.numeric))) + 1;
-		}
-	}
+	t->visit = next_visit(tr->run, sd->name);
 
 	if (input == NULL)
 	{
@@ -392,6 +501,9 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 	t->available_at = available_at;
 	t->idempotency_key = psprintf("%s/%s/%d", runid, sd->name, t->visit);
 	t->input = input;
+	t->schedule_to_start = sd->timeout.schedule_to_start;
+	t->start_to_close = sd->timeout.start_to_close;
+	t->heartbeat = sd->timeout.heartbeat;
 	tr->has_task = true;
 
 	WfJbBegin(&b);
@@ -403,6 +515,233 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 	WfJbTimestamp(&b, "available_at", available_at);
 	WfJbJsonb(&b, "input", input);
 	WfAppendEvent(tr, WF_EV_TASK_SCHEDULED, sd->name, attempt, WfJbEnd(&b));
+
+	/* the step's total timeout runs from its first attempt */
+	if (attempt == 1 && sd->timeout.total > 0)
+		WfSetTimer(tr, WF_TIMER_STEP_TIMEOUT, sd->name, tr->run->step_generation,
+				   tr->now + sd->timeout.total, NULL);
+}
+
+/*
+ * next_visit returns the visit number of the next entry into step: one
+ * more than its last completed visit.  All attempts of one visit share
+ * it, and so share the idempotency key.
+ */
+static int32
+next_visit(WfRunState *run, const char *step)
+{
+	JsonbValue *steps = WfJsonbGet(run->context, "steps");
+
+	if (steps != NULL && steps->type == jbvBinary)
+	{
+		JsonbValue *s = getKeyJsonValueFromContainer(steps->val.binary.data,
+													 step, strlen(step), NULL);
+
+		if (s != NULL && s->type == jbvBinary)
+		{
+			JsonbValue *vv = getKeyJsonValueFromContainer(s->val.binary.data,
+														  "visit", 5, NULL);
+
+			if (vv != NULL && vv->type == jbvNumeric)
+				return DatumGetInt32(DirectFunctionCall1(numeric_int4,
+														 NumericGetDatum(vv->val.numeric))) + 1;
+		}
+	}
+	return 1;
+}
+
+/*
+ * WfSetTimer adds a timer to the transition and appends timer_set.  For a
+ * retry or a sleep the generation is the seq of that timer_set event: the
+ * run waits for exactly this timer.  The timer id is returned.
+ */
+int64
+WfSetTimer(WfTransition *tr, WfTimerKind kind, const char *step,
+		   int32 generation, TimestampTz fire_at, Jsonb *payload)
+{
+	WfNewTimer *t;
+	WfJsonBuilder b;
+
+	if (tr->ntimers >= WF_MAX_TRANSITION_TIMERS)
+		elog(ERROR, "too many timers in one wfengine transition");
+	if (kind == WF_TIMER_RETRY || kind == WF_TIMER_SLEEP)
+		generation = tr->run->seq + 1;
+	if (payload == NULL)
+	{
+		WfJbBegin(&b);
+		payload = WfJbEnd(&b);
+	}
+
+	t = &tr->timers[tr->ntimers++];
+	t->timer_id = nextval_internal(WfTimerIdSequence(), false);
+	t->kind = kind;
+	t->step = step;
+	t->generation = generation;
+	t->fire_at = fire_at;
+	t->payload = payload;
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "timer_id", t->timer_id);
+	WfJbText(&b, "kind", WfTimerKindName(kind));
+	WfJbInt(&b, "generation", generation);
+	WfJbTimestamp(&b, "fire_at", fire_at);
+	WfAppendEvent(tr, WF_EV_TIMER_SET, step, 0, WfJbEnd(&b));
+	return t->timer_id;
+}
+
+/*
+ * WfEnterStep starts the step at step_index: a task step schedules its
+ * first attempt, a sleep step starts its timer.
+ */
+void
+WfEnterStep(WfTransition *tr, int step_index)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	WfJsonBuilder b;
+	TimestampTz until;
+	int32		visit;
+
+	if (sd->type == WF_STEP_TASK)
+	{
+		WfScheduleStep(tr, step_index, 1, tr->now, NULL);
+		return;
+	}
+
+	Assert(sd->type == WF_STEP_SLEEP);
+	visit = next_visit(tr->run, sd->name);
+	if (sd->sleep_duration > 0)
+		until = tr->now + sd->sleep_duration;
+	else
+	{
+		Jsonb	   *found = WfEvaluatePath(sd->sleep_until, tr->run->context);
+		char	   *text = NULL;
+
+		if (found != NULL && JB_ROOT_IS_SCALAR(found))
+		{
+			JsonbValue	v;
+
+			if (JsonbExtractScalar(&found->root, &v) && v.type == jbvString)
+				text = pnstrdup(v.val.string.val, v.val.string.len);
+		}
+		if (text == NULL || !WfParseTimestamp(text, &until))
+		{
+			/* the context holds no timestamp there: the run cannot go on */
+			WfJbBegin(&b);
+			WfJbText(&b, "code", "invalid_sleep_until");
+			WfJbText(&b, "message", "the \"until\" path of the sleep step found no timestamp");
+			WfJbJsonb(&b, "found", found);
+			WfFailRun(tr, sd->name, "invalid_sleep_until", WfJbEnd(&b));
+			return;
+		}
+	}
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", visit);
+	WfJbTimestamp(&b, "until", until);
+	WfAppendEvent(tr, WF_EV_SLEEP_STARTED, sd->name, 0, WfJbEnd(&b));
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", visit);
+	WfSetTimer(tr, WF_TIMER_SLEEP, sd->name, 0, until, WfJbEnd(&b));
+}
+
+/*
+ * WfFailAttempt records the failure (or timeout) of an attempt, then
+ * waits for a retry on a timer or fails the step and the run, following
+ * the step's retry policy.
+ */
+void
+WfFailAttempt(WfTransition *tr, int step_index, int64 task_id, int64 fence,
+			  int32 attempt, int32 visit, const char *worker, Jsonb *error,
+			  bool retryable, Jsonb *input)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	const WfRetryPolicy *rp = &sd->retry;
+	char	   *code = WfJsonbGetText(error, "code");
+	const char *reason = NULL;
+	TimestampTz next_at = 0;
+	WfJsonBuilder b;
+	int			i;
+
+	if (!retryable)
+		reason = "non_retryable";
+	else
+	{
+		for (i = 0; code != NULL && i < rp->n_non_retryable; i++)
+			if (strcmp(code, rp->non_retryable[i]) == 0)
+				reason = "non_retryable_error";
+		if (reason == NULL && attempt >= rp->max_attempts)
+			reason = "attempts_exhausted";
+	}
+	if (reason == NULL)
+		next_at = tr->now + WfRetryDelay(rp, attempt);
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "task_id", task_id);
+	WfJbInt(&b, "fence", fence);
+	WfJbText(&b, "worker", worker);
+	WfJbInt(&b, "visit", visit);
+	WfJbJsonb(&b, "error", error);
+	WfJbBool(&b, "retryable", retryable);
+	if (reason == NULL)
+		WfJbTimestamp(&b, "next_attempt_at", next_at);
+	else
+		WfJbText(&b, "final", reason);
+	WfAppendEvent(tr, WF_EV_TASK_FAILED, sd->name, attempt, WfJbEnd(&b));
+
+	if (reason == NULL)
+	{
+		WfJbBegin(&b);
+		WfJbInt(&b, "attempt", attempt + 1);
+		WfJbInt(&b, "visit", visit);
+		WfJbJsonb(&b, "input", input);
+		WfSetTimer(tr, WF_TIMER_RETRY, sd->name, 0, next_at, WfJbEnd(&b));
+		return;
+	}
+	WfFailRun(tr, sd->name, reason, error);
+}
+
+/*
+ * WfFailRun ends the run as failed at step (NULL for the run as a whole),
+ * withdrawing its live task first.
+ */
+void
+WfFailRun(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
+{
+	WfJsonBuilder b;
+
+	if (tr->run->current_task != 0)
+	{
+		WfJbBegin(&b);
+		WfJbInt(&b, "task_id", tr->run->current_task);
+		WfJbText(&b, "reason", reason);
+		tr->withdraw_task = tr->run->current_task;
+		WfAppendEvent(tr, WF_EV_TASK_CANCELLED, tr->run->current_step,
+					  tr->run->current_attempt, WfJbEnd(&b));
+	}
+	WfJbBegin(&b);
+	WfJbText(&b, "step", step);
+	WfJbInt(&b, "attempt", tr->run->current_attempt);
+	WfJbText(&b, "reason", reason);
+	WfJbJsonb(&b, "error", error);
+	WfAppendEvent(tr, WF_EV_RUN_FAILED, NULL, 0, WfJbEnd(&b));
+}
+
+/*
+ * WfRetryDelay returns the wait before attempt + 1, in microseconds:
+ * exponential backoff capped at max_interval, of which a random share of
+ * up to "jitter" is taken off so that retries of many runs spread out.
+ */
+int64
+WfRetryDelay(const WfRetryPolicy *rp, int32 attempt)
+{
+	double		d = (double) rp->initial_interval *
+		pow(rp->backoff_coefficient, (double) (attempt - 1));
+
+	if (d > (double) rp->max_interval || isinf(d))
+		d = (double) rp->max_interval;
+	d *= 1.0 - rp->jitter * WfRandomFraction();
+	return (int64) d;
 }
 
 /*
@@ -418,7 +757,7 @@ WfAdvance(WfTransition *tr, int from_step)
 
 	if (next != WF_STEP_END)
 	{
-		WfScheduleStep(tr, next, 1, tr->now, NULL);
+		WfEnterStep(tr, next);
 		return;
 	}
 	else
@@ -514,9 +853,22 @@ WfEventArrays(WfTransition *tr, Datum *values)
 }
 
 /*
- * WfTaskValues fills values/nulls[0..8] with the new task of the
+ * interval_datum makes an interval of usec microseconds.
+ */
+static Datum
+interval_datum(int64 usec)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = usec;
+	return IntervalPGetDatum(iv);
+}
+
+/*
+ * WfTaskValues fills values/nulls[0..11] with the new task of the
  * transition (task_id, step, visit, attempt, queue, activity,
- * available_at, idempotency_key, input), or NULLs when there is none.
+ * available_at, idempotency_key, input, schedule_to_start, start_to_close,
+ * heartbeat_timeout), or NULLs when there is none.
  */
 void
 WfTaskValues(WfTransition *tr, Datum *values, char *nulls)
@@ -524,17 +876,13 @@ WfTaskValues(WfTransition *tr, Datum *values, char *nulls)
 	WfNewTask  *t = &tr->task;
 	int			i;
 
-	if (!tr->has_task)
+	for (i = 0; i < WF_TASK_NVALUES; i++)
 	{
-		for (i = 0; i < 9; i++)
-		{
-			values[i] = (Datum) 0;
-			nulls[i] = 'n';
-		}
-		return;
+		values[i] = (Datum) 0;
+		nulls[i] = tr->has_task ? ' ' : 'n';
 	}
-	for (i = 0; i < 9; i++)
-		nulls[i] = ' ';
+	if (!tr->has_task)
+		return;
 	values[0] = Int64GetDatum(t->task_id);
 	values[1] = CStringGetTextDatum(t->step);
 	values[2] = Int32GetDatum(t->visit);
@@ -547,6 +895,18 @@ WfTaskValues(WfTransition *tr, Datum *values, char *nulls)
 	values[6] = TimestampTzGetDatum(t->available_at);
 	values[7] = CStringGetTextDatum(t->idempotency_key);
 	values[8] = JsonbPGetDatum(t->input);
+	if (t->schedule_to_start > 0)
+		values[9] = interval_datum(t->schedule_to_start);
+	else
+		nulls[9] = 'n';
+	if (t->start_to_close > 0)
+		values[10] = interval_datum(t->start_to_close);
+	else
+		nulls[10] = 'n';
+	if (t->heartbeat > 0)
+		values[11] = interval_datum(t->heartbeat);
+	else
+		nulls[11] = 'n';
 }
 
 /*
@@ -563,15 +923,103 @@ WfHashDatum(const uint8 *hash)
 }
 
 /*
+ * WfRunValues fills values/nulls[0..10] with the snapshot columns that a
+ * transition writes (status, current_step, seq, context, output,
+ * last_hash, finished_at, current_attempt, current_task, step_generation,
+ * wait_generation).
+ */
+void
+WfRunValues(const WfRunState *run, Datum *values, char *nulls)
+{
+	int			i;
+
+	for (i = 0; i < WF_RUN_NVALUES; i++)
+		nulls[i] = ' ';
+	values[0] = CStringGetTextDatum(WfRunStatusName(run->status));
+	if (run->current_step != NULL)
+		values[1] = CStringGetTextDatum(run->current_step);
+	else
+		nulls[1] = 'n';
+	values[2] = Int32GetDatum(run->seq);
+	values[3] = JsonbPGetDatum(run->context);
+	if (run->output != NULL)
+		values[4] = JsonbPGetDatum(run->output);
+	else
+		nulls[4] = 'n';
+	values[5] = WfHashDatum(run->last_hash);
+	if (run->finished)
+		values[6] = TimestampTzGetDatum(run->finished_at);
+	else
+		nulls[6] = 'n';
+	values[7] = Int32GetDatum(run->current_attempt);
+	nulls[7] = run->current_attempt == 0 ? 'n' : ' ';
+	values[8] = Int64GetDatum(run->current_task);
+	nulls[8] = run->current_task == 0 ? 'n' : ' ';
+	values[9] = Int32GetDatum(run->step_generation);
+	values[10] = Int32GetDatum(run->wait_generation);
+}
+
+/*
+ * write_timers inserts the timers of the transition, withdraws its task
+ * and, when the run has finished, cancels the run's pending timers.
+ */
+static void
+write_side_effects(WfTransition *tr)
+{
+	WfRunState *run = tr->run;
+	int			i;
+
+	for (i = 0; i < tr->ntimers; i++)
+	{
+		WfNewTimer *t = &tr->timers[i];
+		Datum		values[9];
+		char		nulls[9];
+
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = Int64GetDatum(t->timer_id);
+		values[1] = CStringGetTextDatum(run->tenant_id);
+		values[2] = UUIDPGetDatum(&run->run_id);
+		values[3] = CStringGetTextDatum(WfTimerKindName(t->kind));
+		if (t->step != NULL)
+			values[4] = CStringGetTextDatum(t->step);
+		else
+			nulls[4] = 'n';
+		values[5] = Int32GetDatum(t->generation);
+		values[6] = TimestampTzGetDatum(t->fire_at);
+		values[7] = JsonbPGetDatum(t->payload);
+		values[8] = TimestampTzGetDatum(tr->now);
+		WfExecPlan(WF_PLAN_TIMER_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
+		WfNoteTimer(t->fire_at);
+	}
+	if (tr->withdraw_task != 0)
+	{
+		Datum		values[2];
+
+		values[0] = Int64GetDatum(tr->withdraw_task);
+		values[1] = TimestampTzGetDatum(tr->now);
+		WfExecPlan(WF_PLAN_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
+	}
+	if (run->finished)
+	{
+		Datum		values[2];
+
+		values[0] = UUIDPGetDatum(&run->run_id);
+		values[1] = TimestampTzGetDatum(tr->now);
+		WfExecPlan(WF_PLAN_TIMERS_CANCEL, values, NULL, false, 0, SPI_OK_UPDATE);
+	}
+}
+
+/*
  * WfTransitionWrite writes the transition of an existing run: its events,
- * its new task attempt and the new snapshot, in one statement.
+ * its new task attempt and the new snapshot in one statement, then its
+ * timers (rare, so in statements of their own).
  */
 void
 WfTransitionWrite(WfTransition *tr)
 {
 	WfRunState *run = tr->run;
-	Datum		values[28];
-	char		nulls[28];
+	Datum		values[WF_TRANSITION_NARGS];
+	char		nulls[WF_TRANSITION_NARGS];
 
 	if (tr->nevents == 0)
 		return;
@@ -582,26 +1030,53 @@ WfTransitionWrite(WfTransition *tr)
 	values[3] = TimestampTzGetDatum(tr->now);
 	WfEventArrays(tr, &values[4]);
 	WfTaskValues(tr, &values[10], &nulls[10]);
-	values[19] = CStringGetTextDatum(WfRunStatusName(run->status));
-	if (run->current_step != NULL)
-		values[20] = CStringGetTextDatum(run->current_step);
-	else
-		nulls[20] = 'n';
-	values[21] = Int32GetDatum(run->seq);
-	values[22] = JsonbPGetDatum(run->context);
-	if (run->output != NULL)
-		values[23] = JsonbPGetDatum(run->output);
-	else
-		nulls[23] = 'n';
-	values[24] = WfHashDatum(run->last_hash);
-	if (run->finished)
-		values[25] = TimestampTzGetDatum(run->finished_at);
-	else
-		nulls[25] = 'n';
-	WfCurrentValues(run, &values[26], &nulls[26]);
+	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
 
 	if (WfExecPlan(WF_PLAN_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "run snapshot vanished during a wfengine transition");
+	write_side_effects(tr);
+	if (tr->has_task)
+		WfNoteTaskReady(run->tenant_id, tr->task.queue);
+}
+
+/*
+ * WfTransitionWriteNew writes the first transition of a new run; see
+ * WF_PLAN_RUN_INSERT.  It returns false when a run with the same
+ * idempotency key exists (and then wrote nothing).
+ */
+bool
+WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
+					 Jsonb *input, const char *key)
+{
+	WfRunState *run = tr->run;
+	Datum		values[WF_RUN_INSERT_NARGS];
+	char		nulls[WF_RUN_INSERT_NARGS];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = CStringGetTextDatum(run->tenant_id);
+	values[2] = CStringGetTextDatum(tr->actor);
+	values[3] = TimestampTzGetDatum(tr->now);
+	WfEventArrays(tr, &values[4]);
+	WfTaskValues(tr, &values[10], &nulls[10]);
+	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
+	values[33] = Int64GetDatum(run->definition_id);
+	values[34] = CStringGetTextDatum(defname);
+	values[35] = Int32GetDatum(version);
+	values[36] = JsonbPGetDatum(input);
+	if (key != NULL)
+		values[37] = CStringGetTextDatum(key);
+	else
+		nulls[37] = 'n';
+
+	if (WfExecPlan(WF_PLAN_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
+		elog(ERROR, "could not insert run");
+	if (DatumGetInt64(WfGetDatumNotNull(0, 1)) != 1)
+		return false;
+	write_side_effects(tr);
+	if (tr->has_task)
+		WfNoteTaskReady(run->tenant_id, tr->task.queue);
+	return true;
 }
 
 /*
@@ -637,17 +1112,7 @@ WfRunStateFromTuple(WfRunState *run, int row)
 	run->current_attempt = isnull ? 0 : DatumGetInt32(d);
 	d = WfGetDatum(row, 13, &isnull);
 	run->current_task = isnull ? 0 : DatumGetInt64(d);
+	run->step_generation = DatumGetInt32(WfGetDatumNotNull(row, 14));
+	run->wait_generation = DatumGetInt32(WfGetDatumNotNull(row, 15));
 }
 
-/*
- * WfCurrentValues fills values/nulls[0..1] with the current attempt and
- * task of the snapshot, NULL when there is none.
- */
-void
-WfCurrentValues(const WfRunState *run, Datum *values, char *nulls)
-{
-	values[0] = Int32GetDatum(run->current_attempt);
-	nulls[0] = run->current_attempt == 0 ? 'n' : ' ';
-	values[1] = Int64GetDatum(run->current_task);
-	nulls[1] = run->current_task == 0 ? 'n' : ' ';
-}

@@ -27,7 +27,8 @@ typedef enum WfRunStatus
 	WF_RUN_NONE = 0,			/* before run_started has been applied */
 	WF_RUN_RUNNING = 1,
 	WF_RUN_COMPLETED = 2,
-	WF_RUN_FAILED = 3
+	WF_RUN_FAILED = 3,
+	WF_RUN_PAUSED = 4
 } WfRunStatus;
 
 /* event types, as stored in wf.events.type */
@@ -40,8 +41,26 @@ typedef enum WfEventType
 	WF_EV_RESULT_DUPLICATE = 5,
 	WF_EV_RESULT_STALE = 6,
 	WF_EV_RUN_COMPLETED = 7,
-	WF_EV_RUN_FAILED = 8
+	WF_EV_RUN_FAILED = 8,
+	WF_EV_TIMER_SET = 9,
+	WF_EV_TIMER_FIRED = 10,
+	WF_EV_SLEEP_STARTED = 11,
+	WF_EV_SLEEP_FINISHED = 12,
+	WF_EV_LEASE_EXPIRED = 13,
+	WF_EV_TASK_CANCELLED = 14,
+	WF_EV_RUN_PAUSED = 15
 } WfEventType;
+
+#define WF_EV_LAST WF_EV_RUN_PAUSED
+
+/* kinds of timers, as stored in wf.timers.kind */
+typedef enum WfTimerKind
+{
+	WF_TIMER_RETRY = 1,
+	WF_TIMER_SLEEP = 2,
+	WF_TIMER_STEP_TIMEOUT = 3,
+	WF_TIMER_RUN_TIMEOUT = 4
+} WfTimerKind;
 
 /* the snapshot of one run: wf.runs, plus what the reducer tracks */
 typedef struct WfRunState
@@ -53,6 +72,8 @@ typedef struct WfRunState
 	char	   *current_step;	/* NULL when no step is active */
 	int32		current_attempt;	/* attempt of the live task, 0 = none */
 	int64		current_task;	/* task_id of the live task, 0 = none */
+	int32		step_generation;	/* seq that began the current step visit */
+	int32		wait_generation;	/* seq that began the current wait, 0 = none */
 	int32		seq;			/* seq of the last event */
 	Jsonb	   *context;		/* {"input": ..., "steps": {...}} */
 	Jsonb	   *output;			/* NULL until the run completes */
@@ -87,7 +108,23 @@ typedef struct WfNewTask
 	TimestampTz available_at;
 	char	   *idempotency_key;
 	Jsonb	   *input;
+	int64		schedule_to_start;	/* timeouts of the step, microseconds */
+	int64		start_to_close;
+	int64		heartbeat;
 } WfNewTask;
+
+/* a timer to insert with the transition */
+typedef struct WfNewTimer
+{
+	int64		timer_id;
+	WfTimerKind kind;
+	const char *step;
+	int32		generation;
+	TimestampTz fire_at;
+	Jsonb	   *payload;
+} WfNewTimer;
+
+#define WF_MAX_TRANSITION_TIMERS 4
 
 #define WF_MAX_TRANSITION_EVENTS 8
 
@@ -102,6 +139,9 @@ typedef struct WfTransition
 	WfEvent		events[WF_MAX_TRANSITION_EVENTS];
 	bool		has_task;
 	WfNewTask	task;
+	int			ntimers;
+	WfNewTimer	timers[WF_MAX_TRANSITION_TIMERS];
+	int64		withdraw_task;	/* live task to cancel, 0 = none */
 } WfTransition;
 
 /* naming */
@@ -122,10 +162,24 @@ extern void WfAppendEvent(WfTransition *tr, WfEventType type,
 extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 						   TimestampTz available_at, Jsonb *input);
 extern void WfAdvance(WfTransition *tr, int from_step);
+extern void WfEnterStep(WfTransition *tr, int step_index);
+extern int64 WfSetTimer(WfTransition *tr, WfTimerKind kind, const char *step,
+						int32 generation, TimestampTz fire_at, Jsonb *payload);
+extern void WfFailAttempt(WfTransition *tr, int step_index, int64 task_id,
+						  int64 fence, int32 attempt, int32 visit,
+						  const char *worker, Jsonb *error, bool retryable,
+						  Jsonb *input);
+extern void WfFailRun(WfTransition *tr, const char *step, const char *reason,
+					  Jsonb *error);
+extern int64 WfRetryDelay(const WfRetryPolicy *rp, int32 attempt);
+extern const char *WfTimerKindName(WfTimerKind kind);
+extern WfTimerKind WfTimerKindFromName(const char *name);
 extern void WfTransitionWrite(WfTransition *tr);
+extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
+								 int32 version, Jsonb *input, const char *key);
 
 /* reading the snapshot: the number of columns of WF_RUN_COLUMNS */
-#define WF_RUN_NCOLUMNS 13
+#define WF_RUN_NCOLUMNS 15
 extern void WfRunStateFromTuple(WfRunState *run, int row);
 
 
@@ -135,7 +189,17 @@ extern void WfRunStateFromTuple(WfRunState *run, int row);
 extern void WfEventArrays(WfTransition *tr, Datum *values);
 extern void WfTaskValues(WfTransition *tr, Datum *values, char *nulls);
 extern Datum WfHashDatum(const uint8 *hash);
-extern void WfCurrentValues(const WfRunState *run, Datum *values, char *nulls);
+extern void WfRunValues(const WfRunState *run, Datum *values, char *nulls);
+
+/* parameter counts of the statements that write transitions */
+#define WF_TASK_NVALUES 12
+#define WF_RUN_NVALUES 11
+#define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES)
+#define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 5)
+
+/* spi_util.c, for timers and timestamps */
+extern Oid	WfTimerIdSequence(void);
+extern bool WfParseTimestamp(const char *text, TimestampTz *result);
 
 /* run.c */
 extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner);

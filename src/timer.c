@@ -1,9 +1,33 @@
 /*-------------------------------------------------------------------------
  *
  * timer.c
- *	  Durable timers and task deadlines.
+ *	  Durable timers and task deadlines, and the tick that fires them.
  *
- * (Being written; see issue 3.)
+ * Nothing in wfengine waits in memory.  Two kinds of rows stand for every
+ * wait, and both survive any crash:
+ *
+ *	 wf.timers	waits of a run: a retry backoff, a sleep step, a step's
+ *				total timeout, the run's timeout.  Each timer carries a
+ *				generation: for a retry or a sleep the seq of the
+ *				timer_set event that began the wait (the run's
+ *				wait_generation), for a step timeout the seq that began
+ *				the step visit (step_generation), for the run timeout 1.
+ *				A timer whose generation no longer matches is recorded
+ *				as a stale timer_fired event and changes nothing else.
+ *
+ *	 wf.tasks.deadline_at  the earliest deadline of a live attempt: its
+ *				lease expiry and its schedule-to-start, start-to-close and
+ *				heartbeat timeouts.  Claims and heartbeats move it; no
+ *				timer row is written on the hot path.
+ *
+ * WfTimerTick, run by the per-database worker in a short transaction (or
+ * by wf.tick()), reads a batch of due timers and deadlines and handles
+ * each in its own subtransaction, under the same locks as every other
+ * transition (task row, then timer row, then run row).  A timer is
+ * consumed by the conditional update of its status, and a deadline is
+ * re-read under the task lock, so two workers, a restart or a concurrent
+ * report never fire one twice.  A timer whose handling fails is logged,
+ * counted and retried later; it does not stop the others.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -14,7 +38,443 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "definition.h"
+#include "guc.h"
+#include "notify.h"
+#include "spi_util.h"
+#include "state.h"
 #include "timer.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_tick);
+
+/* how long a timer whose handling failed waits before the next try */
+#define WF_TIMER_ERROR_DELAY (10 * USECS_PER_SEC)
+
+/* the actor of events the engine causes by itself */
+#define WF_SYSTEM_ACTOR "wfengine"
+
+/* forward declarations */
+static void fire_timer(int64 timer_id, const char *tenant, TimestampTz now);
+static void fire_deadline(int64 task_id, const char *tenant, TimestampTz now);
+static bool run_in_subxact(void (*fn) (int64, const char *, TimestampTz),
+						   int64 id, const char *tenant, TimestampTz now,
+						   char **failure);
+static int64 quarantine_delay(int k, int *ndelays);
+static Jsonb *timeout_error(const char *which);
+
+/*
+ * run_in_subxact runs fn inside an internal subtransaction.  On error the
+ * subtransaction is rolled back, the message is returned in *failure and
+ * false is returned; the caller's transaction goes on.
+ */
+static bool
+run_in_subxact(void (*fn) (int64, const char *, TimestampTz), int64 id,
+			   const char *tenant, TimestampTz now, char **failure)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		fn(id, tenant, now);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		*failure = edata->message;
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * timeout_error builds the error recorded for a timed-out attempt.
+ */
+static Jsonb *
+timeout_error(const char *which)
+{
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	WfJbText(&b, "code", "timed_out");
+	WfJbText(&b, "timeout", which);
+	WfJbText(&b, "message", psprintf("the %s timeout of the attempt expired", which));
+	return WfJbEnd(&b);
+}
+
+/*
+ * quarantine_delay returns the k-th delay (0-based) of
+ * wfengine.quarantine_delays in microseconds, or -1 past the last one;
+ * *ndelays is set to the number of delays.
+ */
+static int64
+quarantine_delay(int k, int *ndelays)
+{
+	char	   *raw = pstrdup(wf_quarantine_delays ? wf_quarantine_delays : "");
+	List	   *items = NIL;
+	ListCell   *lc;
+	int			i = 0;
+	int64		result = -1;
+
+	if (!SplitIdentifierString(raw, ',', &items))
+		items = NIL;
+	*ndelays = list_length(items);
+	foreach(lc, items)
+	{
+		if (i++ == k)
+		{
+			Interval   *iv = DatumGetIntervalP(DirectFunctionCall3(interval_in,
+																   CStringGetDatum((char *) lfirst(lc)),
+																   ObjectIdGetDatum(InvalidOid),
+																   Int32GetDatum(-1)));
+
+			result = iv->time + (int64) iv->day * USECS_PER_DAY +
+				(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+			break;
+		}
+	}
+	return result;
+}
+
+/*
+ * fire_timer handles one due timer, locking the run's live task (if any),
+ * then the timer, then the run.
+ */
+static void
+fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
+{
+	Datum		values[3];
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+	int64		locked_task = 0;
+	WfTimerKind kind;
+	char	   *step;
+	int32		generation;
+	Jsonb	   *payload;
+	char	   *status;
+	TimestampTz fire_at;
+	bool		applies;
+	const char *outcome;
+	WfJsonBuilder b;
+	int			idx = -1;
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		int64		current_task;
+		bool		isnull;
+		Datum		d;
+
+		values[0] = Int64GetDatum(timer_id);
+		if (WfExecPlan(WF_PLAN_TIMER_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			return;				/* the timer or its run is gone */
+		d = WfGetDatum(0, 1, &isnull);
+		current_task = isnull ? 0 : DatumGetInt64(d);
+		if (current_task != 0 && current_task != locked_task)
+		{
+			values[0] = Int64GetDatum(current_task);
+			WfExecPlan(WF_PLAN_TASK_LOCK, values, NULL, false, 0, SPI_OK_SELECT);
+			locked_task = current_task;
+		}
+
+		values[0] = Int64GetDatum(timer_id);
+		if (WfExecPlan(WF_PLAN_LOCK_TIMER_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			return;
+		WfRunStateFromTuple(&run, 0);
+		if (run.current_task == 0 || run.current_task == locked_task)
+			break;
+		if (tries >= 3)
+			elog(ERROR, "the live task of run changed while timer %lld was being fired",
+				 (long long) timer_id);
+	}
+
+	kind = WfTimerKindFromName(WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 1));
+	step = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 2);
+	generation = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 3));
+	payload = DatumGetJsonbPCopy(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 4));
+	status = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 5);
+	fire_at = DatumGetTimestampTz(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 6));
+	if (strcmp(status, "pending") != 0)
+		return;					/* fired or cancelled meanwhile */
+
+	def = WfDefinitionGet(run.definition_id);
+	WfTransitionInit(&tr, &run, def, now);
+	tr.actor = WF_SYSTEM_ACTOR;
+	if (step != NULL)
+		idx = WfDefinitionStepIndex(def, step);
+
+	switch (kind)
+	{
+		case WF_TIMER_RETRY:
+		case WF_TIMER_SLEEP:
+			applies = run.status == WF_RUN_RUNNING && idx >= 0 &&
+				run.wait_generation == generation;
+			break;
+		case WF_TIMER_STEP_TIMEOUT:
+			applies = run.status == WF_RUN_RUNNING && idx >= 0 &&
+				run.step_generation == generation && run.current_step != NULL &&
+				strcmp(run.current_step, step) == 0;
+			break;
+		case WF_TIMER_RUN_TIMEOUT:
+			applies = run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED;
+			break;
+		default:
+			elog(ERROR, "timer %lld has an unknown kind", (long long) timer_id);
+	}
+	outcome = applies ? "applied" : "stale";
+
+	/* a timer of a finished run is consumed without touching its history */
+	if (run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED)
+	{
+		WfJbBegin(&b);
+		WfJbInt(&b, "timer_id", timer_id);
+		WfJbText(&b, "kind", WfTimerKindName(kind));
+		WfJbInt(&b, "generation", generation);
+		WfJbTimestamp(&b, "fire_at", fire_at);
+		WfJbText(&b, "outcome", outcome);
+		WfAppendEvent(&tr, WF_EV_TIMER_FIRED, step, 0, WfJbEnd(&b));
+	}
+
+	if (applies)
+	{
+		switch (kind)
+		{
+			case WF_TIMER_RETRY:
+				WfScheduleStep(&tr, idx, (int32) WfJsonbGetInt(payload, "attempt", 2),
+							   now, WfJsonbGetJsonb(payload, "input"));
+				break;
+			case WF_TIMER_SLEEP:
+				{
+					WfJsonBuilder ob;
+
+					WfJbBegin(&ob);
+					WfJbTimestamp(&ob, "until", fire_at);
+					WfJbBegin(&b);
+					WfJbInt(&b, "visit", WfJsonbGetInt(payload, "visit", 1));
+					WfJbJsonb(&b, "output", WfJbEnd(&ob));
+					WfAppendEvent(&tr, WF_EV_SLEEP_FINISHED, step, 0, WfJbEnd(&b));
+					WfAdvance(&tr, idx);
+					break;
+				}
+			case WF_TIMER_STEP_TIMEOUT:
+				WfFailRun(&tr, step, "step_timeout", timeout_error("total"));
+				break;
+			case WF_TIMER_RUN_TIMEOUT:
+				WfFailRun(&tr, run.current_step, "run_timeout", timeout_error("run"));
+				break;
+		}
+	}
+
+	values[0] = Int64GetDatum(timer_id);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = CStringGetTextDatum(outcome);
+	WfExecPlan(WF_PLAN_TIMER_DONE, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfTransitionWrite(&tr);
+	if (applies)
+		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
+						WfRunStatusName(run.status));
+}
+
+/*
+ * fire_deadline handles one live attempt whose deadline has passed: a
+ * timeout fails the attempt (and follows the retry policy); an expired
+ * lease puts the attempt back on its queue for a new claim with a new
+ * fence, or quarantines it when its leases keep expiring without a
+ * result, and finally pauses the run for an operator.
+ */
+static void
+fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
+{
+	Datum		values[6];
+	char		nulls[6];
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+	int			c = WF_RUN_NCOLUMNS;
+	char	   *status;
+	int64		fence;
+	char	   *step;
+	int32		visit;
+	int32		attempt;
+	char	   *worker;
+	Jsonb	   *input;
+	bool		isnull;
+	Datum		d;
+	TimestampTz deadline;
+	TimestampTz lease_end = 0;
+	TimestampTz close_at = 0;
+	TimestampTz heartbeat_at = 0;
+	TimestampTz start_at = 0;
+	int32		expirations;
+	const char *which = NULL;
+	int			idx;
+
+	values[0] = Int64GetDatum(task_id);
+	values[1] = CStringGetTextDatum(tenant);
+	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		return;
+	WfRunStateFromTuple(&run, 0);
+	status = WfGetTextOrNull(0, c + 1);
+	fence = DatumGetInt64(WfGetDatumNotNull(0, c + 2));
+	step = WfGetTextOrNull(0, c + 3);
+	visit = DatumGetInt32(WfGetDatumNotNull(0, c + 4));
+	attempt = DatumGetInt32(WfGetDatumNotNull(0, c + 5));
+	worker = WfGetTextOrNull(0, c + 6);
+	input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, c + 7));
+	d = WfGetDatum(0, c + 8, &isnull);
+	if (isnull)
+		return;					/* handled meanwhile */
+	deadline = DatumGetTimestampTz(d);
+	d = WfGetDatum(0, c + 9, &isnull);
+	if (!isnull)
+		lease_end = DatumGetTimestampTz(d);
+	d = WfGetDatum(0, c + 10, &isnull);
+	if (!isnull)
+		close_at = DatumGetTimestampTz(d);
+	d = WfGetDatum(0, c + 11, &isnull);
+	if (!isnull)
+		heartbeat_at = DatumGetTimestampTz(d);
+	d = WfGetDatum(0, c + 12, &isnull);
+	if (!isnull)
+		start_at = DatumGetTimestampTz(d);
+	expirations = DatumGetInt32(WfGetDatumNotNull(0, c + 13));
+
+	if (deadline > now || run.status != WF_RUN_RUNNING ||
+		(strcmp(status, "ready") != 0 && strcmp(status, "leased") != 0))
+		return;					/* moved by a heartbeat, or no longer live */
+
+	def = WfDefinitionGet(run.definition_id);
+	idx = WfDefinitionStepIndex(def, step);
+	if (idx < 0 || run.current_task != task_id)
+		elog(ERROR, "task %lld is not the current task of its run", (long long) task_id);
+	WfTransitionInit(&tr, &run, def, now);
+	tr.actor = WF_SYSTEM_ACTOR;
+
+	if (strcmp(status, "ready") == 0)
+	{
+		if (start_at != 0 && start_at <= now)
+			which = "schedule_to_start";
+	}
+	else if (close_at != 0 && close_at <= now)
+		which = "start_to_close";
+	else if (heartbeat_at != 0 && heartbeat_at <= now)
+		which = "heartbeat";
+
+	if (which != NULL)
+	{
+		Jsonb	   *error = timeout_error(which);
+
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = Int64GetDatum(task_id);
+		values[1] = Int64GetDatum(fence);
+		values[2] = CStringGetTextDatum("failed");
+		nulls[3] = 'n';
+		values[4] = JsonbPGetDatum(error);
+		values[5] = TimestampTzGetDatum(now);
+		if (WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
+			elog(ERROR, "task %lld changed while locked", (long long) task_id);
+		WfFailAttempt(&tr, idx, task_id, fence, attempt, visit, worker, error,
+					  true, input);
+	}
+	else if (strcmp(status, "leased") == 0 && lease_end != 0 && lease_end <= now)
+	{
+		WfJsonBuilder b;
+		TimestampTz again = now;
+		int64		delay = 0;
+		int			ndelays = 0;
+		bool		pause = false;
+
+		expirations++;
+		if (wf_poison_threshold > 0 && expirations >= wf_poison_threshold)
+		{
+			delay = quarantine_delay(expirations - wf_poison_threshold, &ndelays);
+			if (delay < 0)
+				pause = true;
+			else
+				again = now + delay;
+		}
+
+		WfJbBegin(&b);
+		WfJbInt(&b, "task_id", task_id);
+		WfJbInt(&b, "fence", fence);
+		WfJbText(&b, "worker", worker);
+		WfJbInt(&b, "expirations", expirations);
+		if (!pause)
+			WfJbTimestamp(&b, "available_at", again);
+		WfJbBool(&b, "quarantined", delay > 0 || pause);
+		WfAppendEvent(&tr, WF_EV_LEASE_EXPIRED, step, attempt, WfJbEnd(&b));
+
+		if (pause)
+		{
+			char	   *reason = psprintf("task %lld of step \"%s\" lost its lease %d times without a result",
+										  (long long) task_id, step, expirations);
+
+			WfJbBegin(&b);
+			WfJbInt(&b, "task_id", task_id);
+			WfJbText(&b, "reason", "poison_task");
+			tr.withdraw_task = task_id;
+			WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, step, attempt, WfJbEnd(&b));
+			WfJbBegin(&b);
+			WfJbText(&b, "reason", reason);
+			WfJbText(&b, "step", step);
+			WfJbInt(&b, "task_id", task_id);
+			WfAppendEvent(&tr, WF_EV_RUN_PAUSED, NULL, 0, WfJbEnd(&b));
+		}
+		else
+		{
+			values[0] = Int64GetDatum(task_id);
+			values[1] = TimestampTzGetDatum(again);
+			values[2] = Int32GetDatum(expirations);
+			WfExecPlan(WF_PLAN_TASK_REQUEUE, values, NULL, false, 0, SPI_OK_UPDATE);
+			WfNoteTaskReady(run.tenant_id, def->steps[idx].queue);
+		}
+	}
+	else
+	{
+		/* the deadline was the earliest of others that have not passed */
+		values[0] = Int64GetDatum(task_id);
+		values[1] = TimestampTzGetDatum(Min(lease_end ? lease_end : DT_NOEND,
+											Min(close_at ? close_at : DT_NOEND,
+												heartbeat_at ? heartbeat_at : DT_NOEND)));
+		if (DatumGetTimestampTz(values[1]) == DT_NOEND)
+			values[1] = (Datum) 0;
+		WfExecPlan(WF_PLAN_DEADLINE_ERROR, values,
+				   DatumGetTimestampTz(values[1]) == 0 ? " n" : NULL,
+				   false, 0, SPI_OK_UPDATE);
+		return;
+	}
+
+	WfTransitionWrite(&tr);
+	WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
+					WfRunStatusName(run.status));
+}
 
 /*
  * WfTimerTick: see timer.h.
@@ -22,6 +482,100 @@
 int
 WfTimerTick(int max_fire, TimestampTz *next_due)
 {
-	*next_due = 0;
-	return 0;
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[2];
+	uint64		n;
+	uint64		i;
+	int64	   *ids;
+	char	  **tenants;
+	int			handled = 0;
+	bool		isnull;
+	Datum		d;
+
+	WfApiBegin();
+
+	/* due timers */
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = Int64GetDatum((int64) max_fire);
+	n = WfExecPlan(WF_PLAN_TIMERS_DUE, values, NULL, false, 0, SPI_OK_SELECT);
+	ids = palloc(sizeof(int64) * Max(n, 1));
+	tenants = palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
+		tenants[i] = WfGetTextOrNull(i, 2);
+	}
+	for (i = 0; i < n; i++)
+	{
+		char	   *failure = NULL;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!run_in_subxact(fire_timer, ids[i], tenants[i], now, &failure))
+		{
+			Datum		ev[3];
+
+			ereport(WARNING,
+					(errmsg("could not fire timer %lld: %s", (long long) ids[i], failure),
+					 errhint("The timer is tried again in 10 seconds.")));
+			ev[0] = Int64GetDatum(ids[i]);
+			ev[1] = CStringGetTextDatum(failure);
+			ev[2] = TimestampTzGetDatum(now + WF_TIMER_ERROR_DELAY);
+			WfExecPlan(WF_PLAN_TIMER_ERROR, ev, NULL, false, 0, SPI_OK_UPDATE);
+		}
+		handled++;
+	}
+
+	/* due task deadlines */
+	values[1] = Int64GetDatum((int64) Max(max_fire - handled, 1));
+	n = WfExecPlan(WF_PLAN_DEADLINES_DUE, values, NULL, false, 0, SPI_OK_SELECT);
+	ids = palloc(sizeof(int64) * Max(n, 1));
+	tenants = palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
+		tenants[i] = WfGetTextOrNull(i, 2);
+	}
+	for (i = 0; i < n; i++)
+	{
+		char	   *failure = NULL;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!run_in_subxact(fire_deadline, ids[i], tenants[i], now, &failure))
+		{
+			Datum		ev[2];
+
+			ereport(WARNING,
+					(errmsg("could not handle the deadline of task %lld: %s",
+							(long long) ids[i], failure),
+					 errhint("The deadline is tried again in 10 seconds.")));
+			ev[0] = Int64GetDatum(ids[i]);
+			ev[1] = TimestampTzGetDatum(now + WF_TIMER_ERROR_DELAY);
+			WfExecPlan(WF_PLAN_DEADLINE_ERROR, ev, NULL, false, 0, SPI_OK_UPDATE);
+		}
+		handled++;
+	}
+
+	WfExecPlan(WF_PLAN_NEXT_DUE, NULL, NULL, true, 1, SPI_OK_SELECT);
+	d = WfGetDatum(0, 1, &isnull);
+	*next_due = isnull ? 0 : DatumGetTimestampTz(d);
+
+	WfApiEnd();
+	return handled;
+}
+
+/*
+ * wfengine_tick is wf.tick(max_fire): it fires what is due now and
+ * returns how many timers and deadlines it handled.
+ */
+Datum
+wfengine_tick(PG_FUNCTION_ARGS)
+{
+	int32		max_fire = PG_GETARG_INT32(0);
+	TimestampTz next_due;
+
+	if (max_fire < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_fire must be at least 1, not %d", max_fire)));
+	PG_RETURN_INT32(WfTimerTick(max_fire, &next_due));
 }

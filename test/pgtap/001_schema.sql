@@ -180,12 +180,12 @@ SELECT trigger_is('wf', 'definitions', 'definitions_immutable', 'wf', 'refuse_ch
 -- check constraints on states
 SELECT throws_ok($$INSERT INTO wf.runs (run_id, tenant_id, definition_id, definition_name, definition_version,
                                       status, seq, input, context, last_hash, created_at, updated_at)
-                  VALUES (gen_random_uuid(), 'default', -1, 'x', 1, 'paused', 1, '{}', '{}', '\x00', now(), now())$$,
-                 '23514', NULL, 'wf.runs.status accepts only running, completed and failed');
+                  VALUES (gen_random_uuid(), 'default', -1, 'x', 1, 'sleeping', 1, '{}', '{}', '\x00', now(), now())$$,
+                 '23514', NULL, 'wf.runs.status accepts only running, paused, completed and failed');
 SELECT throws_ok($$INSERT INTO wf.tasks (tenant_id, run_id, step, visit, attempt, queue, status,
                                        available_at, idempotency_key, input, created_at)
                   VALUES ('default', gen_random_uuid(), 's', 1, 1, 'q', 'running', now(), 'k', '{}', now())$$,
-                 '23514', NULL, 'wf.tasks.status accepts only ready, leased, completed and failed');
+                 '23514', NULL, 'wf.tasks.status accepts only ready, leased, completed, failed and cancelled');
 
 -- ---------------------------------------------------------------------
 -- behaviour of the API that the contract promises

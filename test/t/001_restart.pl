@@ -118,9 +118,9 @@ my $verify_sql = q{SELECT count(*) FILTER (WHERE wf.verify_run(run_id)) || '/' |
 my $digest_before = $node->safe_psql('postgres', $digest_sql);
 my $counts_before = $node->safe_psql('postgres', $counts_sql);
 # 50 runs; events: 2 per start + 2 per completion (task_completed,
-# task_scheduled) + 2 per failure (task_failed, task_scheduled);
-# tasks: 50 first attempts + 30 second steps + 5 retries.
-is($counts_before, '50/170/85', 'committed state before the crashes: 50 runs, 170 events, 85 tasks');
+# task_scheduled) + 2 per failure (task_failed, timer_set: the retry waits
+# on a durable timer); tasks: 50 first attempts + 30 second steps.
+is($counts_before, '50/170/80', 'committed state before the crashes: 50 runs, 170 events, 80 tasks');
 is($node->safe_psql('postgres', $verify_sql), '50/50', 'every run verifies before the crashes');
 
 # ---------------------------------------------------------------------
@@ -277,17 +277,19 @@ WHERE (SELECT e.type FROM wf.events e WHERE e.run_id = r.run_id ORDER BY e.seq D
 	'0',
 	'run_completed is the last event of every run');
 # 50 first attempts + 5 retries, 50 "b" and 50 "c" tasks; 8 events per
-# run, 2 per failure and one result_stale per late result of a dead worker
+# run, 3 per failure (task_failed, timer_set, timer_fired), one
+# lease_expired per abandoned lease and one result_stale per late result
+# of a dead worker
 is( $node->safe_psql(
 		'postgres', qq{
 SELECT count(*) FILTER (WHERE created_at > '$crash_time') || '/'
     || count(*) FILTER (WHERE created_at > '$crash_time' AND task_id > $max_task_before)
 FROM wf.tasks}),
-	'70/70',
-	'the 70 tasks scheduled after the crashes got new task ids');
+	'75/75',
+	'the 75 tasks scheduled after the crashes got new task ids');
 is($node->safe_psql('postgres', $counts_sql),
-	'50/420/155',
-	'in the end: 50 runs, 420 events, 155 tasks');
+	'50/435/155',
+	'in the end: 50 runs, 435 events, 155 tasks');
 
 $node->stop;
 done_testing();
