@@ -304,6 +304,13 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"RETURNING t.run_id, t.deadline_at",
 		5, {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID, JSONBOID}
 	},
+	[WF_PLAN_TASK_TIME_OUT] = {
+		"UPDATE wf.tasks t SET status = 'failed', error = $2, finished_at = $3,"
+		" deadline_at = NULL, fence = t.fence OPERATOR(pg_catalog.+) 1 "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased') "
+		"RETURNING t.fence",
+		3, {INT8OID, JSONBOID, TIMESTAMPTZOID}
+	},
 	[WF_PLAN_TASK_PEEK] = {
 		"SELECT t.status, t.fence, r.status FROM wf.tasks t JOIN wf.runs r"
 		" ON r.run_id OPERATOR(pg_catalog.=) t.run_id "

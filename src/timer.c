@@ -312,8 +312,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 static void
 fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 {
-	Datum		values[6];
-	char		nulls[6];
+	Datum		values[3];
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
@@ -391,15 +390,17 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	{
 		Jsonb	   *error = timeout_error(which);
 
-		memset(nulls, ' ', sizeof(nulls));
+		/*
+		 * The engine decides this attempt, so it takes the lease over: the
+		 * fence moves on, and the worker's late result is stale.
+		 */
 		values[0] = Int64GetDatum(task_id);
-		values[1] = Int64GetDatum(fence);
-		values[2] = CStringGetTextDatum("failed");
-		nulls[3] = 'n';
-		values[4] = JsonbPGetDatum(error);
-		values[5] = TimestampTzGetDatum(now);
-		if (WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
+		values[1] = JsonbPGetDatum(error);
+		values[2] = TimestampTzGetDatum(now);
+		if (WfExecPlan(WF_PLAN_TASK_TIME_OUT, values, NULL, false, 0,
+					   SPI_OK_UPDATE_RETURNING) != 1)
 			elog(ERROR, "task %lld changed while locked", (long long) task_id);
+		fence = DatumGetInt64(WfGetDatumNotNull(0, 1));
 		WfFailAttempt(&tr, idx, task_id, fence, attempt, visit, worker, error,
 					  true, input);
 	}

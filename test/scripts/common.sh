@@ -139,6 +139,9 @@ _wf_kill_below() {
 	done
 }
 
+# WF_WORKER_ENABLED=off keeps the engine workers idle (wfengine.enabled):
+# pg_regress, isolation and pgTAP drive timers with wf.tick(), so that no
+# background worker races them (TAP tests start their own nodes).
 # wf_virtualenv CMD...: CMD must be a program (pg_virtualenv execs it), not a
 # shell function; test.sh and demo.sh re-invoke themselves for that.
 # -t keeps the cluster in a temporary directory even as root (nothing is
@@ -157,6 +160,7 @@ wf_virtualenv() {
 			pg_virtualenv -t -v "$WF_PG_MAJOR" \
 			-o "shared_preload_libraries=wfengine,pg_cron" \
 			-o "cron.database_name=postgres" \
+			-o "wfengine.enabled=${WF_WORKER_ENABLED:-on}" \
 			-- "$@"
 	)
 }

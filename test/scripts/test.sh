@@ -303,6 +303,7 @@ main() {
 	if ((built)); then
 		wf_log "pg_virtualenv: regress, isolation, pgtap"
 		rm -f "$STARTED"
+		export WF_WORKER_ENABLED=off
 		wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
 		for s in $(virtualenv_suites); do
 			recorded "$s" && continue
