@@ -32,6 +32,7 @@ OBJS = \
 	src/replay.o \
 	src/shmem.o \
 	src/notify.o \
+	src/schedule.o \
 	src/timer.o \
 	src/worker.o
 
@@ -51,6 +52,9 @@ REGRESS = \
 	050_results \
 	060_history \
 	100_timers \
+	120_claim_wait \
+	130_notify \
+	140_schedules \
 	090_errors
 REGRESS_OPTS = --inputdir=.
 

@@ -364,3 +364,265 @@ BEGIN
     END IF;
 END
 $$;
+
+-- schedules (schedule.c)
+/*
+ * Recurring runs started by pg_cron.  A schedule is a row here plus a
+ * pg_cron job whose command is SELECT wf._fire_schedule('<schedule_id>').
+ * pg_cron runs its jobs in the database named by cron.database_name, so
+ * schedules live in that database (pg_cron's schema exists only there).
+ * Each firing computes the scheduled instant it belongs to and starts the
+ * run with the idempotency key 'schedule:<name>:<instant>', so a late or
+ * repeated cron tick never starts a second run for one instant.  See
+ * docs/schedules.md.
+ */
+CREATE TABLE wf.schedules (
+    schedule_id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id       text NOT NULL,
+    name            text NOT NULL,
+    cron            text NOT NULL,
+    definition      text NOT NULL,
+    version         integer CHECK (version > 0),
+    input           jsonb NOT NULL DEFAULT '{}',
+    jobid           bigint,
+    created_by      name NOT NULL DEFAULT current_user,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    updated_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    last_instant    timestamptz,
+    last_run_id     uuid,
+    UNIQUE (tenant_id, name)
+);
+COMMENT ON TABLE wf.schedules IS
+'Schedules made with wf.schedule(): a definition started by a pg_cron job (jobid) at every instant matching cron.';
+COMMENT ON COLUMN wf.schedules.last_instant IS
+'The scheduled instant of the latest firing, whose run is last_run_id.';
+
+CREATE FUNCTION wf._cron_check(cron text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'wfengine_cron_check'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION wf._cron_check(text) IS
+'Reports an error naming the field when cron is not a valid pg_cron expression or never matches.';
+
+CREATE FUNCTION wf._cron_prev(cron text, at timestamptz, timezone text DEFAULT 'GMT')
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'wfengine_cron_prev'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION wf._cron_prev(text, timestamptz, text) IS
+'The latest instant at or before at that matches cron, with its fields read in timezone (NULL if none within 8 years).';
+
+CREATE FUNCTION wf._cron_next(cron text, after timestamptz, timezone text DEFAULT 'GMT')
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'wfengine_cron_next'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION wf._cron_next(text, timestamptz, text) IS
+'The earliest instant after "after" that matches cron, with its fields read in timezone (NULL if none within 8 years).';
+
+-- The time zone pg_cron reads expressions in: GMT unless it has cron.timezone.
+CREATE FUNCTION wf._cron_timezone()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog
+AS $$
+    SELECT COALESCE(NULLIF(pg_catalog.current_setting('cron.timezone', true), ''), 'GMT')
+$$;
+
+-- Starts the run of one scheduled instant; the command of the pg_cron job.
+CREATE FUNCTION wf._fire_schedule(schedule_id bigint)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    v_sched     wf.schedules;
+    v_instant   timestamptz;
+    v_key       text;
+    v_run       uuid;
+BEGIN
+    -- the row lock serialises firings of one schedule (and a replacement)
+    SELECT * INTO v_sched FROM wf.schedules s
+    WHERE s.schedule_id OPERATOR(pg_catalog.=) _fire_schedule.schedule_id
+      AND s.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;            -- unscheduled meanwhile: nothing to start
+    END IF;
+
+    v_instant := wf._cron_prev(v_sched.cron, pg_catalog.now(), wf._cron_timezone());
+    IF v_instant IS NULL THEN
+        RETURN NULL;
+    END IF;
+    v_key := 'schedule:' OPERATOR(pg_catalog.||) v_sched.name OPERATOR(pg_catalog.||) ':'
+             OPERATOR(pg_catalog.||)
+             pg_catalog.to_char(v_instant AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"');
+
+    -- a run started for this instant before a replacement of the schedule
+    -- carries the old input: return it rather than fail the key check
+    SELECT r.run_id INTO v_run FROM wf.runs r
+    WHERE r.tenant_id OPERATOR(pg_catalog.=) v_sched.tenant_id
+      AND r.idempotency_key OPERATOR(pg_catalog.=) v_key;
+    IF NOT FOUND THEN
+        v_run := wf.start_run(v_sched.definition, v_sched.input, v_key, v_sched.version);
+    END IF;
+
+    UPDATE wf.schedules s SET last_instant = v_instant, last_run_id = v_run
+    WHERE s.schedule_id OPERATOR(pg_catalog.=) v_sched.schedule_id
+      AND (s.last_instant IS NULL OR s.last_instant OPERATOR(pg_catalog.<=) v_instant);
+    RETURN v_run;
+END
+$$;
+COMMENT ON FUNCTION wf._fire_schedule(bigint) IS
+'Starts the run of the scheduled instant now belongs to, at most once per instant; called by the pg_cron job of a schedule.';
+
+CREATE FUNCTION wf.schedule(name text,
+                            cron text,
+                            definition text,
+                            input jsonb DEFAULT '{}',
+                            version integer DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    v_tenant    text := wf.current_tenant();
+    v_id        bigint;
+    v_owner     name;
+    v_old_job   bigint;
+    v_job       bigint;
+BEGIN
+    IF name IS NULL OR cron IS NULL OR definition IS NULL OR input IS NULL THEN
+        RAISE EXCEPTION '% must not be null',
+            CASE WHEN name IS NULL THEN 'schedule name' WHEN cron IS NULL THEN 'cron expression'
+                 WHEN definition IS NULL THEN 'definition name' ELSE 'input' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF name !~ '^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$' THEN
+        RAISE EXCEPTION 'invalid schedule name "%"', name
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A schedule name has 1 to 128 letters, digits, ''_'', ''-'', ''.'' or '':'' and starts with a letter or ''_''.';
+    END IF;
+    PERFORM wf._cron_check(cron);
+    IF NOT EXISTS (SELECT 1 FROM wf.definitions d
+                   WHERE d.tenant_id OPERATOR(pg_catalog.=) v_tenant
+                     AND d.name OPERATOR(pg_catalog.=) schedule.definition
+                     AND (schedule.version IS NULL
+                          OR d.version OPERATOR(pg_catalog.=) schedule.version)) THEN
+        IF version IS NULL THEN
+            RAISE EXCEPTION 'definition "%" does not exist', definition
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'Publish it first with wf.publish_definition().';
+        END IF;
+        RAISE EXCEPTION 'version % of definition "%" does not exist', version, definition
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e
+                   WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron') THEN
+        RAISE EXCEPTION 'extension "pg_cron" is not installed in database "%"', pg_catalog.current_database()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN pg_catalog.current_setting('cron.database_name', true) IS NULL
+                           THEN 'pg_cron is not loaded.'
+                           ELSE pg_catalog.format('pg_cron runs its jobs in database "%s" (cron.database_name).',
+                                                  pg_catalog.current_setting('cron.database_name', true))
+                           END,
+                  HINT = 'Add pg_cron to shared_preload_libraries, then run CREATE EXTENSION pg_cron and create schedules in the database named by cron.database_name.';
+    END IF;
+
+    SELECT s.schedule_id, s.created_by, s.jobid INTO v_id, v_owner, v_old_job
+    FROM wf.schedules s
+    WHERE s.tenant_id OPERATOR(pg_catalog.=) v_tenant AND s.name OPERATOR(pg_catalog.=) schedule.name
+    FOR UPDATE;
+    IF FOUND THEN
+        -- pg_cron jobs belong to roles: replacing another role's job would
+        -- leave it running under that role
+        IF v_owner OPERATOR(pg_catalog.<>) current_user
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                    WHERE r.rolname OPERATOR(pg_catalog.=) current_user) THEN
+            RAISE EXCEPTION 'schedule "%" belongs to role "%"', name, v_owner
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = 'Replace or unschedule it as that role.';
+        END IF;
+        UPDATE wf.schedules s
+        SET cron = schedule.cron, definition = schedule.definition, version = schedule.version,
+            input = schedule.input, updated_at = pg_catalog.clock_timestamp()
+        WHERE s.schedule_id OPERATOR(pg_catalog.=) v_id;
+    ELSE
+        INSERT INTO wf.schedules (tenant_id, name, cron, definition, version, input)
+        VALUES (v_tenant, name, cron, definition, version, input)
+        RETURNING schedule_id INTO v_id;
+    END IF;
+
+    -- same job name and role: pg_cron updates the job in place
+    v_job := cron.schedule(pg_catalog.format('wfengine:%s:%s', v_tenant, name), cron,
+                           pg_catalog.format('SELECT wf._fire_schedule(%L)', v_id));
+    IF v_old_job IS NOT NULL AND v_old_job OPERATOR(pg_catalog.<>) v_job
+       AND EXISTS (SELECT 1 FROM cron.job j WHERE j.jobid OPERATOR(pg_catalog.=) v_old_job) THEN
+        PERFORM cron.unschedule(v_old_job);
+    END IF;
+    UPDATE wf.schedules s SET jobid = v_job WHERE s.schedule_id OPERATOR(pg_catalog.=) v_id;
+    RETURN v_job;
+END
+$$;
+COMMENT ON FUNCTION wf.schedule(text, text, text, jsonb, integer) IS
+'Creates or replaces a schedule: a pg_cron job that starts a run of definition at every instant matching cron; returns the pg_cron job id.';
+
+CREATE FUNCTION wf.unschedule(name text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    v_owner     name;
+    v_job       bigint;
+BEGIN
+    SELECT s.created_by, s.jobid INTO v_owner, v_job
+    FROM wf.schedules s
+    WHERE s.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+      AND s.name OPERATOR(pg_catalog.=) unschedule.name
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_owner OPERATOR(pg_catalog.<>) current_user
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                WHERE r.rolname OPERATOR(pg_catalog.=) current_user) THEN
+        RAISE EXCEPTION 'schedule "%" belongs to role "%"', name, v_owner
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Unschedule it as that role.';
+    END IF;
+    DELETE FROM wf.schedules s
+    WHERE s.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+      AND s.name OPERATOR(pg_catalog.=) unschedule.name;
+    -- without pg_cron (dropped since) there is no job left to remove
+    IF v_job IS NOT NULL
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_extension e
+                   WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron') THEN
+        IF EXISTS (SELECT 1 FROM cron.job j WHERE j.jobid OPERATOR(pg_catalog.=) v_job) THEN
+            PERFORM cron.unschedule(v_job);
+        END IF;
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION wf.unschedule(text) IS
+'Removes a schedule and its pg_cron job; false when there is no schedule of that name.';
+
+CREATE VIEW wf.schedule_list AS
+SELECT s.name,
+       s.cron,
+       s.definition,
+       s.version,
+       s.input,
+       s.jobid,
+       wf._cron_next(s.cron, pg_catalog.now(), wf._cron_timezone()) AS next_fire_at,
+       s.last_instant,
+       s.last_run_id,
+       s.created_by,
+       s.created_at,
+       s.updated_at
+FROM wf.schedules s
+WHERE s.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant();
+COMMENT ON VIEW wf.schedule_list IS
+'The schedules of the current tenant, with the next instant pg_cron will fire each (in its time zone, GMT by default).';
+
+SELECT pg_catalog.pg_extension_config_dump('wf.schedules', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.schedules_schedule_id_seq', '');

@@ -246,14 +246,14 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	ConditionVariable *cv = NULL;
 	pg_atomic_uint64 *gen_counter = NULL;
 
-	/* not STRICT, because a NULL wait means "no wait" */
+	/*
+	 * The function is not STRICT, because a NULL wait means "no wait"; a NULL
+	 * in any other argument returns no rows, as STRICT would.
+	 */
+	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < 4; i++)
 		if (PG_ARGISNULL(i))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s must not be null",
-							i == 0 ? "queue name" : i == 1 ? "worker name" :
-							i == 2 ? "max_tasks" : "lease")));
+			return (Datum) 0;
 	queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	worker = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	max_tasks = PG_GETARG_INT32(2);
@@ -283,7 +283,6 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 				 errhint("A lease covers one delivery of a task; when it expires the task can be claimed again.")));
 	wait_us = claim_wait_us(fcinfo);
 
-	InitMaterializedSRF(fcinfo, 0);
 	WfApiBegin();
 
 	values[0] = CStringGetTextDatum(WfCurrentTenant());

@@ -498,9 +498,9 @@ compile_jsonpath(const ValidateCtx *cx, const char *field, const char *text)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	Datum		result = (Datum) 0;
-	char	   *failure = NULL;
-	bool		uses_variable = false;
+	volatile Datum result = (Datum) 0;
+	char	   *volatile failure = NULL;
+	volatile bool uses_variable = false;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);

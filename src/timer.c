@@ -85,7 +85,7 @@ run_in_subxact(void (*fn) (int64, const char *, TimestampTz), int64 id,
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	bool		ok = true;
+	volatile bool ok = true;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);

@@ -46,7 +46,15 @@
  * the statement, and lifts the pause 5 s after the statement ended.  It
  * does so only for the database's owner (or a superuser), who could run
  * the statement anyway.  DROP EXTENSION wfengine wakes the worker at
- * commit; it then finds the extension gone and exits.
+ * commit; it then finds the extension gone and exits.  Each tick holds
+ * AccessShareLock on the extension object, so DROP EXTENSION waits for a
+ * running tick instead of pulling the tables from under it.
+ *
+ * Shared state of our own.  The pause and "no extension here" notes, the
+ * launcher's counters and a count of CREATE EXTENSION commits (which
+ * closes the race between a worker finding no extension and the CREATE
+ * EXTENSION that commits just after its snapshot) live in a small struct
+ * of this file (WfWorkerShared), also protected by WfShmem->lock.
  *
  * Errors.  Each tick is one short transaction.  An error in it is logged
  * (rate-limited), the transaction is aborted and the worker retries after
@@ -77,6 +85,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
@@ -86,6 +95,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
@@ -140,6 +150,7 @@ typedef struct WfDbNote
 {
 	Oid			dboid;			/* InvalidOid when the entry is free */
 	TimestampTz paused_until;	/* start no worker before this (DDL) */
+	pid_t		paused_by;		/* the backend running that DDL */
 	bool		absent;			/* the extension was missing at last look */
 	TimestampTz absent_since;	/* when the worker found it missing */
 } WfDbNote;
@@ -150,6 +161,7 @@ typedef struct WfWorkerShared
 	TimestampTz launcher_next_scan; /* when the launcher wakes up by itself */
 	pg_atomic_uint64 launcher_scans;	/* scans of pg_database done */
 	pg_atomic_uint64 launcher_starts;	/* workers registered */
+	pg_atomic_uint64 creations; /* CREATE EXTENSION commits, any database */
 	WfDbNote	notes[WF_MAX_DB_NOTES];
 } WfWorkerShared;
 
@@ -184,6 +196,8 @@ static char *launcher_bad_databases = NULL; /* last unparsable setting */
 
 /* worker-local state */
 static bool worker_found_no_extension = false;
+static uint64 worker_creations_seen = 0;	/* WfWorkers->creations before
+											 * the last tick's snapshot */
 static char *worker_dbname = NULL;
 static int	worker_failed_ticks = 0;
 static int	worker_unlogged_errors = 0;
@@ -193,6 +207,7 @@ static TimestampTz worker_last_error_log = 0;
 static bool xact_callback_registered = false;
 static bool wake_launcher_at_commit = false;
 static bool wake_worker_at_commit = false;
+static bool ddl_exit_callback_registered = false;
 
 PG_FUNCTION_INFO_V1(wfengine_worker_status);
 PG_FUNCTION_INFO_V1(wfengine_wake_launcher);
@@ -282,6 +297,7 @@ wf_worker_shmem_startup(void)
 		memset(WfWorkers, 0, sizeof(WfWorkerShared));
 		pg_atomic_init_u64(&WfWorkers->launcher_scans, 0);
 		pg_atomic_init_u64(&WfWorkers->launcher_starts, 0);
+		pg_atomic_init_u64(&WfWorkers->creations, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -453,6 +469,8 @@ wf_xact_callback(XactEvent event, void *arg)
 			{
 				WfDbNote   *note;
 
+				/* a worker that just missed this commit must not say "absent" */
+				pg_atomic_fetch_add_u64(&WfWorkers->creations, 1);
 				LWLockAcquire(WfShmem->lock, LW_EXCLUSIVE);
 				note = note_find(MyDatabaseId);
 				if (note != NULL)
@@ -700,6 +718,24 @@ launcher_reap(TimestampTz now)
 }
 
 /*
+ * launcher_forget_starts drops the start times that no longer hold back a
+ * restart, so the table stays as small as the set of recent starts.
+ */
+static void
+launcher_forget_starts(TimestampTz now)
+{
+	HASH_SEQ_STATUS status;
+	WfStartEntry *entry;
+
+	hash_seq_init(&status, launcher_starts);
+	while ((entry = (WfStartEntry *) hash_seq_search(&status)) != NULL)
+	{
+		if (TimestampDifferenceExceeds(entry->last_start, now, WF_WORKER_RESTART_DELAY_MS))
+			(void) hash_search(launcher_starts, &entry->dboid, HASH_REMOVE, NULL);
+	}
+}
+
+/*
  * launcher_listed tells whether a database is in a WfDbEntry list.
  */
 static bool
@@ -807,6 +843,7 @@ launcher_scan(void)
 	int			i;
 
 	launcher_reap(now);
+	launcher_forget_starts(now);
 	dbs = launcher_database_list();
 	launcher_stop_unwanted(dbs);
 	pg_atomic_fetch_add_u64(&WfWorkers->launcher_scans, 1);
@@ -1021,7 +1058,9 @@ WfLauncherMain(Datum main_arg)
  * worker_detach frees the worker's slot however the worker exits; an
  * on_shmem_exit callback, run after the transaction machinery has been
  * shut down.  A worker that found no extension leaves a note so that the
- * launcher does not start it again until CREATE EXTENSION.
+ * launcher does not start it again until CREATE EXTENSION, unless a CREATE
+ * EXTENSION committed since its tick began: its snapshot may have missed
+ * just that one, and the launcher must probe the database again.
  */
 static void
 worker_detach(int code, Datum arg)
@@ -1035,7 +1074,8 @@ worker_detach(int code, Datum arg)
 	{
 		dboid = slot->dboid;
 		clear_slot(slot);
-		if (worker_found_no_extension)
+		if (worker_found_no_extension &&
+			pg_atomic_read_u64(&WfWorkers->creations) == worker_creations_seen)
 		{
 			WfDbNote   *note = note_get(dboid);
 
@@ -1061,7 +1101,8 @@ worker_error_context(void *arg)
 
 /*
  * worker_tick runs one tick in its own transaction: it checks that the
- * extension is installed (else it sets *absent and fires nothing) and,
+ * extension is installed and keeps it so until commit (else it sets
+ * *absent and fires nothing) and,
  * when wfengine.enabled, fires up to wfengine.timer_batch due timers.
  * *fired is how many were fired, *next_due the earliest pending due time
  * (0: none).  Errors propagate to the caller.
@@ -1070,10 +1111,15 @@ static void
 worker_tick(int *fired, TimestampTz *next_due, bool *absent)
 {
 	ErrorContextCallback errcallback;
+	Oid			extoid;
 
 	*fired = 0;
 	*next_due = 0;
 	*absent = false;
+
+	/* read before the snapshot is taken; see worker_detach */
+	worker_creations_seen = pg_atomic_read_u64(&WfWorkers->creations);
+	pg_memory_barrier();
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -1085,7 +1131,20 @@ worker_tick(int *fired, TimestampTz *next_due, bool *absent)
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 
-	if (!OidIsValid(get_extension_oid("wfengine", true)))
+	extoid = get_extension_oid("wfengine", true);
+	if (OidIsValid(extoid))
+	{
+		/*
+		 * Hold DROP EXTENSION off until the tick commits (it takes this lock
+		 * in AccessExclusiveLock mode), and look again once we have the lock
+		 * in case it was dropped while we waited.
+		 */
+		LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+		if (get_extension_oid("wfengine", true) != extoid)
+			extoid = InvalidOid;
+	}
+
+	if (!OidIsValid(extoid))
 		*absent = true;
 	else if (wf_enabled)
 		*fired = WfTimerTick(wf_timer_batch, next_due);
@@ -1112,6 +1171,8 @@ worker_tick_guarded(MemoryContext loopcxt, int *fired, TimestampTz *next_due,
 	PG_TRY();
 	{
 		worker_tick(fired, next_due, absent);
+		/* the commit left us in TopMemoryContext */
+		MemoryContextSwitchTo(loopcxt);
 	}
 	PG_CATCH();
 	{
@@ -1160,6 +1221,7 @@ WfWorkerMain(Datum main_arg)
 	WfDbWorkerSlot *slot;
 	WfDbNote   *note;
 	bool		claimed = false;
+	bool		announced = false;
 	MemoryContext loopcxt;
 
 	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
@@ -1209,9 +1271,6 @@ WfWorkerMain(Datum main_arg)
 	if (worker_dbname != NULL)
 		worker_dbname = MemoryContextStrdup(TopMemoryContext, worker_dbname);
 	CommitTransactionCommand();
-	ereport(LOG,
-			(errmsg("wfengine worker started for database \"%s\"",
-					worker_dbname ? worker_dbname : "?")));
 
 	loopcxt = AllocSetContextCreate(TopMemoryContext, "wfengine worker loop",
 									ALLOCSET_DEFAULT_SIZES);
@@ -1244,11 +1303,19 @@ WfWorkerMain(Datum main_arg)
 		{
 			if (absent)
 			{
-				ereport(LOG,
+				/* only a worker that has served the database says so */
+				ereport(announced ? LOG : DEBUG1,
 						(errmsg("wfengine worker for database \"%s\" is stopping: extension \"%s\" is not installed",
 								worker_dbname ? worker_dbname : "?", "wfengine")));
 				worker_found_no_extension = true;
 				proc_exit(0);
+			}
+			if (!announced)
+			{
+				ereport(LOG,
+						(errmsg("wfengine worker started for database \"%s\"",
+								worker_dbname ? worker_dbname : "?")));
+				announced = true;
 			}
 			if (worker_failed_ticks > 0)
 				ereport(LOG,
@@ -1372,10 +1439,39 @@ is_drop_of_wfengine(Node *parsetree)
 }
 
 /*
+ * ddl_release_pauses ends the pauses this backend still holds, 5 s from
+ * now; an on_shmem_exit callback for a backend that is terminated (FATAL)
+ * while it runs DDL on a database, so that the pause does not outlive it.
+ */
+static void
+ddl_release_pauses(int code, Datum arg)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													WF_DDL_GRACE_MS);
+	int			i;
+
+	LWLockAcquire(WfShmem->lock, LW_EXCLUSIVE);
+	for (i = 0; i < WF_MAX_DB_NOTES; i++)
+	{
+		WfDbNote   *note = &WfWorkers->notes[i];
+
+		if (OidIsValid(note->dboid) && note->paused_by == MyProcPid)
+		{
+			note->paused_until = until;
+			note->paused_by = 0;
+		}
+	}
+	LWLockRelease(WfShmem->lock);
+}
+
+/*
  * ddl_pause_database keeps the launcher from starting a worker for a
- * database (until "until"), terminates the worker it has, and waits for it
- * to be gone, at most WF_DDL_WAIT_MS.  Returns false when no pause could
- * be recorded.
+ * database (until ddl_unpause_database, or the exit of this backend),
+ * terminates the worker it has, and waits for it to be gone, at most
+ * WF_DDL_WAIT_MS.  Returns false when no pause could be recorded.  Two
+ * backends pausing one database at once share the note, which the later
+ * one owns; if that one finishes first, a worker may start early and then
+ * wait on the other statement's lock on the database, which is harmless.
  */
 static bool
 ddl_pause_database(Oid dboid)
@@ -1384,10 +1480,19 @@ ddl_pause_database(Oid dboid)
 	pid_t		signalled = 0;
 	WfDbNote   *note;
 
+	if (!ddl_exit_callback_registered)
+	{
+		on_shmem_exit(ddl_release_pauses, (Datum) 0);
+		ddl_exit_callback_registered = true;
+	}
+
 	LWLockAcquire(WfShmem->lock, LW_EXCLUSIVE);
 	note = note_get(dboid);
 	if (note != NULL)
+	{
 		note->paused_until = DT_NOEND;
+		note->paused_by = MyProcPid;
+	}
 	LWLockRelease(WfShmem->lock);
 	if (note == NULL)
 		return false;
@@ -1421,7 +1526,9 @@ ddl_pause_database(Oid dboid)
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), WF_DDL_WAIT_MS))
 		{
 			ereport(WARNING,
-					(errmsg("wfengine worker of database %u did not exit in time", dboid)));
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("wfengine worker of database %u did not exit in time",
+							dboid)));
 			break;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -1444,9 +1551,12 @@ ddl_unpause_database(Oid dboid)
 
 	LWLockAcquire(WfShmem->lock, LW_EXCLUSIVE);
 	note = note_find(dboid);
-	if (note != NULL)
+	if (note != NULL && note->paused_by == MyProcPid)
+	{
 		note->paused_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														 WF_DDL_GRACE_MS);
+		note->paused_by = 0;
+	}
 	LWLockRelease(WfShmem->lock);
 	WfWakeLauncher();
 }

@@ -1,0 +1,324 @@
+
+# Copyright (c) 2026, wfengine developers
+
+# The launcher and the per-database engine workers (issue 3).
+#
+#  1. With wfengine preloaded the launcher runs ("wfengine launcher" in
+#     pg_stat_activity).  The launcher naptime is set to an hour, so every
+#     worker below must be started by a wake-up, not by a periodic scan.
+#  2. CREATE EXTENSION in a new database: its worker appears promptly, and
+#     wf.worker_status() shows the launcher and the worker.
+#  3. DROP EXTENSION: the worker exits and is not started again; CREATE
+#     EXTENSION again: it is back.
+#  4. DROP DATABASE and ALTER DATABASE RENAME succeed while the worker runs;
+#     the renamed database gets its worker back.
+#  5. SIGHUP: a reload after ALTER SYSTEM SET wfengine.naptime is picked up
+#     by the running worker.
+#  6. wfengine.enabled = off: the worker keeps running but fires nothing;
+#     on again, it fires what is due.
+#  7. A tick that fails (the timers table renamed away) is logged and
+#     retried; the worker survives and recovers.
+#  8. SIGTERM (pg_terminate_backend): the worker exits and the launcher
+#     starts a new one.  kill -9: the postmaster reinitialises and the
+#     launcher and the worker come back.
+#  9. Without shared_preload_libraries, CREATE EXTENSION warns and no
+#     worker runs; wf.worker_status() returns nothing.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('wf_worker');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq(
+shared_preload_libraries = 'wfengine,pg_cron'
+cron.database_name = 'postgres'
+restart_after_crash = on
+max_worker_processes = 16
+wfengine.launcher_naptime = '1h'
+));
+$node->start;
+
+# the pid of the worker of a database, '' when it has none
+sub worker_pid
+{
+	my ($db) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'wfengine worker' AND datname = '$db'"
+	);
+}
+
+sub worker_count_is
+{
+	my ($db, $n) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = $n FROM pg_stat_activity WHERE backend_type = 'wfengine worker' AND datname = '$db'"
+	);
+}
+
+# ---------------------------------------------------------------------
+# 1. the launcher
+# ---------------------------------------------------------------------
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'wfengine launcher'"
+	),
+	'the launcher runs');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT application_name, datname IS NULL FROM pg_stat_activity WHERE backend_type = 'wfengine launcher'"
+	),
+	'wfengine launcher|t',
+	'the launcher reports its name and is connected to no database');
+my $launcher_pid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'wfengine launcher'");
+
+# ---------------------------------------------------------------------
+# 2. CREATE EXTENSION starts a worker promptly
+# ---------------------------------------------------------------------
+$node->safe_psql('postgres', 'CREATE DATABASE wfa');
+my $log_offset = -s $node->logfile;
+my $t0 = time();
+$node->safe_psql('wfa', 'CREATE EXTENSION wfengine');
+ok(worker_count_is('wfa', 1), 'CREATE EXTENSION starts a worker for the database');
+cmp_ok(time() - $t0, '<', 30, 'promptly, although the launcher naptime is an hour');
+$node->wait_for_log(qr/LOG:  wfengine worker started for database "wfa"/, $log_offset);
+pass('the worker logs its start');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT application_name FROM pg_stat_activity WHERE backend_type = 'wfengine worker' AND datname = 'wfa'"
+	),
+	'wfengine worker',
+	'the worker reports its application name');
+
+# the database without the extension has no worker (its probe exits)
+ok(worker_count_is('postgres', 0),
+	'no worker stays in a database without the extension');
+
+my $pid_a = worker_pid('wfa');
+ok( $node->poll_query_until(
+		'wfa', "SELECT ticks > 0 FROM wf.worker_status() WHERE role = 'worker' AND database = 'wfa'"),
+	'the worker ticks');
+is( $node->safe_psql(
+		'wfa', qq{
+SELECT role, coalesce(database, '-'), pid, started_at IS NOT NULL, next_due > now(), ticks > 0, fired
+FROM wf.worker_status() ORDER BY role, database}),
+	"launcher|-|$launcher_pid|t|t|t|2\nworker|wfa|$pid_a|t|t|t|0",
+	'wf.worker_status() shows the launcher (2 workers started: postgres, wfa) and the worker');
+
+# ---------------------------------------------------------------------
+# 3. DROP EXTENSION stops the worker; CREATE EXTENSION brings it back
+# ---------------------------------------------------------------------
+$log_offset = -s $node->logfile;
+$node->safe_psql('wfa', 'DROP EXTENSION wfengine');
+ok(worker_count_is('wfa', 0), 'DROP EXTENSION stops the worker');
+$node->wait_for_log(
+	qr/wfengine worker for database "wfa" is stopping: extension "wfengine" is not installed/,
+	$log_offset);
+pass('the worker says why it stops');
+
+# wake the launcher through another database: its scan must leave wfa alone
+$node->safe_psql('postgres', 'CREATE DATABASE wfb');
+$node->safe_psql('wfb', 'CREATE EXTENSION wfengine');
+ok(worker_count_is('wfb', 1), 'CREATE EXTENSION in another database starts its worker');
+is( $node->safe_psql(
+		'wfb', "SELECT count(*) FROM wf.worker_status() WHERE database = 'wfa'"),
+	'0',
+	'the launcher does not restart the worker of a database without the extension');
+
+$node->safe_psql('wfa', 'CREATE EXTENSION wfengine');
+ok(worker_count_is('wfa', 1), 'CREATE EXTENSION again: the worker is back');
+isnt(worker_pid('wfa'), $pid_a, 'it is a new process');
+
+# ---------------------------------------------------------------------
+# 4. DROP DATABASE and ALTER DATABASE RENAME while the worker runs
+# ---------------------------------------------------------------------
+my ($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE wfa');
+is($ret, 0, 'DROP DATABASE succeeds while the worker runs');
+is($stderr, '', 'without complaint');
+is( $node->safe_psql(
+		'postgres', "SELECT count(*) FROM pg_database WHERE datname = 'wfa'"),
+	'0',
+	'the database is gone');
+ok(worker_count_is('wfa', 0), 'so is its worker');
+
+my $pid_b = worker_pid('wfb');
+($ret, $stdout, $stderr) =
+  $node->psql('postgres', 'ALTER DATABASE wfb RENAME TO wfc');
+is($ret, 0, 'ALTER DATABASE RENAME succeeds while the worker runs');
+ok(worker_count_is('wfc', 1), 'the renamed database gets its worker back');
+isnt(worker_pid('wfc'), $pid_b, 'a new worker');
+
+# ---------------------------------------------------------------------
+# 5. SIGHUP
+# ---------------------------------------------------------------------
+my $pid_c = worker_pid('wfc');
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT next_due > now() + interval '30 seconds' FROM wf.worker_status() WHERE database = 'wfc'"
+	),
+	'with the default naptime the worker sleeps long');
+$log_offset = -s $node->logfile;
+$node->safe_psql('postgres', "ALTER SYSTEM SET wfengine.naptime = '1s'");
+$node->reload;
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT next_due < now() + interval '5 seconds' FROM wf.worker_status() WHERE database = 'wfc'"
+	),
+	'after a reload the worker sleeps by the new naptime');
+my $ticks = $node->safe_psql('wfc',
+	"SELECT ticks FROM wf.worker_status() WHERE database = 'wfc'");
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT ticks >= $ticks + 2 FROM wf.worker_status() WHERE database = 'wfc'"),
+	'and ticks on');
+is(worker_pid('wfc'), $pid_c, 'the same worker process');
+unlike(
+	slurp_file($node->logfile, $log_offset),
+	qr/(ERROR|FATAL|PANIC):/,
+	'the reload logged no error');
+
+# ---------------------------------------------------------------------
+# 6. wfengine.enabled = off
+# ---------------------------------------------------------------------
+$node->safe_psql(
+	'wfc', q{
+SELECT wf.publish_definition('nap', '{"steps": [
+  {"name": "nap", "type": "sleep", "duration": "1s"},
+  {"name": "after", "queue": "nap_q"}]}');
+});
+$node->safe_psql('postgres', 'ALTER SYSTEM SET wfengine.enabled = off');
+$node->reload;
+# the reload reaches the worker within a tick or two (naptime 1 s)
+$ticks = $node->safe_psql('wfc',
+	"SELECT ticks FROM wf.worker_status() WHERE database = 'wfc'");
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT ticks >= $ticks + 3 FROM wf.worker_status() WHERE database = 'wfc'"),
+	'the worker ticks with wfengine.enabled = off');
+my $fired = $node->safe_psql('wfc',
+	"SELECT fired FROM wf.worker_status() WHERE database = 'wfc'");
+my $run = $node->safe_psql('wfc', "SELECT wf.start_run('nap')");
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT fire_at < clock_timestamp() FROM wf.timers WHERE run_id = '$run'"),
+	'the sleep timer becomes due');
+$ticks = $node->safe_psql('wfc',
+	"SELECT ticks FROM wf.worker_status() WHERE database = 'wfc'");
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT ticks >= $ticks + 3 FROM wf.worker_status() WHERE database = 'wfc'"),
+	'the worker keeps ticking');
+is( $node->safe_psql(
+		'wfc', "SELECT status FROM wf.timers WHERE run_id = '$run'"),
+	'pending',
+	'but fires nothing while disabled');
+is( $node->safe_psql(
+		'wfc', "SELECT fired FROM wf.worker_status() WHERE database = 'wfc'"),
+	$fired,
+	'its fired counter stands still');
+is(worker_pid('wfc'), $pid_c, 'the worker kept running');
+
+$node->safe_psql('postgres', 'ALTER SYSTEM SET wfengine.enabled = on');
+$node->reload;
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT count(*) = 1 FROM wf.events WHERE run_id = '$run' AND type = 'sleep_finished'"
+	),
+	'enabled again, the worker fires the due timer');
+is( $node->safe_psql(
+		'wfc',
+		"SELECT status FROM wf.timers WHERE run_id = '$run'"),
+	'fired',
+	'the timer is fired');
+is( $node->safe_psql(
+		'wfc',
+		"SELECT fired > $fired FROM wf.worker_status() WHERE database = 'wfc'"),
+	't',
+	'wf.worker_status() counts it');
+is($node->safe_psql('wfc', "SELECT wf.verify_run('$run')"),
+	't', 'the run verifies');
+
+# ---------------------------------------------------------------------
+# 7. a failing tick does not kill the worker
+# ---------------------------------------------------------------------
+$log_offset = -s $node->logfile;
+$node->safe_psql('wfc', 'ALTER TABLE wf.timers RENAME TO timers_away');
+$node->wait_for_log(
+	qr/wfengine worker tick in database "wfc"/,
+	$log_offset);
+pass('a failing tick is logged with its database');
+$ticks = $node->safe_psql('wfc',
+	"SELECT ticks FROM wf.worker_status() WHERE database = 'wfc'");
+$node->safe_psql('wfc', 'ALTER TABLE wf.timers_away RENAME TO timers');
+$node->wait_for_log(
+	qr/wfengine worker for database "wfc" recovered after \d+ failed ticks/,
+	$log_offset);
+pass('the worker recovers when the tick works again');
+is(worker_pid('wfc'), $pid_c, 'the same worker process throughout');
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT ticks > $ticks FROM wf.worker_status() WHERE database = 'wfc'"),
+	'and it ticks again');
+
+# ---------------------------------------------------------------------
+# 8. SIGTERM and kill -9
+# ---------------------------------------------------------------------
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid_c)");
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'wfengine worker' AND datname = 'wfc' AND pid <> $pid_c"
+	),
+	'after SIGTERM the launcher starts a new worker');
+
+my $pid_killed = worker_pid('wfc');
+$log_offset = -s $node->logfile;
+kill 'KILL', $pid_killed;
+$node->wait_for_log(qr/all server processes terminated; reinitializing/,
+	$log_offset);
+pass('kill -9 of the worker makes the postmaster reinitialise');
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'wfengine launcher'"
+	),
+	'the launcher is back');
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'wfengine worker' AND datname = 'wfc' AND pid <> $pid_killed"
+	),
+	'the worker is back');
+$run = $node->safe_psql('wfc', "SELECT wf.start_run('nap')");
+ok( $node->poll_query_until(
+		'wfc',
+		"SELECT count(*) = 1 FROM wf.events WHERE run_id = '$run' AND type = 'sleep_finished'"
+	),
+	'and fires timers');
+
+$node->stop;
+
+# ---------------------------------------------------------------------
+# 9. without preload
+# ---------------------------------------------------------------------
+my $plain = PostgreSQL::Test::Cluster->new('wf_plain');
+$plain->init;
+$plain->start;
+($ret, $stdout, $stderr) = $plain->psql('postgres', 'CREATE EXTENSION wfengine');
+is($ret, 0, 'CREATE EXTENSION works without preload');
+like(
+	$stderr,
+	qr/WARNING:  wfengine is not loaded through shared_preload_libraries/,
+	'and warns that wfengine is not preloaded');
+is( $plain->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'wfengine%'"),
+	'0',
+	'no wfengine process runs');
+is($plain->safe_psql('postgres', 'SELECT count(*) FROM wf.worker_status()'),
+	'0', 'wf.worker_status() returns no rows');
+$plain->stop;
+
+done_testing();
