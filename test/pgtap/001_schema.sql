@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS wfengine;
 
-SELECT plan(196);
+SELECT plan(203);
 
 -- ---------------------------------------------------------------------
 -- extension and schema
@@ -37,8 +37,8 @@ SELECT has_function('wf', 'preloaded', ARRAY[]::text[], 'wf.preloaded()');
 SELECT has_function('wf', 'publish_definition', ARRAY['text', 'jsonb'], 'wf.publish_definition(text, jsonb)');
 SELECT has_function('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer'],
                     'wf.start_run(text, jsonb, text, integer)');
-SELECT has_function('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval'],
-                    'wf.claim_tasks(text, text, integer, interval)');
+SELECT has_function('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval', 'interval'],
+                    'wf.claim_tasks(text, text, integer, interval, interval)');
 SELECT has_function('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'],
                     'wf.complete_task(bigint, bigint, jsonb)');
 SELECT has_function('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boolean'],
@@ -52,7 +52,7 @@ SELECT function_returns('wf', 'current_tenant', ARRAY[]::text[], 'text');
 SELECT function_returns('wf', 'preloaded', ARRAY[]::text[], 'boolean');
 SELECT function_returns('wf', 'publish_definition', ARRAY['text', 'jsonb'], 'integer');
 SELECT function_returns('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer'], 'uuid');
-SELECT function_returns('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval'], 'setof record');
+SELECT function_returns('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval', 'interval'], 'setof record');
 SELECT function_returns('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'], 'text');
 SELECT function_returns('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boolean'], 'text');
 SELECT function_returns('wf', 'run_status', ARRAY['uuid'], 'text');
@@ -62,12 +62,12 @@ SELECT function_returns('wf', 'refuse_change', ARRAY[]::text[], 'trigger');
 
 SELECT volatility_is('wf', 'publish_definition', ARRAY['text', 'jsonb'], 'volatile');
 SELECT volatility_is('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer'], 'volatile');
-SELECT volatility_is('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval'], 'volatile');
+SELECT volatility_is('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval', 'interval'], 'volatile');
 SELECT volatility_is('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'], 'volatile');
 SELECT volatility_is('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boolean'], 'volatile');
 
 -- the output columns of the set-returning functions, in order
-SELECT is((SELECT proargnames[5:] FROM pg_proc WHERE oid = 'wf.claim_tasks(text, text, integer, interval)'::regprocedure),
+SELECT is((SELECT proargnames[6:] FROM pg_proc WHERE oid = 'wf.claim_tasks(text, text, integer, interval, interval)'::regprocedure),
           ARRAY['task_id', 'run_id', 'step', 'attempt', 'fence', 'idempotency_key', 'input',
                 'lease_expires_at', 'queue', 'activity', 'deliveries']::text[],
           'wf.claim_tasks() returns task_id, run_id, step, attempt, fence, idempotency_key, input, lease_expires_at, queue, activity, deliveries');
@@ -77,8 +77,8 @@ SELECT is((SELECT proargnames[2:] FROM pg_proc WHERE oid = 'wf.history(uuid)'::r
 -- the defaults of the optional arguments
 SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'wf.start_run(text, jsonb, text, integer)'::regprocedure),
           3, 'wf.start_run(): input, idempotency_key and version are optional');
-SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'wf.claim_tasks(text, text, integer, interval)'::regprocedure),
-          2, 'wf.claim_tasks(): max_tasks and lease are optional');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'wf.claim_tasks(text, text, integer, interval, interval)'::regprocedure),
+          3, 'wf.claim_tasks(): max_tasks, lease and wait are optional');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'wf.fail_task(bigint, bigint, jsonb, boolean)'::regprocedure),
           1, 'wf.fail_task(): retryable is optional');
 
@@ -339,6 +339,17 @@ SELECT is(wf.complete_task(task_id, fence, '{"ok": true}'), 'accepted',
 SELECT is(wf.complete_task(task_id, fence, '{"ok": true}'), 'duplicate',
           'a second report under the same fence is a duplicate') FROM schema_claim;
 SELECT ok(wf.verify_run(run_id), 'the run of the claimed task verifies') FROM schema_claim;
+
+
+-- time: heartbeats, the synchronous tick, the timers table
+SELECT has_function('wf', 'heartbeat', ARRAY['bigint', 'bigint', 'jsonb'], 'wf.heartbeat(bigint, bigint, jsonb)');
+SELECT has_function('wf', 'tick', ARRAY['integer'], 'wf.tick(integer)');
+SELECT has_table('wf', 'timers', 'wf.timers exists');
+SELECT col_not_null('wf', 'timers', 'generation', 'every timer has a generation');
+SELECT has_index('wf', 'timers', 'timers_due_idx', 'due timers are found by an index');
+SELECT has_index('wf', 'tasks', 'tasks_deadline_idx', 'task deadlines are found by an index');
+SELECT ok(NOT has_function_privilege('public', 'wf.tick(integer)', 'EXECUTE'),
+          'wf.tick() is not executable by PUBLIC');
 
 SELECT * FROM finish();
 ROLLBACK;
