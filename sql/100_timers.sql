@@ -111,6 +111,9 @@ SELECT wf.heartbeat(NULL, 1);
 -- scenario: a poison task: its leases keep expiring without a result
 SET wfengine.poison_threshold = 2;
 SET wfengine.quarantine_delays = '300ms';
+-- the delays are durations, checked when set
+SET wfengine.quarantine_delays = '1 min';
+SET wfengine.quarantine_delays = '5m, soon';
 SELECT wf.publish_definition('poison', '{"steps": [{"name": "crash", "queue": "poison_q"}]}');
 SELECT wf.start_run('poison') AS run \gset
 SELECT count(*) FROM wf.claim_tasks('poison_q', 'w', 1, '10 ms');

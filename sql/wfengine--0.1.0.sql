@@ -163,11 +163,11 @@ ALTER SEQUENCE wf.task_id_seq OWNED BY wf.tasks.task_id;
 COMMENT ON TABLE wf.tasks IS
 'One row per attempt of a task step: the queue, the lease and the fencing token.';
 COMMENT ON COLUMN wf.tasks.available_at IS
-'When the row can next be claimed: the ready time of a ready task, the lease expiry of a leased one.';
+'When a ready attempt can be claimed: when it was scheduled, or the end of its quarantine.';
 
 -- The claim index: claimable rows of one queue in FIFO order.
 CREATE INDEX tasks_claim_idx ON wf.tasks (tenant_id, queue, available_at, task_id)
-    WHERE status IN ('ready', 'leased');
+    WHERE status = 'ready';
 -- Every attempt of every visit of a step, once.
 CREATE UNIQUE INDEX tasks_attempt_key ON wf.tasks (run_id, step, visit, attempt);
 -- At most one live attempt per step of a run, enforced by the database.
@@ -192,6 +192,7 @@ CREATE TABLE wf.timers (
                     CHECK (kind IN ('retry', 'sleep', 'step_timeout', 'run_timeout')),
     step            text,
     generation      integer NOT NULL,
+    due_at          timestamptz NOT NULL,
     fire_at         timestamptz NOT NULL,
     status          text NOT NULL DEFAULT 'pending'
                     CHECK (status IN ('pending', 'fired', 'cancelled')),
@@ -207,6 +208,8 @@ CREATE INDEX timers_due_idx ON wf.timers (fire_at, timer_id) WHERE status = 'pen
 CREATE INDEX timers_run_idx ON wf.timers (run_id) WHERE status = 'pending';
 COMMENT ON TABLE wf.timers IS
 'Durable timers of runs; the engine worker fires them (or wf.tick() without preload).';
+COMMENT ON COLUMN wf.timers.due_at IS
+'When the timer is due; fire_at starts equal and moves on only when firing failed and is retried.';
 
 -- The C API.
 CREATE FUNCTION wf.publish_definition(name text, spec jsonb)

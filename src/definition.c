@@ -119,7 +119,7 @@ static void check_fields(const ValidateCtx *cx, const char *prefix,
 						 JsonbContainer *obj, const char *const *allowed);
 static char *get_string(const ValidateCtx *cx, JsonbContainer *obj,
 						const char *key, const char *field, bool required);
-static bool parse_duration_text(const char *s, int64 *usec);
+
 static int64 get_duration(const ValidateCtx *cx, JsonbContainer *obj,
 						  const char *key, const char *field);
 static double get_number(const ValidateCtx *cx, JsonbContainer *obj,
@@ -293,11 +293,11 @@ get_string(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
 }
 
 /*
- * parse_duration_text parses "90s", "1h30m", "250ms", "2d" into
+ * WfParseDuration parses "90s", "1h30m", "250ms", "2d" into
  * microseconds.  Units: ms, s, m, h, d; each part a non-negative decimal.
  */
-static bool
-parse_duration_text(const char *s, int64 *usec)
+bool
+WfParseDuration(const char *s, int64 *usec)
 {
 	double		total = 0;
 	bool		any = false;
@@ -379,7 +379,7 @@ get_duration(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
 	{
 		char	   *s = value_cstring(v);
 
-		ok = parse_duration_text(s, &usec);
+		ok = WfParseDuration(s, &usec);
 	}
 	else if (v->type == jbvNumeric)
 	{
@@ -1167,4 +1167,41 @@ wfengine_publish_definition(PG_FUNCTION_ARGS)
 
 	WfApiEnd();
 	PG_RETURN_INT32(version);
+}
+
+/*
+ * WfParseDurationList parses a comma-separated list of durations (as in
+ * definitions, e.g. "1m, 5m, 30m") into out[0..max-1] and returns how many
+ * it found, or -1 when an item is not a positive duration or there are
+ * more than max.
+ */
+int
+WfParseDurationList(const char *list, int64 *out, int max)
+{
+	char	   *copy = pstrdup(list ? list : "");
+	char	   *item;
+	char	   *save = NULL;
+	int			n = 0;
+
+	for (item = strtok_r(copy, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save))
+	{
+		char	   *end;
+		int64		usec;
+
+		while (isspace((unsigned char) *item))
+			item++;
+		end = item + strlen(item);
+		while (end > item && isspace((unsigned char) end[-1]))
+			*--end = '\0';
+		if (*item == '\0')
+			continue;
+		if (n >= max || !WfParseDuration(item, &usec) || usec <= 0)
+		{
+			pfree(copy);
+			return -1;
+		}
+		out[n++] = usec;
+	}
+	pfree(copy);
+	return n;
 }

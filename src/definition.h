@@ -92,5 +92,7 @@ extern int	WfDefinitionStepIndex(const WfDefinition *def, const char *step);
 extern Jsonb *WfEvaluatePath(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
 extern void WfDefinitionInit(void);
+extern bool WfParseDuration(const char *s, int64 *usec);
+extern int	WfParseDurationList(const char *list, int64 *out, int max);
 
 #endif							/* WF_DEFINITION_H */

@@ -18,7 +18,28 @@
 
 #include "utils/guc.h"
 
+#include "definition.h"
 #include "guc.h"
+
+/* forward declarations */
+static bool check_quarantine_delays(char **newval, void **extra, GucSource source);
+
+/*
+ * check_quarantine_delays accepts a list of positive durations.
+ */
+static bool
+check_quarantine_delays(char **newval, void **extra, GucSource source)
+{
+	int64		delays[WF_MAX_QUARANTINE_DELAYS];
+
+	if (WfParseDurationList(*newval, delays, WF_MAX_QUARANTINE_DELAYS) < 0)
+	{
+		GUC_check_errdetail("Give up to %d positive durations such as \"1m\", \"30s\" or \"1h30m\", separated by commas.",
+							WF_MAX_QUARANTINE_DELAYS);
+		return false;
+	}
+	return true;
+}
 
 /* GUC variables */
 char	   *wf_databases = NULL;
@@ -113,11 +134,11 @@ WfGucInit(void)
 
 	DefineCustomStringVariable("wfengine.quarantine_delays",
 							   gettext_noop("Sets the growing delays of a quarantined task attempt."),
-							   gettext_noop("A comma-separated list of intervals; after the last one the run is paused for an operator."),
+							   gettext_noop("A comma-separated list of up to 16 durations such as \"1m\", \"30s\" or \"1h30m\"; after the last one the run is paused for an operator."),
 							   &wf_quarantine_delays,
-							   "1min,5min,30min",
+							   "1m, 5m, 30m",
 							   PGC_SUSET, GUC_LIST_INPUT,
-							   NULL, NULL, NULL);
+							   check_quarantine_delays, NULL, NULL);
 
 	DefineCustomIntVariable("wfengine.timer_batch",
 							gettext_noop("Sets how many due timers an engine worker fires per transaction round."),

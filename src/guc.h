@@ -26,6 +26,9 @@ extern int	wf_poison_threshold;
 extern char *wf_quarantine_delays;
 extern int	wf_timer_batch;
 
+/* the most delays wfengine.quarantine_delays may list */
+#define WF_MAX_QUARANTINE_DELAYS 16
+
 extern void WfGucInit(void);
 
 #endif							/* WF_GUC_H */

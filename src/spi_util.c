@@ -219,14 +219,15 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	},
 	[WF_PLAN_TIMER_INSERT] = {
 		"INSERT INTO wf.timers (timer_id, tenant_id, run_id, kind, step, generation,"
-		" fire_at, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+		" due_at, fire_at, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)",
 		9, {INT8OID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID,
 		JSONBOID, TIMESTAMPTZOID}
 	},
 	[WF_PLAN_TASK_WITHDRAW] = {
-		"UPDATE wf.tasks t SET status = 'cancelled', finished_at = $2, deadline_at = NULL "
+		"UPDATE wf.tasks t SET status = 'cancelled', finished_at = $2, deadline_at = NULL,"
+		" lease_expirations = GREATEST(t.lease_expirations, $3) "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased')",
-		2, {INT8OID, TIMESTAMPTZOID}
+		3, {INT8OID, TIMESTAMPTZOID, INT4OID}
 	},
 	[WF_PLAN_TIMERS_CANCEL] = {
 		"UPDATE wf.timers tm SET status = 'cancelled', fired_at = $2, outcome = 'run_finished' "
@@ -266,7 +267,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	},
 	[WF_PLAN_LOCK_TIMER_AND_RUN] = {
 		"SELECT " WF_RUN_COLUMNS ", tm.kind, tm.step, tm.generation, tm.payload, tm.status,"
-		" tm.fire_at "
+		" tm.due_at "
 		"FROM wf.timers tm JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
 		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF tm, r",
 		1, {INT8OID}

@@ -92,6 +92,7 @@ static const char *const timer_kind_names[] = {
 
 /* forward declarations */
 static int32 next_visit(WfRunState *run, const char *step);
+static void note_new_task(WfTransition *tr);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
 
@@ -993,10 +994,11 @@ write_side_effects(WfTransition *tr)
 	}
 	if (tr->withdraw_task != 0)
 	{
-		Datum		values[2];
+		Datum		values[3];
 
 		values[0] = Int64GetDatum(tr->withdraw_task);
 		values[1] = TimestampTzGetDatum(tr->now);
+		values[2] = Int32GetDatum(tr->withdraw_expirations);
 		WfExecPlan(WF_PLAN_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
 	}
 	if (run->finished)
@@ -1036,7 +1038,20 @@ WfTransitionWrite(WfTransition *tr)
 		elog(ERROR, "run snapshot vanished during a wfengine transition");
 	write_side_effects(tr);
 	if (tr->has_task)
-		WfNoteTaskReady(run->tenant_id, tr->task.queue);
+		note_new_task(tr);
+}
+
+/*
+ * note_new_task asks for the commit-time signals of a new task attempt:
+ * waiting claimers of its queue, and the engine worker when the attempt
+ * has a schedule-to-start deadline.
+ */
+static void
+note_new_task(WfTransition *tr)
+{
+	WfNoteTaskReady(tr->run->tenant_id, tr->task.queue);
+	if (tr->task.schedule_to_start > 0)
+		WfNoteTimer(tr->task.available_at + tr->task.schedule_to_start);
 }
 
 /*
@@ -1075,7 +1090,7 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 		return false;
 	write_side_effects(tr);
 	if (tr->has_task)
-		WfNoteTaskReady(run->tenant_id, tr->task.queue);
+		note_new_task(tr);
 	return true;
 }
 

@@ -142,6 +142,7 @@ typedef struct WfTransition
 	int			ntimers;
 	WfNewTimer	timers[WF_MAX_TRANSITION_TIMERS];
 	int64		withdraw_task;	/* live task to cancel, 0 = none */
+	int32		withdraw_expirations;	/* its lease expirations, if counted */
 } WfTransition;
 
 /* naming */

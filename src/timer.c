@@ -47,7 +47,6 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
-#include "utils/varlena.h"
 
 #include "definition.h"
 #include "guc.h"
@@ -71,7 +70,7 @@ static void fire_deadline(int64 task_id, const char *tenant, TimestampTz now);
 static bool run_in_subxact(void (*fn) (int64, const char *, TimestampTz),
 						   int64 id, const char *tenant, TimestampTz now,
 						   char **failure);
-static int64 quarantine_delay(int k, int *ndelays);
+static int64 quarantine_delay(int k);
 static Jsonb *timeout_error(const char *which);
 
 /*
@@ -120,46 +119,34 @@ static Jsonb *
 timeout_error(const char *which)
 {
 	WfJsonBuilder b;
+	const char *message;
 
+	if (strcmp(which, "run") == 0)
+		message = "the run timeout expired";
+	else if (strcmp(which, "total") == 0)
+		message = "the total timeout of the step expired";
+	else
+		message = psprintf("the %s timeout of the attempt expired", which);
 	WfJbBegin(&b);
 	WfJbText(&b, "code", "timed_out");
 	WfJbText(&b, "timeout", which);
-	WfJbText(&b, "message", psprintf("the %s timeout of the attempt expired", which));
+	WfJbText(&b, "message", message);
 	return WfJbEnd(&b);
 }
 
 /*
  * quarantine_delay returns the k-th delay (0-based) of
- * wfengine.quarantine_delays in microseconds, or -1 past the last one;
- * *ndelays is set to the number of delays.
+ * wfengine.quarantine_delays in microseconds, or -1 past the last one.
+ * The setting was validated by its check hook.
  */
 static int64
-quarantine_delay(int k, int *ndelays)
+quarantine_delay(int k)
 {
-	char	   *raw = pstrdup(wf_quarantine_delays ? wf_quarantine_delays : "");
-	List	   *items = NIL;
-	ListCell   *lc;
-	int			i = 0;
-	int64		result = -1;
+	int64		delays[WF_MAX_QUARANTINE_DELAYS];
+	int			n = WfParseDurationList(wf_quarantine_delays, delays,
+										WF_MAX_QUARANTINE_DELAYS);
 
-	if (!SplitIdentifierString(raw, ',', &items))
-		items = NIL;
-	*ndelays = list_length(items);
-	foreach(lc, items)
-	{
-		if (i++ == k)
-		{
-			Interval   *iv = DatumGetIntervalP(DirectFunctionCall3(interval_in,
-																   CStringGetDatum((char *) lfirst(lc)),
-																   ObjectIdGetDatum(InvalidOid),
-																   Int32GetDatum(-1)));
-
-			result = iv->time + (int64) iv->day * USECS_PER_DAY +
-				(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
-			break;
-		}
-	}
-	return result;
+	return (k >= 0 && k < n) ? delays[k] : -1;
 }
 
 /*
@@ -179,7 +166,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	int32		generation;
 	Jsonb	   *payload;
 	char	   *status;
-	TimestampTz fire_at;
+	TimestampTz due_at;
 	bool		applies;
 	const char *outcome;
 	WfJsonBuilder b;
@@ -220,7 +207,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	generation = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 3));
 	payload = DatumGetJsonbPCopy(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 4));
 	status = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 5);
-	fire_at = DatumGetTimestampTz(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 6));
+	due_at = DatumGetTimestampTz(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 6));
 	if (strcmp(status, "pending") != 0)
 		return;					/* fired or cancelled meanwhile */
 
@@ -257,7 +244,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 		WfJbInt(&b, "timer_id", timer_id);
 		WfJbText(&b, "kind", WfTimerKindName(kind));
 		WfJbInt(&b, "generation", generation);
-		WfJbTimestamp(&b, "fire_at", fire_at);
+		WfJbTimestamp(&b, "fire_at", due_at);
 		WfJbText(&b, "outcome", outcome);
 		WfAppendEvent(&tr, WF_EV_TIMER_FIRED, step, 0, WfJbEnd(&b));
 	}
@@ -275,7 +262,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 					WfJsonBuilder ob;
 
 					WfJbBegin(&ob);
-					WfJbTimestamp(&ob, "until", fire_at);
+					WfJbTimestamp(&ob, "until", due_at);
 					WfJbBegin(&b);
 					WfJbInt(&b, "visit", WfJsonbGetInt(payload, "visit", 1));
 					WfJbJsonb(&b, "output", WfJbEnd(&ob));
@@ -409,13 +396,12 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 		WfJsonBuilder b;
 		TimestampTz again = now;
 		int64		delay = 0;
-		int			ndelays = 0;
 		bool		pause = false;
 
 		expirations++;
 		if (wf_poison_threshold > 0 && expirations >= wf_poison_threshold)
 		{
-			delay = quarantine_delay(expirations - wf_poison_threshold, &ndelays);
+			delay = quarantine_delay(expirations - wf_poison_threshold);
 			if (delay < 0)
 				pause = true;
 			else
@@ -441,6 +427,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 			WfJbInt(&b, "task_id", task_id);
 			WfJbText(&b, "reason", "poison_task");
 			tr.withdraw_task = task_id;
+			tr.withdraw_expirations = expirations;
 			WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, step, attempt, WfJbEnd(&b));
 			WfJbBegin(&b);
 			WfJbText(&b, "reason", reason);
