@@ -52,6 +52,6 @@ SELECT count(*) FROM wf.claim_tasks('fifo_q', 'w', 2);
 -- the claim statement is served by the claim index in FIFO order (no sort)
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT t.task_id FROM wf.tasks t
-WHERE t.tenant_id = 'default' AND t.queue = 'fifo_q' AND t.status IN ('ready', 'leased')
+WHERE t.tenant_id = 'default' AND t.queue = 'fifo_q' AND t.status = 'ready'
   AND t.available_at <= now() ORDER BY t.available_at, t.task_id LIMIT 10 FOR UPDATE SKIP LOCKED;
 RESET enable_seqscan;

@@ -4,18 +4,22 @@
  *	  Lease-based claiming of task attempts (FOR UPDATE SKIP LOCKED).
  *
  * A task attempt is claimable when its status is "ready" and its
- * available_at has passed, or when it is "leased" and its lease has
- * expired.  The two cases share one column: a claim sets available_at to
- * the lease expiry, so "available_at <= now" covers both, and one partial
- * index (tenant, queue, available_at, task_id) WHERE status IN ('ready',
- * 'leased') serves every claim in FIFO order of availability.
+ * available_at has passed.  One partial index (tenant, queue,
+ * available_at, task_id) WHERE status = 'ready' serves every claim in FIFO
+ * order of availability.  An attempt whose lease expired is not claimable
+ * by itself: the engine worker (timer.c) puts it back to "ready" and
+ * records lease_expired, so that lost leases are counted and poison tasks
+ * quarantined.
  *
  * One statement claims a batch: the CTE picks rows in index order with
  * FOR UPDATE SKIP LOCKED (so concurrent claimers never block on, or
  * receive, the same row) and the UPDATE hands out a new lease and a new
- * fencing token (fence + 1).  A re-claim after an expired lease is the
- * same attempt with a higher fence; the old holder's late result then
- * carries an old fence and is recorded as stale.  Claims are not run
+ * fencing token (fence + 1), and sets the attempt's deadline (the
+ * earliest of lease expiry, start-to-close and heartbeat timeouts), which
+ * wakes the engine worker at commit if it sleeps past it.  A re-claim
+ * after an expired lease is the same attempt with a higher fence; the old
+ * holder's late result then carries an old fence and is recorded as
+ * stale.  Claims are not run
  * events: the task row is the record of each delivery (worker, fence,
  * deliveries), and the event that accepts a result names the lease that
  * produced it.
@@ -35,8 +39,11 @@
  * of the queue (a task written for the future needs no commit to become
  * claimable), and rows locked by a concurrent claim are looked at again
  * after WF_CLAIM_RECHECK_MS (that claim may roll back without a signal).
- * A bucket is shared by several queues, so a wake-up may be spurious; it
- * costs one claim statement.
+ * A commit wakes every claimer waiting in its bucket, and all but one of
+ * the claimers of a queue then find nothing (a bucket is also shared by
+ * several queues).  Such a wake-up costs one claim statement: the look at
+ * the queue's next available_at is repeated at most every WF_CLAIM_LOOK_MS,
+ * and a sleep that skipped it ends WF_CLAIM_LOOK_MS after the last look.
  *
  * Each try is a new SPI statement and so, in READ COMMITTED, takes a new
  * snapshot.  Under REPEATABLE READ or SERIALIZABLE every try would see the
@@ -71,6 +78,7 @@
 #include "utils/wait_event.h"
 
 #include "guc.h"
+#include "notify.h"
 #include "shmem.h"
 #include "spi_util.h"
 #include "wfengine.h"
@@ -84,6 +92,8 @@ PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 #define WF_MAX_CLAIM_WAIT ((int64) 5 * SECS_PER_MINUTE * USECS_PER_SEC)
 /* latch step without preload; recheck of rows a concurrent claim locked */
 #define WF_CLAIM_RECHECK_MS 100
+/* how often a waiting claim looks for the queue's next available task */
+#define WF_CLAIM_LOOK_MS 1000
 
 /*
  * The earliest available_at of a ready task of a queue: how long a waiting
@@ -103,8 +113,7 @@ static uint32 claim_wait_event = 0;
 
 /* forward declarations */
 static int64 claim_wait_us(FunctionCallInfo fcinfo);
-static long claim_sleep_ms(Datum tenant, Datum queue, TimestampTz now,
-						   TimestampTz deadline);
+static TimestampTz claim_next_wake(Datum tenant, Datum queue, TimestampTz now);
 static void forget_next_available_plan(void);
 static uint32 claim_wait_event_info(void);
 
@@ -152,17 +161,17 @@ forget_next_available_plan(void)
 }
 
 /*
- * claim_sleep_ms returns how long a waiting claim that found nothing may
- * sleep, in milliseconds (at least 1): until the deadline, or until the
- * earliest ready task of the queue becomes available, or
- * WF_CLAIM_RECHECK_MS when a ready task is already available (a concurrent
- * claim holds its row lock).  Called connected to SPI.
+ * claim_next_wake returns when a waiting claim that found nothing at now
+ * must look again even if no commit wakes it: when the earliest ready task
+ * of the queue becomes available, WF_CLAIM_RECHECK_MS from now when one is
+ * available already (a concurrent claim holds its row lock), or DT_NOEND
+ * when the queue has no ready task.  Called connected to SPI.
  */
-static long
-claim_sleep_ms(Datum tenant, Datum queue, TimestampTz now, TimestampTz deadline)
+static TimestampTz
+claim_next_wake(Datum tenant, Datum queue, TimestampTz now)
 {
 	Datum		values[2];
-	TimestampTz until = deadline;
+	TimestampTz until = DT_NOEND;
 	bool		isnull;
 	Datum		d;
 
@@ -195,15 +204,10 @@ claim_sleep_ms(Datum tenant, Datum queue, TimestampTz now, TimestampTz deadline)
 	{
 		TimestampTz avail = DatumGetTimestampTz(d);
 
-		if (avail <= now)
-			until = Min(until, now + WF_CLAIM_RECHECK_MS * 1000);
-		else
-			until = Min(until, avail);
+		until = avail <= now ? now + WF_CLAIM_RECHECK_MS * INT64CONST(1000) : avail;
 	}
 	SPI_freetuptable(SPI_tuptable);
-
-	/* round up: waking a little late is harmless, early costs a retry */
-	return Max((long) ((until - now + 999) / 1000), 1);
+	return until;
 }
 
 /*
@@ -245,6 +249,9 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	TimestampTz deadline = 0;
 	ConditionVariable *cv = NULL;
 	pg_atomic_uint64 *gen_counter = NULL;
+	TimestampTz next_wake = 0;	/* from the last look at the queue */
+	TimestampTz looked_at = 0;	/* when that look was */
+	bool		timed_out = false;
 
 	/*
 	 * The function is not STRICT, because a NULL wait means "no wait"; a NULL
@@ -274,8 +281,14 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 				 errmsg("max_tasks must be between 1 and %d, not %d",
 						wf_max_claim_batch, max_tasks),
 				 errhint("The upper bound is set by wfengine.max_claim_batch.")));
-	lease_us = lease->time + (int64) lease->day * USECS_PER_DAY +
-		(int64) lease->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	/* in double first: months and days of a huge interval overflow int64 */
+	{
+		double		total = (double) lease->time +
+			(double) lease->day * USECS_PER_DAY +
+			(double) lease->month * DAYS_PER_MONTH * USECS_PER_DAY;
+
+		lease_us = (total > (double) WF_MAX_LEASE || total <= 0) ? -1 : (int64) total;
+	}
 	if (lease_us <= 0 || lease_us > WF_MAX_LEASE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -307,6 +320,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		uint64		gen = 0;
+		TimestampTz until;
 		long		sleep_ms;
 
 		/* the generation is read before the claim takes its snapshot */
@@ -322,20 +336,33 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 			break;
 		SPI_freetuptable(SPI_tuptable);
 
-		sleep_ms = claim_sleep_ms(values[0], values[1], now, deadline);
+		if (timed_out || next_wake <= now ||
+			now - looked_at >= WF_CLAIM_LOOK_MS * INT64CONST(1000))
+		{
+			next_wake = claim_next_wake(values[0], values[1], now);
+			looked_at = now;
+		}
+		until = Min(deadline, next_wake);
+		if (looked_at != now)	/* the look was skipped: not for long */
+			until = Min(until, looked_at + WF_CLAIM_LOOK_MS * INT64CONST(1000));
+		/* round up: waking a little late is harmless, early costs a retry */
+		sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
+
+		timed_out = false;
 		if (cv != NULL)
 		{
 			/* a commit since the generation was read: try again at once */
 			pg_memory_barrier();
 			if (pg_atomic_read_u64(gen_counter) != gen)
 				continue;
-			(void) ConditionVariableTimedSleep(cv, sleep_ms, claim_wait_event_info());
+			timed_out = ConditionVariableTimedSleep(cv, sleep_ms, claim_wait_event_info());
 		}
 		else
 		{
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 Min(sleep_ms, WF_CLAIM_RECHECK_MS), claim_wait_event_info());
 			ResetLatch(MyLatch);
+			timed_out = true;
 		}
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -346,11 +373,18 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	{
 		Datum		out[WF_CLAIM_COLUMNS];
 		bool		nulls[WF_CLAIM_COLUMNS];
+		bool		isnull;
+		Datum		deadline;
 		int			c;
 
 		for (c = 0; c < WF_CLAIM_COLUMNS; c++)
 			out[c] = WfGetDatum(i, c + 1, &nulls[c]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+
+		/* the engine worker must look at this lease when it can expire */
+		deadline = WfGetDatum(i, WF_CLAIM_COLUMNS + 1, &isnull);
+		if (!isnull)
+			WfNoteTimer(DatumGetTimestampTz(deadline));
 	}
 
 	WfApiEnd();

@@ -59,6 +59,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "guc.h"
 #include "notify.h"
 #include "shmem.h"
 
@@ -81,6 +82,7 @@ typedef struct WfPendingRun
 static List *pending_queues = NIL;	/* of WfPendingQueue */
 static List *pending_runs = NIL;	/* of WfPendingRun */
 static bool pending_timer = false;
+static WfDbWorkerSlot *relay_target = NULL;	/* set at PRE_COMMIT */
 static TimestampTz pending_fire_at = 0;	/* earliest, when pending_timer */
 
 /* forward declarations */
@@ -88,6 +90,11 @@ static void notify_xact_callback(XactEvent event, void *arg);
 static void send_notifications(void);
 static void wake_waiters(void);
 static void forget_pending(void);
+static WfDbWorkerSlot *relay_slot(void);
+static void relay_notifications(WfDbWorkerSlot *slot);
+static bool relay_put(WfShmemState *sh, const char *channel, const char *payload,
+					  bool coalesce);
+static char *run_payload(WfPendingRun *pr, StringInfo buf);
 
 /*
  * WfNotifyInit registers the transaction callback.  It is called from
@@ -203,13 +210,22 @@ notify_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			send_notifications();
+			/* with a running engine worker, it sends them after commit */
+			relay_target = relay_slot();
+			if (relay_target == NULL)
+				send_notifications();
 			break;
 		case XACT_EVENT_COMMIT:
+			if (relay_target != NULL)
+				relay_notifications(relay_target);
+			relay_target = NULL;
 			wake_waiters();
 			forget_pending();
 			break;
 		case XACT_EVENT_ABORT:
+			relay_target = NULL;
+			forget_pending();
+			break;
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
@@ -246,16 +262,7 @@ send_notifications(void)
 
 	initStringInfo(&payload);
 	foreach(lc, pending_runs)
-	{
-		WfPendingRun *pr = (WfPendingRun *) lfirst(lc);
-
-		resetStringInfo(&payload);
-		appendStringInfo(&payload, "{\"run_id\": \"%s\", \"kind\": \"%s\"}",
-						 DatumGetCString(DirectFunctionCall1(uuid_out,
-															 UUIDPGetDatum(&pr->run_id))),
-						 pr->kind);
-		Async_Notify(WF_RUN_CHANNEL, payload.data);
-	}
+		Async_Notify(WF_RUN_CHANNEL, run_payload((WfPendingRun *) lfirst(lc), &payload));
 	pfree(payload.data);
 }
 
@@ -315,4 +322,156 @@ forget_pending(void)
 	pending_runs = NIL;
 	pending_timer = false;
 	pending_fire_at = 0;
+}
+
+/*
+ * run_payload formats the payload of a run notification into buf.
+ */
+static char *
+run_payload(WfPendingRun *pr, StringInfo buf)
+{
+	resetStringInfo(buf);
+	appendStringInfo(buf, "{\"run_id\": \"%s\", \"kind\": \"%s\"}",
+					 DatumGetCString(DirectFunctionCall1(uuid_out,
+														 UUIDPGetDatum(&pr->run_id))),
+					 pr->kind);
+	return buf->data;
+}
+
+/*
+ * The relay.  PostgreSQL's NOTIFY takes a cluster-wide lock at pre-commit
+ * and holds it until the commit record is flushed, so every transaction
+ * that notifies commits one at a time and group commit is lost.  When the
+ * database has a running engine worker, a transaction therefore does not
+ * notify by itself: after its commit it copies its notifications into a
+ * shared buffer and sets the worker's latch, and the worker sends them all
+ * in its next short transaction (WfRelaySend).  Queue notifications are
+ * coalesced in the buffer (one per queue until the worker sends them);
+ * when the buffer is full, run notifications are dropped and counted, and
+ * the worker then sends one {"kind": "overflow"} on the run channel so that
+ * subscribers know to look at the runs themselves.  Without a worker (not
+ * preloaded, wfengine.enabled off) notifications are sent at pre-commit,
+ * as PostgreSQL does.
+ */
+
+/*
+ * relay_slot returns the worker slot of this database when the relay can
+ * be used, or NULL.
+ */
+static WfDbWorkerSlot *
+relay_slot(void)
+{
+	WfDbWorkerSlot *slot;
+
+	if (WfShmem == NULL || !wf_enabled || (pending_queues == NIL && pending_runs == NIL))
+		return NULL;
+	slot = WfWorkerSlotFor(MyDatabaseId);
+	if (slot == NULL || slot->latch == NULL || slot->pid == 0)
+		return NULL;
+	return slot;
+}
+
+/*
+ * relay_put adds one notification to the shared buffer; the caller holds
+ * relay_lock.  With coalesce, an equal pending item is enough.
+ */
+static bool
+relay_put(WfShmemState *sh, const char *channel, const char *payload, bool coalesce)
+{
+	WfRelayItem *item;
+	int			i;
+
+	if (coalesce)
+	{
+		for (i = 0; i < sh->relay_count; i++)
+			if (sh->relay[i].dboid == MyDatabaseId &&
+				strcmp(sh->relay[i].channel, channel) == 0)
+				return true;
+	}
+	if (sh->relay_count >= WF_RELAY_SLOTS)
+		return false;
+	item = &sh->relay[sh->relay_count++];
+	item->dboid = MyDatabaseId;
+	strlcpy(item->channel, channel, NAMEDATALEN);
+	strlcpy(item->payload, payload, WF_RELAY_PAYLOAD);
+	return true;
+}
+
+/*
+ * relay_notifications hands this transaction's notifications to the
+ * worker; called at COMMIT.  It must not fail: formatting happens before
+ * the spinlock is taken, and a full buffer only drops and counts.
+ */
+static void
+relay_notifications(WfDbWorkerSlot *slot)
+{
+	ListCell   *lc;
+	int			nq = list_length(pending_queues);
+	int			nr = list_length(pending_runs);
+	char	  (*qchan)[NAMEDATALEN] = palloc(sizeof(*qchan) * Max(nq, 1));
+	char	  **rpay = palloc(sizeof(char *) * Max(nr, 1));
+	StringInfoData buf;
+	int			i = 0;
+	uint32		dropped = 0;
+
+	foreach(lc, pending_queues)
+		WfQueueChannel(((WfPendingQueue *) lfirst(lc))->queue, qchan[i++]);
+	initStringInfo(&buf);
+	i = 0;
+	foreach(lc, pending_runs)
+		rpay[i++] = pstrdup(run_payload((WfPendingRun *) lfirst(lc), &buf));
+
+	SpinLockAcquire(&WfShmem->relay_lock);
+	i = 0;
+	foreach(lc, pending_queues)
+	{
+		(void) relay_put(WfShmem, qchan[i], ((WfPendingQueue *) lfirst(lc))->queue, true);
+		i++;
+	}
+	for (i = 0; i < nr; i++)
+		if (!relay_put(WfShmem, WF_RUN_CHANNEL, rpay[i], false))
+			dropped++;
+	SpinLockRelease(&WfShmem->relay_lock);
+
+	if (dropped > 0)
+		pg_atomic_fetch_add_u32(&slot->relay_dropped, dropped);
+	SetLatch(slot->latch);
+}
+
+/*
+ * WfRelaySend sends the notifications that committed transactions handed
+ * to the worker of this database; the engine worker calls it inside its
+ * transaction, and they are delivered when that transaction commits.
+ * Returns how many it sent.
+ */
+int
+WfRelaySend(WfDbWorkerSlot *slot)
+{
+	WfRelayItem *mine;
+	int			n = 0;
+	int			i;
+	int			j;
+	uint32		dropped;
+
+	if (WfShmem == NULL)
+		return 0;
+	mine = palloc(sizeof(WfRelayItem) * WF_RELAY_SLOTS);
+	SpinLockAcquire(&WfShmem->relay_lock);
+	for (i = 0, j = 0; i < WfShmem->relay_count; i++)
+	{
+		if (WfShmem->relay[i].dboid == MyDatabaseId)
+			mine[n++] = WfShmem->relay[i];
+		else
+			WfShmem->relay[j++] = WfShmem->relay[i];
+	}
+	WfShmem->relay_count = j;
+	SpinLockRelease(&WfShmem->relay_lock);
+
+	for (i = 0; i < n; i++)
+		Async_Notify(mine[i].channel, mine[i].payload);
+	dropped = slot ? pg_atomic_exchange_u32(&slot->relay_dropped, 0) : 0;
+	if (dropped > 0)
+		Async_Notify(WF_RUN_CHANNEL, "{\"kind\": \"overflow\"}");
+	pfree(mine);
+	return n;
 }

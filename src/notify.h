@@ -36,4 +36,8 @@ extern void WfQueueChannel(const char *queue, char *buf);
 
 extern void WfNotifyInit(void);
 
+/* the engine worker sends what committed transactions handed to it */
+struct WfDbWorkerSlot;
+extern int	WfRelaySend(struct WfDbWorkerSlot *slot);
+
 #endif							/* WF_NOTIFY_H */

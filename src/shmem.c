@@ -81,7 +81,10 @@ wf_shmem_startup(void)
 			pg_atomic_init_u64(&WfShmem->workers[i].next_due, 0);
 			pg_atomic_init_u64(&WfShmem->workers[i].ticks, 0);
 			pg_atomic_init_u64(&WfShmem->workers[i].fired, 0);
+			pg_atomic_init_u32(&WfShmem->workers[i].relay_dropped, 0);
 		}
+		SpinLockInit(&WfShmem->relay_lock);
+		WfShmem->relay_count = 0;
 		for (i = 0; i < WF_QUEUE_WAIT_BUCKETS; i++)
 		{
 			ConditionVariableInit(&WfShmem->queue_cv[i]);

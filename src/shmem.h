@@ -18,6 +18,7 @@
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/spin.h"
 #include "utils/timestamp.h"
 
 /* how many database workers the launcher can track */
@@ -25,6 +26,17 @@
 
 /* claim waits are spread over this many condition variables */
 #define WF_QUEUE_WAIT_BUCKETS 256
+
+/* notifications handed to the engine workers to send (notify.c) */
+#define WF_RELAY_SLOTS 2048
+#define WF_RELAY_PAYLOAD 96
+
+typedef struct WfRelayItem
+{
+	Oid			dboid;
+	char		channel[NAMEDATALEN];
+	char		payload[WF_RELAY_PAYLOAD];
+} WfRelayItem;
 
 /* one per-database engine worker */
 typedef struct WfDbWorkerSlot
@@ -36,6 +48,7 @@ typedef struct WfDbWorkerSlot
 	TimestampTz started_at;
 	pg_atomic_uint64 ticks;		/* timer ticks done */
 	pg_atomic_uint64 fired;		/* timers and deadlines fired */
+	pg_atomic_uint32 relay_dropped; /* run notifications lost to a full relay */
 } WfDbWorkerSlot;
 
 /* the whole shared state */
@@ -47,6 +60,9 @@ typedef struct WfShmemState
 	WfDbWorkerSlot workers[WF_MAX_DB_WORKERS];
 	ConditionVariable queue_cv[WF_QUEUE_WAIT_BUCKETS];
 	pg_atomic_uint64 queue_gen[WF_QUEUE_WAIT_BUCKETS];	/* bumped on wake */
+	slock_t		relay_lock;		/* protects relay_count and relay[] */
+	int			relay_count;
+	WfRelayItem relay[WF_RELAY_SLOTS];
 } WfShmemState;
 
 /* NULL unless the library was preloaded */

@@ -115,6 +115,7 @@
 #endif
 
 #include "guc.h"
+#include "notify.h"
 #include "shmem.h"
 #include "timer.h"
 #include "worker.h"
@@ -1147,7 +1148,11 @@ worker_tick(int *fired, TimestampTz *next_due, bool *absent)
 	if (!OidIsValid(extoid))
 		*absent = true;
 	else if (wf_enabled)
+	{
 		*fired = WfTimerTick(wf_timer_batch, next_due);
+		/* notifications that committed transactions handed to us */
+		(void) WfRelaySend(WfWorkerSlotFor(MyDatabaseId));
+	}
 
 	error_context_stack = errcallback.previous;
 
