@@ -29,16 +29,19 @@
 # inside pg_virtualenv; needs wfengine installed, CREATEDB, and superuser for
 # CHECKPOINT).  Otherwise the script re-runs itself inside a throw-away
 # pg_virtualenv cluster (wfengine, pg_cron, pg_stat_statements preloaded,
-# shared_buffers=1GB, default durability).  Works as root and as a normal user.
+# shared_buffers=1GB, max_wal_size=4GB, default durability: pg_virtualenv
+# turns fsync off unless told otherwise, so fsync=on is passed explicitly).
+# Works as root and as a normal user.
 #
 # Environment knobs:
 #   BENCH_DURATION   seconds per pgbench case (default 20)
 #   BENCH_CLIENTS    client counts (default "1 8"; -j is min(clients, 2))
 #   BENCH_CASES      cases to run (default "cycle-1 cycle-20 onecall-1")
-#   BENCH_MAX_RATE   cycles/s the pre-started supply is sized for (default 7000)
+#   BENCH_MAX_RATE   cycles/s the pre-started supply is sized for (default 6000)
 #   BENCH_ATTRIBUTE  1 (default) = afterwards, short runs with
 #                    pg_stat_statements.track=all to attribute the time per
 #                    statement, when pg_stat_statements is preloaded; 0 = skip
+#   BENCH_ATTRIBUTE_SECONDS  seconds per attribution run (default 5)
 #   BENCH_DB         prefix of the databases created and dropped (default wfbench)
 #   BENCH_RESULTS    results directory (default bench/results)
 set -euo pipefail
@@ -53,7 +56,7 @@ PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
 DURATION=${BENCH_DURATION:-20}
 CLIENTS=${BENCH_CLIENTS:-"1 8"}
 CASES=${BENCH_CASES:-"cycle-1 cycle-20 onecall-1"}
-MAX_RATE=${BENCH_MAX_RATE:-7000}
+MAX_RATE=${BENCH_MAX_RATE:-6000}
 ATTRIBUTE=${BENCH_ATTRIBUTE:-1}
 DB=${BENCH_DB:-wfbench}
 RESULTS_BASE=${BENCH_RESULTS:-$BENCH_DIR/results}
@@ -79,6 +82,9 @@ if [[ -z ${PGHOST:-} && -z ${PGPORT:-} ]]; then
 		pg_virtualenv -t -v "$PG_MAJOR" \
 		-o "shared_preload_libraries=$preload" \
 		-o "cron.database_name=postgres" \
+		-o "fsync=on" \
+		-o "synchronous_commit=on" \
+		-o "full_page_writes=on" \
 		-o "shared_buffers=1GB" \
 		-o "max_wal_size=4GB" \
 		"${opts[@]}" \
@@ -105,8 +111,11 @@ cleanup() {
 	psql -X -q -d "$MAINDB" -c "DROP DATABASE IF EXISTS $TPL" >/dev/null 2>&1 || true
 }
 
-# awk-free float arithmetic through psql would cost a connection; use awk.
-calc() { awk "BEGIN { printf \"%.1f\", $* }"; }
+# Busy CPU ticks of the whole machine (user+nice+system+irq+softirq+steal):
+# server, pgbench and anything else running, so meaningful on a quiet box.
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+NPROC=$(nproc 2>/dev/null || echo 1)
+cpu_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 
 # ---------------------------------------------------------------------------
 # Preconditions
@@ -188,7 +197,7 @@ echo "built in $(($(date +%s) - t0))s"
 # One case
 # ---------------------------------------------------------------------------
 SUMMARY=$RES/summary.tsv
-printf 'case\timpl\tclients\tcycles_per_s\tcycles\tpgbench_tps\tpgbench_xacts\tlatency_ms\tmean_step\tleft_ready\tnote\n' >"$SUMMARY"
+printf 'case\timpl\tclients\tcycles_per_s\tcycles\tpgbench_tps\tpgbench_xacts\tlatency_ms\tcpu_us_per_cycle\twal_bytes_per_cycle\tmean_step\tleft_ready\tbusy_before_pct\tnote\n' >"$SUMMARY"
 failures=0
 
 # run_case CASE IMPL CLIENTS
@@ -212,10 +221,18 @@ run_case() {
 	q -c "DROP DATABASE IF EXISTS $CASEDB" -c "CREATE DATABASE $CASEDB TEMPLATE $TPL STRATEGY FILE_COPY"
 	q -c "CHECKPOINT"
 
-	local rc=0
+	local rc=0 cpu0 cpu1 wal0 wal1 bg
+	# what else is running: busy share of all CPUs over half a second
+	cpu0=$(cpu_busy_ticks)
+	sleep 0.5
+	cpu1=$(cpu_busy_ticks)
+	bg=$(awk -v b="$((cpu1 - cpu0))" -v hz="$CLK_TCK" -v n="$NPROC" 'BEGIN { printf "%.0f", 100 * b / (0.5 * hz * n) }')
+	wal0=$(q -c "SELECT wal_bytes FROM pg_stat_wal")
+	cpu0=$(cpu_busy_ticks)
 	pgbench -n -r -M prepared -c "$clients" -j "$threads" -T "$DURATION" \
 		-D queue="$queue" -D nsteps="$nsteps" \
 		-f "$BENCH_DIR/${impl/sql/raw}_$script.sql" "$CASEDB" >"$out" 2>&1 || rc=$?
+	cpu1=$(cpu_busy_ticks)
 
 	local xacts tps lat cycles mean_step left note=""
 	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
@@ -226,7 +243,9 @@ run_case() {
 		       coalesce(round(avg(substr(step, 2)::int) FILTER (WHERE status = 'completed'), 1), 0),
 		       count(*) FILTER (WHERE status = 'ready' AND queue = '$queue')
 		FROM $schema.tasks")
-	local rate=0
+	sleep 0.5 # the backends of pgbench report their WAL statistics as they exit
+	wal1=$(q -c "SELECT wal_bytes FROM pg_stat_wal")
+	local rate=0 cpu_us="" wal_b=""
 	if [[ $rc != 0 || -z $xacts || -z $tps ]]; then
 		note="pgbench failed (exit $rc), see $name.log"
 		failures=$((failures + 1))
@@ -236,12 +255,17 @@ run_case() {
 	else
 		# elapsed = xacts / tps (pgbench's own clock, connection time excluded)
 		rate=$(awk -v c="$cycles" -v x="$xacts" -v t="$tps" 'BEGIN { printf "%.0f", c * t / x }')
+		if ((cycles > 0)); then
+			cpu_us=$(awk -v b="$((cpu1 - cpu0))" -v hz="$CLK_TCK" -v c="$cycles" 'BEGIN { printf "%.0f", b * 1e6 / hz / c }')
+			wal_b=$(awk -v w0="$wal0" -v w1="$wal1" -v c="$cycles" 'BEGIN { printf "%.0f", (w1 - w0) / c }')
+		fi
 		if [[ $left == 0 ]]; then note="supply ran out: raise BENCH_MAX_RATE"; fi
+		if ((bg > 15)); then note="${note:+$note; }machine ${bg}% busy before the case"; fi
 	fi
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kase" "$impl" "$clients" "$rate" \
-		"$cycles" "${tps%.*}" "${xacts:-0}" "${lat:-}" "$mean_step" "$left" "$note" >>"$SUMMARY"
-	printf '  %-10s %-6s c=%-2s %8s cycles/s  (%s cycles, pgbench %s tps, latency %s ms)%s\n' \
-		"$kase" "$impl" "$clients" "$rate" "$cycles" "${tps%.*}" "${lat:-?}" "${note:+  [$note]}"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kase" "$impl" "$clients" "$rate" \
+		"$cycles" "${tps%.*}" "${xacts:-0}" "${lat:-}" "$cpu_us" "$wal_b" "$mean_step" "$left" "$bg" "$note" >>"$SUMMARY"
+	printf '  %-10s %-6s c=%-2s %6s cycles/s  (%s cycles, pgbench %s tps, %s ms/xact, %s us CPU, %s B WAL per cycle)%s\n' \
+		"$kase" "$impl" "$clients" "$rate" "$cycles" "${tps%.*}" "${lat:-?}" "${cpu_us:-?}" "${wal_b:-?}" "${note:+  [$note]}"
 }
 
 log "cases (${DURATION}s each)"
@@ -257,16 +281,22 @@ done
 # Table: engine vs hand-written SQL
 # ---------------------------------------------------------------------------
 {
-	echo "| case | clients | engine cycles/s | SQL cycles/s | engine / SQL |"
-	echo "|---|---:|---:|---:|---:|"
+	echo "| case | clients | engine cycles/s | SQL cycles/s | engine / SQL | CPU µs/cycle engine / SQL | WAL B/cycle engine / SQL |"
+	echo "|---|---:|---:|---:|---:|---:|---:|"
 	awk -F '\t' '
-		NR > 1 { r[$1 "\t" $3 "\t" $2] = $4; if (!seen[$1 "\t" $3]++) order[n++] = $1 "\t" $3 }
+		NR > 1 {
+			k = $1 "\t" $3
+			r[k "\t" $2] = $4; cpu[k "\t" $2] = $9; wal[k "\t" $2] = $10
+			if (!seen[k]++) order[n++] = k
+		}
 		END {
 			for (i = 0; i < n; i++) {
-				split(order[i], k, "\t")
+				split(order[i], f, "\t")
 				e = r[order[i] "\tengine"]; s = r[order[i] "\tsql"]
 				ratio = (s > 0) ? sprintf("%.0f%%", 100 * e / s) : "-"
-				printf "| %s | %s | %s | %s | %s |\n", k[1], k[2], e, s, ratio
+				printf "| %s | %s | %s | %s | %s | %s / %s | %s / %s |\n", f[1], f[2], e, s, ratio,
+					cpu[order[i] "\tengine"], cpu[order[i] "\tsql"],
+					wal[order[i] "\tengine"], wal[order[i] "\tsql"]
 			}
 		}' "$SUMMARY"
 } >"$RES/summary.md"
@@ -274,35 +304,42 @@ log "results (cycles per second; a cycle = claim + accepted completion)"
 cat "$RES/summary.md"
 
 # ---------------------------------------------------------------------------
-# Attribution: where the engine's time goes, per statement
+# Attribution: where the time goes, per statement (pg_stat_statements with
+# track=all also records the statements the engine runs through SPI; "plans"
+# equal to "calls" means the statement is planned again on every call)
 # ---------------------------------------------------------------------------
+ATTR_SECONDS=${BENCH_ATTRIBUTE_SECONDS:-5}
 if [[ $ATTRIBUTE == 1 ]] && q -c "SHOW shared_preload_libraries" | grep -q pg_stat_statements; then
-	log "attribution: pg_stat_statements (track=all), 1 client, 10s per implementation"
-	q -c "DROP DATABASE IF EXISTS $CASEDB" -c "CREATE DATABASE $CASEDB TEMPLATE $TPL STRATEGY FILE_COPY"
-	qdb "$CASEDB" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+	log "attribution: pg_stat_statements (track=all, track_planning=on), 1 client, ${ATTR_SECONDS}s each"
 	for kase in cycle-20 cycle-1; do
 		if [[ $kase == cycle-20 ]]; then queue=q20 nsteps=20; else queue=q1 nsteps=1; fi
 		for impl in engine sql; do
-			qdb "$CASEDB" -c "SELECT pg_stat_statements_reset()" >/dev/null
-			PGOPTIONS="-c pg_stat_statements.track=all -c pg_stat_statements.track_utility=off" \
-				pgbench -n -r -M prepared -c 1 -j 1 -T 10 -D queue=$queue -D nsteps=$nsteps \
+			q -c "DROP DATABASE IF EXISTS $CASEDB" -c "CREATE DATABASE $CASEDB TEMPLATE $TPL STRATEGY FILE_COPY"
+			qdb "$CASEDB" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+				-c "SELECT pg_stat_statements_reset()" >/dev/null
+			PGOPTIONS="-c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on -c pg_stat_statements.track_utility=off" \
+				pgbench -n -r -M prepared -c 1 -j 1 -T "$ATTR_SECONDS" -D queue=$queue -D nsteps=$nsteps \
 				-f "$BENCH_DIR/${impl/sql/raw}_cycle.sql" "$CASEDB" >"$RES/attribution.$kase.$impl.log" 2>&1 || true
 			{
-				echo "# $kase $impl: pg_stat_statements, track=all (nested = run by the engine through SPI)"
-				qdb "$CASEDB" -F $'\t' -c "
-					SELECT calls, round(total_exec_time::numeric, 0) AS total_ms,
-					       round(mean_exec_time::numeric * 1000, 1) AS mean_us,
-					       round(total_plan_time::numeric, 0) AS plan_ms,
-					       regexp_replace(left(query, 110), '\s+', ' ', 'g') AS query
+				echo "## $kase, $impl: $(sed -n 's/^tps = \([0-9]*\).*/\1/p' "$RES/attribution.$kase.$impl.log") cycles/s with pg_stat_statements on"
+				echo
+				qdb "$CASEDB" -F ' | ' -c "
+					SELECT '| ' || CASE WHEN toplevel THEN 'top' ELSE 'nested' END,
+					       calls, plans,
+					       round((mean_plan_time * 1000)::numeric, 1),
+					       round((mean_exec_time * 1000)::numeric, 1),
+					       round(shared_blks_hit::numeric / calls, 1),
+					       regexp_replace(left(query, 90), '\s+', ' ', 'g') || ' |'
 					FROM pg_stat_statements
 					WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-					  AND query !~* 'pg_stat_statements'
-					ORDER BY total_exec_time DESC LIMIT 12" | column -t -s $'\t'
+					  AND query !~* 'pg_stat_statements' AND calls > 10
+					ORDER BY toplevel DESC, total_exec_time + total_plan_time DESC" |
+					sed '1i | level | calls | plans | plan µs | exec µs | buffers/call | statement |\n|---|---:|---:|---:|---:|---:|---|'
 				echo
-			} >>"$RES/attribution.txt"
+			} >>"$RES/attribution.md"
 		done
 	done
-	cat "$RES/attribution.txt"
+	cat "$RES/attribution.md"
 fi
 
 echo

@@ -5,7 +5,12 @@
  *
  * All SQL that the C code issues lives in the table below.  Each entry is
  * prepared on first use with SPI_prepare, saved with SPI_keepplan and run
- * with SPI_execute_plan; user data only ever travels as parameters.
+ * with SPI_execute_plan; user data only ever travels as parameters.  The
+ * plan cache chooses between a custom and the generic plan by their
+ * estimated costs; an entry marked generic is prepared with
+ * CURSOR_OPT_GENERIC_PLAN, for a statement whose custom plans would win on
+ * estimates (a LIMIT parameter) and so be planned again on every call,
+ * although the generic plan is as good.
  * Every identifier and operator is schema-qualified, so a hostile
  * search_path cannot redirect the engine's statements.
  *
@@ -45,6 +50,7 @@ typedef struct WfPlanSpec
 	const char *sql;
 	int			nargs;
 	Oid			argtypes[WF_MAX_PLAN_ARGS];
+	bool		generic;		/* always use the generic plan */
 } WfPlanSpec;
 
 /* the snapshot columns, in the order WfRunStateFromTuple reads them */
@@ -189,15 +195,14 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		33, {WF_TRANSITION_TYPES}
 	},
 	[WF_PLAN_CLAIM] = {
-		"WITH c AS ("
-		" SELECT t.task_id FROM wf.tasks t"
-		" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
-		"  AND t.status OPERATOR(pg_catalog.=) 'ready'"
-		"  AND t.available_at OPERATOR(pg_catalog.<=) $5"
-		" ORDER BY t.available_at, t.task_id"
-		" LIMIT $3"
-		" FOR UPDATE SKIP LOCKED)"
-		" UPDATE wf.tasks t SET status = 'leased',"
+		/*
+		 * The ids are picked by a sub-select (claim index order, SKIP
+		 * LOCKED) and updated through the primary key.  This shape has a
+		 * good generic plan for any batch size, and the statement is
+		 * prepared to use it: with the limit as a parameter the plan cache
+		 * would otherwise plan it again on every call (see WfPlanSpec).
+		 */
+		"UPDATE wf.tasks t SET status = 'leased',"
 		"  fence = t.fence OPERATOR(pg_catalog.+) 1,"
 		"  deliveries = t.deliveries OPERATOR(pg_catalog.+) 1,"
 		"  worker = $4, claimed_at = $5, lease = $6, last_heartbeat_at = NULL,"
@@ -206,10 +211,18 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"  deadline_at = LEAST($5 OPERATOR(pg_catalog.+) $6,"
 		"   $5 OPERATOR(pg_catalog.+) t.start_to_close,"
 		"   $5 OPERATOR(pg_catalog.+) t.heartbeat_timeout)"
-		" FROM c WHERE t.task_id OPERATOR(pg_catalog.=) c.task_id"
+		" WHERE t.task_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"  SELECT c.task_id FROM wf.tasks c"
+		"  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
+		"   AND c.status OPERATOR(pg_catalog.=) 'ready'"
+		"   AND c.available_at OPERATOR(pg_catalog.<=) $5"
+		"  ORDER BY c.available_at, c.task_id"
+		"  LIMIT $3"
+		"  FOR UPDATE SKIP LOCKED))"
 		" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key,"
 		"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at",
-		6, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID}
+		6, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID},
+		true
 	},
 	[WF_PLAN_EVENTS_GET] = {
 		"SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at,"
@@ -482,7 +495,11 @@ WfExecPlan(WfPlanId id, Datum *values, const char *nulls,
 		const WfPlanSpec *spec = &plan_specs[id];
 		SPIPlanPtr	plan;
 
-		plan = SPI_prepare(spec->sql, spec->nargs, (Oid *) spec->argtypes);
+		if (spec->generic)
+			plan = SPI_prepare_cursor(spec->sql, spec->nargs, (Oid *) spec->argtypes,
+									  CURSOR_OPT_GENERIC_PLAN);
+		else
+			plan = SPI_prepare(spec->sql, spec->nargs, (Oid *) spec->argtypes);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for wfengine statement %d: %s",
 				 (int) id, SPI_result_code_string(SPI_result));

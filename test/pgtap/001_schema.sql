@@ -149,8 +149,8 @@ SELECT has_index('wf', 'tasks', 'tasks_claim_idx', ARRAY['tenant_id', 'queue', '
                  'claim index on wf.tasks');
 SELECT is((SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i
            WHERE i.indexrelid = 'wf.tasks_claim_idx'::regclass),
-          '(status = ANY (ARRAY[''ready''::text, ''leased''::text]))',
-          'the claim index covers only ready and leased tasks');
+          '(status = ''ready''::text)',
+          'the claim index covers only ready tasks');
 SELECT has_index('wf', 'tasks', 'tasks_attempt_key', ARRAY['run_id', 'step', 'visit', 'attempt'],
                  'attempt key index on wf.tasks');
 SELECT index_is_unique('wf', 'tasks', 'tasks_attempt_key', 'tasks_attempt_key is unique');
