@@ -150,6 +150,8 @@ SELECT pg_sleep(0.2);
 SELECT wf.tick();
 SELECT status FROM wf.runs WHERE run_id = :'run';
 SELECT type, payload->>'reason' AS reason FROM wf.history(:'run') WHERE seq > 3;
+-- the worker still holding the withdrawn attempt is told to stop
+SELECT wf.heartbeat(:t, :f);
 SELECT wf.complete_task(:t, :f, '{}');
 SELECT status FROM wf.tasks WHERE task_id = :t;
 SELECT wf.verify_run(:'run');

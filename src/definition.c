@@ -488,6 +488,23 @@ jsonpath_has_variable(Datum path)
 	return false;
 }
 
+/* argument of parse_jsonpath */
+typedef struct ParseJsonpathArg
+{
+	const char *text;
+	Datum		result;
+	bool		uses_variable;
+} ParseJsonpathArg;
+
+static void
+parse_jsonpath(void *arg)
+{
+	ParseJsonpathArg *a = (ParseJsonpathArg *) arg;
+
+	a->result = DirectFunctionCall1(jsonpath_in, CStringGetDatum(a->text));
+	a->uses_variable = jsonpath_has_variable(a->result);
+}
+
 /*
  * compile_jsonpath parses text with PostgreSQL's jsonpath parser inside
  * a subtransaction, so a syntax error becomes an error that names the
@@ -496,46 +513,19 @@ jsonpath_has_variable(Datum path)
 static Datum
 compile_jsonpath(const ValidateCtx *cx, const char *field, const char *text)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile Datum result = (Datum) 0;
-	char	   *volatile failure = NULL;
-	volatile bool uses_variable = false;
+	ParseJsonpathArg a = {text, (Datum) 0, false};
+	char	   *failure = NULL;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
-	{
-		result = DirectFunctionCall1(jsonpath_in, CStringGetDatum(text));
-		uses_variable = jsonpath_has_variable(result);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		failure = edata->message;
-	}
-	PG_END_TRY();
-
-	if (uses_variable)
+	if (!WfTryInSubxact(parse_jsonpath, &a, &failure))
+		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Paths are PostgreSQL jsonpath expressions over the run context, such as \"$.input.order.id\" or \"$.steps.charge.output\".",
+				  "invalid JSONPath \"%s\" (%s)", text, failure);
+	if (a.uses_variable)
 		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Refer to the run context through $, as in \"$.input.limit\".",
 				  "JSONPath \"%s\" uses a variable, and paths are evaluated without variables",
 				  text);
-	if (failure != NULL)
-		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
-				  "Paths are PostgreSQL jsonpath expressions over the run context, such as \"$.input.order.id\" or \"$.steps.charge.output\".",
-				  "invalid JSONPath \"%s\" (%s)", text, failure);
-	return result;
+	return a.result;
 }
 
 /*

@@ -278,8 +278,11 @@ wfengine_fail_task(PG_FUNCTION_ARGS)
  * wfengine_heartbeat is wf.heartbeat(task_id, fence, details): it extends
  * the lease of the current attempt by the lease it was claimed with,
  * pushes its heartbeat deadline, records the details as progress, and
- * answers "ok"; for a lease that is no longer current it answers "stale"
- * and changes nothing.  Heartbeats are not run events: they change the
+ * answers "ok".  When the engine has withdrawn the attempt under this
+ * lease (its step or run timed out, its run was paused), it answers
+ * "cancel_requested": the worker should stop, and its result would be
+ * stale.  For a lease that is no longer current it answers "stale".  The
+ * last two change nothing.  Heartbeats are not run events: they change the
  * task row only, in one statement, and the details are kept there.
  */
 Datum
@@ -335,7 +338,16 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 					 errmsg("fence %lld was never issued for task %lld",
 							(long long) fence, (long long) task_id),
 					 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
-		verdict = "stale";
+
+		/*
+		 * The current lease of an attempt that the engine withdrew (its step
+		 * or run timed out, its run was paused): the worker should stop.
+		 */
+		if (fence == current_fence &&
+			strcmp(WfGetTextOrNull(0, 1), "cancelled") == 0)
+			verdict = "cancel_requested";
+		else
+			verdict = "stale";
 	}
 	WfApiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(verdict));

@@ -291,12 +291,12 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		3, {INT8OID, TIMESTAMPTZOID, TEXTOID}
 	},
 	[WF_PLAN_TIMER_ERROR] = {
-		"UPDATE wf.timers tm SET errors = tm.errors OPERATOR(pg_catalog.+) 1, last_error = $2,"
-		" fire_at = $3 "
+		"UPDATE wf.timers tm SET errors = tm.errors OPERATOR(pg_catalog.+) 1, last_error = $3,"
+		" fire_at = $2 "
 		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'",
-		3, {INT8OID, TEXTOID, TIMESTAMPTZOID}
+		3, {INT8OID, TIMESTAMPTZOID, TEXTOID}
 	},
-	[WF_PLAN_DEADLINE_ERROR] = {
+	[WF_PLAN_TASK_SET_DEADLINE] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased')",
 		2, {INT8OID, TIMESTAMPTZOID}
@@ -444,11 +444,14 @@ WfTimerIdSequence(void)
 }
 
 /*
- * WfParseTimestamp parses text as a timestamptz inside a subtransaction,
- * so that text that is not a timestamp gives false instead of an error.
+ * WfTryInSubxact runs fn(arg) inside an internal subtransaction.  On an
+ * error the subtransaction is rolled back, the message is returned in
+ * *failure (when failure is not NULL) and false is returned; the caller's
+ * transaction goes on.  Resource owner and memory context are restored
+ * either way.
  */
 bool
-WfParseTimestamp(const char *text, TimestampTz *result)
+WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -458,25 +461,60 @@ WfParseTimestamp(const char *text, TimestampTz *result)
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
-		*result = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-														  CStringGetDatum(text),
-														  ObjectIdGetDatum(InvalidOid),
-														  Int32GetDatum(-1)));
+		fn(arg);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
 	}
 	PG_CATCH();
 	{
+		ErrorData  *edata;
+
 		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
+		if (failure != NULL)
+			*failure = edata->message;
 		ok = false;
 	}
 	PG_END_TRY();
-	return ok && !TIMESTAMP_NOT_FINITE(*result);
+	return ok;
+}
+
+/* argument of parse_timestamp */
+typedef struct ParseTimestampArg
+{
+	const char *text;
+	TimestampTz result;
+} ParseTimestampArg;
+
+static void
+parse_timestamp(void *arg)
+{
+	ParseTimestampArg *a = (ParseTimestampArg *) arg;
+
+	a->result = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+														CStringGetDatum(a->text),
+														ObjectIdGetDatum(InvalidOid),
+														Int32GetDatum(-1)));
+}
+
+/*
+ * WfParseTimestamp parses text as a finite timestamptz; text that is not
+ * one gives false instead of an error.
+ */
+bool
+WfParseTimestamp(const char *text, TimestampTz *result)
+{
+	ParseTimestampArg a = {text, 0};
+
+	if (!WfTryInSubxact(parse_timestamp, &a, NULL) || TIMESTAMP_NOT_FINITE(a.result))
+		return false;
+	*result = a.result;
+	return true;
 }
 
 /*

@@ -45,7 +45,7 @@ typedef enum WfPlanId
 	WF_PLAN_LOCK_TIMER_AND_RUN,
 	WF_PLAN_TIMER_DONE,
 	WF_PLAN_TIMER_ERROR,
-	WF_PLAN_DEADLINE_ERROR,
+	WF_PLAN_TASK_SET_DEADLINE,
 	WF_PLAN_TASK_REQUEUE,
 	WF_PLAN_HEARTBEAT,
 	WF_PLAN_TASK_TIME_OUT,
@@ -62,5 +62,6 @@ extern Datum WfGetDatum(int row, int col, bool *isnull);
 extern Datum WfGetDatumNotNull(int row, int col);
 extern char *WfGetTextOrNull(int row, int col);
 extern void WfRegisterResetCallback(void (*callback) (void));
+extern bool WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure);
 
 #endif							/* WF_SPI_UTIL_H */

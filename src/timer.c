@@ -67,49 +67,99 @@ PG_FUNCTION_INFO_V1(wfengine_tick);
 /* forward declarations */
 static void fire_timer(int64 timer_id, const char *tenant, TimestampTz now);
 static void fire_deadline(int64 task_id, const char *tenant, TimestampTz now);
-static bool run_in_subxact(void (*fn) (int64, const char *, TimestampTz),
-						   int64 id, const char *tenant, TimestampTz now,
-						   char **failure);
 static int64 quarantine_delay(int k);
 static Jsonb *timeout_error(const char *which);
+static void put_off_timer(int64 timer_id, TimestampTz retry_at, const char *failure);
+static void put_off_deadline(int64 task_id, TimestampTz retry_at, const char *failure);
+
+/* one item of a batch: what fire_item hands to its handler */
+typedef struct FireArg
+{
+	void		(*handler) (int64 id, const char *tenant, TimestampTz now);
+	int64		id;
+	const char *tenant;
+	TimestampTz now;
+} FireArg;
+
+static void
+fire_item(void *arg)
+{
+	FireArg    *a = (FireArg *) arg;
+
+	a->handler(a->id, a->tenant, a->now);
+}
 
 /*
- * run_in_subxact runs fn inside an internal subtransaction.  On error the
- * subtransaction is rolled back, the message is returned in *failure and
- * false is returned; the caller's transaction goes on.
+ * fire_batch reads up to max due items with due_plan and hands each to
+ * handler in its own subtransaction.  An item whose handling fails is
+ * logged and put off for WF_TIMER_ERROR_DELAY with error_plan; the others
+ * go on.  Returns how many items it handled.
  */
-static bool
-run_in_subxact(void (*fn) (int64, const char *, TimestampTz), int64 id,
-			   const char *tenant, TimestampTz now, char **failure)
+static int
+fire_batch(WfPlanId due_plan,
+		   void (*handler) (int64, const char *, TimestampTz),
+		   void (*put_off) (int64, TimestampTz, const char *),
+		   const char *what, int max, TimestampTz now)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile bool ok = true;
+	Datum		values[2];
+	uint64		n;
+	uint64		i;
+	int64	   *ids;
+	char	  **tenants;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = Int64GetDatum((int64) max);
+	n = WfExecPlan(due_plan, values, NULL, false, 0, SPI_OK_SELECT);
+	ids = palloc(sizeof(int64) * Max(n, 1));
+	tenants = palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
 	{
-		fn(id, tenant, now);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
+		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
+		tenants[i] = WfGetTextOrNull(i, 2);
 	}
-	PG_CATCH();
+	for (i = 0; i < n; i++)
 	{
-		ErrorData  *edata;
+		FireArg		a = {handler, ids[i], tenants[i], now};
+		char	   *failure = NULL;
 
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		*failure = edata->message;
-		ok = false;
+		CHECK_FOR_INTERRUPTS();
+		if (WfTryInSubxact(fire_item, &a, &failure))
+			continue;
+		ereport(WARNING,
+				(errmsg("could not handle %s %lld: %s", what, (long long) ids[i], failure),
+				 errhint("It is tried again in 10 seconds.")));
+		put_off(ids[i], now + WF_TIMER_ERROR_DELAY, failure);
 	}
-	PG_END_TRY();
-	return ok;
+	return (int) n;
+}
+
+/*
+ * put_off_timer moves a timer whose handling failed to retry_at, and keeps
+ * the error with it.
+ */
+static void
+put_off_timer(int64 timer_id, TimestampTz retry_at, const char *failure)
+{
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(timer_id);
+	values[1] = TimestampTzGetDatum(retry_at);
+	values[2] = CStringGetTextDatum(failure);
+	WfExecPlan(WF_PLAN_TIMER_ERROR, values, NULL, false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * put_off_deadline moves the deadline of a task whose handling failed to
+ * retry_at; the error is in the log.
+ */
+static void
+put_off_deadline(int64 task_id, TimestampTz retry_at, const char *failure)
+{
+	Datum		values[2];
+
+	values[0] = Int64GetDatum(task_id);
+	values[1] = TimestampTzGetDatum(retry_at);
+	WfExecPlan(WF_PLAN_TASK_SET_DEADLINE, values, NULL, false, 0, SPI_OK_UPDATE);
 }
 
 /*
@@ -453,7 +503,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 												heartbeat_at ? heartbeat_at : DT_NOEND)));
 		if (DatumGetTimestampTz(values[1]) == DT_NOEND)
 			values[1] = (Datum) 0;
-		WfExecPlan(WF_PLAN_DEADLINE_ERROR, values,
+		WfExecPlan(WF_PLAN_TASK_SET_DEADLINE, values,
 				   DatumGetTimestampTz(values[1]) == 0 ? " n" : NULL,
 				   false, 0, SPI_OK_UPDATE);
 		return;
@@ -471,77 +521,15 @@ int
 WfTimerTick(int max_fire, TimestampTz *next_due)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	Datum		values[2];
-	uint64		n;
-	uint64		i;
-	int64	   *ids;
-	char	  **tenants;
-	int			handled = 0;
+	int			handled;
 	bool		isnull;
 	Datum		d;
 
 	WfApiBegin();
-
-	/* due timers */
-	values[0] = TimestampTzGetDatum(now);
-	values[1] = Int64GetDatum((int64) max_fire);
-	n = WfExecPlan(WF_PLAN_TIMERS_DUE, values, NULL, false, 0, SPI_OK_SELECT);
-	ids = palloc(sizeof(int64) * Max(n, 1));
-	tenants = palloc(sizeof(char *) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
-		tenants[i] = WfGetTextOrNull(i, 2);
-	}
-	for (i = 0; i < n; i++)
-	{
-		char	   *failure = NULL;
-
-		CHECK_FOR_INTERRUPTS();
-		if (!run_in_subxact(fire_timer, ids[i], tenants[i], now, &failure))
-		{
-			Datum		ev[3];
-
-			ereport(WARNING,
-					(errmsg("could not fire timer %lld: %s", (long long) ids[i], failure),
-					 errhint("The timer is tried again in 10 seconds.")));
-			ev[0] = Int64GetDatum(ids[i]);
-			ev[1] = CStringGetTextDatum(failure);
-			ev[2] = TimestampTzGetDatum(now + WF_TIMER_ERROR_DELAY);
-			WfExecPlan(WF_PLAN_TIMER_ERROR, ev, NULL, false, 0, SPI_OK_UPDATE);
-		}
-		handled++;
-	}
-
-	/* due task deadlines */
-	values[1] = Int64GetDatum((int64) Max(max_fire - handled, 1));
-	n = WfExecPlan(WF_PLAN_DEADLINES_DUE, values, NULL, false, 0, SPI_OK_SELECT);
-	ids = palloc(sizeof(int64) * Max(n, 1));
-	tenants = palloc(sizeof(char *) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
-		tenants[i] = WfGetTextOrNull(i, 2);
-	}
-	for (i = 0; i < n; i++)
-	{
-		char	   *failure = NULL;
-
-		CHECK_FOR_INTERRUPTS();
-		if (!run_in_subxact(fire_deadline, ids[i], tenants[i], now, &failure))
-		{
-			Datum		ev[2];
-
-			ereport(WARNING,
-					(errmsg("could not handle the deadline of task %lld: %s",
-							(long long) ids[i], failure),
-					 errhint("The deadline is tried again in 10 seconds.")));
-			ev[0] = Int64GetDatum(ids[i]);
-			ev[1] = TimestampTzGetDatum(now + WF_TIMER_ERROR_DELAY);
-			WfExecPlan(WF_PLAN_DEADLINE_ERROR, ev, NULL, false, 0, SPI_OK_UPDATE);
-		}
-		handled++;
-	}
+	handled = fire_batch(WF_PLAN_TIMERS_DUE, fire_timer, put_off_timer,
+						 "timer", max_fire, now);
+	handled += fire_batch(WF_PLAN_DEADLINES_DUE, fire_deadline, put_off_deadline,
+						  "the deadline of task", Max(max_fire - handled, 1), now);
 
 	WfExecPlan(WF_PLAN_NEXT_DUE, NULL, NULL, true, 1, SPI_OK_SELECT);
 	d = WfGetDatum(0, 1, &isnull);
