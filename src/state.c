@@ -97,14 +97,37 @@ static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
 
 /*
+ * name_of returns names[value], refusing a value outside [first, last].
+ */
+static const char *
+name_of(const char *const *names, int first, int last, int value, const char *what)
+{
+	if (value < first || value > last)
+		elog(ERROR, "invalid %s %d", what, value);
+	return names[value];
+}
+
+/*
+ * value_of returns the index in [first, last] of name in names, or 0.
+ */
+static int
+value_of(const char *const *names, int first, int last, const char *name)
+{
+	int			i;
+
+	for (i = first; i <= last; i++)
+		if (strcmp(names[i], name) == 0)
+			return i;
+	return 0;
+}
+
+/*
  * WfRunStatusName returns the stored name of a run status.
  */
 const char *
 WfRunStatusName(WfRunStatus status)
 {
-	if (status < WF_RUN_NONE || status > WF_RUN_PAUSED)
-		elog(ERROR, "invalid run status %d", (int) status);
-	return run_status_names[status];
+	return name_of(run_status_names, WF_RUN_NONE, WF_RUN_PAUSED, status, "run status");
 }
 
 /*
@@ -113,12 +136,7 @@ WfRunStatusName(WfRunStatus status)
 WfRunStatus
 WfRunStatusFromName(const char *name)
 {
-	int			i;
-
-	for (i = WF_RUN_RUNNING; i <= WF_RUN_PAUSED; i++)
-		if (strcmp(run_status_names[i], name) == 0)
-			return (WfRunStatus) i;
-	return WF_RUN_NONE;
+	return (WfRunStatus) value_of(run_status_names, WF_RUN_RUNNING, WF_RUN_PAUSED, name);
 }
 
 /*
@@ -127,9 +145,7 @@ WfRunStatusFromName(const char *name)
 const char *
 WfEventTypeName(WfEventType type)
 {
-	if (type < WF_EV_RUN_STARTED || type > WF_EV_LAST)
-		elog(ERROR, "invalid event type %d", (int) type);
-	return event_type_names[type];
+	return name_of(event_type_names, WF_EV_RUN_STARTED, WF_EV_LAST, type, "event type");
 }
 
 /*
@@ -138,12 +154,7 @@ WfEventTypeName(WfEventType type)
 WfEventType
 WfEventTypeFromName(const char *name)
 {
-	int			i;
-
-	for (i = WF_EV_RUN_STARTED; i <= WF_EV_LAST; i++)
-		if (strcmp(event_type_names[i], name) == 0)
-			return (WfEventType) i;
-	return (WfEventType) 0;
+	return (WfEventType) value_of(event_type_names, WF_EV_RUN_STARTED, WF_EV_LAST, name);
 }
 
 /*
@@ -152,9 +163,7 @@ WfEventTypeFromName(const char *name)
 const char *
 WfTimerKindName(WfTimerKind kind)
 {
-	if (kind < WF_TIMER_RETRY || kind > WF_TIMER_RUN_TIMEOUT)
-		elog(ERROR, "invalid timer kind %d", (int) kind);
-	return timer_kind_names[kind];
+	return name_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_RUN_TIMEOUT, kind, "timer kind");
 }
 
 /*
@@ -163,12 +172,7 @@ WfTimerKindName(WfTimerKind kind)
 WfTimerKind
 WfTimerKindFromName(const char *name)
 {
-	int			i;
-
-	for (i = WF_TIMER_RETRY; i <= WF_TIMER_RUN_TIMEOUT; i++)
-		if (strcmp(timer_kind_names[i], name) == 0)
-			return (WfTimerKind) i;
-	return (WfTimerKind) 0;
+	return (WfTimerKind) value_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_RUN_TIMEOUT, name);
 }
 
 /*
