@@ -30,6 +30,7 @@ OBJS = \
 	src/claim.o \
 	src/result.o \
 	src/replay.o \
+	src/approval.o \
 	src/shmem.o \
 	src/notify.o \
 	src/schedule.o \
@@ -55,6 +56,7 @@ REGRESS = \
 	120_claim_wait \
 	130_notify \
 	140_schedules \
+	150_approvals \
 	090_errors
 REGRESS_OPTS = --inputdir=.
 

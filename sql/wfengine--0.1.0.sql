@@ -189,7 +189,8 @@ CREATE TABLE wf.timers (
     tenant_id       text NOT NULL,
     run_id          uuid NOT NULL,
     kind            text NOT NULL
-                    CHECK (kind IN ('retry', 'sleep', 'step_timeout', 'run_timeout')),
+                    CHECK (kind IN ('retry', 'sleep', 'step_timeout', 'run_timeout',
+                                    'approval_expiry')),
     step            text,
     generation      integer NOT NULL,
     due_at          timestamptz NOT NULL,
@@ -210,6 +211,50 @@ COMMENT ON TABLE wf.timers IS
 'Durable timers of runs; the engine worker fires them (or wf.tick() without preload).';
 COMMENT ON COLUMN wf.timers.due_at IS
 'When the timer is due; fire_at starts equal and moves on only when firing failed and is retried.';
+
+-- Approvals: one row per approver of a visit of an approval step.  Only a
+-- keyed hash of the current token is stored (never the token itself); a
+-- re-issue replaces it, a decision or the end of the step clears it.
+CREATE SEQUENCE wf.approval_id_seq AS bigint;
+
+CREATE TABLE wf.approvals (
+    approval_id     bigint PRIMARY KEY DEFAULT pg_catalog.nextval('wf.approval_id_seq'),
+    tenant_id       text NOT NULL,
+    run_id          uuid NOT NULL,
+    step            text NOT NULL,
+    visit           integer NOT NULL,
+    approver        text NOT NULL,
+    status          text NOT NULL DEFAULT 'pending'
+                    CHECK (status IN ('pending', 'decided', 'closed')),
+    token_hash      bytea UNIQUE,
+    token_generation integer NOT NULL DEFAULT 0,
+    expires_at      timestamptz,
+    decision        text CHECK (decision IN ('approve', 'reject')),
+    comment         text,
+    data            jsonb,
+    decided_at      timestamptz,
+    decided_by      text,
+    created_at      timestamptz NOT NULL,
+    UNIQUE (run_id, step, visit, approver)
+);
+ALTER SEQUENCE wf.approval_id_seq OWNED BY wf.approvals.approval_id;
+COMMENT ON TABLE wf.approvals IS
+'Approvers of approval steps; only keyed hashes of their one-time tokens are stored.';
+
+-- Every use of wf.decide(), good or bad, including tokens that match nothing.
+CREATE TABLE wf.approval_attempts (
+    attempt_id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id       text NOT NULL,
+    attempted_at    timestamptz NOT NULL,
+    actor           text NOT NULL,
+    approver        text,
+    decision        text,
+    outcome         text NOT NULL,
+    run_id          uuid,
+    step            text
+);
+COMMENT ON TABLE wf.approval_attempts IS
+'Audit of every call of wf.decide(): who, when, for whom, and the answer; never the token.';
 
 -- The C API.
 CREATE FUNCTION wf.publish_definition(name text, spec jsonb)
@@ -275,6 +320,22 @@ LANGUAGE C VOLATILE STRICT;
 REVOKE ALL ON FUNCTION wf.tick(integer) FROM PUBLIC;
 COMMENT ON FUNCTION wf.tick(integer) IS
 'Fires due timers and task deadlines now, as the engine worker does; for tests and for servers without preload (schedule it with pg_cron).';
+
+CREATE FUNCTION wf.issue_approval_tokens(task_id bigint, fence bigint)
+RETURNS TABLE (approver text, token text, expires_at timestamptz)
+AS 'MODULE_PATHNAME', 'wfengine_issue_approval_tokens'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.issue_approval_tokens(bigint, bigint) IS
+'Mints one-time tokens for the approvers of the approval step whose notification task the caller holds; earlier tokens stop working.';
+
+CREATE FUNCTION wf.decide(token text,
+                          decision text,
+                          approver text,
+                          comment text DEFAULT NULL,
+                          data jsonb DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_decide'
+LANGUAGE C VOLATILE;
 
 CREATE FUNCTION wf.run_status(run uuid)
 RETURNS text
@@ -355,6 +416,10 @@ SELECT pg_catalog.pg_extension_config_dump('wf.events', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.tasks', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.task_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.timers', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.approvals', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.approval_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.approval_attempts', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.approval_attempts_attempt_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.timer_id_seq', '');
 
 -- CREATE EXTENSION runs with client_min_messages at WARNING or above.

@@ -26,6 +26,7 @@
 #include "utils/timestamp.h"
 
 #include "crypto.h"
+#include "guc.h"
 
 /* forward declarations */
 static void hash_cstring(crypto_generichash_state *st, const char *s);
@@ -144,4 +145,101 @@ double
 WfRandomFraction(void)
 {
 	return (double) randombytes_uniform(1000000000) / 1000000000.0;
+}
+
+/*
+ * The approval token key: wfengine.approval_key, 32 or more bytes written
+ * in hex, readable by superusers only.  Tokens are hashed with BLAKE2b
+ * keyed by it, so that the stored hashes are worthless without the key.
+ */
+static bool
+token_key(uint8 *key, size_t *keylen)
+{
+	size_t		bin_len = 0;
+
+	if (wf_approval_key == NULL || wf_approval_key[0] == '\0')
+		return false;
+	if (sodium_hex2bin(key, crypto_generichash_KEYBYTES_MAX, wf_approval_key,
+					   strlen(wf_approval_key), NULL, &bin_len, NULL) != 0 ||
+		bin_len < crypto_generichash_KEYBYTES)
+		return false;
+	*keylen = bin_len;
+	return true;
+}
+
+/*
+ * WfTokenKeyConfigured tells whether a usable approval key is set.
+ */
+bool
+WfTokenKeyConfigured(void)
+{
+	uint8		key[crypto_generichash_KEYBYTES_MAX];
+	size_t		keylen;
+	bool		ok = token_key(key, &keylen);
+
+	sodium_memzero(key, sizeof(key));
+	return ok;
+}
+
+/*
+ * keyed_hash hashes the raw bytes of a token with the approval key.
+ */
+static void
+keyed_hash(const uint8 *raw, uint8 *hash)
+{
+	uint8		key[crypto_generichash_KEYBYTES_MAX];
+	size_t		keylen;
+
+	if (!token_key(key, &keylen))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("approval tokens need wfengine.approval_key"),
+				 errhint("A superuser sets wfengine.approval_key to at least 32 random bytes in hex, e.g. the output of \"openssl rand -hex 32\".")));
+	crypto_generichash(hash, WF_HASH_LEN, raw, WF_TOKEN_BYTES, key, keylen);
+	sodium_memzero(key, sizeof(key));
+}
+
+/*
+ * WfMintToken makes a new token: 256 random bits, given out in URL-safe
+ * base64 behind a recognisable prefix.  text receives the token (at least
+ * WF_TOKEN_TEXT_LEN bytes), hash its keyed hash.  The raw bytes are wiped.
+ */
+void
+WfMintToken(char *text, uint8 *hash)
+{
+	uint8		raw[WF_TOKEN_BYTES];
+
+	randombytes_buf(raw, sizeof(raw));
+	keyed_hash(raw, hash);
+	strcpy(text, WF_TOKEN_PREFIX);
+	sodium_bin2base64(text + strlen(WF_TOKEN_PREFIX),
+					  WF_TOKEN_TEXT_LEN - strlen(WF_TOKEN_PREFIX),
+					  raw, sizeof(raw), sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	sodium_memzero(raw, sizeof(raw));
+}
+
+/*
+ * WfHashToken computes the keyed hash of a token given out by
+ * WfMintToken; false when text does not have the token's form.
+ */
+bool
+WfHashToken(const char *text, uint8 *hash)
+{
+	uint8		raw[WF_TOKEN_BYTES];
+	size_t		len = 0;
+	size_t		plen = strlen(WF_TOKEN_PREFIX);
+
+	if (strncmp(text, WF_TOKEN_PREFIX, plen) != 0 ||
+		sodium_base642bin(raw, sizeof(raw), text + plen, strlen(text + plen),
+						  NULL, &len, NULL, sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
+		len != WF_TOKEN_BYTES)
+	{
+		/* still spend the time of a hash, whatever the input */
+		memset(raw, 0, sizeof(raw));
+		keyed_hash(raw, hash);
+		return false;
+	}
+	keyed_hash(raw, hash);
+	sodium_memzero(raw, sizeof(raw));
+	return true;
 }

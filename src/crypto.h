@@ -40,4 +40,13 @@ extern void WfHashEvent(const WfEventHashInput *in, uint8 *out);
 extern void WfNewRunId(pg_uuid_t *uuid);
 extern double WfRandomFraction(void);
 
+/* approval tokens: "wfa_" and 43 characters of URL-safe base64 */
+#define WF_TOKEN_PREFIX "wfa_"
+#define WF_TOKEN_BYTES 32
+#define WF_TOKEN_TEXT_LEN 48	/* prefix + 43 + NUL, rounded */
+
+extern bool WfTokenKeyConfigured(void);
+extern void WfMintToken(char *text, uint8 *hash);
+extern bool WfHashToken(const char *text, uint8 *hash);
+
 #endif							/* WF_CRYPTO_H */

@@ -97,6 +97,10 @@ static const char *const task_fields[] = {
 static const char *const sleep_fields[] = {
 	"description", "duration", "end", "name", "next", "type", "until", NULL
 };
+static const char *const approval_fields[] = {
+	"approvers", "description", "end", "expires", "name", "next",
+	"notify_queue", "on_expiry", "policy", "retry", "timeout", "type", NULL
+};
 static const char *const retry_fields[] = {
 	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
 	"max_interval", "non_retryable_errors", NULL
@@ -135,8 +139,9 @@ static void compile_retry(const ValidateCtx *cx, JsonbContainer *step,
 static void compile_timeouts(const ValidateCtx *cx, JsonbContainer *step,
 							 WfTimeouts *timeout);
 static void compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd);
+static void compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void check_graph(const ValidateCtx *cx, WfDefinition *def,
-						char **next_names);
+						char **next_names, char **expiry_names);
 static WfDefinition *compile_definition(const char *name, Jsonb *spec,
 										bool enforce_limits);
 
@@ -687,6 +692,85 @@ compile_timeouts(const ValidateCtx *cx, JsonbContainer *step, WfTimeouts *timeou
 }
 
 /*
+ * compile_approval validates and compiles an approval step: who may
+ * decide (a list, or a JSONPath into the run context), the policy, the
+ * expiry, and the queue of the task that delivers the tokens.
+ */
+static void
+compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
+{
+	JsonbValue *v;
+
+	sd->type = WF_STEP_APPROVAL;
+	check_fields(cx, NULL, s, approval_fields);
+	(void) get_string(cx, s, "description", "description", false);
+
+	sd->queue = get_string(cx, s, "notify_queue", "notify_queue", true);
+	if (!valid_identifier(sd->queue, WF_MAX_STEP_NAME_LEN, true))
+		def_error(cx, "notify_queue", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A queue name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
+				  "invalid queue name \"%s\"", sd->queue);
+
+	v = obj_get(s, "approvers");
+	if (v != NULL && v->type == jbvString && v->val.string.len > 0 &&
+		v->val.string.val[0] == '$')
+		sd->approvers_path = compile_jsonpath(cx, "approvers", value_cstring(v));
+	else if (v != NULL && is_array(v) && JsonContainerSize(v->val.binary.data) > 0)
+	{
+		JsonbIterator *it = JsonbIteratorInit(v->val.binary.data);
+		JsonbValue	ev;
+		JsonbIteratorToken tok;
+		int			i = 0;
+
+		sd->approvers = palloc0(sizeof(char *) * JsonContainerSize(v->val.binary.data));
+		while ((tok = JsonbIteratorNext(&it, &ev, true)) != WJB_DONE)
+		{
+			if (tok != WJB_ELEM)
+				continue;
+			if (ev.type != jbvString || ev.val.string.len == 0)
+				def_error(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+						  "must be an array of non-empty strings");
+			sd->approvers[i++] = value_cstring(&ev);
+		}
+		sd->n_approvers = i;
+	}
+	else
+		def_error(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Give the approvers as an array such as [\"alice\", \"bob\"], or as a JSONPath such as \"$.input.approvers\" that finds one.",
+				  "must be a non-empty array of approvers or a JSONPath");
+
+	sd->policy = WF_POLICY_ANY;
+	sd->quorum = 1;
+	v = obj_get(s, "policy");
+	if (v != NULL && v->type == jbvString && strncmp(v->val.string.val, "all", v->val.string.len) == 0 &&
+		v->val.string.len == 3)
+		sd->policy = WF_POLICY_ALL;
+	else if (v != NULL && v->type == jbvString && v->val.string.len == 3 &&
+			 strncmp(v->val.string.val, "any", 3) == 0)
+		sd->policy = WF_POLICY_ANY;
+	else if (v != NULL && is_object(v))
+	{
+		check_fields(cx, "policy", v->val.binary.data, (const char *const[]) {"quorum", NULL});
+		sd->policy = WF_POLICY_QUORUM;
+		sd->quorum = (int32) get_number(cx, v->val.binary.data, "quorum", "policy.quorum",
+										1, 1000, 1, true);
+		if (sd->n_approvers > 0 && sd->quorum > sd->n_approvers)
+			def_error(cx, "policy.quorum", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "needs %d approvals, but the step names only %d approvers",
+					  sd->quorum, sd->n_approvers);
+	}
+	else if (v != NULL)
+		def_error(cx, "policy", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Use \"any\", \"all\" or {\"quorum\": N}.",
+				  "must be \"any\", \"all\" or a quorum");
+
+	sd->expires = get_duration(cx, s, "expires", "expires");
+	sd->expiry_next = WF_STEP_END;
+	compile_retry(cx, s, &sd->retry);
+	compile_timeouts(cx, s, &sd->timeout);
+}
+
+/*
  * compile_step validates and compiles one step; its "next" is resolved
  * later by check_graph.
  */
@@ -722,9 +806,14 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 		sd->retry.max_attempts = 1;
 		return;
 	}
+	if (type != NULL && strcmp(type, "approval") == 0)
+	{
+		compile_approval(cx, s, sd);
+		return;
+	}
 	if (type != NULL && strcmp(type, "task") != 0)
 		def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
-				  "Supported step types: task, sleep.",
+				  "Supported step types: task, sleep, approval.",
 				  "unsupported step type \"%s\"", type);
 	sd->type = WF_STEP_TASK;
 	check_fields(cx, NULL, s, task_fields);
@@ -751,7 +840,8 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
  * from the first one and can reach the end.
  */
 static void
-check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names)
+check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names,
+			char **expiry_names)
 {
 	int			n = def->nsteps;
 	bool	   *reachable = palloc0(sizeof(bool) * n);
@@ -775,15 +865,37 @@ check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names)
 		}
 	}
 
-	/* which steps can reach the end: a fixpoint over the successors */
+	for (i = 0; i < n; i++)
+	{
+		WfStepDef  *sd = &def->steps[i];
+
+		if (expiry_names[i] == NULL)
+			continue;
+		sd->expiry_next = WfDefinitionStepIndex(def, expiry_names[i]);
+		if (sd->expiry_next < 0)
+		{
+			scx.step = sd->name;
+			def_error(&scx, "on_expiry", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Give \"fail\" or the name of a step.",
+					  "names step \"%s\", which does not exist", expiry_names[i]);
+		}
+	}
+
+	/*
+	 * Which steps can reach the end: a fixpoint over the successors (the
+	 * next step, and the step an approval goes to when it expires; an
+	 * expiry that fails the run is an end too).
+	 */
 	do
 	{
 		changed = false;
 		for (i = 0; i < n; i++)
 		{
 			int			next = def->steps[i].next;
+			int			alt = def->steps[i].expiry_next;
 
-			if (!ends[i] && (next == WF_STEP_END || ends[next]))
+			if (!ends[i] && (next == WF_STEP_END || ends[next] ||
+							 (expiry_names[i] != NULL && ends[alt])))
 			{
 				ends[i] = true;
 				changed = true;
@@ -792,12 +904,23 @@ check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names)
 	} while (changed);
 
 	/* which steps are reachable from the first */
-	i = 0;
-	while (i != WF_STEP_END && !reachable[i])
+	reachable[0] = true;
+	do
 	{
-		reachable[i] = true;
-		i = def->steps[i].next;
-	}
+		changed = false;
+		for (i = 0; i < n; i++)
+		{
+			int			next = def->steps[i].next;
+			int			alt = def->steps[i].expiry_next;
+
+			if (!reachable[i])
+				continue;
+			if (next != WF_STEP_END && !reachable[next])
+				reachable[next] = changed = true;
+			if (expiry_names[i] != NULL && !reachable[alt])
+				reachable[alt] = changed = true;
+		}
+	} while (changed);
 
 	for (i = 0; i < n; i++)
 	{
@@ -834,6 +957,7 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 	JsonbValue	sv;
 	JsonbIteratorToken tok;
 	char	  **next_names;
+	char	  **expiry_names;
 	int			n;
 	int			i;
 
@@ -866,6 +990,7 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 	def->nsteps = n;
 	def->steps = palloc0(sizeof(WfStepDef) * n);
 	next_names = palloc0(sizeof(char *) * n);
+	expiry_names = palloc0(sizeof(char *) * n);
 
 	it = JsonbIteratorInit(steps->val.binary.data);
 	i = 0;
@@ -900,6 +1025,17 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 		compile_step(&cx, &sv, sd);
 
 		next_names[i] = get_string(&cx, sv.val.binary.data, "next", "next", false);
+		if (sd->type == WF_STEP_APPROVAL)
+		{
+			char	   *on_expiry = get_string(&cx, sv.val.binary.data, "on_expiry",
+											   "on_expiry", false);
+
+			if (on_expiry != NULL && strcmp(on_expiry, "fail") != 0)
+				expiry_names[i] = on_expiry;
+			if (on_expiry != NULL && sd->expires == 0)
+				def_error(&cx, "on_expiry", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+						  "needs \"expires\"");
+		}
 		endv = obj_get(sv.val.binary.data, "end");
 		if (endv != NULL && endv->type != jbvBool)
 			def_error(&cx, "end", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
@@ -916,7 +1052,7 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 
 	cx.step = NULL;
 	cx.step_pos = 0;
-	check_graph(&cx, def, next_names);
+	check_graph(&cx, def, next_names, expiry_names);
 	return def;
 }
 

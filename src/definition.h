@@ -22,8 +22,17 @@
 typedef enum WfStepType
 {
 	WF_STEP_TASK = 1,
-	WF_STEP_SLEEP = 2
+	WF_STEP_SLEEP = 2,
+	WF_STEP_APPROVAL = 3
 } WfStepType;
+
+/* how many decisions an approval step needs */
+typedef enum WfApprovalPolicy
+{
+	WF_POLICY_ANY = 1,			/* one approval */
+	WF_POLICY_ALL = 2,			/* every approver */
+	WF_POLICY_QUORUM = 3		/* quorum distinct approvers */
+} WfApprovalPolicy;
 
 /* one entry of an input or output mapping */
 typedef struct WfMapping
@@ -70,6 +79,14 @@ typedef struct WfStepDef
 	/* sleep steps: a fixed duration, or a timestamp found in the context */
 	int64		sleep_duration; /* microseconds, 0 when "until" is used */
 	Datum		sleep_until;	/* compiled jsonpath, 0 when not used */
+	/* approval steps */
+	int			n_approvers;	/* fixed approvers, or 0 with a path */
+	char	  **approvers;
+	Datum		approvers_path; /* compiled jsonpath, or 0 */
+	WfApprovalPolicy policy;
+	int32		quorum;			/* for WF_POLICY_QUORUM */
+	int64		expires;		/* microseconds, 0 = never */
+	int			expiry_next;	/* step on expiry, or WF_STEP_END to fail */
 } WfStepDef;
 
 /* one compiled, immutable definition version */

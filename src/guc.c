@@ -42,6 +42,7 @@ check_quarantine_delays(char **newval, void **extra, GucSource source)
 }
 
 /* GUC variables */
+char	   *wf_approval_key = NULL;
 char	   *wf_databases = NULL;
 bool		wf_enabled = true;
 int			wf_launcher_naptime = 30;
@@ -60,6 +61,14 @@ int			wf_timer_batch = 100;
 void
 WfGucInit(void)
 {
+	DefineCustomStringVariable("wfengine.approval_key",
+							   gettext_noop("Sets the key that approval tokens are hashed with."),
+							   gettext_noop("At least 32 random bytes written in hex. Only keyed hashes of tokens are stored; changing the key invalidates every outstanding token."),
+							   &wf_approval_key,
+							   "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
+
 	DefineCustomStringVariable("wfengine.databases",
 							   gettext_noop("Sets the databases the engine workers serve."),
 							   gettext_noop("A comma-separated list of database names; empty means every database in which the extension is installed."),

@@ -14,6 +14,7 @@
 #define WF_GUC_H
 
 /* GUC variables (alphabetical, as in guc.c) */
+extern char *wf_approval_key;
 extern char *wf_databases;
 extern bool wf_enabled;
 extern int	wf_launcher_naptime;

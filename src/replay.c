@@ -109,7 +109,8 @@ log_event(ReplayLog *log, const WfEvent *ev)
 		return;
 	}
 	if (ev->type != WF_EV_TASK_SCHEDULED && ev->type != WF_EV_TASK_COMPLETED &&
-		ev->type != WF_EV_TASK_FAILED && ev->type != WF_EV_TASK_CANCELLED)
+		ev->type != WF_EV_TASK_FAILED && ev->type != WF_EV_TASK_CANCELLED &&
+		ev->type != WF_EV_APPROVAL_NOTIFIED)
 		return;
 
 	task_id = WfJsonbGetInt(ev->payload, "task_id", 0);
@@ -140,10 +141,10 @@ log_event(ReplayLog *log, const WfEvent *ev)
 		t->outcome = 'x';
 		return;
 	}
-	t->outcome = (ev->type == WF_EV_TASK_COMPLETED) ? 'c' : 'f';
+	t->outcome = (ev->type == WF_EV_TASK_FAILED) ? 'f' : 'c';
 	t->fence = WfJsonbGetInt(ev->payload, "fence", 0);
 	t->result = WfJsonbGetJsonb(ev->payload,
-								ev->type == WF_EV_TASK_COMPLETED ? "output" : "error");
+								ev->type == WF_EV_TASK_FAILED ? "error" : "output");
 }
 
 static const char *

@@ -169,6 +169,8 @@ report_result(const WfReport *rep)
 		if (rep->is_failure)
 			WfFailAttempt(&tr, idx, rep->task_id, rep->fence, attempt, visit,
 						  worker, rep->error, rep->retryable, input);
+		else if (def->steps[idx].type == WF_STEP_APPROVAL)
+			WfApprovalNotified(&tr, idx, rep->task_id, rep->fence, worker, rep->output);
 		else
 			accept_completion(&tr, rep, idx, visit, worker);
 		verdict = "accepted";

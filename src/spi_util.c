@@ -325,6 +325,65 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"RETURNING t.fence",
 		3, {INT8OID, JSONBOID, TIMESTAMPTZOID}
 	},
+	[WF_PLAN_APPROVALS_INSERT] = {
+		"INSERT INTO wf.approvals (tenant_id, run_id, step, visit, approver, expires_at, created_at) "
+		"SELECT $1, $2, $3, $4, a, $6, $7 FROM pg_catalog.unnest($5) AS a",
+		7, {TEXTOID, UUIDOID, TEXTOID, INT4OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_APPROVALS_CLOSE] = {
+		"UPDATE wf.approvals ap SET status = 'closed' "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[WF_PLAN_APPROVALS_PENDING] = {
+		"SELECT ap.approval_id, ap.approver, ap.expires_at FROM wf.approvals ap "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending' "
+		"ORDER BY ap.approver",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[WF_PLAN_APPROVAL_SET_TOKEN] = {
+		"UPDATE wf.approvals ap SET token_hash = $2,"
+		" token_generation = ap.token_generation OPERATOR(pg_catalog.+) 1 "
+		"WHERE ap.approval_id OPERATOR(pg_catalog.=) $1 RETURNING ap.token_generation",
+		2, {INT8OID, BYTEAOID}
+	},
+	[WF_PLAN_APPROVAL_BY_HASH] = {
+		"SELECT ap.approval_id, ap.tenant_id, ap.run_id, ap.step, ap.visit, ap.approver,"
+		" ap.status, ap.expires_at, ap.token_hash FROM wf.approvals ap "
+		"WHERE ap.token_hash OPERATOR(pg_catalog.=) $1",
+		1, {BYTEAOID}
+	},
+	[WF_PLAN_APPROVAL_CONSUME] = {
+		"UPDATE wf.approvals ap SET status = 'decided', decision = $2, comment = $3, data = $4,"
+		" decided_at = $5, decided_by = $6 "
+		"WHERE ap.approval_id OPERATOR(pg_catalog.=) $1 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
+		6, {INT8OID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID}
+	},
+	[WF_PLAN_APPROVAL_TALLY] = {
+		"SELECT pg_catalog.count(*),"
+		" pg_catalog.count(*) FILTER (WHERE ap.decision OPERATOR(pg_catalog.=) 'approve'),"
+		" pg_catalog.count(*) FILTER (WHERE ap.decision OPERATOR(pg_catalog.=) 'reject'),"
+		" COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('approver', ap.approver,"
+		"  'decision', ap.decision, 'comment', ap.comment, 'data', ap.data)"
+		"  ORDER BY ap.decided_at, ap.approval_id) FILTER (WHERE ap.status OPERATOR(pg_catalog.=) 'decided'),"
+		"  '[]'::pg_catalog.jsonb) "
+		"FROM wf.approvals ap WHERE ap.run_id OPERATOR(pg_catalog.=) $1 "
+		"AND ap.step OPERATOR(pg_catalog.=) $2 AND ap.visit OPERATOR(pg_catalog.=) $3",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[WF_PLAN_RUN_LOCK] = {
+		"SELECT " WF_RUN_COLUMNS "FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
+		"FOR UPDATE",
+		2, {UUIDOID, TEXTOID}
+	},
+	[WF_PLAN_ATTEMPT_INSERT] = {
+		"INSERT INTO wf.approval_attempts (tenant_id, attempted_at, actor, approver, decision,"
+		" outcome, run_id, step) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+		8, {TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, UUIDOID, TEXTOID}
+	},
 	[WF_PLAN_TASK_PEEK] = {
 		"SELECT t.status, t.fence, r.status FROM wf.tasks t JOIN wf.runs r"
 		" ON r.run_id OPERATOR(pg_catalog.=) t.run_id "

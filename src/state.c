@@ -80,6 +80,12 @@ static const char *const event_type_names[] = {
 	[WF_EV_LEASE_EXPIRED] = "lease_expired",
 	[WF_EV_TASK_CANCELLED] = "task_cancelled",
 	[WF_EV_RUN_PAUSED] = "run_paused",
+	[WF_EV_APPROVAL_REQUESTED] = "approval_requested",
+	[WF_EV_APPROVAL_NOTIFIED] = "approval_notified",
+	[WF_EV_APPROVAL_TOKENS_ISSUED] = "approval_tokens_issued",
+	[WF_EV_APPROVAL_DECIDED] = "approval_decided",
+	[WF_EV_DECISION_REFUSED] = "decision_refused",
+	[WF_EV_APPROVAL_COMPLETED] = "approval_completed",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -88,10 +94,10 @@ static const char *const timer_kind_names[] = {
 	[WF_TIMER_SLEEP] = "sleep",
 	[WF_TIMER_STEP_TIMEOUT] = "step_timeout",
 	[WF_TIMER_RUN_TIMEOUT] = "run_timeout",
+	[WF_TIMER_APPROVAL_EXPIRY] = "approval_expiry",
 };
 
 /* forward declarations */
-static int32 next_visit(WfRunState *run, const char *step);
 static void note_new_task(WfTransition *tr);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
@@ -163,7 +169,7 @@ WfEventTypeFromName(const char *name)
 const char *
 WfTimerKindName(WfTimerKind kind)
 {
-	return name_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_RUN_TIMEOUT, kind, "timer kind");
+	return name_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_APPROVAL_EXPIRY, kind, "timer kind");
 }
 
 /*
@@ -172,7 +178,7 @@ WfTimerKindName(WfTimerKind kind)
 WfTimerKind
 WfTimerKindFromName(const char *name)
 {
-	return (WfTimerKind) value_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_RUN_TIMEOUT, name);
+	return (WfTimerKind) value_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_APPROVAL_EXPIRY, name);
 }
 
 /*
@@ -323,6 +329,52 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			run->current_attempt = 0;
 			run->current_task = 0;
 			break;
+
+		case WF_EV_APPROVAL_REQUESTED:
+			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
+				return "\"approval_requested\" while the run is not running or has a live task";
+			run->current_step = pstrdup(ev->step);
+			run->current_attempt = 0;
+			run->step_generation = ev->seq;
+			break;
+
+		case WF_EV_APPROVAL_NOTIFIED:
+			/* the notification task is done; the step waits for decisions */
+			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+				ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
+				ev->attempt != run->current_attempt || run->current_task == 0)
+				return "\"approval_notified\" for a step or attempt that is not the current one";
+			run->current_attempt = 0;
+			run->current_task = 0;
+			break;
+
+		case WF_EV_APPROVAL_TOKENS_ISSUED:
+		case WF_EV_APPROVAL_DECIDED:
+			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+				ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
+				return "an approval event for a step that is not the current one";
+			break;
+
+		case WF_EV_DECISION_REFUSED:
+			/* recorded, never applied */
+			break;
+
+		case WF_EV_APPROVAL_COMPLETED:
+			{
+				WfJsonBuilder b;
+
+				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
+					run->current_task != 0)
+					return "\"approval_completed\" for a step that is not the current one";
+				WfJbBegin(&b);
+				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
+				WfJbInt(&b, "attempt", 1);
+				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
+				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
+				run->current_step = NULL;
+				break;
+			}
 
 		case WF_EV_RUN_PAUSED:
 			if (run->status != WF_RUN_RUNNING)
@@ -485,7 +537,7 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 	if (tr->has_task)
 		elog(ERROR, "wfengine transition schedules two tasks");
 
-	t->visit = next_visit(tr->run, sd->name);
+	t->visit = WfNextVisit(tr->run, sd->name);
 
 	if (input == NULL)
 	{
@@ -528,12 +580,12 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 }
 
 /*
- * next_visit returns the visit number of the next entry into step: one
+ * WfNextVisit returns the visit number of the next entry into step: one
  * more than its last completed visit.  All attempts of one visit share
  * it, and so share the idempotency key.
  */
-static int32
-next_visit(WfRunState *run, const char *step)
+int32
+WfNextVisit(WfRunState *run, const char *step)
 {
 	JsonbValue *steps = WfJsonbGet(run->context, "steps");
 
@@ -611,9 +663,14 @@ WfEnterStep(WfTransition *tr, int step_index)
 		WfScheduleStep(tr, step_index, 1, tr->now, NULL);
 		return;
 	}
+	if (sd->type == WF_STEP_APPROVAL)
+	{
+		WfEnterApproval(tr, step_index);
+		return;
+	}
 
 	Assert(sd->type == WF_STEP_SLEEP);
-	visit = next_visit(tr->run, sd->name);
+	visit = WfNextVisit(tr->run, sd->name);
 	if (sd->sleep_duration > 0)
 		until = tr->now + sd->sleep_duration;
 	else
@@ -715,21 +772,31 @@ WfFailRun(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
 {
 	WfJsonBuilder b;
 
-	if (tr->run->current_task != 0)
-	{
-		WfJbBegin(&b);
-		WfJbInt(&b, "task_id", tr->run->current_task);
-		WfJbText(&b, "reason", reason);
-		tr->withdraw_task = tr->run->current_task;
-		WfAppendEvent(tr, WF_EV_TASK_CANCELLED, tr->run->current_step,
-					  tr->run->current_attempt, WfJbEnd(&b));
-	}
+	WfWithdrawCurrentTask(tr, reason);
 	WfJbBegin(&b);
 	WfJbText(&b, "step", step);
 	WfJbInt(&b, "attempt", tr->run->current_attempt);
 	WfJbText(&b, "reason", reason);
 	WfJbJsonb(&b, "error", error);
 	WfAppendEvent(tr, WF_EV_RUN_FAILED, NULL, 0, WfJbEnd(&b));
+}
+
+/*
+ * WfWithdrawCurrentTask cancels the run's live task, if it has one.
+ */
+void
+WfWithdrawCurrentTask(WfTransition *tr, const char *reason)
+{
+	WfJsonBuilder b;
+
+	if (tr->run->current_task == 0)
+		return;
+	WfJbBegin(&b);
+	WfJbInt(&b, "task_id", tr->run->current_task);
+	WfJbText(&b, "reason", reason);
+	tr->withdraw_task = tr->run->current_task;
+	WfAppendEvent(tr, WF_EV_TASK_CANCELLED, tr->run->current_step,
+				  tr->run->current_attempt, WfJbEnd(&b));
 }
 
 /*
@@ -1005,6 +1072,8 @@ write_side_effects(WfTransition *tr)
 		values[2] = Int32GetDatum(tr->withdraw_expirations);
 		WfExecPlan(WF_PLAN_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
 	}
+	if (tr->n_approvers > 0 || tr->close_approvals)
+		WfWriteApprovals(tr);
 	if (run->finished)
 	{
 		Datum		values[2];

@@ -48,10 +48,16 @@ typedef enum WfEventType
 	WF_EV_SLEEP_FINISHED = 12,
 	WF_EV_LEASE_EXPIRED = 13,
 	WF_EV_TASK_CANCELLED = 14,
-	WF_EV_RUN_PAUSED = 15
+	WF_EV_RUN_PAUSED = 15,
+	WF_EV_APPROVAL_REQUESTED = 16,
+	WF_EV_APPROVAL_NOTIFIED = 17,
+	WF_EV_APPROVAL_TOKENS_ISSUED = 18,
+	WF_EV_APPROVAL_DECIDED = 19,
+	WF_EV_DECISION_REFUSED = 20,
+	WF_EV_APPROVAL_COMPLETED = 21
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_RUN_PAUSED
+#define WF_EV_LAST WF_EV_APPROVAL_COMPLETED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -59,7 +65,8 @@ typedef enum WfTimerKind
 	WF_TIMER_RETRY = 1,
 	WF_TIMER_SLEEP = 2,
 	WF_TIMER_STEP_TIMEOUT = 3,
-	WF_TIMER_RUN_TIMEOUT = 4
+	WF_TIMER_RUN_TIMEOUT = 4,
+	WF_TIMER_APPROVAL_EXPIRY = 5
 } WfTimerKind;
 
 /* the snapshot of one run: wf.runs, plus what the reducer tracks */
@@ -142,6 +149,13 @@ typedef struct WfTransition
 	int			ntimers;
 	WfNewTimer	timers[WF_MAX_TRANSITION_TIMERS];
 	int64		withdraw_task;	/* live task to cancel, 0 = none */
+	/* approvers to insert for a new approval step visit */
+	int			n_approvers;
+	char	  **approvers;
+	const char *approval_step;
+	int32		approval_visit;
+	TimestampTz approval_expires;	/* 0 = never */
+	bool		close_approvals;	/* close the current visit's tokens */
 	int32		withdraw_expirations;	/* its lease expirations, if counted */
 } WfTransition;
 
@@ -174,6 +188,15 @@ extern void WfFailRun(WfTransition *tr, const char *step, const char *reason,
 					  Jsonb *error);
 extern int64 WfRetryDelay(const WfRetryPolicy *rp, int32 attempt);
 extern const char *WfTimerKindName(WfTimerKind kind);
+extern void WfWithdrawCurrentTask(WfTransition *tr, const char *reason);
+extern int32 WfNextVisit(WfRunState *run, const char *step);
+
+/* approval.c */
+extern void WfEnterApproval(WfTransition *tr, int step_index);
+extern void WfApprovalNotified(WfTransition *tr, int step_index, int64 task_id,
+							   int64 fence, const char *worker, Jsonb *output);
+extern void WfApprovalExpired(WfTransition *tr, int step_index);
+extern void WfWriteApprovals(WfTransition *tr);
 extern WfTimerKind WfTimerKindFromName(const char *name);
 extern void WfTransitionWrite(WfTransition *tr);
 extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,

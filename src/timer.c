@@ -275,6 +275,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 				run.wait_generation == generation;
 			break;
 		case WF_TIMER_STEP_TIMEOUT:
+		case WF_TIMER_APPROVAL_EXPIRY:
 			applies = run.status == WF_RUN_RUNNING && idx >= 0 &&
 				run.step_generation == generation && run.current_step != NULL &&
 				strcmp(run.current_step, step) == 0;
@@ -325,6 +326,9 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 				break;
 			case WF_TIMER_RUN_TIMEOUT:
 				WfFailRun(&tr, run.current_step, "run_timeout", timeout_error("run"));
+				break;
+			case WF_TIMER_APPROVAL_EXPIRY:
+				WfApprovalExpired(&tr, idx);
 				break;
 		}
 	}

@@ -139,6 +139,10 @@ _wf_kill_below() {
 	done
 }
 
+# A fixed approval key for throw-away test clusters only (approval tokens
+# are hashed with it); never use it for a real server.
+WF_TEST_APPROVAL_KEY=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff
+
 # WF_WORKER_ENABLED=off keeps the engine workers idle (wfengine.enabled):
 # pg_regress, isolation and pgTAP drive timers with wf.tick(), so that no
 # background worker races them (TAP tests start their own nodes).
@@ -161,6 +165,7 @@ wf_virtualenv() {
 			-o "shared_preload_libraries=wfengine,pg_cron" \
 			-o "cron.database_name=postgres" \
 			-o "wfengine.enabled=${WF_WORKER_ENABLED:-on}" \
+			-o "wfengine.approval_key=${WF_APPROVAL_KEY:-$WF_TEST_APPROVAL_KEY}" \
 			-- "$@"
 	)
 }

@@ -1,0 +1,130 @@
+-- scenario: human approval steps with one-time, hashed tokens
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS wfengine CASCADE;
+CREATE EXTENSION wfengine;
+RESET client_min_messages;
+
+-- scenario: one approval of two approvers moves the run on, with the decision's data
+SELECT wf.publish_definition('expense', '{"steps": [
+  {"name": "approve", "type": "approval", "approvers": ["alice", "bob"],
+   "notify_queue": "ap_mail", "expires": "1d"},
+  {"name": "pay", "queue": "ap_pay", "input": {"limit": "$.steps.approve.output.decisions[0].data.limit"}}]}');
+SELECT wf.start_run('expense', '{"amount": 10}') AS run \gset
+SELECT type, step, payload->'approvers' AS approvers, payload->>'needed' AS needed
+FROM wf.history(:'run') WHERE type = 'approval_requested';
+SELECT approver, status, token_hash IS NULL AS no_token_yet FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
+-- the notification worker claims its task and gets the tokens, once
+SELECT task_id AS t, fence AS f, input->'approvers' AS approvers FROM wf.claim_tasks('ap_mail', 'mailer') \gset
+\echo :approvers
+SELECT approver, length(token) AS len, left(token, 4) AS prefix, expires_at > now() AS expires_later
+FROM wf.issue_approval_tokens(:t, :f) ORDER BY approver;
+-- issuing again mints new tokens; the earlier ones stop working
+SELECT token AS old_alice FROM wf.issue_approval_tokens(:t, :f) WHERE approver = 'alice' \gset
+CREATE TEMP TABLE expense_tokens AS SELECT * FROM wf.issue_approval_tokens(:t, :f);
+SELECT token AS alice FROM expense_tokens WHERE approver = 'alice' \gset
+SELECT token AS bob_unused FROM expense_tokens WHERE approver = 'bob' \gset
+SELECT wf.complete_task(:t, :f, '{"sent": 2}');
+SELECT wf.decide(:'old_alice', 'approve', 'alice');
+-- a token is bound to its approver; a tampered or made-up token matches nothing
+SELECT wf.decide(:'alice', 'approve', 'bob');
+SELECT wf.decide(overlay(:'alice' placing CASE WHEN substr(:'alice', 10, 1) = 'A' THEN 'B' ELSE 'A' END
+                         from 10 for 1), 'approve', 'alice');
+SELECT wf.decide('wfa_' || repeat('x', 43), 'approve', 'alice');
+SELECT wf.decide('not a token', 'approve', 'alice');
+SELECT wf.decide(:'alice', 'approve', 'alice', 'within budget', '{"limit": 100}');
+-- replay: the second use changes nothing
+SELECT wf.decide(:'alice', 'approve', 'alice');
+SELECT wf.decide(:'alice', 'reject', 'alice');
+SELECT status, current_step, context->'steps'->'approve'->'output' AS output FROM wf.runs WHERE run_id = :'run';
+SELECT input FROM wf.claim_tasks('ap_pay', 'payer');
+-- the step is over: the unused token of the other approver no longer counts
+SELECT wf.decide(:'bob_unused', 'reject', 'bob');
+SELECT seq, type, step, payload->>'outcome' AS outcome FROM wf.history(:'run');
+SELECT outcome, approver, decision, run_id IS NOT NULL AS bound FROM wf.approval_attempts ORDER BY attempt_id;
+SELECT wf.verify_run(:'run');
+
+-- scenario: one reject ends the step as rejected and fails the run
+SELECT wf.start_run('expense', '{"amount": 11}') AS run \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_mail', 'mailer') \gset
+SELECT token AS bob FROM wf.issue_approval_tokens(:t, :f) WHERE approver = 'bob' \gset
+SELECT wf.decide(:'bob', 'reject', 'bob', 'too expensive');
+SELECT status FROM wf.runs WHERE run_id = :'run';
+SELECT type, payload->>'reason' AS reason FROM wf.history(:'run') WHERE type IN ('task_cancelled', 'approval_completed', 'run_failed');
+-- the notification task was withdrawn: its worker is told to stop
+SELECT wf.heartbeat(:t, :f);
+SELECT wf.verify_run(:'run');
+
+-- scenario: a quorum of 2 of 3, approvers from the run's input
+SELECT wf.publish_definition('board', '{"steps": [
+  {"name": "vote", "type": "approval", "approvers": "$.input.board", "policy": {"quorum": 2},
+   "notify_queue": "ap_mail"}]}');
+SELECT wf.start_run('board', '{"board": ["ann", "ben", "cat", "ann"]}') AS run \gset
+SELECT approver FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_mail', 'mailer') \gset
+CREATE TEMP TABLE board_tokens AS SELECT * FROM wf.issue_approval_tokens(:t, :f);
+SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ann';
+SELECT status, current_step FROM wf.runs WHERE run_id = :'run';
+SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ann';
+SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'cat';
+SELECT status, output->>'outcome' AS outcome, jsonb_array_length(output->'decisions') AS decisions
+FROM wf.runs WHERE run_id = :'run';
+SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ben';
+SELECT wf.verify_run(:'run');
+-- no approvers found: the run fails and says why
+SELECT wf.start_run('board', '{"board": []}') AS run \gset
+SELECT status, (SELECT payload->>'reason' FROM wf.history(:'run') WHERE type = 'run_failed') AS reason
+FROM wf.runs WHERE run_id = :'run';
+
+-- scenario: an expired token, and expiry routing to another step
+SELECT wf.publish_definition('timed', '{"steps": [
+  {"name": "ok", "type": "approval", "approvers": ["dan"], "notify_queue": "ap_mail",
+   "expires": "200ms", "on_expiry": "escalate"},
+  {"name": "done", "queue": "ap_done", "end": true},
+  {"name": "escalate", "queue": "ap_escalate"}]}');
+SELECT wf.start_run('timed') AS run \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_mail', 'mailer') \gset
+SELECT token AS dan FROM wf.issue_approval_tokens(:t, :f) \gset
+SELECT wf.complete_task(:t, :f, '{}');
+SELECT pg_sleep(0.3);
+SELECT wf.decide(:'dan', 'approve', 'dan');
+SELECT wf.tick();
+SELECT status, current_step, context->'steps'->'ok'->'output'->>'outcome' AS outcome
+FROM wf.runs WHERE run_id = :'run';
+SELECT count(*) AS escalated FROM wf.claim_tasks('ap_escalate', 'w');
+SELECT wf.decide(:'dan', 'approve', 'dan');
+SELECT wf.verify_run(:'run');
+
+-- scenario: no raw token is stored anywhere
+SELECT count(*) AS tokens_seen FROM (
+  SELECT row_to_json(a)::text AS t FROM wf.approvals a
+  UNION ALL SELECT row_to_json(e)::text FROM wf.events e
+  UNION ALL SELECT row_to_json(k)::text FROM wf.tasks k
+  UNION ALL SELECT row_to_json(r)::text FROM wf.runs r
+  UNION ALL SELECT row_to_json(x)::text FROM wf.approval_attempts x
+  UNION ALL SELECT row_to_json(m)::text FROM wf.timers m) rows,
+  (SELECT token FROM board_tokens UNION ALL SELECT :'alice' UNION ALL SELECT :'bob_unused'
+   UNION ALL SELECT :'dan' UNION ALL SELECT :'old_alice') toks
+WHERE rows.t LIKE '%' || substr(toks.token, 5) || '%';
+-- (the same scan over a table that does hold tokens finds them)
+SELECT count(*) AS control_seen FROM (SELECT row_to_json(b)::text AS t FROM board_tokens b) rows,
+  (SELECT token FROM board_tokens) toks
+WHERE rows.t LIKE '%' || substr(toks.token, 5) || '%';
+
+-- scenario: bad calls are errors and change nothing
+SELECT wf.decide(:'dan', 'maybe', 'dan');
+SELECT wf.decide(NULL, 'approve', 'dan');
+SELECT wf.decide(:'dan', 'approve', '');
+SELECT wf.issue_approval_tokens(:t, :f);
+SELECT task_id AS t2, fence AS f2 FROM wf.claim_tasks('ap_escalate', 'w') \gset
+SELECT wf.start_run('timed') AS run \gset
+SELECT task_id AS t3, fence AS f3 FROM wf.claim_tasks('ap_mail', 'mailer') \gset
+SELECT wf.issue_approval_tokens(:t3, :f3 + 1);
+SELECT wf.issue_approval_tokens(123456, 1);
+-- definitions of approval steps are validated
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "notify_queue": "q"}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"]}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "policy": "most"}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "policy": {"quorum": 2}}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "on_expiry": "b"}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "expires": "1h", "on_expiry": "nowhere"}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": [1], "notify_queue": "q"}]}');

@@ -1,0 +1,730 @@
+/*-------------------------------------------------------------------------
+ *
+ * approval.c
+ *	  Human approval steps with one-time tokens.
+ *
+ * Entering an approval step records approval_requested, writes one
+ * wf.approvals row per approver (no token yet), schedules a notification
+ * task on the step's notify_queue and, with "expires", an expiry timer.
+ * The run then costs only rows while it waits.
+ *
+ * Tokens.  The worker that holds the notification task calls
+ * wf.issue_approval_tokens(task_id, fence): under the task and run locks,
+ * and only for the current lease, it mints one token per pending approver
+ * (256 random bits, crypto.c), stores only its keyed hash, and returns the
+ * tokens to that caller alone.  Calling it again, or a redelivery of the
+ * notification task to a new worker, mints new tokens and so invalidates
+ * the old ones.  No table, event or log line written here contains a
+ * token.
+ *
+ * Decisions.  wf.decide(token, decision, approver, ...) finds the row by
+ * the token's keyed hash, takes the run lock, and checks, in this order,
+ * that the token is bound to this tenant and approver, that it was not
+ * used, that it has not expired, and that the step still waits for this
+ * visit; only then is the row consumed by a conditional update, so that of
+ * two uses of one token exactly one succeeds.  The answers are
+ * "accepted", "already_decided", "expired" and "invalid" (which does not
+ * say which part failed).  Every call is written to wf.approval_attempts;
+ * calls that can be tied to a run are recorded in its history too
+ * (approval_decided, or decision_refused).  Rows exist only for the
+ * approvers of the current visit, so an approver is authorised when the
+ * decision is made, not only when the token was issued.
+ *
+ * Policy.  One reject ends the step as rejected (the run fails); "any"
+ * needs one approval, "all" every approver, {"quorum": N} N distinct
+ * approvers.  Each approver decides once.  When the step ends its other
+ * tokens are closed, a notification task still live is withdrawn, and the
+ * step's output is {"outcome": ..., "decisions": [...]}, with each
+ * decision's comment and data.
+ *
+ * Lock order: task row, then run row, then approval rows.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/approval.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sodium.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "crypto.h"
+#include "definition.h"
+#include "notify.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_issue_approval_tokens);
+PG_FUNCTION_INFO_V1(wfengine_decide);
+
+#define WF_MAX_APPROVERS 100
+
+/* forward declarations */
+static int	evaluate_approvers(const WfStepDef *sd, Jsonb *context, char ***out);
+static int	needed_approvals(const WfStepDef *sd, int napprovers);
+static Jsonb *text_array_jsonb(char **items, int n);
+static void complete_approval(WfTransition *tr, int step_index, int32 visit,
+							  const char *outcome, Jsonb *decisions);
+static Datum hash_datum(const uint8 *hash);
+static void audit_attempt(const char *tenant, TimestampTz now, const char *approver,
+						  const char *decision, const char *outcome,
+						  pg_uuid_t *run_id, const char *step);
+
+/*
+ * evaluate_approvers returns the approvers of a visit: the step's list, or
+ * the strings its JSONPath finds (an array of strings, or one string),
+ * without duplicates.  Returns how many; 0 when there are none.
+ */
+static int
+evaluate_approvers(const WfStepDef *sd, Jsonb *context, char ***out)
+{
+	char	  **list = palloc0(sizeof(char *) * WF_MAX_APPROVERS);
+	int			n = 0;
+	int			i;
+	int			j;
+
+	if (sd->approvers_path == (Datum) 0)
+	{
+		for (i = 0; i < sd->n_approvers && n < WF_MAX_APPROVERS; i++)
+			list[n++] = sd->approvers[i];
+	}
+	else
+	{
+		Jsonb	   *found = WfEvaluatePath(sd->approvers_path, context);
+
+		if (found != NULL && JB_ROOT_IS_SCALAR(found))
+		{
+			JsonbValue	v;
+
+			if (JsonbExtractScalar(&found->root, &v) && v.type == jbvString &&
+				v.val.string.len > 0)
+				list[n++] = pnstrdup(v.val.string.val, v.val.string.len);
+		}
+		else if (found != NULL && JB_ROOT_IS_ARRAY(found))
+		{
+			JsonbIterator *it = JsonbIteratorInit(&found->root);
+			JsonbValue	v;
+			JsonbIteratorToken tok;
+
+			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+			{
+				if (tok != WJB_ELEM)
+					continue;
+				if (v.type != jbvString || v.val.string.len == 0)
+					return 0;	/* not a list of approvers */
+				if (n < WF_MAX_APPROVERS)
+					list[n++] = pnstrdup(v.val.string.val, v.val.string.len);
+			}
+		}
+	}
+
+	/* drop duplicates, keeping the first of each */
+	for (i = 0, j = 0; i < n; i++)
+	{
+		int			k;
+		bool		dup = false;
+
+		for (k = 0; k < j; k++)
+			if (strcmp(list[k], list[i]) == 0)
+				dup = true;
+		if (!dup)
+			list[j++] = list[i];
+	}
+	*out = list;
+	return j;
+}
+
+/*
+ * text_array_jsonb returns a jsonb array of n strings.
+ */
+static Jsonb *
+text_array_jsonb(char **items, int n)
+{
+	JsonbParseState *state = NULL;
+	int			i;
+
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue	v;
+
+		v.type = jbvString;
+		v.val.string.val = items[i];
+		v.val.string.len = strlen(items[i]);
+		pushJsonbValue(&state, WJB_ELEM, &v);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+}
+
+/*
+ * needed_approvals returns how many approvals end the step as approved.
+ */
+static int
+needed_approvals(const WfStepDef *sd, int napprovers)
+{
+	switch (sd->policy)
+	{
+		case WF_POLICY_ALL:
+			return napprovers;
+		case WF_POLICY_QUORUM:
+			return sd->quorum;
+		case WF_POLICY_ANY:
+		default:
+			return 1;
+	}
+}
+
+/*
+ * WfEnterApproval starts a visit of the approval step at step_index.
+ */
+void
+WfEnterApproval(WfTransition *tr, int step_index)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	WfJsonBuilder b;
+	char	  **approvers;
+	int			n;
+	int			needed;
+	int32		visit = WfNextVisit(tr->run, sd->name);
+	TimestampTz expires_at = sd->expires > 0 ? tr->now + sd->expires : 0;
+	Jsonb	   *approvers_json;
+
+	n = evaluate_approvers(sd, tr->run->context, &approvers);
+	needed = needed_approvals(sd, n);
+	if (n == 0 || needed > n)
+	{
+		WfJbBegin(&b);
+		WfJbText(&b, "code", n == 0 ? "no_approvers" : "not_enough_approvers");
+		WfJbText(&b, "message", n == 0 ? "the approval step found no approvers" :
+				 "the approval step found fewer approvers than its quorum");
+		WfJbInt(&b, "approvers", n);
+		WfJbInt(&b, "needed", needed);
+		WfFailRun(tr, sd->name, n == 0 ? "no_approvers" : "not_enough_approvers",
+				  WfJbEnd(&b));
+		return;
+	}
+
+	approvers_json = text_array_jsonb(approvers, n);
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", visit);
+	WfJbJsonb(&b, "approvers", approvers_json);
+	WfJbText(&b, "policy", sd->policy == WF_POLICY_ALL ? "all" :
+			 sd->policy == WF_POLICY_QUORUM ? "quorum" : "any");
+	WfJbInt(&b, "needed", needed);
+	if (expires_at != 0)
+		WfJbTimestamp(&b, "expires_at", expires_at);
+	WfAppendEvent(tr, WF_EV_APPROVAL_REQUESTED, sd->name, 0, WfJbEnd(&b));
+
+	tr->n_approvers = n;
+	tr->approvers = approvers;
+	tr->approval_step = sd->name;
+	tr->approval_visit = visit;
+	tr->approval_expires = expires_at;
+
+	/* the notification task: whoever holds it may issue the tokens */
+	WfJbBegin(&b);
+	WfJbText(&b, "run_id", DatumGetCString(DirectFunctionCall1(uuid_out,
+															   UUIDPGetDatum(&tr->run->run_id))));
+	WfJbText(&b, "step", sd->name);
+	WfJbInt(&b, "visit", visit);
+	WfJbJsonb(&b, "approvers", approvers_json);
+	if (expires_at != 0)
+		WfJbTimestamp(&b, "expires_at", expires_at);
+	WfScheduleStep(tr, step_index, 1, tr->now, WfJbEnd(&b));
+
+	if (expires_at != 0)
+	{
+		WfJbBegin(&b);
+		WfJbInt(&b, "visit", visit);
+		WfSetTimer(tr, WF_TIMER_APPROVAL_EXPIRY, sd->name, tr->run->step_generation,
+				   expires_at, WfJbEnd(&b));
+	}
+}
+
+/*
+ * WfWriteApprovals writes the approval rows of a transition: the
+ * approvers of a new visit, or the closing of the current visit's tokens.
+ */
+void
+WfWriteApprovals(WfTransition *tr)
+{
+	Datum		values[7];
+	char		nulls[7];
+
+	if (tr->close_approvals)
+	{
+		values[0] = UUIDPGetDatum(&tr->run->run_id);
+		values[1] = CStringGetTextDatum(tr->approval_step);
+		values[2] = Int32GetDatum(tr->approval_visit);
+		WfExecPlan(WF_PLAN_APPROVALS_CLOSE, values, NULL, false, 0, SPI_OK_UPDATE);
+	}
+	if (tr->n_approvers > 0)
+	{
+		Datum	   *elems = palloc(sizeof(Datum) * tr->n_approvers);
+		int			i;
+
+		for (i = 0; i < tr->n_approvers; i++)
+			elems[i] = CStringGetTextDatum(tr->approvers[i]);
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = CStringGetTextDatum(tr->run->tenant_id);
+		values[1] = UUIDPGetDatum(&tr->run->run_id);
+		values[2] = CStringGetTextDatum(tr->approval_step);
+		values[3] = Int32GetDatum(tr->approval_visit);
+		values[4] = PointerGetDatum(construct_array(elems, tr->n_approvers, TEXTOID,
+													-1, false, TYPALIGN_INT));
+		if (tr->approval_expires != 0)
+			values[5] = TimestampTzGetDatum(tr->approval_expires);
+		else
+			nulls[5] = 'n';
+		values[6] = TimestampTzGetDatum(tr->now);
+		WfExecPlan(WF_PLAN_APPROVALS_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
+	}
+}
+
+/*
+ * WfApprovalNotified records that the notification task of an approval
+ * step finished; the step goes on waiting for decisions.
+ */
+void
+WfApprovalNotified(WfTransition *tr, int step_index, int64 task_id, int64 fence,
+				   const char *worker, Jsonb *output)
+{
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "task_id", task_id);
+	WfJbInt(&b, "fence", fence);
+	WfJbText(&b, "worker", worker);
+	WfJbJsonb(&b, "output", output);
+	WfAppendEvent(tr, WF_EV_APPROVAL_NOTIFIED, tr->def->steps[step_index].name,
+				  tr->run->current_attempt, WfJbEnd(&b));
+}
+
+/*
+ * complete_approval ends a visit of an approval step with outcome, closing
+ * its other tokens and withdrawing a notification task still live.
+ */
+static void
+complete_approval(WfTransition *tr, int step_index, int32 visit,
+				  const char *outcome, Jsonb *decisions)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	WfJsonBuilder ob;
+	WfJsonBuilder b;
+
+	WfWithdrawCurrentTask(tr, "approval_completed");
+	tr->close_approvals = true;
+	tr->approval_step = sd->name;
+	tr->approval_visit = visit;
+
+	WfJbBegin(&ob);
+	WfJbText(&ob, "outcome", outcome);
+	WfJbJsonb(&ob, "decisions", decisions);
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", visit);
+	WfJbJsonb(&b, "output", WfJbEnd(&ob));
+	WfAppendEvent(tr, WF_EV_APPROVAL_COMPLETED, sd->name, 0, WfJbEnd(&b));
+}
+
+/*
+ * WfApprovalExpired ends a visit whose expiry timer fired: the run goes to
+ * the step's on_expiry step, or fails.
+ */
+void
+WfApprovalExpired(WfTransition *tr, int step_index)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	Datum		values[3];
+	Jsonb	   *decisions;
+
+	values[0] = UUIDPGetDatum(&tr->run->run_id);
+	values[1] = CStringGetTextDatum(sd->name);
+	values[2] = Int32GetDatum(WfNextVisit(tr->run, sd->name));
+	WfExecPlan(WF_PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
+	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
+
+	complete_approval(tr, step_index, DatumGetInt32(values[2]), "expired", decisions);
+	if (sd->expiry_next != WF_STEP_END)
+		WfEnterStep(tr, sd->expiry_next);
+	else
+	{
+		WfJsonBuilder b;
+
+		WfJbBegin(&b);
+		WfJbText(&b, "code", "approval_expired");
+		WfJbText(&b, "message", "the approval step expired before it was decided");
+		WfFailRun(tr, sd->name, "approval_expired", WfJbEnd(&b));
+	}
+}
+
+/*
+ * hash_datum returns a token hash as a bytea datum.
+ */
+static Datum
+hash_datum(const uint8 *hash)
+{
+	return WfHashDatum(hash);
+}
+
+/*
+ * audit_attempt writes one row of wf.approval_attempts.
+ */
+static void
+audit_attempt(const char *tenant, TimestampTz now, const char *approver,
+			  const char *decision, const char *outcome, pg_uuid_t *run_id,
+			  const char *step)
+{
+	Datum		values[8];
+	char		nulls[8];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = CStringGetTextDatum(WfCurrentActor());
+	values[3] = CStringGetTextDatum(approver);
+	values[4] = CStringGetTextDatum(decision);
+	values[5] = CStringGetTextDatum(outcome);
+	if (run_id != NULL)
+		values[6] = UUIDPGetDatum(run_id);
+	else
+		nulls[6] = 'n';
+	if (step != NULL)
+		values[7] = CStringGetTextDatum(step);
+	else
+		nulls[7] = 'n';
+	WfExecPlan(WF_PLAN_ATTEMPT_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
+}
+
+/*
+ * wfengine_issue_approval_tokens is wf.issue_approval_tokens(task_id,
+ * fence): for the holder of the current lease of an approval step's
+ * notification task, it mints a token for every approver still pending
+ * and returns them, once.
+ */
+Datum
+wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *tenant = WfCurrentTenant();
+	int64		task_id;
+	int64		fence;
+	Datum		values[3];
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+	char	   *status;
+	int64		current_fence;
+	char	   *step;
+	int32		visit;
+	int			idx;
+	uint64		n;
+	uint64		i;
+	int64	   *ids;
+	char	  **names;
+	TimestampTz *expires;
+	bool	   *expires_null;
+	int32		generation = 0;
+	WfJsonBuilder b;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("task_id and fence must not be null")));
+	task_id = PG_GETARG_INT64(0);
+	fence = PG_GETARG_INT64(1);
+	if (!WfTokenKeyConfigured())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("approval tokens need wfengine.approval_key"),
+				 errhint("A superuser sets wfengine.approval_key to at least 32 random bytes in hex, e.g. the output of \"openssl rand -hex 32\".")));
+
+	InitMaterializedSRF(fcinfo, 0);
+	WfApiBegin();
+
+	values[0] = Int64GetDatum(task_id);
+	values[1] = CStringGetTextDatum(tenant);
+	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("task %lld does not exist", (long long) task_id)));
+	WfRunStateFromTuple(&run, 0);
+	status = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 1);
+	current_fence = DatumGetInt64(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 2));
+	step = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 3);
+	visit = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 4));
+	def = WfDefinitionGet(run.definition_id);
+	idx = WfDefinitionStepIndex(def, step);
+
+	if (idx < 0 || def->steps[idx].type != WF_STEP_APPROVAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("task %lld is not the notification task of an approval step",
+						(long long) task_id)));
+	if (strcmp(status, "leased") != 0 || fence != current_fence ||
+		run.status != WF_RUN_RUNNING || run.current_task != task_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fence %lld is not the current lease of task %lld",
+						(long long) fence, (long long) task_id),
+				 errhint("Only the worker holding the current lease of the notification task can issue its tokens.")));
+
+	values[0] = UUIDPGetDatum(&run.run_id);
+	values[1] = CStringGetTextDatum(step);
+	values[2] = Int32GetDatum(visit);
+	n = WfExecPlan(WF_PLAN_APPROVALS_PENDING, values, NULL, false, 0, SPI_OK_SELECT);
+	ids = palloc(sizeof(int64) * Max(n, 1));
+	names = palloc(sizeof(char *) * Max(n, 1));
+	expires = palloc(sizeof(TimestampTz) * Max(n, 1));
+	expires_null = palloc(sizeof(bool) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		d;
+
+		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
+		names[i] = WfGetTextOrNull(i, 2);
+		d = WfGetDatum(i, 3, &isnull);
+		expires_null[i] = isnull;
+		expires[i] = isnull ? 0 : DatumGetTimestampTz(d);
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		char		token[WF_TOKEN_TEXT_LEN];
+		uint8		hash[WF_HASH_LEN];
+		Datum		tv[2];
+		Datum		out[3];
+		bool		onulls[3] = {false, false, false};
+
+		WfMintToken(token, hash);
+		tv[0] = Int64GetDatum(ids[i]);
+		tv[1] = hash_datum(hash);
+		WfExecPlan(WF_PLAN_APPROVAL_SET_TOKEN, tv, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		generation = Max(generation, DatumGetInt32(WfGetDatumNotNull(0, 1)));
+
+		out[0] = CStringGetTextDatum(names[i]);
+		out[1] = CStringGetTextDatum(token);
+		out[2] = TimestampTzGetDatum(expires[i]);
+		onulls[2] = expires_null[i];
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, onulls);
+		sodium_memzero(token, sizeof(token));
+	}
+
+	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
+	WfJbBegin(&b);
+	WfJbInt(&b, "task_id", task_id);
+	WfJbInt(&b, "fence", fence);
+	WfJbInt(&b, "visit", visit);
+	WfJbJsonb(&b, "approvers", text_array_jsonb(names, (int) n));
+	WfJbInt(&b, "generation", generation);
+	WfAppendEvent(&tr, WF_EV_APPROVAL_TOKENS_ISSUED, step, 0, WfJbEnd(&b));
+	WfTransitionWrite(&tr);
+
+	WfApiEnd();
+	return (Datum) 0;
+}
+
+/*
+ * wfengine_decide is wf.decide(token, decision, approver, comment, data).
+ */
+Datum
+wfengine_decide(PG_FUNCTION_ARGS)
+{
+	const char *tenant = WfCurrentTenant();
+	TimestampTz now = GetCurrentTimestamp();
+	char	   *token;
+	char	   *decision;
+	char	   *approver;
+	text	   *comment = PG_ARGISNULL(3) ? NULL : PG_GETARG_TEXT_PP(3);
+	Jsonb	   *data = PG_ARGISNULL(4) ? NULL : PG_GETARG_JSONB_P(4);
+	uint8		hash[WF_HASH_LEN];
+	bool		well_formed;
+	const char *outcome = NULL;
+	Datum		values[6];
+	char		nulls[6];
+	int64		approval_id;
+	pg_uuid_t	run_id;
+	char	   *step;
+	int32		visit;
+	char	   *row_approver;
+	char	   *row_status;
+	bool		isnull;
+	Datum		d;
+	TimestampTz expires_at = 0;
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+	int			idx;
+	WfJsonBuilder b;
+	bytea	   *stored;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("token, decision and approver must not be null")));
+	token = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	decision = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	approver = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (strcmp(decision, "approve") != 0 && strcmp(decision, "reject") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid decision \"%s\"", decision),
+				 errhint("A decision is \"approve\" or \"reject\".")));
+	if (strlen(approver) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("approver must not be empty")));
+	WfCheckPayloadSize(data, "decision data", "an approval");
+
+	well_formed = WfHashToken(token, hash);
+	sodium_memzero(token, strlen(token));
+
+	WfApiBegin();
+
+	values[0] = hash_datum(hash);
+	if (!well_formed ||
+		WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	{
+		audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
+		WfApiEnd();
+		PG_RETURN_TEXT_P(cstring_to_text("invalid"));
+	}
+
+	/* a hash match; compare the stored hash in constant time all the same */
+	stored = DatumGetByteaPP(WfGetDatumNotNull(0, 9));
+	if (strcmp(WfGetTextOrNull(0, 2), tenant) != 0 ||
+		VARSIZE_ANY_EXHDR(stored) != WF_HASH_LEN ||
+		sodium_memcmp(VARDATA_ANY(stored), hash, WF_HASH_LEN) != 0)
+	{
+		audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
+		WfApiEnd();
+		PG_RETURN_TEXT_P(cstring_to_text("invalid"));
+	}
+	approval_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	memcpy(&run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 3)), sizeof(pg_uuid_t));
+	step = WfGetTextOrNull(0, 4);
+	visit = DatumGetInt32(WfGetDatumNotNull(0, 5));
+	row_approver = WfGetTextOrNull(0, 6);
+
+	/* lock the run, then read the approval row again under the lock */
+	values[0] = UUIDPGetDatum(&run_id);
+	values[1] = CStringGetTextDatum(tenant);
+	if (WfExecPlan(WF_PLAN_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		elog(ERROR, "the run of approval %lld vanished", (long long) approval_id);
+	WfRunStateFromTuple(&run, 0);
+	def = WfDefinitionGet(run.definition_id);
+	idx = WfDefinitionStepIndex(def, step);
+	WfTransitionInit(&tr, &run, def, now);
+
+	values[0] = hash_datum(hash);
+	if (WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		outcome = "invalid";	/* re-issued meanwhile */
+	else
+	{
+		row_status = WfGetTextOrNull(0, 7);
+		d = WfGetDatum(0, 8, &isnull);
+		if (!isnull)
+			expires_at = DatumGetTimestampTz(d);
+
+		if (strcmp(row_approver, approver) != 0)
+			outcome = "invalid";
+		else if (strcmp(row_status, "pending") != 0)
+			outcome = "already_decided";
+		else if (expires_at != 0 && expires_at <= now)
+			outcome = "expired";
+		else if (idx < 0 || run.status != WF_RUN_RUNNING || run.current_step == NULL ||
+				 strcmp(run.current_step, step) != 0 ||
+				 WfNextVisit(&run, step) != visit)
+			outcome = "invalid";
+	}
+
+	if (outcome == NULL)
+	{
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = Int64GetDatum(approval_id);
+		values[1] = CStringGetTextDatum(decision);
+		if (comment != NULL)
+			values[2] = PointerGetDatum(comment);
+		else
+			nulls[2] = 'n';
+		if (data != NULL)
+			values[3] = JsonbPGetDatum(data);
+		else
+			nulls[3] = 'n';
+		values[4] = TimestampTzGetDatum(now);
+		values[5] = CStringGetTextDatum(WfCurrentActor());
+		if (WfExecPlan(WF_PLAN_APPROVAL_CONSUME, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
+			outcome = "already_decided";
+	}
+
+	if (outcome == NULL)
+	{
+		int64		total;
+		int64		approvals;
+		int64		rejections;
+		Jsonb	   *decisions;
+
+		outcome = "accepted";
+		WfJbBegin(&b);
+		WfJbText(&b, "approver", approver);
+		WfJbText(&b, "decision", decision);
+		WfJbInt(&b, "visit", visit);
+		WfJbText(&b, "comment", comment ? text_to_cstring(comment) : NULL);
+		WfJbJsonb(&b, "data", data);
+		WfAppendEvent(&tr, WF_EV_APPROVAL_DECIDED, step, 0, WfJbEnd(&b));
+
+		values[0] = UUIDPGetDatum(&run_id);
+		values[1] = CStringGetTextDatum(step);
+		values[2] = Int32GetDatum(visit);
+		WfExecPlan(WF_PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
+		total = DatumGetInt64(WfGetDatumNotNull(0, 1));
+		approvals = DatumGetInt64(WfGetDatumNotNull(0, 2));
+		rejections = DatumGetInt64(WfGetDatumNotNull(0, 3));
+		decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
+
+		if (rejections > 0)
+		{
+			WfJsonBuilder eb;
+
+			complete_approval(&tr, idx, visit, "rejected", decisions);
+			WfJbBegin(&eb);
+			WfJbText(&eb, "code", "rejected");
+			WfJbText(&eb, "message", psprintf("rejected by %s", approver));
+			WfFailRun(&tr, step, "rejected", WfJbEnd(&eb));
+		}
+		else if (approvals >= needed_approvals(&def->steps[idx], (int) total))
+		{
+			complete_approval(&tr, idx, visit, "approved", decisions);
+			WfAdvance(&tr, idx);
+		}
+	}
+	else
+	{
+		WfJbBegin(&b);
+		WfJbText(&b, "approver", approver);
+		WfJbText(&b, "decision", decision);
+		WfJbText(&b, "outcome", outcome);
+		WfAppendEvent(&tr, WF_EV_DECISION_REFUSED, step, 0, WfJbEnd(&b));
+	}
+
+	WfTransitionWrite(&tr);
+	audit_attempt(tenant, now, approver, decision, outcome, &run_id, step);
+	if (strcmp(outcome, "accepted") == 0)
+		WfNoteRunChange(&run_id, run.status == WF_RUN_RUNNING ? "decided" :
+						WfRunStatusName(run.status));
+	WfApiEnd();
+	PG_RETURN_TEXT_P(cstring_to_text(outcome));
+}
