@@ -140,8 +140,9 @@ _wf_kill_below() {
 }
 
 # A fixed approval key for throw-away test clusters only (approval tokens
-# are hashed with it); never use it for a real server.
-WF_TEST_APPROVAL_KEY=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff
+# are hashed with it); never use it for a real server.  It starts with a
+# letter so that postgresql.conf takes it unquoted.
+WF_TEST_APPROVAL_KEY=ab112233445566778899aabbccddeeff00112233445566778899aabbccddeeff
 
 # WF_WORKER_ENABLED=off keeps the engine workers idle (wfengine.enabled):
 # pg_regress, isolation and pgTAP drive timers with wf.tick(), so that no
