@@ -61,8 +61,12 @@ SELECT wf.publish_definition('board', '{"steps": [
 SELECT wf.start_run('board', '{"board": ["ann", "ben", "cat", "ann"]}') AS run \gset
 SELECT approver FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_mail', 'mailer') \gset
+-- who still has to decide, and since when
+SELECT definition_name, step, approver, token_issued, age >= interval '0' AS has_age, expires_at
+FROM wf.pending_approvals WHERE run_id = :'run' ORDER BY approver;
 CREATE TEMP TABLE board_tokens AS SELECT * FROM wf.issue_approval_tokens(:t, :f);
 SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ann';
+SELECT approver, token_issued FROM wf.pending_approvals WHERE run_id = :'run' ORDER BY approver;
 SELECT status, current_step FROM wf.runs WHERE run_id = :'run';
 SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ann';
 SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'cat';

@@ -241,6 +241,20 @@ ALTER SEQUENCE wf.approval_id_seq OWNED BY wf.approvals.approval_id;
 COMMENT ON TABLE wf.approvals IS
 'Approvers of approval steps; only keyed hashes of their one-time tokens are stored.';
 
+-- What waits for whom: one row per approver still to decide, with its age.
+CREATE VIEW wf.pending_approvals AS
+SELECT a.tenant_id, a.run_id, r.definition_name, a.step, a.visit, a.approver,
+       a.created_at AS requested_at,
+       pg_catalog.now() OPERATOR(pg_catalog.-) a.created_at AS age,
+       a.expires_at,
+       a.token_hash IS NOT NULL AS token_issued
+FROM wf.approvals a
+JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) a.run_id
+WHERE a.status OPERATOR(pg_catalog.=) 'pending'
+  AND a.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant();
+COMMENT ON VIEW wf.pending_approvals IS
+'Approvers who still have to decide, per run and step, with the age and expiry of each request.';
+
 -- Every use of wf.decide(), good or bad, including tokens that match nothing.
 CREATE TABLE wf.approval_attempts (
     attempt_id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
