@@ -98,6 +98,50 @@ SELECT count(*) AS escalated FROM wf.claim_tasks('ap_escalate', 'w');
 SELECT wf.decide(:'dan', 'approve', 'dan');
 SELECT wf.verify_run(:'run');
 
+-- scenario: operator commands: revoke, re-issue, replace approvers (each audited)
+SELECT wf.publish_definition('ops', '{"steps": [
+  {"name": "ok", "type": "approval", "approvers": ["eve", "fay"], "policy": "all", "notify_queue": "ap_ops"}]}');
+SELECT wf.start_run('ops') AS run \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_ops', 'mailer') \gset
+CREATE TEMP TABLE ops_tokens AS SELECT * FROM wf.issue_approval_tokens(:t, :f);
+SELECT wf.revoke_approval_tokens(:'run', 'ok', 'mail server leaked the links');
+SELECT wf.decide(token, 'approve', approver) FROM ops_tokens WHERE approver = 'eve';
+-- a re-issue withdraws the old notification task and schedules a new one
+SELECT wf.reissue_approval_tokens(:'run', 'ok', 'send again') AS t2 \gset
+SELECT wf.heartbeat(:t, :f);
+SELECT task_id = :t2 AS same_task, attempt FROM wf.claim_tasks('ap_ops', 'mailer') \gset
+\echo :same_task :attempt
+CREATE TEMP TABLE ops_tokens2 AS
+SELECT i.* FROM wf.tasks k, wf.issue_approval_tokens(k.task_id, k.fence) i WHERE k.task_id = :t2;
+SELECT wf.decide(token, 'approve', approver) FROM ops_tokens2 WHERE approver = 'eve';
+-- fay is replaced by gus after her token was issued: her token stops working
+SELECT wf.set_approvers(:'run', 'ok', ARRAY['eve', 'gus'], 'fay is on leave');
+SELECT wf.decide(token, 'approve', approver) FROM ops_tokens2 WHERE approver = 'fay';
+SELECT approver, status FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
+SELECT wf.reissue_approval_tokens(:'run', 'ok', 'gus needs a token') AS t3 \gset
+SELECT fence AS f3 FROM wf.claim_tasks('ap_ops', 'mailer') \gset
+SELECT wf.decide(token, 'approve', approver) FROM wf.issue_approval_tokens(:t3, :f3) WHERE approver = 'gus';
+SELECT status, output->>'outcome' AS outcome,
+       (SELECT string_agg(d->>'approver', ',') FROM jsonb_array_elements(output->'decisions') d) AS approvers
+FROM wf.runs WHERE run_id = :'run';
+SELECT type, actor = current_user AS by_me, payload->>'reason' AS reason, payload->'removed' AS removed,
+       payload->'added' AS added
+FROM wf.history(:'run') WHERE type IN ('approval_tokens_revoked', 'approvers_changed') ORDER BY seq;
+SELECT wf.verify_run(:'run');
+-- refusals (run ids vary, so errors naming the run are shown through a helper)
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9a-f]{8}-[0-9a-f-]{27}', '<run>');
+END
+$$;
+SELECT pg_temp.err(format('SELECT wf.revoke_approval_tokens(%L, %L, %L)', :'run', 'ok', 'too late'));
+SELECT pg_temp.err(format('SELECT wf.set_approvers(%L, %L, ARRAY[%L], %L)', :'run', 'nope', 'x', 'why'));
+SELECT wf.revoke_approval_tokens(:'run', 'ok', '');
+SELECT wf.set_approvers(:'run', 'ok', ARRAY[]::text[], 'why');
+
 -- scenario: no raw token is stored anywhere
 SELECT count(*) AS tokens_seen FROM (
   SELECT row_to_json(a)::text AS t FROM wf.approvals a
@@ -106,7 +150,8 @@ SELECT count(*) AS tokens_seen FROM (
   UNION ALL SELECT row_to_json(r)::text FROM wf.runs r
   UNION ALL SELECT row_to_json(x)::text FROM wf.approval_attempts x
   UNION ALL SELECT row_to_json(m)::text FROM wf.timers m) rows,
-  (SELECT token FROM board_tokens UNION ALL SELECT :'alice' UNION ALL SELECT :'bob_unused'
+  (SELECT token FROM board_tokens UNION ALL SELECT token FROM ops_tokens
+   UNION ALL SELECT token FROM ops_tokens2 UNION ALL SELECT :'alice' UNION ALL SELECT :'bob_unused'
    UNION ALL SELECT :'dan' UNION ALL SELECT :'old_alice') toks
 WHERE rows.t LIKE '%' || substr(toks.token, 5) || '%';
 -- (the same scan over a table that does hold tokens finds them)

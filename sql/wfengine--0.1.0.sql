@@ -225,7 +225,7 @@ CREATE TABLE wf.approvals (
     visit           integer NOT NULL,
     approver        text NOT NULL,
     status          text NOT NULL DEFAULT 'pending'
-                    CHECK (status IN ('pending', 'decided', 'closed')),
+                    CHECK (status IN ('pending', 'decided', 'closed', 'revoked')),
     token_hash      bytea UNIQUE,
     token_generation integer NOT NULL DEFAULT 0,
     expires_at      timestamptz,
@@ -350,6 +350,27 @@ CREATE FUNCTION wf.decide(token text,
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_decide'
 LANGUAGE C VOLATILE;
+
+CREATE FUNCTION wf.revoke_approval_tokens(run uuid, step text, reason text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'wfengine_revoke_approval_tokens'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.revoke_approval_tokens(uuid, text, text) IS
+'Makes every unused token of a waiting approval step invalid; audited with the reason.';
+
+CREATE FUNCTION wf.reissue_approval_tokens(run uuid, step text, reason text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'wfengine_reissue_approval_tokens'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.reissue_approval_tokens(uuid, text, text) IS
+'Revokes the unused tokens of a waiting approval step and schedules a new notification task; returns its task id.';
+
+CREATE FUNCTION wf.set_approvers(run uuid, step text, approvers text[], reason text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'wfengine_set_approvers'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.set_approvers(uuid, text, text[], text) IS
+'Replaces the approvers of a waiting approval step; removed approvers'' tokens stop working at once.';
 
 CREATE FUNCTION wf.run_status(run uuid)
 RETURNS text

@@ -37,6 +37,11 @@
  * step's output is {"outcome": ..., "decisions": [...]}, with each
  * decision's comment and data.
  *
+ * Operator commands (wf.revoke_approval_tokens, wf.reissue_approval_tokens,
+ * wf.set_approvers) each take a reason and record it, with the actor and
+ * what changed, as an event of the run; they apply only while the run
+ * waits at that approval step.
+ *
  * Lock order: task row, then run row, then approval rows.
  *
  * Copyright (c) 2026, wfengine developers
@@ -68,6 +73,9 @@
 
 PG_FUNCTION_INFO_V1(wfengine_issue_approval_tokens);
 PG_FUNCTION_INFO_V1(wfengine_decide);
+PG_FUNCTION_INFO_V1(wfengine_revoke_approval_tokens);
+PG_FUNCTION_INFO_V1(wfengine_reissue_approval_tokens);
+PG_FUNCTION_INFO_V1(wfengine_set_approvers);
 
 #define WF_MAX_APPROVERS 100
 
@@ -639,7 +647,7 @@ wfengine_decide(PG_FUNCTION_ARGS)
 		if (!isnull)
 			expires_at = DatumGetTimestampTz(d);
 
-		if (strcmp(row_approver, approver) != 0)
+		if (strcmp(row_approver, approver) != 0 || strcmp(row_status, "revoked") == 0)
 			outcome = "invalid";
 		else if (strcmp(row_status, "pending") != 0)
 			outcome = "already_decided";
@@ -727,4 +735,254 @@ wfengine_decide(PG_FUNCTION_ARGS)
 						WfRunStatusName(run.status));
 	WfApiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(outcome));
+}
+
+/* what an operator command on a waiting approval step works on */
+typedef struct ApprovalCommand
+{
+	WfRunState	run;
+	WfDefinition *def;
+	int			idx;
+	char	   *step;
+	int32		visit;
+	char	   *reason;
+	WfTransition tr;
+} ApprovalCommand;
+
+/*
+ * begin_command checks the arguments of an operator command, locks the
+ * run and checks that it waits at the approval step.  The caller is
+ * connected to SPI.
+ */
+static void
+begin_command(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
+{
+	pg_uuid_t  *run_id;
+	Datum		values[2];
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run and step must not be null")));
+	if (PG_ARGISNULL(reason_arg) ||
+		strlen(text_to_cstring(PG_GETARG_TEXT_PP(reason_arg))) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an operator command needs a reason"),
+				 errhint("The reason is recorded in the run's history with who gave the command.")));
+	run_id = PG_GETARG_UUID_P(0);
+	cmd->step = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	cmd->reason = text_to_cstring(PG_GETARG_TEXT_PP(reason_arg));
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(WfCurrentTenant());
+	if (WfExecPlan(WF_PLAN_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		WfUnknownRun(run_id);
+	WfRunStateFromTuple(&cmd->run, 0);
+	cmd->def = WfDefinitionGet(cmd->run.definition_id);
+	cmd->idx = WfDefinitionStepIndex(cmd->def, cmd->step);
+	if (cmd->idx < 0 || cmd->def->steps[cmd->idx].type != WF_STEP_APPROVAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("step \"%s\" of run %s is not an approval step", cmd->step,
+						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))))));
+	if (cmd->run.status != WF_RUN_RUNNING || cmd->run.current_step == NULL ||
+		strcmp(cmd->run.current_step, cmd->step) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run %s is not waiting at approval step \"%s\"",
+						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))),
+						cmd->step),
+				 errdetail("The run is \"%s\"%s%s%s.", WfRunStatusName(cmd->run.status),
+						   cmd->run.current_step ? " at step \"" : "",
+						   cmd->run.current_step ? cmd->run.current_step : "",
+						   cmd->run.current_step ? "\"" : "")));
+	cmd->visit = WfNextVisit(&cmd->run, cmd->step);
+	WfTransitionInit(&cmd->tr, &cmd->run, cmd->def, GetCurrentTimestamp());
+}
+
+/*
+ * revoke_tokens clears the hashes of the unused tokens of the visit and
+ * returns how many.
+ */
+static int
+revoke_tokens(ApprovalCommand *cmd)
+{
+	Datum		values[3];
+
+	values[0] = UUIDPGetDatum(&cmd->run.run_id);
+	values[1] = CStringGetTextDatum(cmd->step);
+	values[2] = Int32GetDatum(cmd->visit);
+	return (int) WfExecPlan(WF_PLAN_APPROVALS_REVOKE_TOKENS, values, NULL, false, 0,
+							SPI_OK_UPDATE);
+}
+
+/*
+ * wfengine_revoke_approval_tokens is wf.revoke_approval_tokens(run, step,
+ * reason): every unused token of the waiting step stops working.
+ */
+Datum
+wfengine_revoke_approval_tokens(PG_FUNCTION_ARGS)
+{
+	ApprovalCommand cmd;
+	WfJsonBuilder b;
+	int			n;
+
+	WfApiBegin();
+	begin_command(fcinfo, 2, &cmd);
+	n = revoke_tokens(&cmd);
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", cmd.visit);
+	WfJbInt(&b, "revoked", n);
+	WfJbText(&b, "reason", cmd.reason);
+	WfAppendEvent(&cmd.tr, WF_EV_APPROVAL_TOKENS_REVOKED, cmd.step, 0, WfJbEnd(&b));
+	WfTransitionWrite(&cmd.tr);
+	WfApiEnd();
+	PG_RETURN_INT32(n);
+}
+
+/*
+ * wfengine_reissue_approval_tokens is wf.reissue_approval_tokens(run,
+ * step, reason): it revokes the unused tokens and schedules a new
+ * notification task (withdrawing one still live), whose worker then issues
+ * new tokens.  Returns the new task's id.
+ */
+Datum
+wfengine_reissue_approval_tokens(PG_FUNCTION_ARGS)
+{
+	ApprovalCommand cmd;
+	WfJsonBuilder b;
+	Datum		values[3];
+	int			n;
+	int32		last_attempt;
+	bool		isnull;
+	Datum		d;
+	TimestampTz expires_at = 0;
+	const WfStepDef *sd;
+	Datum		result;
+
+	WfApiBegin();
+	begin_command(fcinfo, 2, &cmd);
+	sd = &cmd.def->steps[cmd.idx];
+	n = revoke_tokens(&cmd);
+
+	values[0] = UUIDPGetDatum(&cmd.run.run_id);
+	values[1] = CStringGetTextDatum(cmd.step);
+	values[2] = Int32GetDatum(cmd.visit);
+	WfExecPlan(WF_PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
+	d = WfGetDatum(0, 1, &isnull);
+	if (!isnull)
+		expires_at = DatumGetTimestampTz(d);
+	last_attempt = DatumGetInt32(WfGetDatumNotNull(0, 2));
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", cmd.visit);
+	WfJbInt(&b, "revoked", n);
+	WfJbText(&b, "reason", cmd.reason);
+	WfJbBool(&b, "reissue", true);
+	WfAppendEvent(&cmd.tr, WF_EV_APPROVAL_TOKENS_REVOKED, cmd.step, 0, WfJbEnd(&b));
+	WfWithdrawCurrentTask(&cmd.tr, "reissue");
+
+	WfJbBegin(&b);
+	WfJbText(&b, "run_id", DatumGetCString(DirectFunctionCall1(uuid_out,
+															   UUIDPGetDatum(&cmd.run.run_id))));
+	WfJbText(&b, "step", sd->name);
+	WfJbInt(&b, "visit", cmd.visit);
+	WfJbBool(&b, "reissue", true);
+	if (expires_at != 0)
+		WfJbTimestamp(&b, "expires_at", expires_at);
+	WfScheduleStep(&cmd.tr, cmd.idx, last_attempt + 1, cmd.tr.now, WfJbEnd(&b));
+	result = Int64GetDatum(cmd.tr.task.task_id);
+	WfTransitionWrite(&cmd.tr);
+	WfApiEnd();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * wfengine_set_approvers is wf.set_approvers(run, step, approvers,
+ * reason): approvers no longer listed lose their tokens at once (their
+ * decisions already made stay); new ones are added without a token, to
+ * be issued with wf.reissue_approval_tokens().
+ */
+Datum
+wfengine_set_approvers(PG_FUNCTION_ARGS)
+{
+	ApprovalCommand cmd;
+	WfJsonBuilder b;
+	Datum		values[7];
+	char		nulls[7];
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			nelems;
+	char	  **names;
+	char	  **removed;
+	char	  **added;
+	uint64		nr;
+	uint64		na;
+	uint64		i;
+	bool		isnull;
+	Datum		d;
+
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("approvers must not be null")));
+	arr = PG_GETARG_ARRAYTYPE_P(2);
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
+	if (nelems == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an approval step needs at least one approver")));
+	names = palloc(sizeof(char *) * nelems);
+	for (i = 0; i < (uint64) nelems; i++)
+	{
+		if (elem_nulls[i] || VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("approver names must not be null or empty")));
+		names[i] = TextDatumGetCString(elems[i]);
+	}
+
+	WfApiBegin();
+	begin_command(fcinfo, 3, &cmd);
+
+	values[0] = UUIDPGetDatum(&cmd.run.run_id);
+	values[1] = CStringGetTextDatum(cmd.step);
+	values[2] = Int32GetDatum(cmd.visit);
+	values[3] = PointerGetDatum(arr);
+	nr = WfExecPlan(WF_PLAN_APPROVALS_REMOVE, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	removed = palloc(sizeof(char *) * Max(nr, 1));
+	for (i = 0; i < nr; i++)
+		removed[i] = WfGetTextOrNull(i, 1);
+
+	WfExecPlan(WF_PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
+	d = WfGetDatum(0, 1, &isnull);
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = CStringGetTextDatum(cmd.run.tenant_id);
+	values[1] = UUIDPGetDatum(&cmd.run.run_id);
+	values[2] = CStringGetTextDatum(cmd.step);
+	values[3] = Int32GetDatum(cmd.visit);
+	values[4] = PointerGetDatum(arr);
+	if (!isnull)
+		values[5] = d;
+	else
+		nulls[5] = 'n';
+	values[6] = TimestampTzGetDatum(cmd.tr.now);
+	na = WfExecPlan(WF_PLAN_APPROVALS_ADD, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
+	added = palloc(sizeof(char *) * Max(na, 1));
+	for (i = 0; i < na; i++)
+		added[i] = WfGetTextOrNull(i, 1);
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", cmd.visit);
+	WfJbJsonb(&b, "approvers", text_array_jsonb(names, nelems));
+	WfJbJsonb(&b, "removed", text_array_jsonb(removed, (int) nr));
+	WfJbJsonb(&b, "added", text_array_jsonb(added, (int) na));
+	WfJbText(&b, "reason", cmd.reason);
+	WfAppendEvent(&cmd.tr, WF_EV_APPROVERS_CHANGED, cmd.step, 0, WfJbEnd(&b));
+	WfTransitionWrite(&cmd.tr);
+	WfApiEnd();
+	PG_RETURN_VOID();
 }

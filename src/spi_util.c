@@ -362,7 +362,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		6, {INT8OID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID}
 	},
 	[WF_PLAN_APPROVAL_TALLY] = {
-		"SELECT pg_catalog.count(*),"
+		"SELECT pg_catalog.count(*) FILTER (WHERE ap.status OPERATOR(pg_catalog.<>) 'revoked'),"
 		" pg_catalog.count(*) FILTER (WHERE ap.decision OPERATOR(pg_catalog.=) 'approve'),"
 		" pg_catalog.count(*) FILTER (WHERE ap.decision OPERATOR(pg_catalog.=) 'reject'),"
 		" COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('approver', ap.approver,"
@@ -383,6 +383,37 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"INSERT INTO wf.approval_attempts (tenant_id, attempted_at, actor, approver, decision,"
 		" outcome, run_id, step) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 		8, {TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, UUIDOID, TEXTOID}
+	},
+	[WF_PLAN_APPROVALS_REVOKE_TOKENS] = {
+		"UPDATE wf.approvals ap SET token_hash = NULL "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending' "
+		"AND ap.token_hash IS NOT NULL",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[WF_PLAN_APPROVALS_REMOVE] = {
+		"UPDATE wf.approvals ap SET status = 'revoked' "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending' "
+		"AND ap.approver OPERATOR(pg_catalog.<>) ALL ($4) RETURNING ap.approver",
+		4, {UUIDOID, TEXTOID, INT4OID, TEXTARRAYOID}
+	},
+	[WF_PLAN_APPROVALS_ADD] = {
+		"INSERT INTO wf.approvals AS ap (tenant_id, run_id, step, visit, approver, expires_at,"
+		" created_at) "
+		"SELECT $1, $2, $3, $4, a, $6, $7 FROM pg_catalog.unnest($5) AS a "
+		"ON CONFLICT (run_id, step, visit, approver) DO UPDATE SET status = 'pending',"
+		" token_hash = NULL WHERE ap.status OPERATOR(pg_catalog.=) 'revoked' "
+		"RETURNING ap.approver",
+		7, {TEXTOID, UUIDOID, TEXTOID, INT4OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_APPROVAL_EXPIRES] = {
+		"SELECT pg_catalog.max(ap.expires_at), COALESCE(pg_catalog.max(t.attempt), 0) "
+		"FROM wf.approvals ap LEFT JOIN wf.tasks t ON t.run_id OPERATOR(pg_catalog.=) ap.run_id"
+		" AND t.step OPERATOR(pg_catalog.=) ap.step AND t.visit OPERATOR(pg_catalog.=) ap.visit "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3",
+		3, {UUIDOID, TEXTOID, INT4OID}
 	},
 	[WF_PLAN_TASK_PEEK] = {
 		"SELECT t.status, t.fence, r.status FROM wf.tasks t JOIN wf.runs r"

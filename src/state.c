@@ -86,6 +86,8 @@ static const char *const event_type_names[] = {
 	[WF_EV_APPROVAL_DECIDED] = "approval_decided",
 	[WF_EV_DECISION_REFUSED] = "decision_refused",
 	[WF_EV_APPROVAL_COMPLETED] = "approval_completed",
+	[WF_EV_APPROVAL_TOKENS_REVOKED] = "approval_tokens_revoked",
+	[WF_EV_APPROVERS_CHANGED] = "approvers_changed",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -99,6 +101,7 @@ static const char *const timer_kind_names[] = {
 
 /* forward declarations */
 static void note_new_task(WfTransition *tr);
+static void withdraw_task(WfTransition *tr);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
 
@@ -350,6 +353,8 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_APPROVAL_TOKENS_ISSUED:
 		case WF_EV_APPROVAL_DECIDED:
+		case WF_EV_APPROVAL_TOKENS_REVOKED:
+		case WF_EV_APPROVERS_CHANGED:
 			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
 				ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
 				return "an approval event for a step that is not the current one";
@@ -1063,15 +1068,6 @@ write_side_effects(WfTransition *tr)
 		WfExecPlan(WF_PLAN_TIMER_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
 		WfNoteTimer(t->fire_at);
 	}
-	if (tr->withdraw_task != 0)
-	{
-		Datum		values[3];
-
-		values[0] = Int64GetDatum(tr->withdraw_task);
-		values[1] = TimestampTzGetDatum(tr->now);
-		values[2] = Int32GetDatum(tr->withdraw_expirations);
-		WfExecPlan(WF_PLAN_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
-	}
 	if (tr->n_approvers > 0 || tr->close_approvals)
 		WfWriteApprovals(tr);
 	if (run->finished)
@@ -1082,6 +1078,22 @@ write_side_effects(WfTransition *tr)
 		values[1] = TimestampTzGetDatum(tr->now);
 		WfExecPlan(WF_PLAN_TIMERS_CANCEL, values, NULL, false, 0, SPI_OK_UPDATE);
 	}
+}
+
+/*
+ * withdraw_task cancels the live task the transition withdraws; it runs
+ * before a new attempt of the same step is inserted, which the unique
+ * index of live attempts would refuse otherwise.
+ */
+static void
+withdraw_task(WfTransition *tr)
+{
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(tr->withdraw_task);
+	values[1] = TimestampTzGetDatum(tr->now);
+	values[2] = Int32GetDatum(tr->withdraw_expirations);
+	WfExecPlan(WF_PLAN_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
 }
 
 /*
@@ -1098,6 +1110,8 @@ WfTransitionWrite(WfTransition *tr)
 
 	if (tr->nevents == 0)
 		return;
+	if (tr->withdraw_task != 0)
+		withdraw_task(tr);
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = UUIDPGetDatum(&run->run_id);
 	values[1] = CStringGetTextDatum(run->tenant_id);
