@@ -12,17 +12,17 @@ SELECT wf.publish_definition('expense', '{"steps": [
 SELECT wf.start_run('expense', '{"amount": 10}') AS run \gset
 SELECT type, step, payload->'approvers' AS approvers, payload->>'needed' AS needed
 FROM wf.history(:'run') WHERE type = 'approval_requested';
-SELECT approver, status, token_hash IS NULL AS no_token_yet FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
+SELECT approver, status, approve_hash IS NULL AND reject_hash IS NULL AS no_token_yet FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
 -- the notification worker claims its task and gets the tokens, once
 SELECT task_id AS t, fence AS f, input->'approvers' AS approvers FROM wf.claim_tasks('ap_mail', 'mailer') \gset
 \echo :approvers
-SELECT approver, length(token) AS len, left(token, 4) AS prefix, expires_at > now() AS expires_later
-FROM wf.issue_approval_tokens(:t, :f) ORDER BY approver;
+SELECT approver, decision, length(token) AS len, left(token, 4) AS prefix, expires_at > now() AS expires_later
+FROM wf.issue_approval_tokens(:t, :f) ORDER BY approver, decision;
 -- issuing again mints new tokens; the earlier ones stop working
-SELECT token AS old_alice FROM wf.issue_approval_tokens(:t, :f) WHERE approver = 'alice' \gset
+SELECT token AS old_alice FROM wf.issue_approval_tokens(:t, :f) WHERE approver = 'alice' AND decision = 'approve' \gset
 CREATE TEMP TABLE expense_tokens AS SELECT * FROM wf.issue_approval_tokens(:t, :f);
-SELECT token AS alice FROM expense_tokens WHERE approver = 'alice' \gset
-SELECT token AS bob_unused FROM expense_tokens WHERE approver = 'bob' \gset
+SELECT token AS alice FROM expense_tokens WHERE approver = 'alice' AND decision = 'approve' \gset
+SELECT token AS bob_unused FROM expense_tokens WHERE approver = 'bob' AND decision = 'reject' \gset
 SELECT wf.complete_task(:t, :f, '{"sent": 2}');
 SELECT wf.decide(:'old_alice', 'approve', 'alice');
 -- a token is bound to its approver; a tampered or made-up token matches nothing
@@ -32,7 +32,7 @@ SELECT wf.decide(overlay(:'alice' placing CASE WHEN substr(:'alice', 10, 1) = 'A
 SELECT wf.decide('wfa_' || repeat('x', 43), 'approve', 'alice');
 SELECT wf.decide('not a token', 'approve', 'alice');
 SELECT wf.decide(:'alice', 'approve', 'alice', 'within budget', '{"limit": 100}');
--- replay: the second use changes nothing
+-- replay: the second use changes nothing; a token is good for its own decision only
 SELECT wf.decide(:'alice', 'approve', 'alice');
 SELECT wf.decide(:'alice', 'reject', 'alice');
 SELECT status, current_step, context->'steps'->'approve'->'output' AS output FROM wf.runs WHERE run_id = :'run';
@@ -46,7 +46,7 @@ SELECT wf.verify_run(:'run');
 -- scenario: one reject ends the step as rejected and fails the run
 SELECT wf.start_run('expense', '{"amount": 11}') AS run \gset
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_mail', 'mailer') \gset
-SELECT token AS bob FROM wf.issue_approval_tokens(:t, :f) WHERE approver = 'bob' \gset
+SELECT token AS bob FROM wf.issue_approval_tokens(:t, :f) WHERE approver = 'bob' AND decision = 'reject' \gset
 SELECT wf.decide(:'bob', 'reject', 'bob', 'too expensive');
 SELECT status FROM wf.runs WHERE run_id = :'run';
 SELECT type, payload->>'reason' AS reason FROM wf.history(:'run') WHERE type IN ('task_cancelled', 'approval_completed', 'run_failed');
@@ -65,14 +65,14 @@ SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_mail', 'mailer') \gset
 SELECT definition_name, step, approver, token_issued, age >= interval '0' AS has_age, expires_at
 FROM wf.pending_approvals WHERE run_id = :'run' ORDER BY approver;
 CREATE TEMP TABLE board_tokens AS SELECT * FROM wf.issue_approval_tokens(:t, :f);
-SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ann';
+SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ann' AND decision = 'approve';
 SELECT approver, token_issued FROM wf.pending_approvals WHERE run_id = :'run' ORDER BY approver;
 SELECT status, current_step FROM wf.runs WHERE run_id = :'run';
-SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ann';
-SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'cat';
+SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ann' AND decision = 'approve';
+SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'cat' AND decision = 'approve';
 SELECT status, output->>'outcome' AS outcome, jsonb_array_length(output->'decisions') AS decisions
 FROM wf.runs WHERE run_id = :'run';
-SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ben';
+SELECT wf.decide(token, 'approve', approver) FROM board_tokens WHERE approver = 'ben' AND decision = 'approve';
 SELECT wf.verify_run(:'run');
 -- no approvers found: the run fails and says why
 SELECT wf.start_run('board', '{"board": []}') AS run \gset
@@ -87,7 +87,7 @@ SELECT wf.publish_definition('timed', '{"steps": [
   {"name": "escalate", "queue": "ap_escalate"}]}');
 SELECT wf.start_run('timed') AS run \gset
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_mail', 'mailer') \gset
-SELECT token AS dan FROM wf.issue_approval_tokens(:t, :f) \gset
+SELECT token AS dan FROM wf.issue_approval_tokens(:t, :f) WHERE decision = 'approve' \gset
 SELECT wf.complete_task(:t, :f, '{}');
 SELECT pg_sleep(0.3);
 SELECT wf.decide(:'dan', 'approve', 'dan');
@@ -105,7 +105,7 @@ SELECT wf.start_run('ops') AS run \gset
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('ap_ops', 'mailer') \gset
 CREATE TEMP TABLE ops_tokens AS SELECT * FROM wf.issue_approval_tokens(:t, :f);
 SELECT wf.revoke_approval_tokens(:'run', 'ok', 'mail server leaked the links');
-SELECT wf.decide(token, 'approve', approver) FROM ops_tokens WHERE approver = 'eve';
+SELECT wf.decide(token, 'approve', approver) FROM ops_tokens WHERE approver = 'eve' AND decision = 'approve';
 -- a re-issue withdraws the old notification task and schedules a new one
 SELECT wf.reissue_approval_tokens(:'run', 'ok', 'send again') AS t2 \gset
 SELECT wf.heartbeat(:t, :f);
@@ -113,14 +113,15 @@ SELECT task_id = :t2 AS same_task, attempt FROM wf.claim_tasks('ap_ops', 'mailer
 \echo :same_task :attempt
 CREATE TEMP TABLE ops_tokens2 AS
 SELECT i.* FROM wf.tasks k, wf.issue_approval_tokens(k.task_id, k.fence) i WHERE k.task_id = :t2;
-SELECT wf.decide(token, 'approve', approver) FROM ops_tokens2 WHERE approver = 'eve';
+SELECT wf.decide(token, 'approve', approver) FROM ops_tokens2 WHERE approver = 'eve' AND decision = 'approve';
 -- fay is replaced by gus after her token was issued: her token stops working
 SELECT wf.set_approvers(:'run', 'ok', ARRAY['eve', 'gus'], 'fay is on leave');
-SELECT wf.decide(token, 'approve', approver) FROM ops_tokens2 WHERE approver = 'fay';
+SELECT wf.decide(token, 'approve', approver) FROM ops_tokens2 WHERE approver = 'fay' AND decision = 'approve';
 SELECT approver, status FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
 SELECT wf.reissue_approval_tokens(:'run', 'ok', 'gus needs a token') AS t3 \gset
 SELECT fence AS f3 FROM wf.claim_tasks('ap_ops', 'mailer') \gset
-SELECT wf.decide(token, 'approve', approver) FROM wf.issue_approval_tokens(:t3, :f3) WHERE approver = 'gus';
+SELECT wf.decide(token, 'approve', approver) FROM wf.issue_approval_tokens(:t3, :f3)
+WHERE approver = 'gus' AND decision = 'approve';
 SELECT status, output->>'outcome' AS outcome,
        (SELECT string_agg(d->>'approver', ',') FROM jsonb_array_elements(output->'decisions') d) AS approvers
 FROM wf.runs WHERE run_id = :'run';

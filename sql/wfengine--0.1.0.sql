@@ -212,9 +212,9 @@ COMMENT ON TABLE wf.timers IS
 COMMENT ON COLUMN wf.timers.due_at IS
 'When the timer is due; fire_at starts equal and moves on only when firing failed and is retried.';
 
--- Approvals: one row per approver of a visit of an approval step.  Only a
--- keyed hash of the current token is stored (never the token itself); a
--- re-issue replaces it, a decision or the end of the step clears it.
+-- Approvals: one row per approver of a visit of an approval step.  Each
+-- approver gets one token per decision kind; only their keyed hashes are
+-- stored (never a token); a re-issue replaces them, a revoke clears them.
 CREATE SEQUENCE wf.approval_id_seq AS bigint;
 
 CREATE TABLE wf.approvals (
@@ -226,7 +226,8 @@ CREATE TABLE wf.approvals (
     approver        text NOT NULL,
     status          text NOT NULL DEFAULT 'pending'
                     CHECK (status IN ('pending', 'decided', 'closed', 'revoked')),
-    token_hash      bytea UNIQUE,
+    approve_hash    bytea UNIQUE,   -- keyed hash of the token that approves
+    reject_hash     bytea UNIQUE,   -- keyed hash of the token that rejects
     token_generation integer NOT NULL DEFAULT 0,
     expires_at      timestamptz,
     decision        text CHECK (decision IN ('approve', 'reject')),
@@ -247,7 +248,7 @@ SELECT a.tenant_id, a.run_id, r.definition_name, a.step, a.visit, a.approver,
        a.created_at AS requested_at,
        pg_catalog.now() OPERATOR(pg_catalog.-) a.created_at AS age,
        a.expires_at,
-       a.token_hash IS NOT NULL AS token_issued
+       a.approve_hash IS NOT NULL AS token_issued
 FROM wf.approvals a
 JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) a.run_id
 WHERE a.status OPERATOR(pg_catalog.=) 'pending'
@@ -336,7 +337,7 @@ COMMENT ON FUNCTION wf.tick(integer) IS
 'Fires due timers and task deadlines now, as the engine worker does; for tests and for servers without preload (schedule it with pg_cron).';
 
 CREATE FUNCTION wf.issue_approval_tokens(task_id bigint, fence bigint)
-RETURNS TABLE (approver text, token text, expires_at timestamptz)
+RETURNS TABLE (approver text, decision text, token text, expires_at timestamptz)
 AS 'MODULE_PATHNAME', 'wfengine_issue_approval_tokens'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.issue_approval_tokens(bigint, bigint) IS

@@ -11,8 +11,9 @@
  * Tokens.  The worker that holds the notification task calls
  * wf.issue_approval_tokens(task_id, fence): under the task and run locks,
  * and only for the current lease, it mints one token per pending approver
- * (256 random bits, crypto.c), stores only its keyed hash, and returns the
- * tokens to that caller alone.  Calling it again, or a redelivery of the
+ * for each decision kind (256 random bits, crypto.c: an "approve" token
+ * and a "reject" token, each good for its own decision only), stores only
+ * their keyed hashes, and returns the tokens to that caller alone.  Calling it again, or a redelivery of the
  * notification task to a new worker, mints new tokens and so invalidates
  * the old ones.  No table, event or log line written here contains a
  * token.
@@ -511,23 +512,33 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < n; i++)
 	{
-		char		token[WF_TOKEN_TEXT_LEN];
-		uint8		hash[WF_HASH_LEN];
-		Datum		tv[2];
-		Datum		out[3];
-		bool		onulls[3] = {false, false, false};
+		static const char *const kinds[2] = {"approve", "reject"};
+		char		token[2][WF_TOKEN_TEXT_LEN];
+		uint8		hash[2][WF_HASH_LEN];
+		Datum		tv[3];
+		int			k;
 
-		WfMintToken(token, hash);
+		/* one token per decision kind, each bound to it */
+		for (k = 0; k < 2; k++)
+			WfMintToken(token[k], hash[k]);
 		tv[0] = Int64GetDatum(ids[i]);
-		tv[1] = hash_datum(hash);
+		tv[1] = hash_datum(hash[0]);
+		tv[2] = hash_datum(hash[1]);
 		WfExecPlan(WF_PLAN_APPROVAL_SET_TOKEN, tv, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
 		generation = Max(generation, DatumGetInt32(WfGetDatumNotNull(0, 1)));
 
-		out[0] = CStringGetTextDatum(names[i]);
-		out[1] = CStringGetTextDatum(token);
-		out[2] = TimestampTzGetDatum(expires[i]);
-		onulls[2] = expires_null[i];
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, onulls);
+		for (k = 0; k < 2; k++)
+		{
+			Datum		out[4];
+			bool		onulls[4] = {false, false, false, false};
+
+			out[0] = CStringGetTextDatum(names[i]);
+			out[1] = CStringGetTextDatum(kinds[k]);
+			out[2] = CStringGetTextDatum(token[k]);
+			out[3] = TimestampTzGetDatum(expires[i]);
+			onulls[3] = expires_null[i];
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, onulls);
+		}
 		sodium_memzero(token, sizeof(token));
 	}
 
@@ -543,6 +554,27 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 
 	WfApiEnd();
 	return (Datum) 0;
+}
+
+/*
+ * token_matches tells whether column col of row holds hash (compared in
+ * constant time) and the token's kind is the decision asked for.
+ */
+static bool
+token_matches(int row, int col, const uint8 *hash, const char *decision,
+			  const char *kind)
+{
+	bool		isnull;
+	Datum		d = WfGetDatum(row, col, &isnull);
+	bytea	   *stored;
+
+	if (isnull)
+		return false;
+	stored = DatumGetByteaPP(d);
+	if (VARSIZE_ANY_EXHDR(stored) != WF_HASH_LEN ||
+		sodium_memcmp(VARDATA_ANY(stored), hash, WF_HASH_LEN) != 0)
+		return false;
+	return strcmp(decision, kind) == 0;
 }
 
 /*
@@ -577,7 +609,6 @@ wfengine_decide(PG_FUNCTION_ARGS)
 	WfDefinition *def;
 	int			idx;
 	WfJsonBuilder b;
-	bytea	   *stored;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -611,11 +642,13 @@ wfengine_decide(PG_FUNCTION_ARGS)
 		PG_RETURN_TEXT_P(cstring_to_text("invalid"));
 	}
 
-	/* a hash match; compare the stored hash in constant time all the same */
-	stored = DatumGetByteaPP(WfGetDatumNotNull(0, 9));
+	/*
+	 * A hash match.  Compare in constant time all the same, and find which
+	 * decision the token is for: it is bound to one.
+	 */
 	if (strcmp(WfGetTextOrNull(0, 2), tenant) != 0 ||
-		VARSIZE_ANY_EXHDR(stored) != WF_HASH_LEN ||
-		sodium_memcmp(VARDATA_ANY(stored), hash, WF_HASH_LEN) != 0)
+		!(token_matches(0, 9, hash, decision, "approve") ||
+		  token_matches(0, 10, hash, decision, "reject")))
 	{
 		audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
 		WfApiEnd();

@@ -344,15 +344,15 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		3, {UUIDOID, TEXTOID, INT4OID}
 	},
 	[WF_PLAN_APPROVAL_SET_TOKEN] = {
-		"UPDATE wf.approvals ap SET token_hash = $2,"
+		"UPDATE wf.approvals ap SET approve_hash = $2, reject_hash = $3,"
 		" token_generation = ap.token_generation OPERATOR(pg_catalog.+) 1 "
 		"WHERE ap.approval_id OPERATOR(pg_catalog.=) $1 RETURNING ap.token_generation",
-		2, {INT8OID, BYTEAOID}
+		3, {INT8OID, BYTEAOID, BYTEAOID}
 	},
 	[WF_PLAN_APPROVAL_BY_HASH] = {
 		"SELECT ap.approval_id, ap.tenant_id, ap.run_id, ap.step, ap.visit, ap.approver,"
-		" ap.status, ap.expires_at, ap.token_hash FROM wf.approvals ap "
-		"WHERE ap.token_hash OPERATOR(pg_catalog.=) $1",
+		" ap.status, ap.expires_at, ap.approve_hash, ap.reject_hash FROM wf.approvals ap "
+		"WHERE ap.approve_hash OPERATOR(pg_catalog.=) $1 OR ap.reject_hash OPERATOR(pg_catalog.=) $1",
 		1, {BYTEAOID}
 	},
 	[WF_PLAN_APPROVAL_CONSUME] = {
@@ -385,10 +385,10 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		8, {TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, UUIDOID, TEXTOID}
 	},
 	[WF_PLAN_APPROVALS_REVOKE_TOKENS] = {
-		"UPDATE wf.approvals ap SET token_hash = NULL "
+		"UPDATE wf.approvals ap SET approve_hash = NULL, reject_hash = NULL "
 		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
 		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending' "
-		"AND ap.token_hash IS NOT NULL",
+		"AND ap.approve_hash IS NOT NULL",
 		3, {UUIDOID, TEXTOID, INT4OID}
 	},
 	[WF_PLAN_APPROVALS_REMOVE] = {
@@ -403,7 +403,8 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" created_at) "
 		"SELECT $1, $2, $3, $4, a, $6, $7 FROM pg_catalog.unnest($5) AS a "
 		"ON CONFLICT (run_id, step, visit, approver) DO UPDATE SET status = 'pending',"
-		" token_hash = NULL WHERE ap.status OPERATOR(pg_catalog.=) 'revoked' "
+		" approve_hash = NULL, reject_hash = NULL"
+		" WHERE ap.status OPERATOR(pg_catalog.=) 'revoked' "
 		"RETURNING ap.approver",
 		7, {TEXTOID, UUIDOID, TEXTOID, INT4OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 	},
