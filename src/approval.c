@@ -682,10 +682,12 @@ wfengine_decide(PG_FUNCTION_ARGS)
 
 		if (strcmp(row_approver, approver) != 0 || strcmp(row_status, "revoked") == 0)
 			outcome = "invalid";
-		else if (strcmp(row_status, "pending") != 0)
+		else if (strcmp(row_status, "decided") == 0)
 			outcome = "already_decided";
 		else if (expires_at != 0 && expires_at <= now)
 			outcome = "expired";
+		else if (strcmp(row_status, "pending") != 0)
+			outcome = "already_decided";	/* the step ended */
 		else if (idx < 0 || run.status != WF_RUN_RUNNING || run.current_step == NULL ||
 				 strcmp(run.current_step, step) != 0 ||
 				 WfNextVisit(&run, step) != visit)
