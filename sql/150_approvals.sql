@@ -98,6 +98,24 @@ SELECT count(*) AS escalated FROM wf.claim_tasks('ap_escalate', 'w');
 SELECT wf.decide(:'dan', 'approve', 'dan');
 SELECT wf.verify_run(:'run');
 
+-- scenario: two rejects needed to reject; a token of another tenant is invalid
+SELECT wf.publish_definition('lenient', '{"steps": [
+  {"name": "ok", "type": "approval", "approvers": ["hal", "ida", "jo"], "rejections": 2,
+   "notify_queue": "ap_len"}]}');
+SELECT wf.start_run('lenient') AS run \gset
+CREATE TEMP TABLE len_tokens AS
+SELECT i.* FROM wf.claim_tasks('ap_len', 'mailer') c, wf.issue_approval_tokens(c.task_id, c.fence) i;
+SELECT wf.decide(token, 'reject', approver) FROM len_tokens WHERE approver = 'hal' AND decision = 'reject';
+SELECT status, current_step FROM wf.runs WHERE run_id = :'run';
+-- (as a superuser: move one approver's row to another tenant; its tokens stop working)
+UPDATE wf.approvals SET tenant_id = 'other' WHERE run_id = :'run' AND approver = 'jo';
+SELECT wf.decide(token, 'approve', approver) FROM len_tokens WHERE approver = 'jo' AND decision = 'approve';
+UPDATE wf.approvals SET tenant_id = 'default' WHERE run_id = :'run' AND approver = 'jo';
+SELECT wf.decide(token, 'reject', approver) FROM len_tokens WHERE approver = 'ida' AND decision = 'reject';
+SELECT status, context->'steps'->'ok'->'output'->>'outcome' AS outcome FROM wf.runs WHERE run_id = :'run';
+SELECT wf.verify_run(:'run');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "rejections": 2}]}');
+
 -- scenario: operator commands: revoke, re-issue, replace approvers (each audited)
 SELECT wf.publish_definition('ops', '{"steps": [
   {"name": "ok", "type": "approval", "approvers": ["eve", "fay"], "policy": "all", "notify_queue": "ap_ops"}]}');

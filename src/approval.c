@@ -31,9 +31,10 @@
  * approvers of the current visit, so an approver is authorised when the
  * decision is made, not only when the token was issued.
  *
- * Policy.  One reject ends the step as rejected (the run fails); "any"
- * needs one approval, "all" every approver, {"quorum": N} N distinct
- * approvers.  Each approver decides once.  When the step ends its other
+ * Policy.  "any" needs one approval, "all" every approver, {"quorum": N}
+ * N distinct approvers.  "rejections" rejects (default 1) end the step as
+ * rejected (the run fails), and so do so many rejects that the policy can
+ * no longer be met.  Each approver decides once.  When the step ends its other
  * tokens are closed, a notification task still live is withdrawn, and the
  * step's output is {"outcome": ..., "decisions": [...]}, with each
  * decision's comment and data.
@@ -738,8 +739,10 @@ wfengine_decide(PG_FUNCTION_ARGS)
 		rejections = DatumGetInt64(WfGetDatumNotNull(0, 3));
 		decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
 
-		if (rejections > 0)
+		if (rejections >= Min(def->steps[idx].rejections, total) ||
+			total - rejections < needed_approvals(&def->steps[idx], (int) total))
 		{
+			/* enough rejects, or too few approvers left to approve */
 			WfJsonBuilder eb;
 
 			complete_approval(&tr, idx, visit, "rejected", decisions);

@@ -99,7 +99,7 @@ static const char *const sleep_fields[] = {
 };
 static const char *const approval_fields[] = {
 	"approvers", "description", "end", "expires", "name", "next",
-	"notify_queue", "on_expiry", "policy", "retry", "timeout", "type", NULL
+	"notify_queue", "on_expiry", "policy", "rejections", "retry", "timeout", "type", NULL
 };
 static const char *const retry_fields[] = {
 	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
@@ -764,6 +764,11 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 				  "Use \"any\", \"all\" or {\"quorum\": N}.",
 				  "must be \"any\", \"all\" or a quorum");
 
+	sd->rejections = (int32) get_number(cx, s, "rejections", "rejections", 1, 1000, 1, true);
+	if (sd->n_approvers > 0 && sd->rejections > sd->n_approvers)
+		def_error(cx, "rejections", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+				  "needs %d rejections, but the step names only %d approvers",
+				  sd->rejections, sd->n_approvers);
 	sd->expires = get_duration(cx, s, "expires", "expires");
 	sd->expiry_next = WF_STEP_END;
 	compile_retry(cx, s, &sd->retry);

@@ -85,6 +85,7 @@ typedef struct WfStepDef
 	Datum		approvers_path; /* compiled jsonpath, or 0 */
 	WfApprovalPolicy policy;
 	int32		quorum;			/* for WF_POLICY_QUORUM */
+	int32		rejections;		/* rejects that end the step as rejected */
 	int64		expires;		/* microseconds, 0 = never */
 	int			expiry_next;	/* step on expiry, or WF_STEP_END to fail */
 } WfStepDef;
