@@ -116,6 +116,18 @@ SELECT status, context->'steps'->'ok'->'output'->>'outcome' AS outcome FROM wf.r
 SELECT wf.verify_run(:'run');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "rejections": 2}]}');
 
+-- scenario: a token acts on its own run and step only
+SELECT wf.start_run('lenient') AS run_a \gset
+SELECT wf.start_run('lenient') AS run_b \gset
+CREATE TEMP TABLE ab_tokens AS
+SELECT c.run_id, i.* FROM wf.claim_tasks('ap_len', 'mailer', 2) c, wf.issue_approval_tokens(c.task_id, c.fence) i;
+SELECT wf.decide(token, 'approve', approver) FROM ab_tokens
+WHERE run_id = :'run_a' AND approver = 'hal' AND decision = 'approve';
+SELECT run_id = :'run_a' AS is_a, status, context->'steps'->'ok'->'output'->>'outcome' AS outcome
+FROM wf.runs WHERE run_id IN (:'run_a', :'run_b') ORDER BY 1 DESC;
+SELECT run_id = :'run_a' AS is_a, count(*) FILTER (WHERE status = 'decided') AS decided
+FROM wf.approvals WHERE run_id IN (:'run_a', :'run_b') GROUP BY 1 ORDER BY 1 DESC;
+
 -- scenario: operator commands: revoke, re-issue, replace approvers (each audited)
 SELECT wf.publish_definition('ops', '{"steps": [
   {"name": "ok", "type": "approval", "approvers": ["eve", "fay"], "policy": "all", "notify_queue": "ap_ops"}]}');
@@ -170,7 +182,8 @@ SELECT count(*) AS tokens_seen FROM (
   UNION ALL SELECT row_to_json(x)::text FROM wf.approval_attempts x
   UNION ALL SELECT row_to_json(m)::text FROM wf.timers m) rows,
   (SELECT token FROM board_tokens UNION ALL SELECT token FROM ops_tokens
-   UNION ALL SELECT token FROM ops_tokens2 UNION ALL SELECT :'alice' UNION ALL SELECT :'bob_unused'
+   UNION ALL SELECT token FROM ops_tokens2 UNION ALL SELECT token FROM len_tokens
+   UNION ALL SELECT token FROM ab_tokens UNION ALL SELECT :'alice' UNION ALL SELECT :'bob_unused'
    UNION ALL SELECT :'dan' UNION ALL SELECT :'old_alice') toks
 WHERE rows.t LIKE '%' || substr(toks.token, 5) || '%';
 -- (the same scan over a table that does hold tokens finds them)
@@ -182,6 +195,7 @@ WHERE rows.t LIKE '%' || substr(toks.token, 5) || '%';
 SELECT wf.decide(:'dan', 'maybe', 'dan');
 SELECT wf.decide(NULL, 'approve', 'dan');
 SELECT wf.decide(:'dan', 'approve', '');
+SELECT wf.decide(:'dan', 'approve', repeat('x', 256));
 SELECT wf.issue_approval_tokens(:t, :f);
 SELECT task_id AS t2, fence AS f2 FROM wf.claim_tasks('ap_escalate', 'w') \gset
 SELECT wf.start_run('timed') AS run \gset

@@ -623,10 +623,10 @@ wfengine_decide(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid decision \"%s\"", decision),
 				 errhint("A decision is \"approve\" or \"reject\".")));
-	if (strlen(approver) == 0)
+	if (strlen(approver) == 0 || strlen(approver) > 255)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("approver must not be empty")));
+				 errmsg("approver must have 1 to 255 bytes")));
 	WfCheckPayloadSize(data, "decision data", "an approval");
 
 	well_formed = WfHashToken(token, hash);
