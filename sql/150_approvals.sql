@@ -210,3 +210,25 @@ SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval"
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "on_expiry": "b"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "expires": "1h", "on_expiry": "nowhere"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": [1], "notify_queue": "q"}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "approval", "approvers": ["x"], "notify_queue": "q", "timeout": {"total": "1h"}}]}');
+SELECT wf.publish_definition('bad', jsonb_build_object('steps', jsonb_build_array(jsonb_build_object(
+  'name', 'a', 'type', 'approval', 'notify_queue', 'q',
+  'approvers', (SELECT jsonb_agg('p' || i) FROM generate_series(1, 101) i)))));
+
+-- scenario: a run that stops while an approval waits closes its tokens
+SELECT wf.publish_definition('stops', '{"timeout": "150ms", "steps": [
+  {"name": "ok", "type": "approval", "approvers": ["kim"], "notify_queue": "ap_stop"}]}');
+SELECT wf.start_run('stops') AS run \gset
+SELECT token AS kim FROM wf.claim_tasks('ap_stop', 'mailer') c, wf.issue_approval_tokens(c.task_id, c.fence) i
+WHERE i.decision = 'approve' \gset
+SELECT count(*) AS waiting FROM wf.pending_approvals WHERE run_id = :'run';
+SELECT pg_sleep(0.2);
+SELECT wf.tick() > 0 AS fired;
+SELECT status FROM wf.runs WHERE run_id = :'run';
+SELECT count(*) AS waiting FROM wf.pending_approvals WHERE run_id = :'run';
+SELECT status FROM wf.approvals WHERE run_id = :'run';
+SELECT wf.decide(:'kim', 'approve', 'kim');
+-- replacing approvers: duplicates count once
+SELECT wf.start_run('lenient') AS run \gset
+SELECT wf.set_approvers(:'run', 'ok', ARRAY['hal', 'hal', 'ida'], 'dedupe');
+SELECT approver, status FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;

@@ -252,6 +252,7 @@ SELECT a.tenant_id, a.run_id, r.definition_name, a.step, a.visit, a.approver,
 FROM wf.approvals a
 JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) a.run_id
 WHERE a.status OPERATOR(pg_catalog.=) 'pending'
+  AND r.status OPERATOR(pg_catalog.=) 'running'
   AND a.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant();
 COMMENT ON VIEW wf.pending_approvals IS
 'Approvers who still have to decide, per run and step, with the age and expiry of each request.';

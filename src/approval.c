@@ -44,7 +44,9 @@
  * what changed, as an event of the run; they apply only while the run
  * waits at that approval step.
  *
- * Lock order: task row, then run row, then approval rows.
+ * Lock order: task row, then run row, then approval rows; wf.decide and
+ * the commands lock the run's live task first (WfLockRunAndTask), since
+ * ending or re-issuing the step withdraws it.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -134,8 +136,9 @@ evaluate_approvers(const WfStepDef *sd, Jsonb *context, char ***out)
 					continue;
 				if (v.type != jbvString || v.val.string.len == 0)
 					return 0;	/* not a list of approvers */
-				if (n < WF_MAX_APPROVERS)
-					list[n++] = pnstrdup(v.val.string.val, v.val.string.len);
+				if (n >= WF_MAX_APPROVERS)
+					return -1;	/* too many */
+				list[n++] = pnstrdup(v.val.string.val, v.val.string.len);
 			}
 		}
 	}
@@ -213,16 +216,18 @@ WfEnterApproval(WfTransition *tr, int step_index)
 
 	n = evaluate_approvers(sd, tr->run->context, &approvers);
 	needed = needed_approvals(sd, n);
-	if (n == 0 || needed > n)
+	if (n <= 0 || needed > n)
 	{
+		const char *code = n == 0 ? "no_approvers" :
+			n < 0 ? "too_many_approvers" : "not_enough_approvers";
+
 		WfJbBegin(&b);
-		WfJbText(&b, "code", n == 0 ? "no_approvers" : "not_enough_approvers");
+		WfJbText(&b, "code", code);
 		WfJbText(&b, "message", n == 0 ? "the approval step found no approvers" :
+				 n < 0 ? "the approval step found more than 100 approvers" :
 				 "the approval step found fewer approvers than its quorum");
-		WfJbInt(&b, "approvers", n);
 		WfJbInt(&b, "needed", needed);
-		WfFailRun(tr, sd->name, n == 0 ? "no_approvers" : "not_enough_approvers",
-				  WfJbEnd(&b));
+		WfFailRun(tr, sd->name, code, WfJbEnd(&b));
 		return;
 	}
 
@@ -459,7 +464,7 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("approval tokens need wfengine.approval_key"),
-				 errhint("A superuser sets wfengine.approval_key to at least 32 random bytes in hex, e.g. the output of \"openssl rand -hex 32\".")));
+				 errhint("A superuser sets wfengine.approval_key to 32 to 64 random bytes in hex, e.g. the output of \"openssl rand -hex 32\".")));
 
 	InitMaterializedSRF(fcinfo, 0);
 	WfApiBegin();
@@ -579,6 +584,50 @@ token_matches(int row, int col, const uint8 *hash, const char *decision,
 }
 
 /*
+ * WfLockRunAndTask locks the run's live task (if it has one) and then the
+ * run, in the engine's lock order, and reads the run into *run.  A command
+ * that may withdraw the live task must hold its row before the run row,
+ * or it could deadlock with a worker reporting for that task.  Returns
+ * false when the run does not exist for this tenant.
+ */
+bool
+WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run)
+{
+	Datum		values[2];
+	int64		locked = 0;
+	int			tries;
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(tenant);
+	for (tries = 0;; tries++)
+	{
+		bool		isnull;
+		Datum		d;
+		int64		current;
+
+		if (WfExecPlan(WF_PLAN_RUN_CURRENT_TASK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			return false;
+		d = WfGetDatum(0, 1, &isnull);
+		current = isnull ? 0 : DatumGetInt64(d);
+		if (current != 0 && current != locked)
+		{
+			Datum		tv[1];
+
+			tv[0] = Int64GetDatum(current);
+			WfExecPlan(WF_PLAN_TASK_LOCK, tv, NULL, false, 0, SPI_OK_SELECT);
+			locked = current;
+		}
+		if (WfExecPlan(WF_PLAN_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			return false;
+		WfRunStateFromTuple(run, 0);
+		if (run->current_task == 0 || run->current_task == locked)
+			return true;
+		if (tries >= 3)
+			elog(ERROR, "the live task of a run kept changing while it was being locked");
+	}
+}
+
+/*
  * wfengine_decide is wf.decide(token, decision, approver, comment, data).
  */
 Datum
@@ -661,12 +710,9 @@ wfengine_decide(PG_FUNCTION_ARGS)
 	visit = DatumGetInt32(WfGetDatumNotNull(0, 5));
 	row_approver = WfGetTextOrNull(0, 6);
 
-	/* lock the run, then read the approval row again under the lock */
-	values[0] = UUIDPGetDatum(&run_id);
-	values[1] = CStringGetTextDatum(tenant);
-	if (WfExecPlan(WF_PLAN_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	/* lock the live task and the run, then read the approval row again */
+	if (!WfLockRunAndTask(&run_id, tenant, &run))
 		elog(ERROR, "the run of approval %lld vanished", (long long) approval_id);
-	WfRunStateFromTuple(&run, 0);
 	def = WfDefinitionGet(run.definition_id);
 	idx = WfDefinitionStepIndex(def, step);
 	WfTransitionInit(&tr, &run, def, now);
@@ -796,7 +842,6 @@ static void
 begin_command(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
 {
 	pg_uuid_t  *run_id;
-	Datum		values[2];
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -812,11 +857,8 @@ begin_command(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
 	cmd->step = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	cmd->reason = text_to_cstring(PG_GETARG_TEXT_PP(reason_arg));
 
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = CStringGetTextDatum(WfCurrentTenant());
-	if (WfExecPlan(WF_PLAN_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &cmd->run))
 		WfUnknownRun(run_id);
-	WfRunStateFromTuple(&cmd->run, 0);
 	cmd->def = WfDefinitionGet(cmd->run.definition_id);
 	cmd->idx = WfDefinitionStepIndex(cmd->def, cmd->step);
 	if (cmd->idx < 0 || cmd->def->steps[cmd->idx].type != WF_STEP_APPROVAL)
@@ -972,14 +1014,37 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("an approval step needs at least one approver")));
+	if (nelems > WF_MAX_APPROVERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("an approval step can have at most %d approvers, not %d",
+						WF_MAX_APPROVERS, nelems)));
 	names = palloc(sizeof(char *) * nelems);
-	for (i = 0; i < (uint64) nelems; i++)
 	{
-		if (elem_nulls[i] || VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("approver names must not be null or empty")));
-		names[i] = TextDatumGetCString(elems[i]);
+		int			j = 0;
+		int			k;
+
+		for (i = 0; i < (uint64) nelems; i++)
+		{
+			char	   *name;
+			bool		dup = false;
+
+			if (elem_nulls[i] || VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0 ||
+				VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) > 255)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("approver names must have 1 to 255 bytes")));
+			name = TextDatumGetCString(elems[i]);
+			for (k = 0; k < j; k++)
+				if (strcmp(names[k], name) == 0)
+					dup = true;
+			if (!dup)
+				names[j++] = name;
+		}
+		nelems = j;
+		for (k = 0; k < j; k++)
+			elems[k] = CStringGetTextDatum(names[k]);
+		arr = construct_array(elems, nelems, TEXTOID, -1, false, TYPALIGN_INT);
 	}
 
 	WfApiBegin();

@@ -194,7 +194,7 @@ keyed_hash(const uint8 *raw, uint8 *hash)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("approval tokens need wfengine.approval_key"),
-				 errhint("A superuser sets wfengine.approval_key to at least 32 random bytes in hex, e.g. the output of \"openssl rand -hex 32\".")));
+				 errhint("A superuser sets wfengine.approval_key to 32 to 64 random bytes in hex, e.g. the output of \"openssl rand -hex 32\".")));
 	crypto_generichash(hash, WF_HASH_LEN, raw, WF_TOKEN_BYTES, key, keylen);
 	sodium_memzero(key, sizeof(key));
 }

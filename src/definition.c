@@ -703,6 +703,11 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 
 	sd->type = WF_STEP_APPROVAL;
 	check_fields(cx, NULL, s, approval_fields);
+	if (obj_get(s, "timeout") != NULL && is_object(obj_get(s, "timeout")) &&
+		obj_get(obj_get(s, "timeout")->val.binary.data, "total") != NULL)
+		def_error(cx, "timeout.total", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "An approval step ends by \"expires\"; its \"timeout\" applies to the notification task.",
+				  "is not allowed on an approval step");
 	(void) get_string(cx, s, "description", "description", false);
 
 	sd->queue = get_string(cx, s, "notify_queue", "notify_queue", true);
@@ -733,6 +738,9 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 			sd->approvers[i++] = value_cstring(&ev);
 		}
 		sd->n_approvers = i;
+		if (i > 100)
+			def_error(cx, "approvers", ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
+					  "lists %d approvers, more than the limit of 100", i);
 	}
 	else
 		def_error(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE,
@@ -888,8 +896,8 @@ check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names,
 
 	/*
 	 * Which steps can reach the end: a fixpoint over the successors (the
-	 * next step, and the step an approval goes to when it expires; an
-	 * expiry that fails the run is an end too).
+	 * next step, and the step an approval goes to when it expires).  An
+	 * expiry that fails the run is not a way out of a loop.
 	 */
 	do
 	{
@@ -1028,6 +1036,8 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 		cx.step = stepname;
 
 		compile_step(&cx, &sv, sd);
+		if (sd->type == WF_STEP_APPROVAL)
+			def->has_approvals = true;
 
 		next_names[i] = get_string(&cx, sv.val.binary.data, "next", "next", false);
 		if (sd->type == WF_STEP_APPROVAL)

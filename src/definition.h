@@ -103,6 +103,7 @@ typedef struct WfDefinition
 	int			n_output;
 	WfMapping  *output;
 	int64		run_timeout;	/* microseconds, 0 = none */
+	bool		has_approvals;	/* some step is an approval step */
 } WfDefinition;
 
 extern WfDefinition *WfDefinitionGet(int64 definition_id);

@@ -63,7 +63,7 @@ WfGucInit(void)
 {
 	DefineCustomStringVariable("wfengine.approval_key",
 							   gettext_noop("Sets the key that approval tokens are hashed with."),
-							   gettext_noop("At least 32 random bytes written in hex. Only keyed hashes of tokens are stored; changing the key invalidates every outstanding token."),
+							   gettext_noop("32 to 64 random bytes written in hex. Only keyed hashes of tokens are stored; changing the key invalidates every outstanding token."),
 							   &wf_approval_key,
 							   "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,

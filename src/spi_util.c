@@ -416,6 +416,16 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"AND ap.visit OPERATOR(pg_catalog.=) $3",
 		3, {UUIDOID, TEXTOID, INT4OID}
 	},
+	[WF_PLAN_RUN_CURRENT_TASK] = {
+		"SELECT r.current_task FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {UUIDOID, TEXTOID}
+	},
+	[WF_PLAN_APPROVALS_CLOSE_RUN] = {
+		"UPDATE wf.approvals ap SET status = 'closed' "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
+		1, {UUIDOID}
+	},
 	[WF_PLAN_TASK_PEEK] = {
 		"SELECT t.status, t.fence, r.status FROM wf.tasks t JOIN wf.runs r"
 		" ON r.run_id OPERATOR(pg_catalog.=) t.run_id "

@@ -579,7 +579,7 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 	WfAppendEvent(tr, WF_EV_TASK_SCHEDULED, sd->name, attempt, WfJbEnd(&b));
 
 	/* the step's total timeout runs from its first attempt */
-	if (attempt == 1 && sd->timeout.total > 0)
+	if (attempt == 1 && sd->timeout.total > 0 && sd->type == WF_STEP_TASK)
 		WfSetTimer(tr, WF_TIMER_STEP_TIMEOUT, sd->name, tr->run->step_generation,
 				   tr->now + sd->timeout.total, NULL);
 }
@@ -1070,6 +1070,14 @@ write_side_effects(WfTransition *tr)
 	}
 	if (tr->n_approvers > 0 || tr->close_approvals)
 		WfWriteApprovals(tr);
+	if ((run->finished || run->status == WF_RUN_PAUSED) && tr->def->has_approvals)
+	{
+		/* a run that stops while an approval waits closes its tokens */
+		Datum		values[1];
+
+		values[0] = UUIDPGetDatum(&run->run_id);
+		WfExecPlan(WF_PLAN_APPROVALS_CLOSE_RUN, values, NULL, false, 0, SPI_OK_UPDATE);
+	}
 	if (run->finished)
 	{
 		Datum		values[2];

@@ -199,6 +199,7 @@ extern void WfApprovalNotified(WfTransition *tr, int step_index, int64 task_id,
 							   int64 fence, const char *worker, Jsonb *output);
 extern void WfApprovalExpired(WfTransition *tr, int step_index);
 extern void WfWriteApprovals(WfTransition *tr);
+extern bool WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run);
 extern WfTimerKind WfTimerKindFromName(const char *name);
 extern void WfTransitionWrite(WfTransition *tr);
 extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
