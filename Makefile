@@ -57,6 +57,7 @@ REGRESS = \
 	130_notify \
 	140_schedules \
 	150_approvals \
+	160_choice \
 	090_errors
 REGRESS_OPTS = --inputdir=.
 

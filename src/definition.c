@@ -58,6 +58,7 @@ PG_FUNCTION_INFO_V1(wfengine_publish_definition);
 #define WF_MAX_ATTEMPTS_LIMIT 1000
 #define WF_MAX_DURATION ((int64) 366 * USECS_PER_DAY)
 #define WF_PUBLISH_TRIES 5
+#define WF_MAX_SUCCESSORS 34		/* default, 32 choices, expiry */
 
 /* defaults of the retry policy (documented in docs/definitions.md) */
 #define WF_DEFAULT_MAX_ATTEMPTS 3
@@ -101,6 +102,10 @@ static const char *const approval_fields[] = {
 	"approvers", "description", "end", "expires", "name", "next",
 	"notify_queue", "on_expiry", "policy", "rejections", "retry", "timeout", "type", NULL
 };
+static const char *const choice_fields[] = {
+	"choices", "default", "description", "name", "type", NULL
+};
+static const char *const choice_item_fields[] = {"next", "when", NULL};
 static const char *const retry_fields[] = {
 	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
 	"max_interval", "non_retryable_errors", NULL
@@ -140,6 +145,7 @@ static void compile_timeouts(const ValidateCtx *cx, JsonbContainer *step,
 							 WfTimeouts *timeout);
 static void compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd);
 static void compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static void compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void check_graph(const ValidateCtx *cx, WfDefinition *def,
 						char **next_names, char **expiry_names);
 static WfDefinition *compile_definition(const char *name, Jsonb *spec,
@@ -784,6 +790,62 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 }
 
 /*
+ * compile_choice validates a choice step: conditions (PostgreSQL jsonpath
+ * predicates over the run context, such as "$.input.amount > 100") tried
+ * in order, each with the step to go to, and a default.  Step names are
+ * resolved by check_graph.
+ */
+static void
+compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
+{
+	JsonbValue *v;
+	JsonbIterator *it;
+	JsonbValue	cv;
+	JsonbIteratorToken tok;
+	int			i = 0;
+
+	sd->type = WF_STEP_CHOICE;
+	check_fields(cx, NULL, s, choice_fields);
+	(void) get_string(cx, s, "description", "description", false);
+	v = obj_get(s, "choices");
+	if (v == NULL || !is_array(v) || JsonContainerSize(v->val.binary.data) == 0)
+		def_error(cx, "choices", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Write the choices as [{\"when\": \"$.input.amount > 100\", \"next\": \"review\"}, ...].",
+				  "must be a non-empty array of choices");
+	sd->n_choices = JsonContainerSize(v->val.binary.data);
+	if (sd->n_choices > WF_MAX_SUCCESSORS - 2)
+		def_error(cx, "choices", ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
+				  "has %d choices, more than the limit of %d", sd->n_choices,
+				  WF_MAX_SUCCESSORS - 2);
+	sd->choice_when = palloc0(sizeof(Datum) * sd->n_choices);
+	sd->choice_next_names = palloc0(sizeof(char *) * sd->n_choices);
+	sd->choice_next = palloc0(sizeof(int) * sd->n_choices);
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &cv, true)) != WJB_DONE)
+	{
+		char	   *field;
+		char	   *when;
+
+		if (tok != WJB_ELEM)
+			continue;
+		field = psprintf("choices[%d]", i);
+		if (!is_object(&cv))
+			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL, "must be an object");
+		check_fields(cx, field, cv.val.binary.data, choice_item_fields);
+		when = get_string(cx, cv.val.binary.data, "when", psprintf("%s.when", field), true);
+		sd->choice_when[i] = compile_jsonpath(cx, psprintf("%s.when", field), when);
+		sd->choice_next_names[i] = get_string(cx, cv.val.binary.data, "next",
+											  psprintf("%s.next", field), true);
+		i++;
+	}
+	if (obj_get(s, "default") == NULL)
+		def_error(cx, "default", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Name the step to go to when no condition holds, or \"end\".",
+				  "is required");
+	sd->retry.max_attempts = 1;
+}
+
+/*
  * compile_step validates and compiles one step; its "next" is resolved
  * later by check_graph.
  */
@@ -824,9 +886,14 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 		compile_approval(cx, s, sd);
 		return;
 	}
+	if (type != NULL && strcmp(type, "choice") == 0)
+	{
+		compile_choice(cx, s, sd);
+		return;
+	}
 	if (type != NULL && strcmp(type, "task") != 0)
 		def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
-				  "Supported step types: task, sleep, approval.",
+				  "Supported step types: task, sleep, approval, choice.",
 				  "unsupported step type \"%s\"", type);
 	sd->type = WF_STEP_TASK;
 	check_fields(cx, NULL, s, task_fields);
@@ -846,6 +913,25 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 
 	compile_retry(cx, s, &sd->retry);
 	compile_timeouts(cx, s, &sd->timeout);
+}
+
+/*
+ * successors fills succ with the steps that can follow step i (or
+ * WF_STEP_END) and returns how many.
+ */
+static int
+successors(const WfDefinition *def, int i, char **expiry_names, int *succ)
+{
+	const WfStepDef *sd = &def->steps[i];
+	int			n = 0;
+	int			c;
+
+	succ[n++] = sd->next;
+	for (c = 0; c < sd->n_choices && n < WF_MAX_SUCCESSORS; c++)
+		succ[n++] = sd->choice_next[c];
+	if (expiry_names[i] != NULL && n < WF_MAX_SUCCESSORS)
+		succ[n++] = sd->expiry_next;
+	return n;
 }
 
 /*
@@ -894,25 +980,42 @@ check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names,
 		}
 	}
 
+	for (i = 0; i < n; i++)
+	{
+		WfStepDef  *sd = &def->steps[i];
+		int			c;
+
+		for (c = 0; c < sd->n_choices; c++)
+		{
+			if (strcmp(sd->choice_next_names[c], "end") == 0)
+				sd->choice_next[c] = WF_STEP_END;
+			else if ((sd->choice_next[c] = WfDefinitionStepIndex(def, sd->choice_next_names[c])) < 0)
+			{
+				scx.step = sd->name;
+				def_error(&scx, psprintf("choices[%d].next", c), ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+						  "names step \"%s\", which does not exist", sd->choice_next_names[c]);
+			}
+		}
+	}
+
 	/*
 	 * Which steps can reach the end: a fixpoint over the successors (the
-	 * next step, and the step an approval goes to when it expires).  An
-	 * expiry that fails the run is not a way out of a loop.
+	 * next step or a choice's default, a choice's branches, and the step
+	 * an approval goes to when it expires).  An expiry that fails the run
+	 * is not a way out of a loop.
 	 */
 	do
 	{
 		changed = false;
 		for (i = 0; i < n; i++)
 		{
-			int			next = def->steps[i].next;
-			int			alt = def->steps[i].expiry_next;
+			int			succ[WF_MAX_SUCCESSORS];
+			int			ns = successors(def, i, expiry_names, succ);
+			int			k;
 
-			if (!ends[i] && (next == WF_STEP_END || ends[next] ||
-							 (expiry_names[i] != NULL && ends[alt])))
-			{
-				ends[i] = true;
-				changed = true;
-			}
+			for (k = 0; k < ns && !ends[i]; k++)
+				if (succ[k] == WF_STEP_END || ends[succ[k]])
+					ends[i] = changed = true;
 		}
 	} while (changed);
 
@@ -923,17 +1026,62 @@ check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names,
 		changed = false;
 		for (i = 0; i < n; i++)
 		{
-			int			next = def->steps[i].next;
-			int			alt = def->steps[i].expiry_next;
+			int			succ[WF_MAX_SUCCESSORS];
+			int			ns;
+			int			k;
 
 			if (!reachable[i])
 				continue;
-			if (next != WF_STEP_END && !reachable[next])
-				reachable[next] = changed = true;
-			if (expiry_names[i] != NULL && !reachable[alt])
-				reachable[alt] = changed = true;
+			ns = successors(def, i, expiry_names, succ);
+			for (k = 0; k < ns; k++)
+				if (succ[k] != WF_STEP_END && !reachable[succ[k]])
+					reachable[succ[k]] = changed = true;
 		}
 	} while (changed);
+
+	/*
+	 * A loop made of choice steps alone would run for ever inside one
+	 * transaction: every loop must pass a step that waits.
+	 */
+	for (i = 0; i < n; i++)
+	{
+		bool	   *seen;
+		int		   *stack;
+		int			top = 0;
+
+		if (def->steps[i].type != WF_STEP_CHOICE)
+			continue;
+		seen = palloc0(sizeof(bool) * n);
+		stack = palloc(sizeof(int) * n * WF_MAX_SUCCESSORS);
+		stack[top++] = i;
+		while (top > 0)
+		{
+			int			j = stack[--top];
+			int			succ[WF_MAX_SUCCESSORS];
+			int			ns = successors(def, j, expiry_names, succ);
+			int			k;
+
+			for (k = 0; k < ns; k++)
+			{
+				int			t = succ[k];
+
+				if (t == WF_STEP_END || def->steps[t].type != WF_STEP_CHOICE)
+					continue;
+				if (t == i)
+				{
+					scx.step = def->steps[i].name;
+					def_error(&scx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
+							  "A loop must pass a task, sleep or approval step.",
+							  "is part of a loop of choice steps only");
+				}
+				if (!seen[t])
+				{
+					seen[t] = true;
+					stack[top++] = t;
+				}
+			}
+		}
+	}
 
 	for (i = 0; i < n; i++)
 	{
@@ -1039,7 +1187,17 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 		if (sd->type == WF_STEP_APPROVAL)
 			def->has_approvals = true;
 
-		next_names[i] = get_string(&cx, sv.val.binary.data, "next", "next", false);
+		if (sd->type == WF_STEP_CHOICE)
+		{
+			char	   *dflt = get_string(&cx, sv.val.binary.data, "default", "default", true);
+
+			/* the default is the choice's "next"; "end" ends the run */
+			next_names[i] = strcmp(dflt, "end") == 0 ? NULL : dflt;
+			if (next_names[i] == NULL)
+				sd->next = WF_STEP_END;
+		}
+		else
+			next_names[i] = get_string(&cx, sv.val.binary.data, "next", "next", false);
 		if (sd->type == WF_STEP_APPROVAL)
 		{
 			char	   *on_expiry = get_string(&cx, sv.val.binary.data, "on_expiry",
@@ -1058,7 +1216,9 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 		if (endv != NULL && endv->val.boolean && next_names[i] != NULL)
 			def_error(&cx, "next", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 					  "cannot be combined with \"end\": true");
-		if (endv != NULL && endv->val.boolean)
+		if (sd->type == WF_STEP_CHOICE)
+			;					/* the default, set above or by check_graph */
+		else if (endv != NULL && endv->val.boolean)
 			sd->next = WF_STEP_END;
 		else
 			sd->next = (i + 1 < n) ? i + 1 : WF_STEP_END;
@@ -1221,6 +1381,29 @@ WfEvaluatePath(Datum path, Jsonb *context)
 	fcinfo->args[3].isnull = false;
 	r = jsonb_path_query_first(fcinfo);
 	return fcinfo->isnull ? NULL : DatumGetJsonbP(r);
+}
+
+/*
+ * WfPathMatches evaluates a compiled jsonpath predicate against context;
+ * false when it is false, unknown or cannot be evaluated.
+ */
+bool
+WfPathMatches(Datum path, Jsonb *context)
+{
+	LOCAL_FCINFO(fcinfo, 4);
+	Datum		r;
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 4, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = JsonbPGetDatum(context);
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].value = path;
+	fcinfo->args[1].isnull = false;
+	fcinfo->args[2].value = JsonbPGetDatum(empty_object_get());
+	fcinfo->args[2].isnull = false;
+	fcinfo->args[3].value = BoolGetDatum(true);
+	fcinfo->args[3].isnull = false;
+	r = jsonb_path_match(fcinfo);
+	return !fcinfo->isnull && DatumGetBool(r);
 }
 
 /*

@@ -23,7 +23,8 @@ typedef enum WfStepType
 {
 	WF_STEP_TASK = 1,
 	WF_STEP_SLEEP = 2,
-	WF_STEP_APPROVAL = 3
+	WF_STEP_APPROVAL = 3,
+	WF_STEP_CHOICE = 4
 } WfStepType;
 
 /* how many decisions an approval step needs */
@@ -88,6 +89,11 @@ typedef struct WfStepDef
 	int32		rejections;		/* rejects that end the step as rejected */
 	int64		expires;		/* microseconds, 0 = never */
 	int			expiry_next;	/* step on expiry, or WF_STEP_END to fail */
+	/* choice steps: conditions in order; "next" is the default */
+	int			n_choices;
+	Datum	   *choice_when;	/* compiled jsonpath predicates */
+	char	  **choice_next_names;
+	int		   *choice_next;	/* step index, or WF_STEP_END */
 } WfStepDef;
 
 /* one compiled, immutable definition version */
@@ -109,6 +115,7 @@ typedef struct WfDefinition
 extern WfDefinition *WfDefinitionGet(int64 definition_id);
 extern int	WfDefinitionStepIndex(const WfDefinition *def, const char *step);
 extern Jsonb *WfEvaluatePath(Datum path, Jsonb *context);
+extern bool WfPathMatches(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
 extern void WfDefinitionInit(void);
 extern bool WfParseDuration(const char *s, int64 *usec);

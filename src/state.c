@@ -88,6 +88,7 @@ static const char *const event_type_names[] = {
 	[WF_EV_APPROVAL_COMPLETED] = "approval_completed",
 	[WF_EV_APPROVAL_TOKENS_REVOKED] = "approval_tokens_revoked",
 	[WF_EV_APPROVERS_CHANGED] = "approvers_changed",
+	[WF_EV_CHOICE_MADE] = "choice_made",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -101,6 +102,7 @@ static const char *const timer_kind_names[] = {
 
 /* forward declarations */
 static void note_new_task(WfTransition *tr);
+static void enter_choice(WfTransition *tr, int step_index);
 static void withdraw_task(WfTransition *tr);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
@@ -268,6 +270,22 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			run->current_attempt = 0;
 			run->step_generation = ev->seq;
 			break;
+
+		case WF_EV_CHOICE_MADE:
+			{
+				WfJsonBuilder b;
+
+				if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
+					return "\"choice_made\" while the run is not running or has a live task";
+				WfJbBegin(&b);
+				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
+				WfJbInt(&b, "attempt", 1);
+				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
+				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
+				run->current_step = NULL;
+				run->step_generation = ev->seq;
+				break;
+			}
 
 		case WF_EV_SLEEP_FINISHED:
 			{
@@ -673,6 +691,11 @@ WfEnterStep(WfTransition *tr, int step_index)
 		WfEnterApproval(tr, step_index);
 		return;
 	}
+	if (sd->type == WF_STEP_CHOICE)
+	{
+		enter_choice(tr, step_index);
+		return;
+	}
 
 	Assert(sd->type == WF_STEP_SLEEP);
 	visit = WfNextVisit(tr->run, sd->name);
@@ -710,6 +733,43 @@ WfEnterStep(WfTransition *tr, int step_index)
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", visit);
 	WfSetTimer(tr, WF_TIMER_SLEEP, sd->name, 0, until, WfJbEnd(&b));
+}
+
+/*
+ * enter_choice takes the first branch of a choice step whose condition
+ * holds in the run context (or the default), records it, and goes on.
+ * A condition that cannot be evaluated does not hold.
+ */
+static void
+enter_choice(WfTransition *tr, int step_index)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	WfJsonBuilder b;
+	WfJsonBuilder ob;
+	int			chosen = -1;
+	int			next = sd->next;
+	int			c;
+
+	for (c = 0; c < sd->n_choices && chosen < 0; c++)
+	{
+		if (WfPathMatches(sd->choice_when[c], tr->run->context))
+		{
+			chosen = c;
+			next = sd->choice_next[c];
+		}
+	}
+
+	WfJbBegin(&ob);
+	if (chosen >= 0)
+		WfJbInt(&ob, "choice", chosen);
+	else
+		WfJbText(&ob, "choice", "default");
+	WfJbText(&ob, "next", next == WF_STEP_END ? NULL : tr->def->steps[next].name);
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", WfNextVisit(tr->run, sd->name));
+	WfJbJsonb(&b, "output", WfJbEnd(&ob));
+	WfAppendEvent(tr, WF_EV_CHOICE_MADE, sd->name, 0, WfJbEnd(&b));
+	WfAdvanceTo(tr, step_index, next);
 }
 
 /*
@@ -829,8 +889,18 @@ WfRetryDelay(const WfRetryPolicy *rp, int32 attempt)
 void
 WfAdvance(WfTransition *tr, int from_step)
 {
+	WfAdvanceTo(tr, from_step,
+				(from_step < 0) ? 0 : tr->def->steps[from_step].next);
+}
+
+/*
+ * WfAdvanceTo moves the run from the step at from_step to the step at
+ * next, or completes the run when next is WF_STEP_END.
+ */
+void
+WfAdvanceTo(WfTransition *tr, int from_step, int next)
+{
 	const WfDefinition *def = tr->def;
-	int			next = (from_step < 0) ? 0 : def->steps[from_step].next;
 
 	if (next != WF_STEP_END)
 	{

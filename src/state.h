@@ -56,10 +56,11 @@ typedef enum WfEventType
 	WF_EV_DECISION_REFUSED = 20,
 	WF_EV_APPROVAL_COMPLETED = 21,
 	WF_EV_APPROVAL_TOKENS_REVOKED = 22,
-	WF_EV_APPROVERS_CHANGED = 23
+	WF_EV_APPROVERS_CHANGED = 23,
+	WF_EV_CHOICE_MADE = 24
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_APPROVERS_CHANGED
+#define WF_EV_LAST WF_EV_CHOICE_MADE
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -179,6 +180,7 @@ extern void WfAppendEvent(WfTransition *tr, WfEventType type,
 extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 						   TimestampTz available_at, Jsonb *input);
 extern void WfAdvance(WfTransition *tr, int from_step);
+extern void WfAdvanceTo(WfTransition *tr, int from_step, int next);
 extern void WfEnterStep(WfTransition *tr, int step_index);
 extern int64 WfSetTimer(WfTransition *tr, WfTimerKind kind, const char *step,
 						int32 generation, TimestampTz fire_at, Jsonb *payload);
