@@ -58,6 +58,7 @@ REGRESS = \
 	140_schedules \
 	150_approvals \
 	160_choice \
+	170_explain \
 	090_errors
 REGRESS_OPTS = --inputdir=.
 

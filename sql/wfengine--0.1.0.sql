@@ -413,6 +413,101 @@ BEGIN
 END
 $$;
 
+-- Where a run is, and why it waits.
+CREATE FUNCTION wf.explain(run uuid)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    r       wf.runs;
+    t       wf.tasks;
+    tm      wf.timers;
+    ev      wf.events;
+    waiting text;
+    details jsonb := '{}';
+    commands text[] := ARRAY['wf.history', 'wf.verify_run'];
+BEGIN
+    SELECT * INTO r FROM wf.runs x
+    WHERE x.run_id OPERATOR(pg_catalog.=) run
+      AND x.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % does not exist', run USING ERRCODE = 'undefined_object';
+    END IF;
+
+    IF r.status IN ('completed', 'failed') THEN
+        SELECT * INTO ev FROM wf.events e
+        WHERE e.run_id OPERATOR(pg_catalog.=) run AND e.type IN ('run_completed', 'run_failed')
+        ORDER BY e.seq DESC LIMIT 1;
+        details := jsonb_build_object('finished_at', r.finished_at,
+                                      'reason', ev.payload->'reason', 'at_step', ev.payload->'step');
+    ELSIF r.status OPERATOR(pg_catalog.=) 'paused' THEN
+        SELECT * INTO ev FROM wf.events e
+        WHERE e.run_id OPERATOR(pg_catalog.=) run AND e.type OPERATOR(pg_catalog.=) 'run_paused'
+        ORDER BY e.seq DESC LIMIT 1;
+        waiting := 'operator';
+        details := jsonb_build_object('paused_by', ev.actor, 'since', ev.created_at,
+                                      'reason', ev.payload->'reason');
+    ELSIF r.current_task IS NOT NULL THEN
+        SELECT * INTO t FROM wf.tasks k WHERE k.task_id OPERATOR(pg_catalog.=) r.current_task;
+        IF t.status OPERATOR(pg_catalog.=) 'leased' THEN
+            waiting := 'worker_result';
+            details := jsonb_build_object('queue', t.queue, 'task_id', t.task_id,
+                                          'attempt', t.attempt, 'worker', t.worker,
+                                          'since', t.claimed_at, 'lease_expires_at', t.lease_expires_at,
+                                          'last_heartbeat_at', t.last_heartbeat_at);
+        ELSIF t.available_at OPERATOR(pg_catalog.>) clock_timestamp() THEN
+            waiting := 'quarantine';
+            details := jsonb_build_object('queue', t.queue, 'task_id', t.task_id,
+                                          'until', t.available_at,
+                                          'lease_expirations', t.lease_expirations);
+        ELSE
+            waiting := 'worker';
+            details := jsonb_build_object('queue', t.queue, 'task_id', t.task_id,
+                                          'attempt', t.attempt, 'since', t.available_at,
+                                          'ahead', (SELECT count(*) FROM wf.tasks a
+                                                    WHERE a.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
+                                                      AND a.queue OPERATOR(pg_catalog.=) t.queue
+                                                      AND a.status OPERATOR(pg_catalog.=) 'ready'
+                                                      AND a.available_at OPERATOR(pg_catalog.<=) clock_timestamp()
+                                                      AND (a.available_at, a.task_id) OPERATOR(pg_catalog.<) (t.available_at, t.task_id)));
+        END IF;
+    ELSIF r.wait_generation OPERATOR(pg_catalog.>) 0 THEN
+        SELECT * INTO tm FROM wf.timers x
+        WHERE x.run_id OPERATOR(pg_catalog.=) run AND x.status OPERATOR(pg_catalog.=) 'pending'
+          AND x.generation OPERATOR(pg_catalog.=) r.wait_generation;
+        waiting := CASE tm.kind WHEN 'retry' THEN 'retry_backoff' ELSE tm.kind END;
+        details := jsonb_build_object('until', tm.fire_at, 'timer_id', tm.timer_id,
+                                      'next_attempt', tm.payload->'attempt');
+    END IF;
+
+    IF r.status OPERATOR(pg_catalog.=) 'running' AND EXISTS (
+        SELECT 1 FROM wf.approvals a WHERE a.run_id OPERATOR(pg_catalog.=) run
+          AND a.step OPERATOR(pg_catalog.=) r.current_step AND a.status OPERATOR(pg_catalog.=) 'pending') THEN
+        -- a live task at an approval step is its notification task
+        IF waiting IS NOT NULL THEN
+            details := jsonb_build_object('notification', details || jsonb_build_object('waiting_for', waiting));
+        END IF;
+        waiting := 'approval';
+        details := details || jsonb_build_object('approval', (
+            SELECT jsonb_build_object('pending', jsonb_agg(a.approver ORDER BY a.approver),
+                                      'since', min(a.created_at), 'expires_at', max(a.expires_at),
+                                      'tokens_issued', bool_or(a.approve_hash IS NOT NULL))
+            FROM wf.approvals a WHERE a.run_id OPERATOR(pg_catalog.=) run
+              AND a.step OPERATOR(pg_catalog.=) r.current_step AND a.status OPERATOR(pg_catalog.=) 'pending'));
+        commands := commands || ARRAY['wf.decide', 'wf.revoke_approval_tokens',
+                                      'wf.reissue_approval_tokens', 'wf.set_approvers'];
+    END IF;
+
+    RETURN jsonb_build_object('run_id', r.run_id, 'definition', r.definition_name,
+                              'version', r.definition_version, 'status', r.status,
+                              'step', r.current_step, 'waiting_for', waiting,
+                              'details', details, 'commands', to_jsonb(commands));
+END
+$$;
+COMMENT ON FUNCTION wf.explain(uuid) IS
+'Where a run is, what it waits for (a worker on a queue and how many are ahead, a worker''s result, a retry backoff, a sleep, a quarantine, approvers, an operator) and which commands apply now.';
+
 CREATE FUNCTION wf.preloaded()
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'wfengine_preloaded'
