@@ -59,6 +59,7 @@ REGRESS = \
 	150_approvals \
 	160_choice \
 	170_explain \
+	180_terminate \
 	090_errors
 REGRESS_OPTS = --inputdir=.
 

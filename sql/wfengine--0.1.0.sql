@@ -52,7 +52,7 @@ CREATE TABLE wf.runs (
     definition_name     text NOT NULL,
     definition_version  integer NOT NULL,
     status              text NOT NULL
-                        CHECK (status IN ('running', 'paused', 'completed', 'failed')),
+                        CHECK (status IN ('running', 'paused', 'completed', 'failed', 'terminated')),
     current_step        text,
     current_attempt     integer,
     current_task        bigint,
@@ -374,6 +374,13 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.set_approvers(uuid, text, text[], text) IS
 'Replaces the approvers of a waiting approval step; removed approvers'' tokens stop working at once.';
 
+CREATE FUNCTION wf.terminate_run(run uuid, reason text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_terminate_run'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.terminate_run(uuid, text) IS
+'Ends a running or paused run at once, without compensation: its live task is withdrawn, its timers and tokens cancelled; returns the status it had.';
+
 CREATE FUNCTION wf.run_status(run uuid)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_run_status'
@@ -435,9 +442,10 @@ BEGIN
         RAISE EXCEPTION 'run % does not exist', run USING ERRCODE = 'undefined_object';
     END IF;
 
-    IF r.status IN ('completed', 'failed') THEN
+    IF r.status IN ('completed', 'failed', 'terminated') THEN
         SELECT * INTO ev FROM wf.events e
-        WHERE e.run_id OPERATOR(pg_catalog.=) run AND e.type IN ('run_completed', 'run_failed')
+        WHERE e.run_id OPERATOR(pg_catalog.=) run
+          AND e.type IN ('run_completed', 'run_failed', 'run_terminated')
         ORDER BY e.seq DESC LIMIT 1;
         details := jsonb_build_object('finished_at', r.finished_at,
                                       'reason', ev.payload->'reason', 'at_step', ev.payload->'step');
@@ -497,6 +505,10 @@ BEGIN
               AND a.step OPERATOR(pg_catalog.=) r.current_step AND a.status OPERATOR(pg_catalog.=) 'pending'));
         commands := commands || ARRAY['wf.decide', 'wf.revoke_approval_tokens',
                                       'wf.reissue_approval_tokens', 'wf.set_approvers'];
+    END IF;
+
+    IF r.status IN ('running', 'paused') THEN
+        commands := commands || ARRAY['wf.terminate_run'];
     END IF;
 
     RETURN jsonb_build_object('run_id', r.run_id, 'definition', r.definition_name,

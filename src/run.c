@@ -39,6 +39,7 @@
 
 PG_FUNCTION_INFO_V1(wfengine_start_run);
 PG_FUNCTION_INFO_V1(wfengine_run_status);
+PG_FUNCTION_INFO_V1(wfengine_terminate_run);
 
 #define WF_MAX_IDEMPOTENCY_KEY_LEN 255
 
@@ -237,6 +238,66 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 	result = (text *) SPI_palloc(VARSIZE_ANY(DatumGetPointer(WfGetDatumNotNull(0, 1))));
 	memcpy(result, DatumGetPointer(WfGetDatumNotNull(0, 1)),
 		   VARSIZE_ANY(DatumGetPointer(WfGetDatumNotNull(0, 1))));
+	WfApiEnd();
+	PG_RETURN_TEXT_P(result);
+}
+
+/*
+ * wfengine_terminate_run is wf.terminate_run(run, reason): it ends a
+ * running or paused run at once, without compensation.  Its live task is
+ * withdrawn (the worker's heartbeat answers cancel_requested and its
+ * result is stale), its pending timers and approval tokens are cancelled,
+ * and run_terminated records the actor, the reason and the state the run
+ * had.  Returns that state.
+ */
+Datum
+wfengine_terminate_run(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	char	   *reason;
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+	WfJsonBuilder b;
+	const char *old_status;
+	text	   *result;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run must not be null")));
+	if (PG_ARGISNULL(1) || strlen(text_to_cstring(PG_GETARG_TEXT_PP(1))) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an operator command needs a reason"),
+				 errhint("The reason is recorded in the run's history with who gave the command.")));
+	run_id = PG_GETARG_UUID_P(0);
+	reason = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+	WfApiBegin();
+	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &run))
+		WfUnknownRun(run_id);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot terminate run %s",
+						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
+				 errhint("Only running and paused runs can be terminated.")));
+	old_status = WfRunStatusName(run.status);
+	def = WfDefinitionGet(run.definition_id);
+	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
+	WfWithdrawCurrentTask(&tr, "terminated");
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "old_status", old_status);
+	WfJbText(&b, "step", run.current_step);
+	WfAppendEvent(&tr, WF_EV_RUN_TERMINATED, NULL, 0, WfJbEnd(&b));
+	WfTransitionWrite(&tr);
+	WfNoteRunChange(&run.run_id, "terminated");
+	result = (text *) SPI_palloc(VARHDRSZ + strlen(old_status));
+	SET_VARSIZE(result, VARHDRSZ + strlen(old_status));
+	memcpy(VARDATA(result), old_status, strlen(old_status));
 	WfApiEnd();
 	PG_RETURN_TEXT_P(result);
 }

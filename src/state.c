@@ -61,6 +61,7 @@ static const char *const run_status_names[] = {
 	[WF_RUN_COMPLETED] = "completed",
 	[WF_RUN_FAILED] = "failed",
 	[WF_RUN_PAUSED] = "paused",
+	[WF_RUN_TERMINATED] = "terminated",
 };
 
 /* names of the event types, indexed by WfEventType */
@@ -89,6 +90,7 @@ static const char *const event_type_names[] = {
 	[WF_EV_APPROVAL_TOKENS_REVOKED] = "approval_tokens_revoked",
 	[WF_EV_APPROVERS_CHANGED] = "approvers_changed",
 	[WF_EV_CHOICE_MADE] = "choice_made",
+	[WF_EV_RUN_TERMINATED] = "run_terminated",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -138,7 +140,7 @@ value_of(const char *const *names, int first, int last, const char *name)
 const char *
 WfRunStatusName(WfRunStatus status)
 {
-	return name_of(run_status_names, WF_RUN_NONE, WF_RUN_PAUSED, status, "run status");
+	return name_of(run_status_names, WF_RUN_NONE, WF_RUN_TERMINATED, status, "run status");
 }
 
 /*
@@ -147,7 +149,7 @@ WfRunStatusName(WfRunStatus status)
 WfRunStatus
 WfRunStatusFromName(const char *name)
 {
-	return (WfRunStatus) value_of(run_status_names, WF_RUN_RUNNING, WF_RUN_PAUSED, name);
+	return (WfRunStatus) value_of(run_status_names, WF_RUN_RUNNING, WF_RUN_TERMINATED, name);
 }
 
 /*
@@ -398,6 +400,16 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				run->current_step = NULL;
 				break;
 			}
+
+		case WF_EV_RUN_TERMINATED:
+			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+				run->current_task != 0)
+				return "\"run_terminated\" while the run has ended or has a live task";
+			run->status = WF_RUN_TERMINATED;
+			run->wait_generation = 0;
+			run->finished = true;
+			run->finished_at = ev->created_at;
+			break;
 
 		case WF_EV_RUN_PAUSED:
 			if (run->status != WF_RUN_RUNNING)

@@ -28,7 +28,8 @@ typedef enum WfRunStatus
 	WF_RUN_RUNNING = 1,
 	WF_RUN_COMPLETED = 2,
 	WF_RUN_FAILED = 3,
-	WF_RUN_PAUSED = 4
+	WF_RUN_PAUSED = 4,
+	WF_RUN_TERMINATED = 5
 } WfRunStatus;
 
 /* event types, as stored in wf.events.type */
@@ -57,10 +58,11 @@ typedef enum WfEventType
 	WF_EV_APPROVAL_COMPLETED = 21,
 	WF_EV_APPROVAL_TOKENS_REVOKED = 22,
 	WF_EV_APPROVERS_CHANGED = 23,
-	WF_EV_CHOICE_MADE = 24
+	WF_EV_CHOICE_MADE = 24,
+	WF_EV_RUN_TERMINATED = 25
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_CHOICE_MADE
+#define WF_EV_LAST WF_EV_RUN_TERMINATED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind

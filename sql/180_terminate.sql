@@ -1,0 +1,32 @@
+-- scenario: wf.terminate_run ends a run at once, without compensation
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS wfengine CASCADE;
+CREATE EXTENSION wfengine;
+RESET client_min_messages;
+SELECT wf.publish_definition('term', '{"timeout": "1d", "steps": [
+  {"name": "work", "queue": "term_q"}, {"name": "after", "queue": "term_q2"}]}');
+SELECT wf.start_run('term') AS run \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('term_q', 'w') \gset
+SELECT wf.terminate_run(:'run', 'customer withdrew the order');
+SELECT status, current_step, current_task, finished_at IS NOT NULL AS finished FROM wf.runs WHERE run_id = :'run';
+-- the worker is told to stop; its late result is stale
+SELECT wf.heartbeat(:t, :f);
+SELECT wf.complete_task(:t, :f, '{}');
+SELECT kind, status, outcome FROM wf.timers WHERE run_id = :'run';
+SELECT type, actor = current_user AS by_me, payload->>'reason' AS reason, payload->>'old_status' AS old_status
+FROM wf.history(:'run') WHERE seq > 3;
+SELECT e->>'status' AS status, e->>'waiting_for' AS waiting_for, e->'details'->>'reason' AS reason
+FROM wf.explain(:'run') e;
+SELECT wf.verify_run(:'run');
+-- refusals
+SELECT wf.terminate_run(:'run', '');
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9a-f]{8}-[0-9a-f-]{27}', '<run>');
+END
+$$;
+SELECT pg_temp.err(format('SELECT wf.terminate_run(%L, %L)', :'run', 'again'));
+SELECT wf.terminate_run('00000000-0000-0000-0000-000000000000', 'no such run');
