@@ -1,4 +1,5 @@
--- scenario: wf.terminate_run ends a run at once, without compensation
+-- scenario: run commands: wf.terminate_run ends a run at once, without compensation;
+-- wf.update_context changes the input later steps see
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS wfengine CASCADE;
 CREATE EXTENSION wfengine;
@@ -30,3 +31,20 @@ END
 $$;
 SELECT pg_temp.err(format('SELECT wf.terminate_run(%L, %L)', :'run', 'again'));
 SELECT wf.terminate_run('00000000-0000-0000-0000-000000000000', 'no such run');
+
+-- scenario: wf.update_context: later steps map the new input; old values are recorded
+SELECT wf.publish_definition('ship', '{"steps": [
+  {"name": "pack", "queue": "uc_pack"},
+  {"name": "send", "queue": "uc_send", "input": {"to": "$.input.address", "note": "$.input.note"}}]}');
+SELECT wf.start_run('ship', '{"address": "Old Street 1", "note": "fragile", "gift": true}') AS run \gset
+SELECT wf.update_context(:'run', '{"address": "New Road 2", "note": null, "floor": 3}', 'customer moved');
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('uc_pack', 'w') \gset
+SELECT wf.complete_task(:t, :f, '{}');
+SELECT input FROM wf.claim_tasks('uc_send', 'w');
+SELECT type, payload->>'reason' AS reason, payload->'old' AS old FROM wf.history(:'run') WHERE type = 'context_updated';
+SELECT input AS original_input FROM wf.runs WHERE run_id = :'run';
+SELECT wf.verify_run(:'run');
+SELECT wf.update_context(:'run', '[1]', 'not an object');
+SELECT wf.update_context(:'run', '{}', 'empty');
+SELECT wf.update_context(:'run', '{"a": 1}', '');
+SELECT pg_temp.err(format('SELECT wf.update_context(%L, %L, %L)', (SELECT run_id FROM wf.runs WHERE status = 'terminated' LIMIT 1), '{"a": 1}', 'late'));

@@ -381,6 +381,13 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.terminate_run(uuid, text) IS
 'Ends a running or paused run at once, without compensation: its live task is withdrawn, its timers and tokens cancelled; returns the status it had.';
 
+CREATE FUNCTION wf.update_context(run uuid, patch jsonb, reason text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'wfengine_update_context'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.update_context(uuid, jsonb, text) IS
+'Merges a patch into the input of a running or paused run (a null value removes a key); records the old and new values; returns the new input.';
+
 CREATE FUNCTION wf.run_status(run uuid)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_run_status'
@@ -508,7 +515,7 @@ BEGIN
     END IF;
 
     IF r.status IN ('running', 'paused') THEN
-        commands := commands || ARRAY['wf.terminate_run'];
+        commands := commands || ARRAY['wf.terminate_run', 'wf.update_context'];
     END IF;
 
     RETURN jsonb_build_object('run_id', r.run_id, 'definition', r.definition_name,

@@ -40,6 +40,7 @@
 PG_FUNCTION_INFO_V1(wfengine_start_run);
 PG_FUNCTION_INFO_V1(wfengine_run_status);
 PG_FUNCTION_INFO_V1(wfengine_terminate_run);
+PG_FUNCTION_INFO_V1(wfengine_update_context);
 
 #define WF_MAX_IDEMPOTENCY_KEY_LEN 255
 
@@ -300,4 +301,93 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	memcpy(VARDATA(result), old_status, strlen(old_status));
 	WfApiEnd();
 	PG_RETURN_TEXT_P(result);
+}
+
+/*
+ * wfengine_update_context is wf.update_context(run, patch, reason): it
+ * merges patch into the input of a running or paused run ($.input of its
+ * context; a null value removes a key), so that steps scheduled from now
+ * on map the new values.  context_updated records the actor, the reason,
+ * the patch and the old values of the keys it touched.  Returns the new
+ * input.
+ */
+Datum
+wfengine_update_context(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	Jsonb	   *patch;
+	char	   *reason;
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+	WfJsonBuilder b;
+	WfJsonBuilder ob;
+	Jsonb	   *input;
+	Jsonb	   *result;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run and patch must not be null")));
+	if (PG_ARGISNULL(2) || strlen(text_to_cstring(PG_GETARG_TEXT_PP(2))) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an operator command needs a reason"),
+				 errhint("The reason is recorded in the run's history with who gave the command.")));
+	run_id = PG_GETARG_UUID_P(0);
+	patch = PG_GETARG_JSONB_P(1);
+	reason = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (!JB_ROOT_IS_OBJECT(patch) || JB_ROOT_IS_SCALAR(patch) || JB_ROOT_COUNT(patch) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a context patch must be a non-empty JSON object"),
+				 errhint("Give the input keys to set, e.g. '{\"address\": \"...\"}'; a null value removes a key.")));
+	WfCheckPayloadSize(patch, "context patch", "a run");
+
+	WfApiBegin();
+	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &run))
+		WfUnknownRun(run_id);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot update the context of run %s",
+						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
+				 errhint("Only running and paused runs can be changed.")));
+	def = WfDefinitionGet(run.definition_id);
+	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
+
+	/* the old values of the keys the patch touches (null: absent) */
+	input = WfJsonbGetJsonb(run.context, "input");
+	WfJbBegin(&ob);
+	it = JsonbIteratorInit(&patch->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
+
+			WfJbJsonb(&ob, key, input && JB_ROOT_IS_OBJECT(input) ?
+					  WfJsonbGetJsonb(input, key) : NULL);
+		}
+	}
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbJsonb(&b, "patch", patch);
+	WfJbJsonb(&b, "old", WfJbEnd(&ob));
+	WfAppendEvent(&tr, WF_EV_CONTEXT_UPDATED, NULL, 0, WfJbEnd(&b));
+	WfTransitionWrite(&tr);
+
+	result = WfJsonbGetJsonb(run.context, "input");
+	{
+		Jsonb	   *out = (Jsonb *) SPI_palloc(VARSIZE(result));
+
+		memcpy(out, result, VARSIZE(result));
+		result = out;
+	}
+	WfApiEnd();
+	PG_RETURN_JSONB_P(result);
 }

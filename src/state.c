@@ -91,6 +91,7 @@ static const char *const event_type_names[] = {
 	[WF_EV_APPROVERS_CHANGED] = "approvers_changed",
 	[WF_EV_CHOICE_MADE] = "choice_made",
 	[WF_EV_RUN_TERMINATED] = "run_terminated",
+	[WF_EV_CONTEXT_UPDATED] = "context_updated",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -186,6 +187,49 @@ WfTimerKind
 WfTimerKindFromName(const char *name)
 {
 	return (WfTimerKind) value_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_APPROVAL_EXPIRY, name);
+}
+
+/*
+ * WfMergeInput returns context with the patch merged into $.input: each
+ * key of the patch replaces the input's, and a key whose value is null is
+ * removed.  An input that is not an object is replaced by the patch.
+ */
+Jsonb *
+WfMergeInput(Jsonb *context, Jsonb *patch)
+{
+	Jsonb	   *input = WfJsonbGetJsonb(context, "input");
+	JsonbIterator *it = JsonbIteratorInit(&patch->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+	Datum		path[1];
+
+	if (input == NULL || !JB_ROOT_IS_OBJECT(input))
+		input = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+		{
+			input = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(input),
+													   CStringGetTextDatum(key)));
+			if (v.type != jbvNull)
+			{
+				WfJsonBuilder b;
+
+				WfJbBegin(&b);
+				WfJbJsonb(&b, key, JsonbValueToJsonb(&v));
+				input = DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(input),
+														   JsonbPGetDatum(WfJbEnd(&b))));
+			}
+		}
+	}
+	path[0] = CStringGetTextDatum("input");
+	return DatumGetJsonbP(DirectFunctionCall4(jsonb_set, JsonbPGetDatum(context),
+											  PointerGetDatum(construct_array(path, 1, TEXTOID, -1,
+																			  false, TYPALIGN_INT)),
+											  JsonbPGetDatum(input), BoolGetDatum(true)));
 }
 
 /*
@@ -398,6 +442,17 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
 				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
 				run->current_step = NULL;
+				break;
+			}
+
+		case WF_EV_CONTEXT_UPDATED:
+			{
+				Jsonb	   *patch = WfJsonbGetJsonb(p, "patch");
+
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+					patch == NULL || !JB_ROOT_IS_OBJECT(patch))
+					return "\"context_updated\" while the run has ended, or without a patch";
+				run->context = WfMergeInput(run->context, patch);
 				break;
 			}
 

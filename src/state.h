@@ -59,10 +59,11 @@ typedef enum WfEventType
 	WF_EV_APPROVAL_TOKENS_REVOKED = 22,
 	WF_EV_APPROVERS_CHANGED = 23,
 	WF_EV_CHOICE_MADE = 24,
-	WF_EV_RUN_TERMINATED = 25
+	WF_EV_RUN_TERMINATED = 25,
+	WF_EV_CONTEXT_UPDATED = 26
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_RUN_TERMINATED
+#define WF_EV_LAST WF_EV_CONTEXT_UPDATED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -196,6 +197,7 @@ extern int64 WfRetryDelay(const WfRetryPolicy *rp, int32 attempt);
 extern const char *WfTimerKindName(WfTimerKind kind);
 extern void WfWithdrawCurrentTask(WfTransition *tr, const char *reason);
 extern int32 WfNextVisit(WfRunState *run, const char *step);
+extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
 
 /* approval.c */
 extern void WfEnterApproval(WfTransition *tr, int step_index);
