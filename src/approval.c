@@ -847,15 +847,9 @@ begin_command(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("run and step must not be null")));
-	if (PG_ARGISNULL(reason_arg) ||
-		strlen(text_to_cstring(PG_GETARG_TEXT_PP(reason_arg))) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("an operator command needs a reason"),
-				 errhint("The reason is recorded in the run's history with who gave the command.")));
+	cmd->reason = WfRequireReason(fcinfo, reason_arg);
 	run_id = PG_GETARG_UUID_P(0);
 	cmd->step = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	cmd->reason = text_to_cstring(PG_GETARG_TEXT_PP(reason_arg));
 
 	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &cmd->run))
 		WfUnknownRun(run_id);

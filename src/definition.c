@@ -1358,6 +1358,29 @@ empty_object_get(void)
 }
 
 /*
+ * call_path_function calls a jsonpath function of PostgreSQL (fn, taking
+ * target, path, vars and silent) on context, silently and without
+ * variables; false when it returned NULL.
+ */
+static bool
+call_path_function(PGFunction fn, Datum path, Jsonb *context, Datum *result)
+{
+	LOCAL_FCINFO(fcinfo, 4);
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 4, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = JsonbPGetDatum(context);
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].value = path;
+	fcinfo->args[1].isnull = false;
+	fcinfo->args[2].value = JsonbPGetDatum(empty_object_get());
+	fcinfo->args[2].isnull = false;
+	fcinfo->args[3].value = BoolGetDatum(true);
+	fcinfo->args[3].isnull = false;
+	*result = fn(fcinfo);
+	return !fcinfo->isnull;
+}
+
+/*
  * WfEvaluatePath returns the first item a compiled jsonpath finds in
  * context, or NULL when it finds nothing.  Evaluation is silent: a
  * structural error (a missing key in strict mode, a type mismatch) finds
@@ -1367,20 +1390,10 @@ empty_object_get(void)
 Jsonb *
 WfEvaluatePath(Datum path, Jsonb *context)
 {
-	LOCAL_FCINFO(fcinfo, 4);
 	Datum		r;
 
-	InitFunctionCallInfoData(*fcinfo, NULL, 4, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = JsonbPGetDatum(context);
-	fcinfo->args[0].isnull = false;
-	fcinfo->args[1].value = path;
-	fcinfo->args[1].isnull = false;
-	fcinfo->args[2].value = JsonbPGetDatum(empty_object_get());
-	fcinfo->args[2].isnull = false;
-	fcinfo->args[3].value = BoolGetDatum(true);
-	fcinfo->args[3].isnull = false;
-	r = jsonb_path_query_first(fcinfo);
-	return fcinfo->isnull ? NULL : DatumGetJsonbP(r);
+	return call_path_function(jsonb_path_query_first, path, context, &r) ?
+		DatumGetJsonbP(r) : NULL;
 }
 
 /*
@@ -1390,20 +1403,9 @@ WfEvaluatePath(Datum path, Jsonb *context)
 bool
 WfPathMatches(Datum path, Jsonb *context)
 {
-	LOCAL_FCINFO(fcinfo, 4);
 	Datum		r;
 
-	InitFunctionCallInfoData(*fcinfo, NULL, 4, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = JsonbPGetDatum(context);
-	fcinfo->args[0].isnull = false;
-	fcinfo->args[1].value = path;
-	fcinfo->args[1].isnull = false;
-	fcinfo->args[2].value = JsonbPGetDatum(empty_object_get());
-	fcinfo->args[2].isnull = false;
-	fcinfo->args[3].value = BoolGetDatum(true);
-	fcinfo->args[3].isnull = false;
-	r = jsonb_path_match(fcinfo);
-	return !fcinfo->isnull && DatumGetBool(r);
+	return call_path_function(jsonb_path_match, path, context, &r) && DatumGetBool(r);
 }
 
 /*

@@ -244,6 +244,24 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 }
 
 /*
+ * WfRequireReason returns the reason argument argno of an operator
+ * command, refusing a missing or empty one.
+ */
+char *
+WfRequireReason(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *reason = PG_ARGISNULL(argno) ? NULL :
+		text_to_cstring(PG_GETARG_TEXT_PP(argno));
+
+	if (reason == NULL || reason[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an operator command needs a reason"),
+				 errhint("The reason is recorded in the run's history with who gave the command.")));
+	return reason;
+}
+
+/*
  * wfengine_terminate_run is wf.terminate_run(run, reason): it ends a
  * running or paused run at once, without compensation.  Its live task is
  * withdrawn (the worker's heartbeat answers cancel_requested and its
@@ -267,13 +285,8 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("run must not be null")));
-	if (PG_ARGISNULL(1) || strlen(text_to_cstring(PG_GETARG_TEXT_PP(1))) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("an operator command needs a reason"),
-				 errhint("The reason is recorded in the run's history with who gave the command.")));
+	reason = WfRequireReason(fcinfo, 1);
 	run_id = PG_GETARG_UUID_P(0);
-	reason = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
 	WfApiBegin();
 	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &run))
@@ -332,14 +345,9 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("run and patch must not be null")));
-	if (PG_ARGISNULL(2) || strlen(text_to_cstring(PG_GETARG_TEXT_PP(2))) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("an operator command needs a reason"),
-				 errhint("The reason is recorded in the run's history with who gave the command.")));
+	reason = WfRequireReason(fcinfo, 2);
 	run_id = PG_GETARG_UUID_P(0);
 	patch = PG_GETARG_JSONB_P(1);
-	reason = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	if (!JB_ROOT_IS_OBJECT(patch) || JB_ROOT_IS_SCALAR(patch) || JB_ROOT_COUNT(patch) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

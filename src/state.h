@@ -237,5 +237,6 @@ extern bool WfParseTimestamp(const char *text, TimestampTz *result);
 /* run.c */
 extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner);
 extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
+extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
 
 #endif							/* WF_STATE_H */
