@@ -60,6 +60,7 @@ REGRESS = \
 	160_choice \
 	170_explain \
 	180_terminate \
+	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.
 

@@ -272,6 +272,28 @@ CREATE TABLE wf.approval_attempts (
 COMMENT ON TABLE wf.approval_attempts IS
 'Audit of every call of wf.decide(): who, when, for whom, and the answer; never the token.';
 
+-- Signals sent to runs: kept until a wait_event step of the run consumes
+-- them (a signal may arrive before the run reaches the step); the event id
+-- makes a repeated delivery a duplicate.
+CREATE SEQUENCE wf.signal_id_seq AS bigint;
+
+CREATE TABLE wf.signals (
+    signal_id       bigint PRIMARY KEY DEFAULT pg_catalog.nextval('wf.signal_id_seq'),
+    tenant_id       text NOT NULL,
+    run_id          uuid NOT NULL,
+    name            text NOT NULL,
+    event_id        text NOT NULL,
+    payload         jsonb NOT NULL,
+    received_at     timestamptz NOT NULL,
+    consumed_at     timestamptz,
+    consumed_by     text,
+    UNIQUE (run_id, event_id)
+);
+ALTER SEQUENCE wf.signal_id_seq OWNED BY wf.signals.signal_id;
+CREATE INDEX signals_waiting_idx ON wf.signals (run_id, name, signal_id) WHERE consumed_at IS NULL;
+COMMENT ON TABLE wf.signals IS
+'Signals sent to runs with wf.signal(); kept until a wait_event step consumes them.';
+
 -- The C API.
 CREATE FUNCTION wf.publish_definition(name text, spec jsonb)
 RETURNS integer
@@ -387,6 +409,13 @@ AS 'MODULE_PATHNAME', 'wfengine_update_context'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.update_context(uuid, jsonb, text) IS
 'Merges a patch into the input of a running or paused run (a null value removes a key); records the old and new values; returns the new input.';
+
+CREATE FUNCTION wf.signal(run uuid, name text, payload jsonb DEFAULT '{}', event_id text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_signal'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.signal(uuid, text, jsonb, text) IS
+'Sends a named signal to a run: consumed now by a wait_event step waiting for it, or kept for when the run gets there; a repeated event id is a duplicate.';
 
 CREATE FUNCTION wf.run_status(run uuid)
 RETURNS text
@@ -570,6 +599,8 @@ SELECT pg_catalog.pg_extension_config_dump('wf.timers', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approvals', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approval_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approval_attempts', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.signals', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.signal_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approval_attempts_attempt_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.timer_id_seq', '');
 

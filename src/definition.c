@@ -106,6 +106,9 @@ static const char *const choice_fields[] = {
 	"choices", "default", "description", "name", "type", NULL
 };
 static const char *const choice_item_fields[] = {"next", "when", NULL};
+static const char *const wait_event_fields[] = {
+	"description", "end", "event", "name", "next", "type", NULL
+};
 static const char *const retry_fields[] = {
 	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
 	"max_interval", "non_retryable_errors", NULL
@@ -891,9 +894,22 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 		compile_choice(cx, s, sd);
 		return;
 	}
+	if (type != NULL && strcmp(type, "wait_event") == 0)
+	{
+		sd->type = WF_STEP_WAIT_EVENT;
+		check_fields(cx, NULL, s, wait_event_fields);
+		(void) get_string(cx, s, "description", "description", false);
+		sd->event_name = get_string(cx, s, "event", "event", true);
+		if (!valid_identifier(sd->event_name, WF_MAX_STEP_NAME_LEN, true))
+			def_error(cx, "event", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "An event name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
+					  "invalid event name \"%s\"", sd->event_name);
+		sd->retry.max_attempts = 1;
+		return;
+	}
 	if (type != NULL && strcmp(type, "task") != 0)
 		def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
-				  "Supported step types: task, sleep, approval, choice.",
+				  "Supported step types: task, sleep, approval, choice, wait_event.",
 				  "unsupported step type \"%s\"", type);
 	sd->type = WF_STEP_TASK;
 	check_fields(cx, NULL, s, task_fields);
@@ -1071,7 +1087,7 @@ check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names,
 				{
 					scx.step = def->steps[i].name;
 					def_error(&scx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
-							  "A loop must pass a task, sleep or approval step.",
+							  "A loop must pass a task, sleep, approval or wait_event step.",
 							  "is part of a loop of choice steps only");
 				}
 				if (!seen[t])

@@ -24,7 +24,8 @@ typedef enum WfStepType
 	WF_STEP_TASK = 1,
 	WF_STEP_SLEEP = 2,
 	WF_STEP_APPROVAL = 3,
-	WF_STEP_CHOICE = 4
+	WF_STEP_CHOICE = 4,
+	WF_STEP_WAIT_EVENT = 5
 } WfStepType;
 
 /* how many decisions an approval step needs */
@@ -94,6 +95,8 @@ typedef struct WfStepDef
 	Datum	   *choice_when;	/* compiled jsonpath predicates */
 	char	  **choice_next_names;
 	int		   *choice_next;	/* step index, or WF_STEP_END */
+	/* wait_event steps: the signal's name */
+	char	   *event_name;
 } WfStepDef;
 
 /* one compiled, immutable definition version */

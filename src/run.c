@@ -41,6 +41,7 @@ PG_FUNCTION_INFO_V1(wfengine_start_run);
 PG_FUNCTION_INFO_V1(wfengine_run_status);
 PG_FUNCTION_INFO_V1(wfengine_terminate_run);
 PG_FUNCTION_INFO_V1(wfengine_update_context);
+PG_FUNCTION_INFO_V1(wfengine_signal);
 
 #define WF_MAX_IDEMPOTENCY_KEY_LEN 255
 
@@ -398,4 +399,100 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	}
 	WfApiEnd();
 	PG_RETURN_JSONB_P(result);
+}
+
+/*
+ * wfengine_signal is wf.signal(run, name, payload, event_id): it delivers
+ * a named signal to a run.  When the run waits at a wait_event step for
+ * that name, the signal is consumed at once and the run goes on
+ * ("consumed"); otherwise it is kept for when the run gets there
+ * ("stored").  A second signal with the same event id is recorded and
+ * ignored ("duplicate").  Every call is a signal_received event.
+ */
+Datum
+wfengine_signal(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	char	   *name;
+	Jsonb	   *payload;
+	char	   *event_id;
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+	WfJsonBuilder b;
+	Datum		values[6];
+	const char *outcome;
+	int			idx = -1;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run and name must not be null")));
+	run_id = PG_GETARG_UUID_P(0);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (strlen(name) == 0 || strlen(name) > 63)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a signal name must have 1 to 63 bytes")));
+	payload = PG_ARGISNULL(2) ?
+		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) :
+		PG_GETARG_JSONB_P(2);
+	WfCheckPayloadSize(payload, "signal payload", psprintf("signal \"%s\"", name));
+	if (PG_ARGISNULL(3))
+	{
+		pg_uuid_t	id;
+
+		WfNewRunId(&id);		/* a fresh id: no deduplication asked for */
+		event_id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&id)));
+	}
+	else
+	{
+		event_id = text_to_cstring(PG_GETARG_TEXT_PP(3));
+		if (strlen(event_id) == 0 || strlen(event_id) > 255)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("an event id must have 1 to 255 bytes")));
+	}
+
+	WfApiBegin();
+	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &run))
+		WfUnknownRun(run_id);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run %s has ended",
+						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run.status))));
+	def = WfDefinitionGet(run.definition_id);
+	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
+
+	values[0] = CStringGetTextDatum(run.tenant_id);
+	values[1] = UUIDPGetDatum(run_id);
+	values[2] = CStringGetTextDatum(name);
+	values[3] = CStringGetTextDatum(event_id);
+	values[4] = JsonbPGetDatum(payload);
+	values[5] = TimestampTzGetDatum(tr.now);
+	if (WfExecPlan(WF_PLAN_SIGNAL_INSERT, values, NULL, false, 0, SPI_OK_INSERT_RETURNING) != 1)
+		outcome = "duplicate";
+	else
+	{
+		if (run.status == WF_RUN_RUNNING && run.current_step != NULL && run.current_task == 0)
+			idx = WfDefinitionStepIndex(def, run.current_step);
+		outcome = (idx >= 0 && def->steps[idx].type == WF_STEP_WAIT_EVENT &&
+				   strcmp(def->steps[idx].event_name, name) == 0) ? "consumed" : "stored";
+	}
+
+	WfJbBegin(&b);
+	WfJbText(&b, "name", name);
+	WfJbText(&b, "event_id", event_id);
+	WfJbText(&b, "outcome", outcome);
+	WfAppendEvent(&tr, WF_EV_SIGNAL_RECEIVED, NULL, 0, WfJbEnd(&b));
+	if (strcmp(outcome, "consumed") == 0 && !WfTakeSignal(&tr, idx))
+		elog(ERROR, "the signal just stored could not be consumed");
+	WfTransitionWrite(&tr);
+	if (strcmp(outcome, "consumed") == 0)
+		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
+						WfRunStatusName(run.status));
+	WfApiEnd();
+	PG_RETURN_TEXT_P(cstring_to_text(outcome));
 }

@@ -426,6 +426,20 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
 		1, {UUIDOID}
 	},
+	[WF_PLAN_SIGNAL_INSERT] = {
+		"INSERT INTO wf.signals (tenant_id, run_id, name, event_id, payload, received_at) "
+		"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, event_id) DO NOTHING "
+		"RETURNING signal_id",
+		6, {TEXTOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_SIGNAL_TAKE] = {
+		"UPDATE wf.signals sg SET consumed_at = $3, consumed_by = $4 "
+		"WHERE sg.signal_id OPERATOR(pg_catalog.=) (SELECT s.signal_id FROM wf.signals s"
+		" WHERE s.run_id OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2"
+		" AND s.consumed_at IS NULL ORDER BY s.signal_id LIMIT 1) "
+		"RETURNING sg.signal_id, sg.event_id, sg.payload",
+		4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
+	},
 	[WF_PLAN_TASK_PEEK] = {
 		"SELECT t.status, t.fence, r.status FROM wf.tasks t JOIN wf.runs r"
 		" ON r.run_id OPERATOR(pg_catalog.=) t.run_id "

@@ -92,6 +92,9 @@ static const char *const event_type_names[] = {
 	[WF_EV_CHOICE_MADE] = "choice_made",
 	[WF_EV_RUN_TERMINATED] = "run_terminated",
 	[WF_EV_CONTEXT_UPDATED] = "context_updated",
+	[WF_EV_WAIT_STARTED] = "wait_started",
+	[WF_EV_SIGNAL_RECEIVED] = "signal_received",
+	[WF_EV_EVENT_RECEIVED] = "event_received",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -445,6 +448,34 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				break;
 			}
 
+		case WF_EV_WAIT_STARTED:
+			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
+				return "\"wait_started\" while the run is not running or has a live task";
+			run->current_step = pstrdup(ev->step);
+			run->current_attempt = 0;
+			run->step_generation = ev->seq;
+			break;
+
+		case WF_EV_EVENT_RECEIVED:
+			{
+				WfJsonBuilder b;
+
+				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
+					return "\"event_received\" for a step that is not the current one";
+				WfJbBegin(&b);
+				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
+				WfJbInt(&b, "attempt", 1);
+				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
+				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
+				run->current_step = NULL;
+				break;
+			}
+
+		case WF_EV_SIGNAL_RECEIVED:
+			/* recorded; the signal waits in wf.signals or was a duplicate */
+			break;
+
 		case WF_EV_CONTEXT_UPDATED:
 			{
 				Jsonb	   *patch = WfJsonbGetJsonb(p, "patch");
@@ -763,6 +794,16 @@ WfEnterStep(WfTransition *tr, int step_index)
 		enter_choice(tr, step_index);
 		return;
 	}
+	if (sd->type == WF_STEP_WAIT_EVENT)
+	{
+		WfJbBegin(&b);
+		WfJbInt(&b, "visit", WfNextVisit(tr->run, sd->name));
+		WfJbText(&b, "event", sd->event_name);
+		WfAppendEvent(tr, WF_EV_WAIT_STARTED, sd->name, 0, WfJbEnd(&b));
+		/* a signal that came before the run got here is consumed now */
+		(void) WfTakeSignal(tr, step_index);
+		return;
+	}
 
 	Assert(sd->type == WF_STEP_SLEEP);
 	visit = WfNextVisit(tr->run, sd->name);
@@ -800,6 +841,39 @@ WfEnterStep(WfTransition *tr, int step_index)
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", visit);
 	WfSetTimer(tr, WF_TIMER_SLEEP, sd->name, 0, until, WfJbEnd(&b));
+}
+
+/*
+ * WfTakeSignal consumes the oldest kept signal the wait_event step at
+ * step_index waits for, records event_received and moves the run on.
+ * Returns false when there is none (the run goes on waiting).
+ */
+bool
+WfTakeSignal(WfTransition *tr, int step_index)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	Datum		values[4];
+	WfJsonBuilder b;
+	WfJsonBuilder ob;
+
+	values[0] = UUIDPGetDatum(&tr->run->run_id);
+	values[1] = CStringGetTextDatum(sd->event_name);
+	values[2] = TimestampTzGetDatum(tr->now);
+	values[3] = CStringGetTextDatum(tr->actor);
+	if (WfExecPlan(WF_PLAN_SIGNAL_TAKE, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
+		return false;
+
+	WfJbBegin(&ob);
+	WfJbText(&ob, "event", sd->event_name);
+	WfJbText(&ob, "event_id", WfGetTextOrNull(0, 2));
+	WfJbJsonb(&ob, "payload", DatumGetJsonbPCopy(WfGetDatumNotNull(0, 3)));
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", WfNextVisit(tr->run, sd->name));
+	WfJbInt(&b, "signal_id", DatumGetInt64(WfGetDatumNotNull(0, 1)));
+	WfJbJsonb(&b, "output", WfJbEnd(&ob));
+	WfAppendEvent(tr, WF_EV_EVENT_RECEIVED, sd->name, 0, WfJbEnd(&b));
+	WfAdvance(tr, step_index);
+	return true;
 }
 
 /*

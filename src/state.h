@@ -60,10 +60,13 @@ typedef enum WfEventType
 	WF_EV_APPROVERS_CHANGED = 23,
 	WF_EV_CHOICE_MADE = 24,
 	WF_EV_RUN_TERMINATED = 25,
-	WF_EV_CONTEXT_UPDATED = 26
+	WF_EV_CONTEXT_UPDATED = 26,
+	WF_EV_WAIT_STARTED = 27,
+	WF_EV_SIGNAL_RECEIVED = 28,
+	WF_EV_EVENT_RECEIVED = 29
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_CONTEXT_UPDATED
+#define WF_EV_LAST WF_EV_EVENT_RECEIVED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -197,6 +200,7 @@ extern int64 WfRetryDelay(const WfRetryPolicy *rp, int32 attempt);
 extern const char *WfTimerKindName(WfTimerKind kind);
 extern void WfWithdrawCurrentTask(WfTransition *tr, const char *reason);
 extern int32 WfNextVisit(WfRunState *run, const char *step);
+extern bool WfTakeSignal(WfTransition *tr, int step_index);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
 
 /* approval.c */

@@ -1,0 +1,46 @@
+-- scenario: wait_event steps wait for a named signal from outside
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS wfengine CASCADE;
+CREATE EXTENSION wfengine;
+RESET client_min_messages;
+
+SELECT wf.publish_definition('ship', '{"steps": [
+  {"name": "pack", "queue": "sg_pack"},
+  {"name": "paid", "type": "wait_event", "event": "payment_received"},
+  {"name": "send", "queue": "sg_send"}]}');
+
+-- a signal that arrives while the run waits is consumed at once
+SELECT wf.start_run('ship', '{"order": 1}') AS run \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('sg_pack', 'w') \gset
+SELECT wf.complete_task(:t, :f, '{"box": 7}');
+SELECT status, current_step FROM wf.runs WHERE run_id = :'run';
+SELECT wf.signal(:'run', 'something_else');
+SELECT current_step FROM wf.runs WHERE run_id = :'run';
+SELECT wf.signal(:'run', 'payment_received', '{"amount": 12}', 'pay-1');
+SELECT current_step, context->'steps'->'paid'->'output' AS paid FROM wf.runs WHERE run_id = :'run';
+-- the same event id again is recorded and ignored
+SELECT wf.signal(:'run', 'payment_received', '{"amount": 12}', 'pay-1');
+SELECT count(*) AS live_tasks FROM wf.tasks WHERE run_id = :'run' AND status IN ('ready', 'leased');
+SELECT seq, type, step, payload->>'outcome' AS outcome FROM wf.history(:'run') ORDER BY seq;
+SELECT wf.verify_run(:'run');
+
+-- a signal that arrives early is kept until the run gets to the step
+SELECT wf.start_run('ship', '{"order": 2}') AS early \gset
+SELECT wf.signal(:'early', 'payment_received', '{"amount": 30}', 'pay-2');
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('sg_pack', 'w') \gset
+SELECT wf.complete_task(:t, :f, '{"box": 8}');
+SELECT current_step, context->'steps'->'paid'->'output'->'payload' AS paid FROM wf.runs WHERE run_id = :'early';
+SELECT wf.verify_run(:'early');
+
+-- errors change nothing
+SELECT wf.signal(:'run', '');
+SELECT wf.signal(NULL, 'x');
+SELECT wf.signal('00000000-0000-0000-0000-000000000000', 'payment_received');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "w", "type": "wait_event"}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "w", "type": "wait_event", "event": "e", "queue": "q"}]}');
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('sg_send', 'w') \gset
+SELECT wf.complete_task(:t, :f);
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('sg_send', 'w') \gset
+SELECT wf.complete_task(:t, :f);
+SELECT wf.signal(:'run', 'payment_received');
+SELECT status FROM wf.runs WHERE run_id IN (:'run', :'early');
