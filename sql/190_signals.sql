@@ -42,5 +42,14 @@ SELECT task_id AS t, fence AS f FROM wf.claim_tasks('sg_send', 'w') \gset
 SELECT wf.complete_task(:t, :f);
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('sg_send', 'w') \gset
 SELECT wf.complete_task(:t, :f);
-SELECT wf.signal(:'run', 'payment_received');
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9a-f]{8}-[0-9a-f-]{27}', '<run>');
+END
+$$;
+SELECT pg_temp.err(format('SELECT wf.signal(%L, %L)', :'run', 'payment_received'));
+SELECT count(*) AS signals_kept FROM wf.signals WHERE run_id = :'run';
 SELECT status FROM wf.runs WHERE run_id IN (:'run', :'early');
