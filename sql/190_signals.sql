@@ -14,6 +14,8 @@ SELECT wf.start_run('ship', '{"order": 1}') AS run \gset
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('sg_pack', 'w') \gset
 SELECT wf.complete_task(:t, :f, '{"box": 7}');
 SELECT status, current_step FROM wf.runs WHERE run_id = :'run';
+SELECT e->>'waiting_for' AS waiting_for, e->'details'->>'event' AS event, e->'commands' AS commands
+FROM wf.explain(:'run') e;
 SELECT wf.signal(:'run', 'something_else');
 SELECT current_step FROM wf.runs WHERE run_id = :'run';
 SELECT wf.signal(:'run', 'payment_received', '{"amount": 12}', 'pay-1');
@@ -53,3 +55,11 @@ $$;
 SELECT pg_temp.err(format('SELECT wf.signal(%L, %L)', :'run', 'payment_received'));
 SELECT count(*) AS signals_kept FROM wf.signals WHERE run_id = :'run';
 SELECT status FROM wf.runs WHERE run_id IN (:'run', :'early');
+
+-- a waiting run can be terminated; its history still replays
+SELECT wf.publish_definition('hold', '{"steps": [{"name": "w", "type": "wait_event", "event": "go"}]}');
+SELECT wf.start_run('hold') AS held \gset
+SELECT status, current_step FROM wf.runs WHERE run_id = :'held';
+SELECT wf.terminate_run(:'held', 'customer withdrew');
+SELECT status, wf.verify_run(:'held') AS verified FROM wf.runs WHERE run_id = :'held';
+SELECT pg_temp.err(format('SELECT wf.signal(%L, %L)', :'held', 'go'));

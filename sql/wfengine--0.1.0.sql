@@ -523,6 +523,16 @@ BEGIN
         waiting := CASE tm.kind WHEN 'retry' THEN 'retry_backoff' ELSE tm.kind END;
         details := jsonb_build_object('until', tm.fire_at, 'timer_id', tm.timer_id,
                                       'next_attempt', tm.payload->'attempt');
+    ELSIF r.current_step IS NOT NULL THEN
+        -- a wait_event step: its wait_started event is the step's generation
+        SELECT * INTO ev FROM wf.events e
+        WHERE e.run_id OPERATOR(pg_catalog.=) run
+          AND e.seq OPERATOR(pg_catalog.=) r.step_generation
+          AND e.type OPERATOR(pg_catalog.=) 'wait_started';
+        IF FOUND THEN
+            waiting := 'event';
+            details := jsonb_build_object('event', ev.payload->'event', 'since', ev.created_at);
+        END IF;
     END IF;
 
     IF r.status OPERATOR(pg_catalog.=) 'running' AND EXISTS (
@@ -544,7 +554,7 @@ BEGIN
     END IF;
 
     IF r.status IN ('running', 'paused') THEN
-        commands := commands || ARRAY['wf.terminate_run', 'wf.update_context'];
+        commands := commands || ARRAY['wf.signal', 'wf.terminate_run', 'wf.update_context'];
     END IF;
 
     RETURN jsonb_build_object('run_id', r.run_id, 'definition', r.definition_name,
@@ -554,7 +564,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION wf.explain(uuid) IS
-'Where a run is, what it waits for (a worker on a queue and how many are ahead, a worker''s result, a retry backoff, a sleep, a quarantine, approvers, an operator) and which commands apply now.';
+'Where a run is, what it waits for (a worker on a queue and how many are ahead, a worker''s result, a retry backoff, a sleep, a quarantine, approvers, a signal, an operator) and which commands apply now.';
 
 CREATE FUNCTION wf.preloaded()
 RETURNS boolean
