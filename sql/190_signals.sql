@@ -63,3 +63,22 @@ SELECT status, current_step FROM wf.runs WHERE run_id = :'held';
 SELECT wf.terminate_run(:'held', 'customer withdrew');
 SELECT status, wf.verify_run(:'held') AS verified FROM wf.runs WHERE run_id = :'held';
 SELECT pg_temp.err(format('SELECT wf.signal(%L, %L)', :'held', 'go'));
+
+-- scenario: "timeout": {"total": ...} bounds the wait; a signal in time
+-- leaves a stale timer
+SELECT wf.publish_definition('bounded', '{"steps": [
+  {"name": "w", "type": "wait_event", "event": "go", "timeout": {"total": "150ms"}},
+  {"name": "after", "queue": "sg_after"}]}');
+SELECT wf.start_run('bounded') AS late \gset
+SELECT wf.start_run('bounded') AS prompt \gset
+SELECT wf.signal(:'prompt', 'go');
+SELECT pg_sleep(0.2);
+SELECT wf.tick() >= 2 AS fired;
+SELECT status, current_step FROM wf.runs WHERE run_id = :'late';
+SELECT type, step, payload->>'outcome' AS outcome, payload->>'reason' AS reason, payload->'error'->>'code' AS code
+FROM wf.history(:'late') WHERE seq > 2 ORDER BY seq;
+SELECT status, current_step FROM wf.runs WHERE run_id = :'prompt';
+SELECT type, payload->>'outcome' AS outcome FROM wf.history(:'prompt') WHERE type = 'timer_fired';
+SELECT wf.verify_run(:'late') AND wf.verify_run(:'prompt') AS verified;
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "w", "type": "wait_event", "event": "e", "timeout": {"heartbeat": "1s"}}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "w", "type": "wait_event", "event": "e", "timeout": "1 day"}]}');

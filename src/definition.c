@@ -107,7 +107,7 @@ static const char *const choice_fields[] = {
 };
 static const char *const choice_item_fields[] = {"next", "when", NULL};
 static const char *const wait_event_fields[] = {
-	"description", "end", "event", "name", "next", "type", NULL
+	"description", "end", "event", "name", "next", "timeout", "type", NULL
 };
 static const char *const retry_fields[] = {
 	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
@@ -904,6 +904,12 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 			def_error(cx, "event", ERRCODE_INVALID_PARAMETER_VALUE,
 					  "An event name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
 					  "invalid event name \"%s\"", sd->event_name);
+		compile_timeouts(cx, s, &sd->timeout);
+		if (sd->timeout.schedule_to_start > 0 || sd->timeout.start_to_close > 0 ||
+			sd->timeout.heartbeat > 0)
+			def_error(cx, "timeout", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "A wait_event step runs no task: give it {\"total\": <duration>} to bound the wait.",
+					  "only \"total\" applies to a wait_event step");
 		sd->retry.max_attempts = 1;
 		return;
 	}

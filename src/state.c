@@ -801,7 +801,9 @@ WfEnterStep(WfTransition *tr, int step_index)
 		WfJbText(&b, "event", sd->event_name);
 		WfAppendEvent(tr, WF_EV_WAIT_STARTED, sd->name, 0, WfJbEnd(&b));
 		/* a signal that came before the run got here is consumed now */
-		(void) WfTakeSignal(tr, step_index);
+		if (!WfTakeSignal(tr, step_index) && sd->timeout.total > 0)
+			WfSetTimer(tr, WF_TIMER_STEP_TIMEOUT, sd->name, tr->run->step_generation,
+					   tr->now + sd->timeout.total, NULL);
 		return;
 	}
 
