@@ -71,6 +71,9 @@ SELECT wf.publish_definition('bounded', '{"steps": [
   {"name": "after", "queue": "sg_after"}]}');
 SELECT wf.start_run('bounded') AS late \gset
 SELECT wf.start_run('bounded') AS prompt \gset
+SELECT e->>'waiting_for' AS waiting_for,
+       (e->'details'->>'timeout_at')::timestamptz - (e->'details'->>'since')::timestamptz AS bounded_by
+FROM wf.explain(:'late') e;
 SELECT wf.signal(:'prompt', 'go');
 SELECT pg_sleep(0.2);
 SELECT wf.tick() >= 2 AS fired;

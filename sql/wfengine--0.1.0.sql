@@ -531,7 +531,12 @@ BEGIN
           AND e.type OPERATOR(pg_catalog.=) 'wait_started';
         IF FOUND THEN
             waiting := 'event';
-            details := jsonb_build_object('event', ev.payload->'event', 'since', ev.created_at);
+            details := jsonb_build_object('event', ev.payload->'event', 'since', ev.created_at,
+                'timeout_at', (SELECT x.fire_at FROM wf.timers x
+                               WHERE x.run_id OPERATOR(pg_catalog.=) run
+                                 AND x.kind OPERATOR(pg_catalog.=) 'step_timeout'
+                                 AND x.status OPERATOR(pg_catalog.=) 'pending'
+                                 AND x.generation OPERATOR(pg_catalog.=) r.step_generation));
         END IF;
     END IF;
 
