@@ -263,6 +263,25 @@ WfRequireReason(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * lock_live_run locks a run of the session's tenant (its live task first,
+ * then the run row) for an operator command or a signal, and refuses a run
+ * that has ended.  refusal is the error message, with one %s for the run
+ * id; hint may be NULL.
+ */
+static void
+lock_live_run(pg_uuid_t *run_id, WfRunState *run, const char *refusal, const char *hint)
+{
+	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), run))
+		WfUnknownRun(run_id);
+	if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg(refusal, DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run->status)),
+				 hint != NULL ? errhint("%s", hint) : 0));
+}
+
+/*
  * wfengine_terminate_run is wf.terminate_run(run, reason): it ends a
  * running or paused run at once, without compensation.  Its live task is
  * withdrawn (the worker's heartbeat answers cancel_requested and its
@@ -290,15 +309,8 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	run_id = PG_GETARG_UUID_P(0);
 
 	WfApiBegin();
-	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &run))
-		WfUnknownRun(run_id);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot terminate run %s",
-						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
-				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
-				 errhint("Only running and paused runs can be terminated.")));
+	lock_live_run(run_id, &run, "cannot terminate run %s",
+				  "Only running and paused runs can be terminated.");
 	old_status = WfRunStatusName(run.status);
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
@@ -357,15 +369,8 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	WfCheckPayloadSize(patch, "context patch", "a run");
 
 	WfApiBegin();
-	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &run))
-		WfUnknownRun(run_id);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot update the context of run %s",
-						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
-				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
-				 errhint("Only running and paused runs can be changed.")));
+	lock_live_run(run_id, &run, "cannot update the context of run %s",
+				  "Only running and paused runs can be changed.");
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 
@@ -455,14 +460,7 @@ wfengine_signal(PG_FUNCTION_ARGS)
 	}
 
 	WfApiBegin();
-	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &run))
-		WfUnknownRun(run_id);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("run %s has ended",
-						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
-				 errdetail("The run is \"%s\".", WfRunStatusName(run.status))));
+	lock_live_run(run_id, &run, "run %s has ended", NULL);
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 
