@@ -427,6 +427,7 @@ wfengine_signal(PG_FUNCTION_ARGS)
 	WfJsonBuilder b;
 	Datum		values[6];
 	const char *outcome;
+	bool		consume = false;
 	int			idx = -1;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -474,10 +475,12 @@ wfengine_signal(PG_FUNCTION_ARGS)
 		outcome = "duplicate";
 	else
 	{
+		/* does the run wait at a wait_event step for this name right now? */
 		if (run.status == WF_RUN_RUNNING && run.current_step != NULL && run.current_task == 0)
 			idx = WfDefinitionStepIndex(def, run.current_step);
-		outcome = (idx >= 0 && def->steps[idx].type == WF_STEP_WAIT_EVENT &&
-				   strcmp(def->steps[idx].event_name, name) == 0) ? "consumed" : "stored";
+		consume = idx >= 0 && def->steps[idx].type == WF_STEP_WAIT_EVENT &&
+			strcmp(def->steps[idx].event_name, name) == 0;
+		outcome = consume ? "consumed" : "stored";
 	}
 
 	WfJbBegin(&b);
@@ -485,10 +488,10 @@ wfengine_signal(PG_FUNCTION_ARGS)
 	WfJbText(&b, "event_id", event_id);
 	WfJbText(&b, "outcome", outcome);
 	WfAppendEvent(&tr, WF_EV_SIGNAL_RECEIVED, NULL, 0, WfJbEnd(&b));
-	if (strcmp(outcome, "consumed") == 0 && !WfTakeSignal(&tr, idx))
+	if (consume && !WfTakeSignal(&tr, idx))
 		elog(ERROR, "the signal just stored could not be consumed");
 	WfTransitionWrite(&tr);
-	if (strcmp(outcome, "consumed") == 0)
+	if (consume)
 		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
 						WfRunStatusName(run.status));
 	WfApiEnd();
