@@ -29,6 +29,7 @@ OBJS = \
 	src/run.o \
 	src/claim.o \
 	src/result.o \
+	src/operator.o \
 	src/replay.o \
 	src/approval.o \
 	src/shmem.o \
@@ -60,6 +61,7 @@ REGRESS = \
 	160_choice \
 	170_explain \
 	180_terminate \
+	200_operator \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

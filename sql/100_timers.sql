@@ -137,6 +137,11 @@ SELECT type, payload->>'expirations' AS expirations, payload->>'quarantined' AS 
 FROM wf.history(:'run') WHERE seq > 2;
 SELECT status FROM wf.tasks WHERE run_id = :'run';
 SELECT wf.verify_run(:'run');
+-- the operator resumes it once the worker is fixed: the next attempt, same idempotency key
+SELECT wf.resume_run(:'run', 'crashing worker fixed');
+SELECT attempt, idempotency_key = (SELECT idempotency_key FROM wf.tasks WHERE run_id = :'run' AND attempt = 1) AS same_key
+FROM wf.claim_tasks('poison_q', 'w', 1, '1 min');
+SELECT wf.verify_run(:'run');
 RESET wfengine.poison_threshold;
 RESET wfengine.quarantine_delays;
 

@@ -403,6 +403,34 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.terminate_run(uuid, text) IS
 'Ends a running or paused run at once, without compensation: its live task is withdrawn, its timers and tokens cancelled; returns the status it had.';
 
+CREATE FUNCTION wf.pause_run(run uuid, reason text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_pause_run'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.pause_run(uuid, text) IS
+'Pauses a running run: nothing new is scheduled; an unclaimed attempt is withdrawn, a result of an attempt in flight is held, timers that come due are held; returns "paused".';
+
+CREATE FUNCTION wf.resume_run(run uuid, reason text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_resume_run'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.resume_run(uuid, text) IS
+'Resumes a paused run: applies a held result, makes held timers due, schedules a withdrawn attempt again; returns the run''s status.';
+
+CREATE FUNCTION wf.retry_step(run uuid, reason text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_retry_step'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.retry_step(uuid, text) IS
+'Runs a failed run again from the task step it failed at: one new attempt of the same visit (same idempotency key), input mapped from the current context; returns "running".';
+
+CREATE FUNCTION wf.skip_step(run uuid, output jsonb, reason text, step text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_skip_step'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.skip_step(uuid, jsonb, text, text) IS
+'Ends the current step of a running or failed run with the output given and moves the run on; refused for steps the definition does not allow to be skipped; returns the run''s status.';
+
 CREATE FUNCTION wf.update_context(run uuid, patch jsonb, reason text)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'wfengine_update_context'
@@ -469,6 +497,7 @@ DECLARE
     ev      wf.events;
     waiting text;
     details jsonb := '{}';
+    step_def jsonb;
     commands text[] := ARRAY['wf.history', 'wf.verify_run'];
 BEGIN
     SELECT * INTO r FROM wf.runs x
@@ -492,6 +521,15 @@ BEGIN
         waiting := 'operator';
         details := jsonb_build_object('paused_by', ev.actor, 'since', ev.created_at,
                                       'reason', ev.payload->'reason');
+        IF r.current_task IS NOT NULL THEN
+            SELECT * INTO t FROM wf.tasks k WHERE k.task_id OPERATOR(pg_catalog.=) r.current_task;
+            details := details || jsonb_build_object('in_flight_task', t.task_id, 'worker', t.worker,
+                                                     'result_held', t.status IN ('completed', 'failed'));
+        END IF;
+        details := details || jsonb_build_object('held_timers',
+            (SELECT count(*) FROM wf.timers x
+             WHERE x.run_id OPERATOR(pg_catalog.=) run AND x.status OPERATOR(pg_catalog.=) 'pending'
+               AND x.outcome OPERATOR(pg_catalog.=) 'held'));
     ELSIF r.current_task IS NOT NULL THEN
         SELECT * INTO t FROM wf.tasks k WHERE k.task_id OPERATOR(pg_catalog.=) r.current_task;
         IF t.status OPERATOR(pg_catalog.=) 'leased' THEN
@@ -560,6 +598,24 @@ BEGIN
 
     IF r.status IN ('running', 'paused') THEN
         commands := commands || ARRAY['wf.signal', 'wf.terminate_run', 'wf.update_context'];
+    END IF;
+    IF r.status OPERATOR(pg_catalog.=) 'running' THEN
+        commands := commands || ARRAY['wf.pause_run'];
+    ELSIF r.status OPERATOR(pg_catalog.=) 'paused' THEN
+        commands := commands || ARRAY['wf.resume_run'];
+    END IF;
+    IF r.status IN ('running', 'failed') AND r.current_step IS NOT NULL THEN
+        SELECT s INTO step_def FROM wf.definitions d, jsonb_array_elements(d.spec->'steps') s
+        WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id
+          AND s->>'name' OPERATOR(pg_catalog.=) r.current_step;
+        IF r.status OPERATOR(pg_catalog.=) 'failed'
+           AND coalesce(step_def->>'type', 'task') OPERATOR(pg_catalog.=) 'task' THEN
+            commands := commands || ARRAY['wf.retry_step'];
+        END IF;
+        IF coalesce((step_def->>'skippable')::boolean,
+                    coalesce(step_def->>'type', 'task') NOT IN ('approval', 'choice')) THEN
+            commands := commands || ARRAY['wf.skip_step'];
+        END IF;
     END IF;
 
     RETURN jsonb_build_object('run_id', r.run_id, 'definition', r.definition_name,

@@ -93,21 +93,24 @@ static const char *const top_fields[] = {
 };
 static const char *const task_fields[] = {
 	"activity", "description", "end", "input", "name", "next", "queue",
-	"retry", "timeout", "type", NULL
+	"retry", "skippable", "timeout", "type", NULL
 };
 static const char *const sleep_fields[] = {
-	"description", "duration", "end", "name", "next", "type", "until", NULL
+	"description", "duration", "end", "name", "next", "skippable", "type",
+	"until", NULL
 };
 static const char *const approval_fields[] = {
 	"approvers", "description", "end", "expires", "name", "next",
-	"notify_queue", "on_expiry", "policy", "rejections", "retry", "timeout", "type", NULL
+	"notify_queue", "on_expiry", "policy", "rejections", "retry", "skippable",
+	"timeout", "type", NULL
 };
 static const char *const choice_fields[] = {
 	"choices", "default", "description", "name", "type", NULL
 };
 static const char *const choice_item_fields[] = {"next", "when", NULL};
 static const char *const wait_event_fields[] = {
-	"description", "end", "event", "name", "next", "timeout", "type", NULL
+	"description", "end", "event", "name", "next", "skippable", "timeout",
+	"type", NULL
 };
 static const char *const retry_fields[] = {
 	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
@@ -1231,6 +1234,13 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 				def_error(&cx, "on_expiry", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 						  "needs \"expires\"");
 		}
+		/* wf.skip_step: approvals are a control nobody skips unless allowed */
+		endv = obj_get(sv.val.binary.data, "skippable");
+		if (endv != NULL && endv->type != jbvBool)
+			def_error(&cx, "skippable", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "must be true or false");
+		sd->skippable = endv != NULL ? endv->val.boolean :
+			(sd->type != WF_STEP_APPROVAL && sd->type != WF_STEP_CHOICE);
 		endv = obj_get(sv.val.binary.data, "end");
 		if (endv != NULL && endv->type != jbvBool)
 			def_error(&cx, "end", ERRCODE_INVALID_PARAMETER_VALUE, NULL,

@@ -78,6 +78,7 @@ typedef struct WfStepDef
 	WfRetryPolicy retry;
 	WfTimeouts	timeout;
 	int			next;			/* index of the successor or WF_STEP_END */
+	bool		skippable;		/* wf.skip_step may skip it */
 	/* sleep steps: a fixed duration, or a timestamp found in the context */
 	int64		sleep_duration; /* microseconds, 0 when "until" is used */
 	Datum		sleep_until;	/* compiled jsonpath, 0 when not used */

@@ -46,6 +46,7 @@ typedef struct ExpectedTask
 	char	   *step;
 	int32		attempt;
 	char		outcome;		/* 'l' live, 'c' completed, 'f' failed, 'x' cancelled */
+	bool		held;			/* the result is held for a paused run: still live */
 	int64		fence;			/* of the accepted result */
 	Jsonb	   *result;			/* output or error of the accepted result */
 } ExpectedTask;
@@ -110,7 +111,7 @@ log_event(ReplayLog *log, const WfEvent *ev)
 	}
 	if (ev->type != WF_EV_TASK_SCHEDULED && ev->type != WF_EV_TASK_COMPLETED &&
 		ev->type != WF_EV_TASK_FAILED && ev->type != WF_EV_TASK_CANCELLED &&
-		ev->type != WF_EV_APPROVAL_NOTIFIED)
+		ev->type != WF_EV_APPROVAL_NOTIFIED && ev->type != WF_EV_RESULT_HELD)
 		return;
 
 	task_id = WfJsonbGetInt(ev->payload, "task_id", 0);
@@ -141,10 +142,20 @@ log_event(ReplayLog *log, const WfEvent *ev)
 		t->outcome = 'x';
 		return;
 	}
-	t->outcome = (ev->type == WF_EV_TASK_FAILED) ? 'f' : 'c';
+	if (ev->type == WF_EV_RESULT_HELD)
+	{
+		char	   *report = WfJsonbGetText(ev->payload, "report");
+
+		t->held = true;
+		t->outcome = (report != NULL && strcmp(report, "failure") == 0) ? 'f' : 'c';
+	}
+	else
+	{
+		t->held = false;
+		t->outcome = (ev->type == WF_EV_TASK_FAILED) ? 'f' : 'c';
+	}
 	t->fence = WfJsonbGetInt(ev->payload, "fence", 0);
-	t->result = WfJsonbGetJsonb(ev->payload,
-								ev->type == WF_EV_TASK_FAILED ? "error" : "output");
+	t->result = WfJsonbGetJsonb(ev->payload, t->outcome == 'f' ? "error" : "output");
 }
 
 static const char *
@@ -302,6 +313,14 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 			fence != t->fence || !jsonb_equal(result, t->result))
 			return psprintf("Task %lld does not hold the result the history accepted for it",
 							(long long) task_id);
+		if (t->held)
+		{
+			/* accepted while the run was paused, applied on resume */
+			if (task_id != stored->current_task)
+				return psprintf("Task %lld holds a result for a paused run, but it is not the run's current task",
+								(long long) task_id);
+			live++;
+		}
 	}
 	/* compare_snapshots has matched current_task with the history */
 	Assert(live == (stored->current_task != 0 ? 1 : 0));

@@ -62,28 +62,43 @@ typedef struct WfReport
 
 /* forward declarations */
 static const char *report_result(const WfReport *rep);
-static void accept_completion(WfTransition *tr, const WfReport *rep, int idx,
-							  int32 visit, const char *worker);
 
 /*
- * accept_completion records a winning completion and advances the run.
+ * WfApplyResult applies the accepted result of the current attempt of the
+ * step at step_index: a completion records task_completed and moves the
+ * run on (an approval step's notification task goes on to wait for
+ * decisions); a failure follows the step's retry policy.  It serves a
+ * worker's report and wf.resume_run() applying a result held while the
+ * run was paused.
  */
-static void
-accept_completion(WfTransition *tr, const WfReport *rep, int idx, int32 visit,
-				  const char *worker)
+void
+WfApplyResult(WfTransition *tr, int step_index, int64 task_id, int64 fence,
+			  int32 visit, const char *worker, bool is_failure, Jsonb *output,
+			  Jsonb *error, bool retryable, Jsonb *input)
 {
-	const WfStepDef *sd = &tr->def->steps[idx];
+	const WfStepDef *sd = &tr->def->steps[step_index];
 	WfJsonBuilder b;
 	int32		attempt = tr->run->current_attempt;
 
+	if (is_failure)
+	{
+		WfFailAttempt(tr, step_index, task_id, fence, attempt, visit, worker,
+					  error, retryable, input);
+		return;
+	}
+	if (sd->type == WF_STEP_APPROVAL)
+	{
+		WfApprovalNotified(tr, step_index, task_id, fence, worker, output);
+		return;
+	}
 	WfJbBegin(&b);
-	WfJbInt(&b, "task_id", rep->task_id);
-	WfJbInt(&b, "fence", rep->fence);
+	WfJbInt(&b, "task_id", task_id);
+	WfJbInt(&b, "fence", fence);
 	WfJbText(&b, "worker", worker);
 	WfJbInt(&b, "visit", visit);
-	WfJbJsonb(&b, "output", rep->output);
+	WfJbJsonb(&b, "output", output);
 	WfAppendEvent(tr, WF_EV_TASK_COMPLETED, sd->name, attempt, WfJbEnd(&b));
-	WfAdvance(tr, idx);
+	WfAdvance(tr, step_index);
 }
 
 /*
@@ -140,8 +155,8 @@ report_result(const WfReport *rep)
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, now);
 
-	if (run.status == WF_RUN_RUNNING && strcmp(status, "leased") == 0 &&
-		rep->fence == current_fence)
+	if ((run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED) &&
+		strcmp(status, "leased") == 0 && rep->fence == current_fence)
 	{
 		int			idx = WfDefinitionStepIndex(def, step);
 
@@ -166,13 +181,30 @@ report_result(const WfReport *rep)
 		if (WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
 			elog(ERROR, "task %lld changed while locked", (long long) rep->task_id);
 
-		if (rep->is_failure)
-			WfFailAttempt(&tr, idx, rep->task_id, rep->fence, attempt, visit,
-						  worker, rep->error, rep->retryable, input);
-		else if (def->steps[idx].type == WF_STEP_APPROVAL)
-			WfApprovalNotified(&tr, idx, rep->task_id, rep->fence, worker, rep->output);
+		if (run.status == WF_RUN_PAUSED)
+		{
+			/* kept in the task row and the history; wf.resume_run applies it */
+			WfJsonBuilder b;
+
+			WfJbBegin(&b);
+			WfJbInt(&b, "task_id", rep->task_id);
+			WfJbInt(&b, "fence", rep->fence);
+			WfJbText(&b, "worker", worker);
+			WfJbInt(&b, "visit", visit);
+			WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
+			if (rep->is_failure)
+			{
+				WfJbJsonb(&b, "error", rep->error);
+				WfJbBool(&b, "retryable", rep->retryable);
+			}
+			else
+				WfJbJsonb(&b, "output", rep->output);
+			WfAppendEvent(&tr, WF_EV_RESULT_HELD, step, attempt, WfJbEnd(&b));
+		}
 		else
-			accept_completion(&tr, rep, idx, visit, worker);
+			WfApplyResult(&tr, idx, rep->task_id, rep->fence, visit, worker,
+						  rep->is_failure, rep->output, rep->error,
+						  rep->retryable, input);
 		verdict = "accepted";
 	}
 	else
@@ -201,7 +233,7 @@ report_result(const WfReport *rep)
 	}
 
 	WfTransitionWrite(&tr);
-	if (strcmp(verdict, "accepted") == 0)
+	if (strcmp(verdict, "accepted") == 0 && run.status != WF_RUN_PAUSED)
 		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
 						WfRunStatusName(run.status));
 	WfApiEnd();

@@ -263,6 +263,27 @@ WfRequireReason(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * WfRunIdText returns the text form of a run id, for messages.
+ */
+char *
+WfRunIdText(pg_uuid_t *run_id)
+{
+	return DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)));
+}
+
+/*
+ * WfLockRun locks a run of the session's tenant for a command that may
+ * change it: its live task first, then the run row (the lock order of
+ * state.c).  An unknown run, or one of another tenant, is an error.
+ */
+void
+WfLockRun(pg_uuid_t *run_id, WfRunState *run)
+{
+	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), run))
+		WfUnknownRun(run_id);
+}
+
+/*
  * lock_live_run locks a run of the session's tenant (its live task first,
  * then the run row) for an operator command or a signal, and refuses a run
  * that has ended.  refusal is the error message, with one %s for the run
@@ -271,12 +292,11 @@ WfRequireReason(FunctionCallInfo fcinfo, int argno)
 static void
 lock_live_run(pg_uuid_t *run_id, WfRunState *run, const char *refusal, const char *hint)
 {
-	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), run))
-		WfUnknownRun(run_id);
+	WfLockRun(run_id, run);
 	if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg(refusal, DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)))),
+				 errmsg(refusal, WfRunIdText(run_id)),
 				 errdetail("The run is \"%s\".", WfRunStatusName(run->status)),
 				 hint != NULL ? errhint("%s", hint) : 0));
 }
@@ -369,8 +389,14 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	WfCheckPayloadSize(patch, "context patch", "a run");
 
 	WfApiBegin();
-	lock_live_run(run_id, &run, "cannot update the context of run %s",
-				  "Only running and paused runs can be changed.");
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
+		run.status != WF_RUN_FAILED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot update the context of run %s", WfRunIdText(run_id)),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
+				 errhint("Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).")));
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 

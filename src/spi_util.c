@@ -446,6 +446,39 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.tenant_id OPERATOR(pg_catalog.=) $2",
 		2, {INT8OID, TEXTOID}
 	},
+	[WF_PLAN_TIMER_HOLD] = {
+		"UPDATE wf.timers tm SET fire_at = 'infinity', outcome = 'held' "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+	[WF_PLAN_TIMERS_UNHOLD] = {
+		"UPDATE wf.timers tm SET fire_at = $2, outcome = NULL "
+		"WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'"
+		" AND tm.outcome OPERATOR(pg_catalog.=) 'held'",
+		2, {UUIDOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_TASK_ROW] = {
+		"SELECT t.status, t.fence, t.visit, t.worker, t.input, t.output, t.error, t.queue "
+		"FROM wf.tasks t WHERE t.task_id OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+	[WF_PLAN_LAST_TASK_OF_STEP] = {
+		"SELECT t.status, t.visit, t.attempt, t.input FROM wf.tasks t "
+		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.step OPERATOR(pg_catalog.=) $2 "
+		"ORDER BY t.task_id DESC LIMIT 1",
+		2, {UUIDOID, TEXTOID}
+	},
+	[WF_PLAN_LAST_HELD_RESULT] = {
+		"SELECT e.payload FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.type OPERATOR(pg_catalog.=) 'result_held' "
+		"ORDER BY e.seq DESC LIMIT 1",
+		1, {UUIDOID}
+	},
+	[WF_PLAN_TASK_RESUME] = {
+		"UPDATE wf.tasks t SET deadline_at = $2 "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",
+		2, {INT8OID, TIMESTAMPTZOID}
+	},
 };
 
 /* shared state of this backend */

@@ -95,6 +95,10 @@ static const char *const event_type_names[] = {
 	[WF_EV_WAIT_STARTED] = "wait_started",
 	[WF_EV_SIGNAL_RECEIVED] = "signal_received",
 	[WF_EV_EVENT_RECEIVED] = "event_received",
+	[WF_EV_RUN_RESUMED] = "run_resumed",
+	[WF_EV_RESULT_HELD] = "result_held",
+	[WF_EV_STEP_RETRIED] = "step_retried",
+	[WF_EV_STEP_SKIPPED] = "step_skipped",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -480,7 +484,8 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			{
 				Jsonb	   *patch = WfJsonbGetJsonb(p, "patch");
 
-				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED &&
+					 run->status != WF_RUN_FAILED) ||
 					patch == NULL || !JB_ROOT_IS_OBJECT(patch))
 					return "\"context_updated\" while the run has ended, or without a patch";
 				run->context = WfMergeInput(run->context, patch);
@@ -502,6 +507,55 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				return "\"run_paused\" while the run is not running";
 			run->status = WF_RUN_PAUSED;
 			break;
+
+		case WF_EV_RUN_RESUMED:
+			if (run->status != WF_RUN_PAUSED)
+				return "\"run_resumed\" while the run is not paused";
+			run->status = WF_RUN_RUNNING;
+			break;
+
+		case WF_EV_RESULT_HELD:
+			/* the task row holds the result; run_resumed applies it */
+			if (run->status != WF_RUN_PAUSED || run->current_task == 0 ||
+				WfJsonbGetInt(p, "task_id", 0) != run->current_task)
+				return "\"result_held\" for a task that is not the current one of a paused run";
+			break;
+
+		case WF_EV_STEP_RETRIED:
+			if (run->status != WF_RUN_FAILED || ev->step == NULL || run->current_task != 0)
+				return "\"step_retried\" while the run has not failed";
+			run->status = WF_RUN_RUNNING;
+			run->current_step = pstrdup(ev->step);
+			run->current_attempt = 0;
+			run->step_generation = ev->seq;
+			run->wait_generation = 0;
+			run->finished = false;
+			run->finished_at = 0;
+			break;
+
+		case WF_EV_STEP_SKIPPED:
+			{
+				WfJsonBuilder b;
+
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_FAILED) ||
+					run->current_task != 0 || ev->step == NULL ||
+					run->current_step == NULL || strcmp(run->current_step, ev->step) != 0)
+					return "\"step_skipped\" for a step that is not the current one";
+				WfJbBegin(&b);
+				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
+				WfJbInt(&b, "attempt", 0);
+				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
+				WfJbBool(&b, "skipped", true);
+				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
+				run->status = WF_RUN_RUNNING;
+				run->current_step = NULL;
+				run->current_attempt = 0;
+				run->step_generation = ev->seq;
+				run->wait_generation = 0;
+				run->finished = false;
+				run->finished_at = 0;
+				break;
+			}
 
 		case WF_EV_TASK_COMPLETED:
 			{
@@ -1283,7 +1337,7 @@ write_side_effects(WfTransition *tr)
 	}
 	if (tr->n_approvers > 0 || tr->close_approvals)
 		WfWriteApprovals(tr);
-	if ((run->finished || run->status == WF_RUN_PAUSED) && tr->def->has_approvals)
+	if (run->finished && tr->def->has_approvals)
 	{
 		/* a run that stops while an approval waits closes its tokens */
 		Datum		values[1];

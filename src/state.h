@@ -63,10 +63,14 @@ typedef enum WfEventType
 	WF_EV_CONTEXT_UPDATED = 26,
 	WF_EV_WAIT_STARTED = 27,
 	WF_EV_SIGNAL_RECEIVED = 28,
-	WF_EV_EVENT_RECEIVED = 29
+	WF_EV_EVENT_RECEIVED = 29,
+	WF_EV_RUN_RESUMED = 30,
+	WF_EV_RESULT_HELD = 31,
+	WF_EV_STEP_RETRIED = 32,
+	WF_EV_STEP_SKIPPED = 33
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_EVENT_RECEIVED
+#define WF_EV_LAST WF_EV_STEP_SKIPPED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -202,6 +206,10 @@ extern void WfWithdrawCurrentTask(WfTransition *tr, const char *reason);
 extern int32 WfNextVisit(WfRunState *run, const char *step);
 extern bool WfTakeSignal(WfTransition *tr, int step_index);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
+extern void WfApplyResult(WfTransition *tr, int step_index, int64 task_id,
+						  int64 fence, int32 visit, const char *worker,
+						  bool is_failure, Jsonb *output, Jsonb *error,
+						  bool retryable, Jsonb *input);
 
 /* approval.c */
 extern void WfEnterApproval(WfTransition *tr, int step_index);
@@ -242,5 +250,7 @@ extern bool WfParseTimestamp(const char *text, TimestampTz *result);
 extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner);
 extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
 extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
+extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
+extern char *WfRunIdText(pg_uuid_t *run_id);
 
 #endif							/* WF_STATE_H */

@@ -218,6 +218,8 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	char	   *status;
 	TimestampTz due_at;
 	bool		applies;
+	bool		live;
+	bool		held = false;
 	const char *outcome;
 	WfJsonBuilder b;
 	int			idx = -1;
@@ -266,17 +268,17 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	tr.actor = WF_SYSTEM_ACTOR;
 	if (step != NULL)
 		idx = WfDefinitionStepIndex(def, step);
+	live = run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED;
 
 	switch (kind)
 	{
 		case WF_TIMER_RETRY:
 		case WF_TIMER_SLEEP:
-			applies = run.status == WF_RUN_RUNNING && idx >= 0 &&
-				run.wait_generation == generation;
+			applies = live && idx >= 0 && run.wait_generation == generation;
 			break;
 		case WF_TIMER_STEP_TIMEOUT:
 		case WF_TIMER_APPROVAL_EXPIRY:
-			applies = run.status == WF_RUN_RUNNING && idx >= 0 &&
+			applies = live && idx >= 0 &&
 				run.step_generation == generation && run.current_step != NULL &&
 				strcmp(run.current_step, step) == 0;
 			break;
@@ -286,7 +288,16 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 		default:
 			elog(ERROR, "timer %lld has an unknown kind", (long long) timer_id);
 	}
-	outcome = applies ? "applied" : "stale";
+	/*
+	 * A paused run decides nothing: a timer that would move it on is held
+	 * (it stays pending, due never) until wf.resume_run() makes it due.
+	 */
+	if (applies && run.status == WF_RUN_PAUSED && kind != WF_TIMER_RUN_TIMEOUT)
+	{
+		applies = false;
+		held = true;
+	}
+	outcome = applies ? "applied" : held ? "held" : "stale";
 
 	/* a timer of a finished run is consumed without touching its history */
 	if (run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED)
@@ -336,7 +347,8 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	values[0] = Int64GetDatum(timer_id);
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = CStringGetTextDatum(outcome);
-	WfExecPlan(WF_PLAN_TIMER_DONE, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfExecPlan(held ? WF_PLAN_TIMER_HOLD : WF_PLAN_TIMER_DONE, values, NULL,
+			   false, 0, SPI_OK_UPDATE);
 	WfTransitionWrite(&tr);
 	if (applies)
 		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
@@ -406,9 +418,16 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 		start_at = DatumGetTimestampTz(d);
 	expirations = DatumGetInt32(WfGetDatumNotNull(0, c + 13));
 
-	if (deadline > now || run.status != WF_RUN_RUNNING ||
-		(strcmp(status, "ready") != 0 && strcmp(status, "leased") != 0))
+	if (deadline > now || (strcmp(status, "ready") != 0 && strcmp(status, "leased") != 0))
 		return;					/* moved by a heartbeat, or no longer live */
+	if (run.status != WF_RUN_RUNNING)
+	{
+		/* a paused run decides nothing: wf.resume_run() sets it again */
+		values[0] = Int64GetDatum(task_id);
+		values[1] = (Datum) 0;
+		WfExecPlan(WF_PLAN_TASK_SET_DEADLINE, values, " n", false, 0, SPI_OK_UPDATE);
+		return;
+	}
 
 	def = WfDefinitionGet(run.definition_id);
 	idx = WfDefinitionStepIndex(def, step);

@@ -1,0 +1,425 @@
+/*-------------------------------------------------------------------------
+ *
+ * operator.c
+ *	  Operator commands that stop and restart a run's progress:
+ *	  wf.pause_run, wf.resume_run, wf.retry_step and wf.skip_step.
+ *
+ * Each command locks the run (its live task first), checks that it applies
+ * to the run's state, and appends an event that records the actor, the
+ * reason and the state before, in the same transaction as the snapshot.
+ * Nothing here edits a snapshot directly: the reducer (state.c) applies
+ * the events, and replay rebuilds the same state.
+ *
+ * Pausing: a paused run schedules nothing new.  Its unclaimed attempt is
+ * withdrawn; an attempt a worker holds runs on, and its result is recorded
+ * (result_held) and applied when the run resumes.  Timers that come due
+ * while the run is paused are held (timer.c) and made due again by
+ * wf.resume_run(); deadlines of the live attempt are suspended and looked
+ * at again on resume.  The run timeout is not held: it bounds the run's
+ * whole life, paused or not.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/operator.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "definition.h"
+#include "jsonutil.h"
+#include "notify.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_pause_run);
+PG_FUNCTION_INFO_V1(wfengine_resume_run);
+PG_FUNCTION_INFO_V1(wfengine_retry_step);
+PG_FUNCTION_INFO_V1(wfengine_skip_step);
+
+/* forward declarations */
+static pg_uuid_t *run_argument(FunctionCallInfo fcinfo);
+static void refuse(pg_uuid_t *run_id, const WfRunState *run, const char *what,
+				   const char *hint) pg_attribute_noreturn();
+static void resume_live_task(WfTransition *tr, int idx);
+static void resume_waiting_step(WfTransition *tr, int idx);
+static Datum finish_command(WfTransition *tr, const char *kind);
+
+/*
+ * run_argument returns the run id of argument 0, which must not be null.
+ */
+static pg_uuid_t *
+run_argument(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run must not be null")));
+	return PG_GETARG_UUID_P(0);
+}
+
+/*
+ * refuse reports that the command ("pause", "resume", ...) does not apply
+ * to the run in its present state.
+ */
+static void
+refuse(pg_uuid_t *run_id, const WfRunState *run, const char *what, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot %s run %s", what, WfRunIdText(run_id)),
+			 errdetail("The run is \"%s\".", WfRunStatusName(run->status)),
+			 hint != NULL ? errhint("%s", hint) : 0));
+}
+
+/*
+ * finish_command writes the transition, tells subscribers and returns the
+ * run's new status as text allocated outside SPI.
+ */
+static Datum
+finish_command(WfTransition *tr, const char *kind)
+{
+	const char *status = WfRunStatusName(tr->run->status);
+	text	   *result;
+
+	WfTransitionWrite(tr);
+	WfNoteRunChange(&tr->run->run_id, tr->run->finished ? status : kind);
+	result = (text *) SPI_palloc(VARHDRSZ + strlen(status));
+	SET_VARSIZE(result, VARHDRSZ + strlen(status));
+	memcpy(VARDATA(result), status, strlen(status));
+	WfApiEnd();
+	return PointerGetDatum(result);
+}
+
+/*
+ * wfengine_pause_run is wf.pause_run(run, reason): a running run stops
+ * making progress until wf.resume_run().  Its attempt that no worker has
+ * claimed yet is withdrawn (it is scheduled again on resume); an attempt
+ * a worker holds goes on, and its result is held.  Returns "paused".
+ */
+Datum
+wfengine_pause_run(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = run_argument(fcinfo);
+	char	   *reason = WfRequireReason(fcinfo, 1);
+	WfRunState	run;
+	WfTransition tr;
+	WfJsonBuilder b;
+	int64		in_flight = 0;
+	bool		withdrawn = false;
+
+	WfApiBegin();
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_RUNNING)
+		refuse(run_id, &run, "pause",
+			   run.status == WF_RUN_PAUSED ?
+			   "It is paused already; wf.resume_run() resumes it." :
+			   "Only running runs can be paused.");
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+
+	if (run.current_task != 0)
+	{
+		Datum		values[1];
+
+		values[0] = Int64GetDatum(run.current_task);
+		if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			elog(ERROR, "the live task of run %s is missing", WfRunIdText(run_id));
+		if (strcmp(WfGetTextOrNull(0, 1), "ready") == 0)
+		{
+			WfWithdrawCurrentTask(&tr, "paused");
+			withdrawn = true;
+		}
+		else
+			in_flight = run.current_task;
+	}
+
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "old_status", "running");
+	WfJbText(&b, "step", run.current_step);
+	if (in_flight != 0)
+		WfJbInt(&b, "in_flight_task", in_flight);
+	WfJbBool(&b, "withdrawn", withdrawn);
+	WfAppendEvent(&tr, WF_EV_RUN_PAUSED, NULL, 0, WfJbEnd(&b));
+	PG_RETURN_DATUM(finish_command(&tr, "paused"));
+}
+
+/*
+ * resume_live_task: the paused run still has its live attempt.  A result
+ * that came while it was paused is applied now; an attempt still with its
+ * worker gets its deadlines looked at again.
+ */
+static void
+resume_live_task(WfTransition *tr, int idx)
+{
+	WfRunState *run = tr->run;
+	Datum		values[2];
+	char	   *status;
+	int64		fence;
+	int32		visit;
+	char	   *worker;
+	Jsonb	   *input;
+	Jsonb	   *held;
+	char	   *report;
+	JsonbValue *retryable;
+
+	values[0] = Int64GetDatum(run->current_task);
+	if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		elog(ERROR, "the live task of a paused run is missing");
+	status = WfGetTextOrNull(0, 1);
+	fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
+	visit = DatumGetInt32(WfGetDatumNotNull(0, 3));
+	worker = WfGetTextOrNull(0, 4);
+	input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 5));
+
+	if (strcmp(status, "completed") != 0 && strcmp(status, "failed") != 0)
+	{
+		/* still with its worker: the deadlines were suspended */
+		values[1] = TimestampTzGetDatum(tr->now);
+		if (WfExecPlan(WF_PLAN_TASK_RESUME, values, NULL, false, 0, SPI_OK_UPDATE) == 1)
+			WfNoteTimer(tr->now);
+		return;
+	}
+
+	values[0] = UUIDPGetDatum(&run->run_id);
+	if (WfExecPlan(WF_PLAN_LAST_HELD_RESULT, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		elog(ERROR, "task %lld is \"%s\" but its run holds no result for it",
+			 (long long) run->current_task, status);
+	held = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
+	if (WfJsonbGetInt(held, "task_id", 0) != run->current_task)
+		elog(ERROR, "the held result is not for task %lld", (long long) run->current_task);
+	report = WfJsonbGetText(held, "report");
+	retryable = WfJsonbGet(held, "retryable");
+	WfApplyResult(tr, idx, run->current_task, fence, visit, worker,
+				  strcmp(report, "failure") == 0,
+				  WfJsonbGetJsonb(held, "output"), WfJsonbGetJsonb(held, "error"),
+				  retryable == NULL || retryable->type != jbvBool || retryable->val.boolean,
+				  input);
+}
+
+/*
+ * resume_waiting_step: the paused run has no live attempt.  Timers held
+ * while it was paused come due now; an attempt withdrawn by the pause (or
+ * by a poison-task pause) is scheduled again, with the next attempt
+ * number and the same input; a wait_event step takes a signal that came
+ * meanwhile.
+ */
+static void
+resume_waiting_step(WfTransition *tr, int idx)
+{
+	WfRunState *run = tr->run;
+	const WfStepDef *sd = &tr->def->steps[idx];
+	Datum		values[2];
+	uint64		held;
+
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = TimestampTzGetDatum(tr->now);
+	held = WfExecPlan(WF_PLAN_TIMERS_UNHOLD, values, NULL, false, 0, SPI_OK_UPDATE);
+	if (held > 0)
+		WfNoteTimer(tr->now);
+
+	if ((sd->type == WF_STEP_TASK || sd->type == WF_STEP_APPROVAL) &&
+		run->wait_generation == 0)
+	{
+		values[1] = CStringGetTextDatum(sd->name);
+		if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+			strcmp(WfGetTextOrNull(0, 1), "cancelled") == 0 &&
+			DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(run, sd->name))
+		{
+			int32		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
+			Jsonb	   *input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
+
+			WfScheduleStep(tr, idx, attempt + 1, tr->now, input);
+		}
+	}
+	else if (sd->type == WF_STEP_WAIT_EVENT)
+		(void) WfTakeSignal(tr, idx);
+}
+
+/*
+ * wfengine_resume_run is wf.resume_run(run, reason): a paused run goes on
+ * where it stopped.  Returns the run's status afterwards ("running", or
+ * how it ended when a held result ended it).
+ */
+Datum
+wfengine_resume_run(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = run_argument(fcinfo);
+	char	   *reason = WfRequireReason(fcinfo, 1);
+	WfRunState	run;
+	WfTransition tr;
+	WfJsonBuilder b;
+	int			idx = -1;
+
+	WfApiBegin();
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_PAUSED)
+		refuse(run_id, &run, "resume", "Only paused runs can be resumed.");
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+	if (run.current_step != NULL)
+		idx = WfDefinitionStepIndex(tr.def, run.current_step);
+
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "old_status", "paused");
+	WfJbText(&b, "step", run.current_step);
+	WfAppendEvent(&tr, WF_EV_RUN_RESUMED, NULL, 0, WfJbEnd(&b));
+
+	if (idx >= 0 && run.current_task != 0)
+		resume_live_task(&tr, idx);
+	else if (idx >= 0)
+		resume_waiting_step(&tr, idx);
+	PG_RETURN_DATUM(finish_command(&tr, "resumed"));
+}
+
+/*
+ * wfengine_retry_step is wf.retry_step(run, reason): a run that failed at
+ * a task step runs again from that step.  The new attempt keeps the
+ * visit (and so the idempotency key) of the failed one and takes the next
+ * attempt number; its input is mapped from the context as it is now, so
+ * that a wf.update_context() made to repair the run takes effect.  It is
+ * one attempt: if it fails, the run fails again, unless the step's retry
+ * policy has attempts left.  Returns "running".
+ */
+Datum
+wfengine_retry_step(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = run_argument(fcinfo);
+	char	   *reason = WfRequireReason(fcinfo, 1);
+	WfRunState	run;
+	WfTransition tr;
+	WfJsonBuilder b;
+	const WfStepDef *sd;
+	Datum		values[2];
+	int32		attempt = 1;
+	int32		visit;
+	int			idx;
+
+	WfApiBegin();
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_FAILED)
+		refuse(run_id, &run, "retry a step of",
+			   "Only a failed run can have its step retried; a paused run is resumed with wf.resume_run().");
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+	idx = run.current_step ? WfDefinitionStepIndex(tr.def, run.current_step) : -1;
+	if (idx < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot retry a step of run %s", WfRunIdText(run_id)),
+				 errdetail("The run failed as a whole, not at a step.")));
+	sd = &tr.def->steps[idx];
+	if (sd->type != WF_STEP_TASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot retry step \"%s\" of run %s", sd->name, WfRunIdText(run_id)),
+				 errdetail("Only task steps are retried; step \"%s\" is not a task step.", sd->name),
+				 errhint("wf.skip_step() moves the run past the step with an output you give.")));
+
+	visit = WfNextVisit(&run, sd->name);
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(sd->name);
+	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
+		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
+
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "old_status", "failed");
+	WfJbInt(&b, "visit", visit);
+	WfJbInt(&b, "attempt", attempt);
+	WfAppendEvent(&tr, WF_EV_STEP_RETRIED, sd->name, 0, WfJbEnd(&b));
+	WfScheduleStep(&tr, idx, attempt, tr.now, NULL);
+	PG_RETURN_DATUM(finish_command(&tr, "retried"));
+}
+
+/*
+ * wfengine_skip_step is wf.skip_step(run, output, reason, step): the
+ * current step of a running or failed run ends with the output given, as
+ * if it had produced it, and the run moves on.  The live attempt, if any,
+ * is withdrawn (its worker's result is stale).  Refused for a step the
+ * definition does not allow to be skipped (approval steps unless marked
+ * "skippable": true, any step marked "skippable": false), and, when step
+ * is given, unless the run is at that step.  Returns the run's status
+ * afterwards.
+ */
+Datum
+wfengine_skip_step(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = run_argument(fcinfo);
+	Jsonb	   *output;
+	char	   *reason;
+	char	   *expected = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));
+	WfRunState	run;
+	WfTransition tr;
+	WfJsonBuilder b;
+	const WfStepDef *sd;
+	const char *old_status;
+	int32		visit;
+	int			idx;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("output must not be null"),
+				 errhint("Give the output the following steps should see as the skipped step's, e.g. '{}'.")));
+	output = PG_GETARG_JSONB_P(1);
+	reason = WfRequireReason(fcinfo, 2);
+	WfCheckPayloadSize(output, "output", "a skipped step");
+
+	WfApiBegin();
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_FAILED)
+		refuse(run_id, &run, "skip a step of",
+			   run.status == WF_RUN_PAUSED ?
+			   "Resume the run with wf.resume_run() first." :
+			   "Only running and failed runs have a step to skip.");
+	old_status = WfRunStatusName(run.status);
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+	idx = run.current_step ? WfDefinitionStepIndex(tr.def, run.current_step) : -1;
+	if (idx < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot skip a step of run %s", WfRunIdText(run_id)),
+				 errdetail("The run is not at a step.")));
+	sd = &tr.def->steps[idx];
+	if (expected != NULL && strcmp(expected, sd->name) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot skip step \"%s\" of run %s", expected, WfRunIdText(run_id)),
+				 errdetail("The run is at step \"%s\".", sd->name)));
+	if (!sd->skippable)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("step \"%s\" of run %s cannot be skipped", sd->name, WfRunIdText(run_id)),
+				 sd->type == WF_STEP_APPROVAL ?
+				 errdetail("An approval step is skipped only when its definition marks it \"skippable\": true.") :
+				 errdetail("Its definition marks it \"skippable\": false."),
+				 errhint("wf.terminate_run() ends the run instead.")));
+
+	visit = WfNextVisit(&run, sd->name);
+	WfWithdrawCurrentTask(&tr, "skipped");
+	if (sd->type == WF_STEP_APPROVAL)
+	{
+		/* the tokens of the visit stop working */
+		tr.close_approvals = true;
+		tr.approval_step = sd->name;
+		tr.approval_visit = visit;
+	}
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "old_status", old_status);
+	WfJbInt(&b, "visit", visit);
+	WfJbJsonb(&b, "output", output);
+	WfAppendEvent(&tr, WF_EV_STEP_SKIPPED, sd->name, 0, WfJbEnd(&b));
+	WfAdvance(&tr, idx);
+	PG_RETURN_DATUM(finish_command(&tr, "step_done"));
+}
