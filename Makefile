@@ -30,6 +30,7 @@ OBJS = \
 	src/claim.o \
 	src/result.o \
 	src/operator.o \
+	src/compensate.o \
 	src/replay.o \
 	src/approval.o \
 	src/shmem.o \
@@ -62,6 +63,7 @@ REGRESS = \
 	170_explain \
 	180_terminate \
 	200_operator \
+	210_cancel \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -52,7 +52,8 @@ CREATE TABLE wf.runs (
     definition_name     text NOT NULL,
     definition_version  integer NOT NULL,
     status              text NOT NULL
-                        CHECK (status IN ('running', 'paused', 'completed', 'failed', 'terminated')),
+                        CHECK (status IN ('running', 'paused', 'completed', 'failed', 'terminated',
+                                          'cancelling', 'cancelled', 'compensation_failed')),
     current_step        text,
     current_attempt     integer,
     current_task        bigint,
@@ -403,6 +404,13 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.terminate_run(uuid, text) IS
 'Ends a running or paused run at once, without compensation: its live task is withdrawn, its timers and tokens cancelled; returns the status it had.';
 
+CREATE FUNCTION wf.cancel_run(run uuid, reason text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_cancel_run'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.cancel_run(uuid, text) IS
+'Cancels a running or paused run with compensation: unstarted work is withdrawn, an attempt in flight settles, then the compensations of completed steps run newest first; the run ends cancelled, or compensation_failed for an operator.';
+
 CREATE FUNCTION wf.pause_run(run uuid, reason text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_pause_run'
@@ -507,10 +515,11 @@ BEGIN
         RAISE EXCEPTION 'run % does not exist', run USING ERRCODE = 'undefined_object';
     END IF;
 
-    IF r.status IN ('completed', 'failed', 'terminated') THEN
+    IF r.status IN ('completed', 'failed', 'terminated', 'cancelled', 'compensation_failed') THEN
         SELECT * INTO ev FROM wf.events e
         WHERE e.run_id OPERATOR(pg_catalog.=) run
-          AND e.type IN ('run_completed', 'run_failed', 'run_terminated')
+          AND e.type IN ('run_completed', 'run_failed', 'run_terminated', 'run_cancelled',
+                         'compensation_failed')
         ORDER BY e.seq DESC LIMIT 1;
         details := jsonb_build_object('finished_at', r.finished_at,
                                       'reason', ev.payload->'reason', 'at_step', ev.payload->'step');
@@ -596,13 +605,22 @@ BEGIN
                                       'wf.reissue_approval_tokens', 'wf.set_approvers'];
     END IF;
 
+    IF r.context ? 'compensation' THEN
+        details := details || jsonb_build_object('compensation', r.context->'compensation');
+    END IF;
+
     IF r.status IN ('running', 'paused') THEN
-        commands := commands || ARRAY['wf.signal', 'wf.terminate_run', 'wf.update_context'];
+        commands := commands || ARRAY['wf.signal', 'wf.terminate_run', 'wf.update_context',
+                                      'wf.cancel_run'];
+    ELSIF r.status IN ('cancelling', 'compensation_failed') THEN
+        commands := commands || ARRAY['wf.terminate_run'];
     END IF;
     IF r.status OPERATOR(pg_catalog.=) 'running' THEN
         commands := commands || ARRAY['wf.pause_run'];
     ELSIF r.status OPERATOR(pg_catalog.=) 'paused' THEN
         commands := commands || ARRAY['wf.resume_run'];
+    ELSIF r.status OPERATOR(pg_catalog.=) 'compensation_failed' THEN
+        commands := commands || ARRAY['wf.retry_step', 'wf.skip_step'];
     END IF;
     IF r.status IN ('running', 'failed') AND r.current_step IS NOT NULL THEN
         SELECT s INTO step_def FROM wf.definitions d, jsonb_array_elements(d.spec->'steps') s

@@ -74,6 +74,7 @@ typedef struct ValidateCtx
 	const char *step;			/* step name, or NULL at the top level */
 	int			step_pos;		/* 1-based position, for steps without a name */
 	bool		enforce_limits; /* false when loading an already published spec */
+	const char *field_prefix;	/* prefix of field names, e.g. "compensate" */
 } ValidateCtx;
 
 /* one entry of the definition cache */
@@ -92,8 +93,11 @@ static const char *const top_fields[] = {
 	"description", "output", "steps", "timeout", NULL
 };
 static const char *const task_fields[] = {
-	"activity", "description", "end", "input", "name", "next", "queue",
-	"retry", "skippable", "timeout", "type", NULL
+	"activity", "compensate", "description", "end", "input", "name", "next",
+	"queue", "retry", "skippable", "timeout", "type", NULL
+};
+static const char *const compensate_fields[] = {
+	"activity", "input", "queue", "retry", "timeout", NULL
 };
 static const char *const sleep_fields[] = {
 	"description", "duration", "end", "name", "next", "skippable", "type",
@@ -152,6 +156,7 @@ static void compile_timeouts(const ValidateCtx *cx, JsonbContainer *step,
 static void compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd);
 static void compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static void compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void check_graph(const ValidateCtx *cx, WfDefinition *def,
 						char **next_names, char **expiry_names);
 static WfDefinition *compile_definition(const char *name, Jsonb *spec,
@@ -203,6 +208,8 @@ def_error(const ValidateCtx *cx, const char *field, int code,
 	}
 
 	initStringInfo(&where);
+	if (cx->field_prefix != NULL && field != NULL)
+		field = psprintf("%s.%s", cx->field_prefix, field);
 	if (cx->step != NULL)
 		appendStringInfo(&where, "step \"%s\"", cx->step);
 	else if (cx->step_pos > 0)
@@ -938,6 +945,97 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 
 	compile_retry(cx, s, &sd->retry);
 	compile_timeouts(cx, s, &sd->timeout);
+	compile_compensation(cx, s, sd);
+}
+
+/*
+ * compile_compensation reads the "compensate" activity of a task step:
+ * the task wf.cancel_run() schedules to undo the step's effect.  It is
+ * compiled as a task step of its own, named "compensate:<step>", on the
+ * step's queue unless it names another.
+ */
+static void
+compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
+{
+	JsonbValue *v = obj_get(s, "compensate");
+	JsonbContainer *c;
+	JsonbValue *input;
+	WfStepDef  *comp;
+	ValidateCtx ccx = *cx;
+
+	if (v == NULL)
+		return;
+	if (!is_object(v))
+		def_error(cx, "compensate", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Give the activity that undoes the step, e.g. {\"activity\": \"refund\", \"queue\": \"payments\"}.",
+				  "must be an object");
+	c = v->val.binary.data;
+	ccx.field_prefix = "compensate";
+	check_fields(&ccx, NULL, c, compensate_fields);
+
+	comp = palloc0(sizeof(WfStepDef));
+	comp->name = psprintf("%s%s", WF_COMPENSATE_PREFIX, sd->name);
+	comp->type = WF_STEP_TASK;
+	comp->queue = get_string(&ccx, c, "queue", "queue", false);
+	if (comp->queue == NULL)
+		comp->queue = sd->queue;
+	else if (!valid_identifier(comp->queue, WF_MAX_STEP_NAME_LEN, true))
+		def_error(&ccx, "queue", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A queue name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
+				  "invalid queue name \"%s\"", comp->queue);
+	comp->activity = get_string(&ccx, c, "activity", "activity", false);
+	input = obj_get(c, "input");
+	comp->has_input = (input != NULL);
+	if (input != NULL)
+		comp->input = compile_mapping(&ccx, "input", input, &comp->n_input);
+	compile_retry(&ccx, c, &comp->retry);
+	compile_timeouts(&ccx, c, &comp->timeout);
+	if (comp->timeout.total > 0)
+		def_error(&ccx, "timeout.total", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A compensation is tried until its retry policy gives up; bound each attempt with start_to_close.",
+				  "does not apply to a compensation");
+	comp->next = WF_STEP_END;
+	comp->skippable = true;
+	sd->compensate = comp;
+}
+
+/*
+ * WfIsCompensation tells whether a task row's step is a compensation.
+ */
+bool
+WfIsCompensation(const char *step)
+{
+	return step != NULL &&
+		strncmp(step, WF_COMPENSATE_PREFIX, strlen(WF_COMPENSATE_PREFIX)) == 0;
+}
+
+/*
+ * WfTaskStepDef returns the step definition a task row's step names: a
+ * step of the definition, or the compensation of one
+ * ("compensate:<step>").  *index is set to the index of the step (of the
+ * compensated step for a compensation); NULL when there is none.
+ */
+const WfStepDef *
+WfTaskStepDef(const WfDefinition *def, const char *name, int *index)
+{
+	size_t		plen = strlen(WF_COMPENSATE_PREFIX);
+	int			i;
+
+	if (name == NULL)
+		return NULL;
+	if (strncmp(name, WF_COMPENSATE_PREFIX, plen) == 0)
+	{
+		i = WfDefinitionStepIndex(def, name + plen);
+		if (i < 0 || def->steps[i].compensate == NULL)
+			return NULL;
+		*index = i;
+		return def->steps[i].compensate;
+	}
+	i = WfDefinitionStepIndex(def, name);
+	if (i < 0)
+		return NULL;
+	*index = i;
+	return &def->steps[i];
 }
 
 /*

@@ -18,6 +18,9 @@
 /* the successor of the last step */
 #define WF_STEP_END (-1)
 
+/* task rows of a step's compensation are named "compensate:<step>" */
+#define WF_COMPENSATE_PREFIX "compensate:"
+
 /* step types; values are persisted in no table, but keep them stable */
 typedef enum WfStepType
 {
@@ -98,6 +101,8 @@ typedef struct WfStepDef
 	int		   *choice_next;	/* step index, or WF_STEP_END */
 	/* wait_event steps: the signal's name */
 	char	   *event_name;
+	/* task steps: the activity wf.cancel_run() runs to undo it, or NULL */
+	struct WfStepDef *compensate;
 } WfStepDef;
 
 /* one compiled, immutable definition version */
@@ -118,6 +123,9 @@ typedef struct WfDefinition
 
 extern WfDefinition *WfDefinitionGet(int64 definition_id);
 extern int	WfDefinitionStepIndex(const WfDefinition *def, const char *step);
+extern const WfStepDef *WfTaskStepDef(const WfDefinition *def, const char *name,
+									  int *index);
+extern bool WfIsCompensation(const char *step);
 extern Jsonb *WfEvaluatePath(Datum path, Jsonb *context);
 extern bool WfPathMatches(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);

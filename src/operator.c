@@ -53,6 +53,7 @@ static void refuse(pg_uuid_t *run_id, const WfRunState *run, const char *what,
 static void resume_live_task(WfTransition *tr, int idx);
 static void resume_waiting_step(WfTransition *tr, int idx);
 static Datum finish_command(WfTransition *tr, const char *kind);
+static Datum retry_compensation(const char *reason, WfRunState *run);
 
 /*
  * run_argument returns the run id of argument 0, which must not be null.
@@ -282,6 +283,45 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
 }
 
 /*
+ * retry_compensation is wf.retry_step() for a run whose compensation gave
+ * up: the compensation runs again (next attempt, same visit and
+ * idempotency key) and the run goes on cancelling.
+ */
+static Datum
+retry_compensation(const char *reason, WfRunState *run)
+{
+	WfTransition tr;
+	WfJsonBuilder b;
+	Datum		values[2];
+	int32		attempt = 1;
+	int32		visit;
+	Jsonb	   *comp;
+	Jsonb	   *pending;
+
+	WfTransitionInit(&tr, run, WfDefinitionGet(run->definition_id), GetCurrentTimestamp());
+	comp = WfJsonbGetJsonb(run->context, "compensation");
+	pending = comp ? WfJsonbGetJsonb(comp, "pending") : NULL;
+	if (pending == NULL || !JB_ROOT_IS_ARRAY(pending) || JB_ROOT_COUNT(pending) == 0)
+		elog(ERROR, "run %s has no pending compensation", WfRunIdText(&run->run_id));
+	visit = (int32) WfJsonbGetInt(JsonbValueToJsonb(getIthJsonbValueFromContainer(&pending->root, 0)),
+								  "visit", 1);
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = CStringGetTextDatum(run->current_step);
+	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
+		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
+
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "old_status", "compensation_failed");
+	WfJbInt(&b, "visit", visit);
+	WfJbInt(&b, "attempt", attempt);
+	WfAppendEvent(&tr, WF_EV_STEP_RETRIED, run->current_step, 0, WfJbEnd(&b));
+	WfScheduleCompensation(&tr, attempt);
+	return finish_command(&tr, "retried");
+}
+
+/*
  * wfengine_retry_step is wf.retry_step(run, reason): a run that failed at
  * a task step runs again from that step.  The new attempt keeps the
  * visit (and so the idempotency key) of the failed one and takes the next
@@ -306,6 +346,8 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 
 	WfApiBegin();
 	WfLockRun(run_id, &run);
+	if (run.status == WF_RUN_COMPENSATION_FAILED)
+		PG_RETURN_DATUM(retry_compensation(reason, &run));
 	if (run.status != WF_RUN_FAILED)
 		refuse(run_id, &run, "retry a step of",
 			   "Only a failed run can have its step retried; a paused run is resumed with wf.resume_run().");
@@ -377,20 +419,20 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 
 	WfApiBegin();
 	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_FAILED)
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_FAILED &&
+		run.status != WF_RUN_COMPENSATION_FAILED)
 		refuse(run_id, &run, "skip a step of",
 			   run.status == WF_RUN_PAUSED ?
 			   "Resume the run with wf.resume_run() first." :
 			   "Only running and failed runs have a step to skip.");
 	old_status = WfRunStatusName(run.status);
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
-	idx = run.current_step ? WfDefinitionStepIndex(tr.def, run.current_step) : -1;
-	if (idx < 0)
+	sd = run.current_step ? WfTaskStepDef(tr.def, run.current_step, &idx) : NULL;
+	if (sd == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot skip a step of run %s", WfRunIdText(run_id)),
 				 errdetail("The run is not at a step.")));
-	sd = &tr.def->steps[idx];
 	if (expected != NULL && strcmp(expected, sd->name) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -405,6 +447,23 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 				 errdetail("Its definition marks it \"skippable\": false."),
 				 errhint("wf.terminate_run() ends the run instead.")));
 
+	if (WfIsCompensation(sd->name))
+	{
+		/* an operator stands in for a compensation that gave up */
+		Jsonb	   *comp = WfJsonbGetJsonb(run.context, "compensation");
+		Jsonb	   *pending = WfJsonbGetJsonb(comp, "pending");
+
+		visit = (int32) WfJsonbGetInt(JsonbValueToJsonb(getIthJsonbValueFromContainer(&pending->root, 0)),
+									  "visit", 1);
+		WfJbBegin(&b);
+		WfJbText(&b, "reason", reason);
+		WfJbText(&b, "old_status", old_status);
+		WfJbInt(&b, "visit", visit);
+		WfJbJsonb(&b, "output", output);
+		WfAppendEvent(&tr, WF_EV_STEP_SKIPPED, sd->name, 0, WfJbEnd(&b));
+		WfNextCompensation(&tr);
+		PG_RETURN_DATUM(finish_command(&tr, "step_done"));
+	}
 	visit = WfNextVisit(&run, sd->name);
 	WfWithdrawCurrentTask(&tr, "skipped");
 	if (sd->type == WF_STEP_APPROVAL)

@@ -64,25 +64,45 @@ typedef struct WfReport
 static const char *report_result(const WfReport *rep);
 
 /*
- * WfApplyResult applies the accepted result of the current attempt of the
- * step at step_index: a completion records task_completed and moves the
- * run on (an approval step's notification task goes on to wait for
- * decisions); a failure follows the step's retry policy.  It serves a
- * worker's report and wf.resume_run() applying a result held while the
- * run was paused.
+ * WfApplyResult applies the accepted result of the run's current attempt
+ * (of the step at step_index, or of its compensation): a completion
+ * records task_completed and moves the run on (an approval step's
+ * notification task goes on to wait for decisions; a compensation goes on
+ * to the next); a failure follows the retry policy.  While the run is
+ * being cancelled, the attempt that was in flight when wf.cancel_run()
+ * came settles here and the compensations begin.  It serves a worker's
+ * report and wf.resume_run() applying a result held while the run was
+ * paused.
  */
 void
 WfApplyResult(WfTransition *tr, int step_index, int64 task_id, int64 fence,
 			  int32 visit, const char *worker, bool is_failure, Jsonb *output,
 			  Jsonb *error, bool retryable, Jsonb *input)
 {
-	const WfStepDef *sd = &tr->def->steps[step_index];
+	const WfStepDef *sd = WfTaskStepDef(tr->def, tr->run->current_step, &step_index);
+	bool		compensation = WfIsCompensation(sd->name);
+	bool		cancelling = tr->run->status == WF_RUN_CANCELLING;
 	WfJsonBuilder b;
 	int32		attempt = tr->run->current_attempt;
 
+	if (is_failure && cancelling && !compensation)
+	{
+		/* the attempt in flight at the cancel failed: nothing to undo */
+		WfJbBegin(&b);
+		WfJbInt(&b, "task_id", task_id);
+		WfJbInt(&b, "fence", fence);
+		WfJbText(&b, "worker", worker);
+		WfJbInt(&b, "visit", visit);
+		WfJbJsonb(&b, "error", error);
+		WfJbBool(&b, "retryable", retryable);
+		WfJbText(&b, "final", "cancelled");
+		WfAppendEvent(tr, WF_EV_TASK_FAILED, sd->name, attempt, WfJbEnd(&b));
+		WfStartCompensation(tr, NULL, 0);
+		return;
+	}
 	if (is_failure)
 	{
-		WfFailAttempt(tr, step_index, task_id, fence, attempt, visit, worker,
+		WfFailAttempt(tr, sd, task_id, fence, attempt, visit, worker,
 					  error, retryable, input);
 		return;
 	}
@@ -98,7 +118,12 @@ WfApplyResult(WfTransition *tr, int step_index, int64 task_id, int64 fence,
 	WfJbInt(&b, "visit", visit);
 	WfJbJsonb(&b, "output", output);
 	WfAppendEvent(tr, WF_EV_TASK_COMPLETED, sd->name, attempt, WfJbEnd(&b));
-	WfAdvance(tr, step_index);
+	if (compensation)
+		WfNextCompensation(tr);
+	else if (cancelling)
+		WfStartCompensation(tr, sd->name, visit);	/* it did its work: undo it too */
+	else
+		WfAdvance(tr, step_index);
 }
 
 /*
@@ -155,12 +180,14 @@ report_result(const WfReport *rep)
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, now);
 
-	if ((run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED) &&
+	if ((run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED ||
+		 run.status == WF_RUN_CANCELLING) &&
 		strcmp(status, "leased") == 0 && rep->fence == current_fence)
 	{
-		int			idx = WfDefinitionStepIndex(def, step);
+		int			idx = -1;
+		bool		was_cancelling = run.status == WF_RUN_CANCELLING;
 
-		if (idx < 0 || run.current_task != rep->task_id ||
+		if (WfTaskStepDef(def, step, &idx) == NULL || run.current_task != rep->task_id ||
 			run.current_attempt != attempt)
 			elog(ERROR, "task %lld (step \"%s\", attempt %d) is not the current task of its run",
 				 (long long) rep->task_id, step, attempt);
@@ -205,7 +232,9 @@ report_result(const WfReport *rep)
 			WfApplyResult(&tr, idx, rep->task_id, rep->fence, visit, worker,
 						  rep->is_failure, rep->output, rep->error,
 						  rep->retryable, input);
-		verdict = "accepted";
+		/* recorded, but the run is being cancelled: no work follows from it */
+		verdict = (was_cancelling && !WfIsCompensation(step)) ?
+			"cancel_requested" : "accepted";
 	}
 	else
 	{
@@ -233,7 +262,8 @@ report_result(const WfReport *rep)
 	}
 
 	WfTransitionWrite(&tr);
-	if (strcmp(verdict, "accepted") == 0 && run.status != WF_RUN_PAUSED)
+	if (strcmp(verdict, "stale") != 0 && strcmp(verdict, "duplicate") != 0 &&
+		run.status != WF_RUN_PAUSED)
 		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
 						WfRunStatusName(run.status));
 	WfApiEnd();
@@ -313,9 +343,11 @@ wfengine_fail_task(PG_FUNCTION_ARGS)
  * the lease of the current attempt by the lease it was claimed with,
  * pushes its heartbeat deadline, records the details as progress, and
  * answers "ok".  When the engine has withdrawn the attempt under this
- * lease (its step or run timed out, its run was paused), it answers
- * "cancel_requested": the worker should stop, and its result would be
- * stale.  For a lease that is no longer current it answers "stale".  The
+ * lease (its step or run timed out, an operator skipped the step or ended
+ * the run), it answers "cancel_requested": the worker should stop, and its
+ * result would be stale.  While the run is being cancelled, the lease is
+ * extended but the answer is "cancel_requested" too: the worker should
+ * stop and report, and a completion is compensated.  For a lease that is no longer current it answers "stale".  The
  * last two change nothing.  Heartbeats are not run events: they change the
  * task row only, in one statement, and the details are kept there.
  */
@@ -354,7 +386,12 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 
 		if (!isnull)
 			WfNoteTimer(DatumGetTimestampTz(d));
-		verdict = "ok";
+		/* wf.cancel_run() came while this attempt was in flight */
+		if (strcmp(WfGetTextOrNull(0, 4), "cancelling") == 0 &&
+			!WfIsCompensation(WfGetTextOrNull(0, 3)))
+			verdict = "cancel_requested";
+		else
+			verdict = "ok";
 	}
 	else
 	{

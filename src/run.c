@@ -293,6 +293,11 @@ static void
 lock_live_run(pg_uuid_t *run_id, WfRunState *run, const char *refusal, const char *hint)
 {
 	WfLockRun(run_id, run);
+	if (run->status == WF_RUN_CANCELLING)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run %s is being cancelled", WfRunIdText(run_id)),
+				 errdetail("Its compensations are running; it takes no more signals or changes.")));
 	if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -329,8 +334,14 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	run_id = PG_GETARG_UUID_P(0);
 
 	WfApiBegin();
-	lock_live_run(run_id, &run, "cannot terminate run %s",
-				  "Only running and paused runs can be terminated.");
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
+		run.status != WF_RUN_CANCELLING && run.status != WF_RUN_COMPENSATION_FAILED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot terminate run %s", WfRunIdText(run_id)),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
+				 errhint("Only running, paused, cancelling and compensation_failed runs can be terminated.")));
 	old_status = WfRunStatusName(run.status);
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());

@@ -315,7 +315,8 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"  $4 OPERATOR(pg_catalog.+) t.heartbeat_timeout) "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.fence OPERATOR(pg_catalog.=) $2 "
 		"AND t.tenant_id OPERATOR(pg_catalog.=) $3 AND t.status OPERATOR(pg_catalog.=) 'leased' "
-		"RETURNING t.run_id, t.deadline_at",
+		"RETURNING t.run_id, t.deadline_at, t.step,"
+		" (SELECT r.status FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) t.run_id)",
 		5, {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID, JSONBOID}
 	},
 	[WF_PLAN_TASK_TIME_OUT] = {
@@ -472,6 +473,13 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"SELECT e.payload FROM wf.events e "
 		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.type OPERATOR(pg_catalog.=) 'result_held' "
 		"ORDER BY e.seq DESC LIMIT 1",
+		1, {UUIDOID}
+	},
+	[WF_PLAN_COMPLETED_STEPS] = {
+		"SELECT e.step, (e.payload OPERATOR(pg_catalog.->>) 'visit')::pg_catalog.int4 "
+		"FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.type OPERATOR(pg_catalog.=) 'task_completed' "
+		"ORDER BY e.seq DESC",
 		1, {UUIDOID}
 	},
 	[WF_PLAN_TASK_RESUME] = {

@@ -73,6 +73,7 @@ typedef enum WfPlanId
 	WF_PLAN_LAST_TASK_OF_STEP,
 	WF_PLAN_LAST_HELD_RESULT,
 	WF_PLAN_TASK_RESUME,
+	WF_PLAN_COMPLETED_STEPS,
 	WF_PLAN_COUNT				/* must be last */
 } WfPlanId;
 

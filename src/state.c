@@ -62,6 +62,9 @@ static const char *const run_status_names[] = {
 	[WF_RUN_FAILED] = "failed",
 	[WF_RUN_PAUSED] = "paused",
 	[WF_RUN_TERMINATED] = "terminated",
+	[WF_RUN_CANCELLING] = "cancelling",
+	[WF_RUN_CANCELLED] = "cancelled",
+	[WF_RUN_COMPENSATION_FAILED] = "compensation_failed",
 };
 
 /* names of the event types, indexed by WfEventType */
@@ -99,6 +102,10 @@ static const char *const event_type_names[] = {
 	[WF_EV_RESULT_HELD] = "result_held",
 	[WF_EV_STEP_RETRIED] = "step_retried",
 	[WF_EV_STEP_SKIPPED] = "step_skipped",
+	[WF_EV_CANCEL_REQUESTED] = "cancel_requested",
+	[WF_EV_COMPENSATION_STARTED] = "compensation_started",
+	[WF_EV_RUN_CANCELLED] = "run_cancelled",
+	[WF_EV_COMPENSATION_FAILED] = "compensation_failed",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -115,6 +122,8 @@ static void note_new_task(WfTransition *tr);
 static void enter_choice(WfTransition *tr, int step_index);
 static void withdraw_task(WfTransition *tr);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
+static Jsonb *context_set_key(Jsonb *context, const char *key, Jsonb *value);
+static const char *compensation_done(WfRunState *run, const WfEvent *ev);
 static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
 
 /*
@@ -148,7 +157,7 @@ value_of(const char *const *names, int first, int last, const char *name)
 const char *
 WfRunStatusName(WfRunStatus status)
 {
-	return name_of(run_status_names, WF_RUN_NONE, WF_RUN_TERMINATED, status, "run status");
+	return name_of(run_status_names, WF_RUN_NONE, WF_RUN_LAST, status, "run status");
 }
 
 /*
@@ -157,7 +166,7 @@ WfRunStatusName(WfRunStatus status)
 WfRunStatus
 WfRunStatusFromName(const char *name)
 {
-	return (WfRunStatus) value_of(run_status_names, WF_RUN_RUNNING, WF_RUN_TERMINATED, name);
+	return (WfRunStatus) value_of(run_status_names, WF_RUN_RUNNING, WF_RUN_LAST, name);
 }
 
 /*
@@ -240,6 +249,74 @@ WfMergeInput(Jsonb *context, Jsonb *patch)
 }
 
 /*
+ * context_set_key returns context with $.<key> set to value.
+ */
+static Jsonb *
+context_set_key(Jsonb *context, const char *key, Jsonb *value)
+{
+	Datum		path[1];
+
+	path[0] = CStringGetTextDatum(key);
+	return DatumGetJsonbP(DirectFunctionCall4(jsonb_set,
+											  JsonbPGetDatum(context),
+											  PointerGetDatum(construct_array(path, 1, TEXTOID, -1,
+																			  false, TYPALIGN_INT)),
+											  JsonbPGetDatum(value),
+											  BoolGetDatum(true)));
+}
+
+/*
+ * compensation_done moves the first pending compensation of the run's
+ * context ($.compensation.pending[0]) to $.compensation.done, with the
+ * output of ev (a compensation's task_completed or step_skipped).
+ * Returns NULL, or why ev is not the compensation that was pending.
+ */
+static const char *
+compensation_done(WfRunState *run, const WfEvent *ev)
+{
+	Jsonb	   *comp = WfJsonbGetJsonb(run->context, "compensation");
+	Jsonb	   *pending = comp ? WfJsonbGetJsonb(comp, "pending") : NULL;
+	Jsonb	   *done = comp ? WfJsonbGetJsonb(comp, "done") : NULL;
+	JsonbValue *first;
+	Jsonb	   *firstj;
+	WfJsonBuilder b;
+	JsonbParseState *state = NULL;
+	JsonbValue *arr;
+
+	if (pending == NULL || done == NULL || !JB_ROOT_IS_ARRAY(pending) ||
+		JB_ROOT_COUNT(pending) == 0)
+		return "a compensation ended while none was pending";
+	first = getIthJsonbValueFromContainer(&pending->root, 0);
+	firstj = JsonbValueToJsonb(first);
+	if (strcmp(WfJsonbGetText(firstj, "step"), ev->step + strlen(WF_COMPENSATE_PREFIX)) != 0 ||
+		WfJsonbGetInt(firstj, "visit", 0) != WfJsonbGetInt(ev->payload, "visit", -1))
+		return "a compensation ended that was not the first pending one";
+
+	WfJbBegin(&b);
+	WfJbText(&b, "step", WfJsonbGetText(firstj, "step"));
+	WfJbInt(&b, "visit", WfJsonbGetInt(firstj, "visit", 0));
+	WfJbJsonb(&b, "output", WfJsonbGetJsonb(ev->payload, "output"));
+	if (ev->type == WF_EV_STEP_SKIPPED)
+		WfJbBool(&b, "skipped", true);
+	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	(void) pushJsonbValue(&state, WJB_ELEM,
+						  &(JsonbValue) {.type = jbvBinary,
+										 .val.binary.data = &WfJbEnd(&b)->root,
+										 .val.binary.len = 0});
+	arr = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+
+	WfJbBegin(&b);
+	WfJbJsonb(&b, "pending",
+			  DatumGetJsonbP(DirectFunctionCall2(jsonb_delete_idx, JsonbPGetDatum(pending),
+												 Int32GetDatum(0))));
+	WfJbJsonb(&b, "done",
+			  DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(done),
+												 JsonbPGetDatum(JsonbValueToJsonb(arr)))));
+	run->context = context_set_key(run->context, "compensation", WfJbEnd(&b));
+	return NULL;
+}
+
+/*
  * context_set_step returns context with $.steps.<step> set to value.
  */
 static Jsonb *
@@ -305,8 +382,9 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			}
 
 		case WF_EV_TASK_SCHEDULED:
-			if (run->status != WF_RUN_RUNNING || ev->step == NULL || ev->attempt <= 0 ||
-				run->current_task != 0)
+			if (!(run->status == WF_RUN_RUNNING ||
+				  (run->status == WF_RUN_CANCELLING && WfIsCompensation(ev->step))) ||
+				ev->step == NULL || ev->attempt <= 0 || run->current_task != 0)
 				return "\"task_scheduled\" while the run is not running or has a live task";
 			run->current_step = pstrdup(ev->step);
 			run->current_attempt = ev->attempt;
@@ -361,7 +439,8 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			{
 				char	   *kind = WfJsonbGetText(p, "kind");
 
-				if (run->status != WF_RUN_RUNNING || kind == NULL)
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_CANCELLING) ||
+					kind == NULL)
 					return "\"timer_set\" while the run is not running";
 				/* a retry backoff or a sleep is what the run now waits for */
 				if (strcmp(kind, "retry") == 0 || strcmp(kind, "sleep") == 0)
@@ -493,7 +572,9 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			}
 
 		case WF_EV_RUN_TERMINATED:
-			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED &&
+				 run->status != WF_RUN_CANCELLING &&
+				 run->status != WF_RUN_COMPENSATION_FAILED) ||
 				run->current_task != 0)
 				return "\"run_terminated\" while the run has ended or has a live task";
 			run->status = WF_RUN_TERMINATED;
@@ -522,9 +603,11 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			break;
 
 		case WF_EV_STEP_RETRIED:
-			if (run->status != WF_RUN_FAILED || ev->step == NULL || run->current_task != 0)
+			if (!(run->status == WF_RUN_FAILED ||
+				  (run->status == WF_RUN_COMPENSATION_FAILED && WfIsCompensation(ev->step))) ||
+				ev->step == NULL || run->current_task != 0)
 				return "\"step_retried\" while the run has not failed";
-			run->status = WF_RUN_RUNNING;
+			run->status = (run->status == WF_RUN_FAILED) ? WF_RUN_RUNNING : WF_RUN_CANCELLING;
 			run->current_step = pstrdup(ev->step);
 			run->current_attempt = 0;
 			run->step_generation = ev->seq;
@@ -537,10 +620,26 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			{
 				WfJsonBuilder b;
 
-				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_FAILED) ||
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_FAILED &&
+					 run->status != WF_RUN_COMPENSATION_FAILED) ||
 					run->current_task != 0 || ev->step == NULL ||
 					run->current_step == NULL || strcmp(run->current_step, ev->step) != 0)
 					return "\"step_skipped\" for a step that is not the current one";
+				if (WfIsCompensation(ev->step))
+				{
+					/* an operator stands in for a failed compensation */
+					const char *problem = compensation_done(run, ev);
+
+					if (problem != NULL)
+						return problem;
+					run->status = WF_RUN_CANCELLING;
+					run->current_step = NULL;
+					run->current_attempt = 0;
+					run->wait_generation = 0;
+					run->finished = false;
+					run->finished_at = 0;
+					break;
+				}
 				WfJbBegin(&b);
 				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
 				WfJbInt(&b, "attempt", 0);
@@ -561,10 +660,22 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			{
 				WfJsonBuilder b;
 
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_CANCELLING) ||
+					run->current_step == NULL ||
 					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
 					ev->attempt != run->current_attempt)
 					return "\"task_completed\" for a step or attempt that is not the current one";
+				if (WfIsCompensation(ev->step))
+				{
+					const char *problem = compensation_done(run, ev);
+
+					if (problem != NULL)
+						return problem;
+					run->current_step = NULL;
+					run->current_attempt = 0;
+					run->current_task = 0;
+					break;
+				}
 				WfJbBegin(&b);
 				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
 				WfJbInt(&b, "attempt", ev->attempt);
@@ -577,7 +688,8 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			}
 
 		case WF_EV_TASK_FAILED:
-			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_CANCELLING) ||
+				run->current_step == NULL ||
 				ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
 				ev->attempt != run->current_attempt)
 				return "\"task_failed\" for a step or attempt that is not the current one";
@@ -589,6 +701,54 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 		case WF_EV_RESULT_DUPLICATE:
 		case WF_EV_RESULT_STALE:
 			/* recorded, never applied */
+			break;
+
+		case WF_EV_CANCEL_REQUESTED:
+			if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
+				return "\"cancel_requested\" while the run is not running or paused";
+			run->status = WF_RUN_CANCELLING;
+			run->wait_generation = 0;
+			break;
+
+		case WF_EV_COMPENSATION_STARTED:
+			{
+				WfJsonBuilder b;
+				Jsonb	   *pending = WfJsonbGetJsonb(p, "pending");
+
+				if (run->status != WF_RUN_CANCELLING || run->current_task != 0 ||
+					pending == NULL || !JB_ROOT_IS_ARRAY(pending))
+					return "\"compensation_started\" while the run is not cancelling or has a live task";
+				WfJbBegin(&b);
+				WfJbJsonb(&b, "pending", pending);
+				WfJbJsonb(&b, "done", DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+																		 CStringGetDatum("[]"))));
+				run->context = context_set_key(run->context, "compensation", WfJbEnd(&b));
+				run->current_step = NULL;
+				run->current_attempt = 0;
+				run->step_generation = ev->seq;
+				run->wait_generation = 0;
+				break;
+			}
+
+		case WF_EV_RUN_CANCELLED:
+			if (run->status != WF_RUN_CANCELLING || run->current_task != 0)
+				return "\"run_cancelled\" while the run is not cancelling or has a live task";
+			run->status = WF_RUN_CANCELLED;
+			run->current_step = NULL;
+			run->wait_generation = 0;
+			run->finished = true;
+			run->finished_at = ev->created_at;
+			break;
+
+		case WF_EV_COMPENSATION_FAILED:
+			if (run->status != WF_RUN_CANCELLING || run->current_task != 0 ||
+				ev->step == NULL || !WfIsCompensation(ev->step))
+				return "\"compensation_failed\" while the run is not compensating";
+			run->status = WF_RUN_COMPENSATION_FAILED;
+			run->current_step = pstrdup(ev->step);
+			run->wait_generation = 0;
+			run->finished = true;
+			run->finished_at = ev->created_at;
 			break;
 
 		case WF_EV_RUN_COMPLETED:
@@ -705,6 +865,18 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 			   TimestampTz available_at, Jsonb *input)
 {
 	const WfStepDef *sd = &tr->def->steps[step_index];
+
+	WfScheduleTask(tr, sd, WfNextVisit(tr->run, sd->name), attempt, available_at, input);
+}
+
+/*
+ * WfScheduleTask schedules attempt of visit of the task step sd (a step of
+ * the definition, or a step's compensation).
+ */
+void
+WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt,
+			   TimestampTz available_at, Jsonb *input)
+{
 	WfNewTask  *t = &tr->task;
 	WfJsonBuilder b;
 	char		runid[UUID_LEN * 2 + 5];
@@ -712,7 +884,7 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 	if (tr->has_task)
 		elog(ERROR, "wfengine transition schedules two tasks");
 
-	t->visit = WfNextVisit(tr->run, sd->name);
+	t->visit = visit;
 
 	if (input == NULL)
 	{
@@ -975,11 +1147,10 @@ enter_choice(WfTransition *tr, int step_index)
  * the step's retry policy.
  */
 void
-WfFailAttempt(WfTransition *tr, int step_index, int64 task_id, int64 fence,
+WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 			  int32 attempt, int32 visit, const char *worker, Jsonb *error,
 			  bool retryable, Jsonb *input)
 {
-	const WfStepDef *sd = &tr->def->steps[step_index];
 	const WfRetryPolicy *rp = &sd->retry;
 	char	   *code = WfJsonbGetText(error, "code");
 	const char *reason = NULL;
@@ -1022,7 +1193,10 @@ WfFailAttempt(WfTransition *tr, int step_index, int64 task_id, int64 fence,
 		WfSetTimer(tr, WF_TIMER_RETRY, sd->name, 0, next_at, WfJbEnd(&b));
 		return;
 	}
-	WfFailRun(tr, sd->name, reason, error);
+	if (WfIsCompensation(sd->name))
+		WfCompensationFailed(tr, reason, error);
+	else
+		WfFailRun(tr, sd->name, reason, error);
 }
 
 /*

@@ -29,8 +29,13 @@ typedef enum WfRunStatus
 	WF_RUN_COMPLETED = 2,
 	WF_RUN_FAILED = 3,
 	WF_RUN_PAUSED = 4,
-	WF_RUN_TERMINATED = 5
+	WF_RUN_TERMINATED = 5,
+	WF_RUN_CANCELLING = 6,		/* wf.cancel_run: compensating */
+	WF_RUN_CANCELLED = 7,
+	WF_RUN_COMPENSATION_FAILED = 8
 } WfRunStatus;
+
+#define WF_RUN_LAST WF_RUN_COMPENSATION_FAILED
 
 /* event types, as stored in wf.events.type */
 typedef enum WfEventType
@@ -67,10 +72,14 @@ typedef enum WfEventType
 	WF_EV_RUN_RESUMED = 30,
 	WF_EV_RESULT_HELD = 31,
 	WF_EV_STEP_RETRIED = 32,
-	WF_EV_STEP_SKIPPED = 33
+	WF_EV_STEP_SKIPPED = 33,
+	WF_EV_CANCEL_REQUESTED = 34,
+	WF_EV_COMPENSATION_STARTED = 35,
+	WF_EV_RUN_CANCELLED = 36,
+	WF_EV_COMPENSATION_FAILED = 37
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_STEP_SKIPPED
+#define WF_EV_LAST WF_EV_COMPENSATION_FAILED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -189,12 +198,14 @@ extern void WfAppendEvent(WfTransition *tr, WfEventType type,
 						  const char *step, int32 attempt, Jsonb *payload);
 extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 						   TimestampTz available_at, Jsonb *input);
+extern void WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit,
+						   int32 attempt, TimestampTz available_at, Jsonb *input);
 extern void WfAdvance(WfTransition *tr, int from_step);
 extern void WfAdvanceTo(WfTransition *tr, int from_step, int next);
 extern void WfEnterStep(WfTransition *tr, int step_index);
 extern int64 WfSetTimer(WfTransition *tr, WfTimerKind kind, const char *step,
 						int32 generation, TimestampTz fire_at, Jsonb *payload);
-extern void WfFailAttempt(WfTransition *tr, int step_index, int64 task_id,
+extern void WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id,
 						  int64 fence, int32 attempt, int32 visit,
 						  const char *worker, Jsonb *error, bool retryable,
 						  Jsonb *input);
@@ -210,6 +221,14 @@ extern void WfApplyResult(WfTransition *tr, int step_index, int64 task_id,
 						  int64 fence, int32 visit, const char *worker,
 						  bool is_failure, Jsonb *output, Jsonb *error,
 						  bool retryable, Jsonb *input);
+
+/* compensate.c */
+extern void WfRequestCancel(WfTransition *tr, const char *reason);
+extern void WfStartCompensation(WfTransition *tr, const char *settled_step,
+								int32 settled_visit);
+extern void WfNextCompensation(WfTransition *tr);
+extern void WfScheduleCompensation(WfTransition *tr, int32 attempt);
+extern void WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error);
 
 /* approval.c */
 extern void WfEnterApproval(WfTransition *tr, int step_index);

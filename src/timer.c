@@ -220,6 +220,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	bool		applies;
 	bool		live;
 	bool		held = false;
+	const WfStepDef *sd = NULL;
 	const char *outcome;
 	WfJsonBuilder b;
 	int			idx = -1;
@@ -267,14 +268,17 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	WfTransitionInit(&tr, &run, def, now);
 	tr.actor = WF_SYSTEM_ACTOR;
 	if (step != NULL)
-		idx = WfDefinitionStepIndex(def, step);
+		sd = WfTaskStepDef(def, step, &idx);
 	live = run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED;
 
 	switch (kind)
 	{
 		case WF_TIMER_RETRY:
 		case WF_TIMER_SLEEP:
-			applies = live && idx >= 0 && run.wait_generation == generation;
+			/* while a run is cancelled, only its compensations are retried */
+			applies = (run.status == WF_RUN_CANCELLING ?
+					   kind == WF_TIMER_RETRY && WfIsCompensation(step) : live) &&
+				sd != NULL && run.wait_generation == generation;
 			break;
 		case WF_TIMER_STEP_TIMEOUT:
 		case WF_TIMER_APPROVAL_EXPIRY:
@@ -300,7 +304,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	outcome = applies ? "applied" : held ? "held" : "stale";
 
 	/* a timer of a finished run is consumed without touching its history */
-	if (run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED)
+	if (live || run.status == WF_RUN_CANCELLING)
 	{
 		WfJbBegin(&b);
 		WfJbInt(&b, "timer_id", timer_id);
@@ -316,7 +320,8 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 		switch (kind)
 		{
 			case WF_TIMER_RETRY:
-				WfScheduleStep(&tr, idx, (int32) WfJsonbGetInt(payload, "attempt", 2),
+				WfScheduleTask(&tr, sd, (int32) WfJsonbGetInt(payload, "visit", 1),
+							   (int32) WfJsonbGetInt(payload, "attempt", 2),
 							   now, WfJsonbGetJsonb(payload, "input"));
 				break;
 			case WF_TIMER_SLEEP:
@@ -387,6 +392,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	int32		expirations;
 	const char *which = NULL;
 	int			idx;
+	const WfStepDef *sd;
 
 	values[0] = Int64GetDatum(task_id);
 	values[1] = CStringGetTextDatum(tenant);
@@ -420,7 +426,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 
 	if (deadline > now || (strcmp(status, "ready") != 0 && strcmp(status, "leased") != 0))
 		return;					/* moved by a heartbeat, or no longer live */
-	if (run.status != WF_RUN_RUNNING)
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_CANCELLING)
 	{
 		/* a paused run decides nothing: wf.resume_run() sets it again */
 		values[0] = Int64GetDatum(task_id);
@@ -430,8 +436,8 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	}
 
 	def = WfDefinitionGet(run.definition_id);
-	idx = WfDefinitionStepIndex(def, step);
-	if (idx < 0 || run.current_task != task_id)
+	sd = WfTaskStepDef(def, step, &idx);
+	if (sd == NULL || run.current_task != task_id)
 		elog(ERROR, "task %lld is not the current task of its run", (long long) task_id);
 	WfTransitionInit(&tr, &run, def, now);
 	tr.actor = WF_SYSTEM_ACTOR;
@@ -446,7 +452,24 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	else if (heartbeat_at != 0 && heartbeat_at <= now)
 		which = "heartbeat";
 
-	if (which != NULL)
+	if (run.status == WF_RUN_CANCELLING && !WfIsCompensation(step) &&
+		(which != NULL ||
+		 (strcmp(status, "leased") == 0 && lease_end != 0 && lease_end <= now)))
+	{
+		/*
+		 * The attempt in flight when the run was cancelled is lost: nobody
+		 * knows whether it did its work, so it is compensated as if it had.
+		 */
+		WfJsonBuilder b;
+
+		WfJbBegin(&b);
+		WfJbInt(&b, "task_id", task_id);
+		WfJbText(&b, "reason", which != NULL ? which : "lease_expired");
+		tr.withdraw_task = task_id;
+		WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, step, attempt, WfJbEnd(&b));
+		WfStartCompensation(&tr, step, visit);
+	}
+	else if (which != NULL)
 	{
 		Jsonb	   *error = timeout_error(which);
 
@@ -461,7 +484,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 					   SPI_OK_UPDATE_RETURNING) != 1)
 			elog(ERROR, "task %lld changed while locked", (long long) task_id);
 		fence = DatumGetInt64(WfGetDatumNotNull(0, 1));
-		WfFailAttempt(&tr, idx, task_id, fence, attempt, visit, worker, error,
+		WfFailAttempt(&tr, sd, task_id, fence, attempt, visit, worker, error,
 					  true, input);
 	}
 	else if (strcmp(status, "leased") == 0 && lease_end != 0 && lease_end <= now)
@@ -502,11 +525,22 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 			tr.withdraw_task = task_id;
 			tr.withdraw_expirations = expirations;
 			WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, step, attempt, WfJbEnd(&b));
-			WfJbBegin(&b);
-			WfJbText(&b, "reason", reason);
-			WfJbText(&b, "step", step);
-			WfJbInt(&b, "task_id", task_id);
-			WfAppendEvent(&tr, WF_EV_RUN_PAUSED, NULL, 0, WfJbEnd(&b));
+			if (run.status == WF_RUN_CANCELLING)
+			{
+				/* a compensation that keeps crashing its workers */
+				WfJbBegin(&b);
+				WfJbText(&b, "code", "poison_task");
+				WfJbText(&b, "message", reason);
+				WfCompensationFailed(&tr, "poison_task", WfJbEnd(&b));
+			}
+			else
+			{
+				WfJbBegin(&b);
+				WfJbText(&b, "reason", reason);
+				WfJbText(&b, "step", step);
+				WfJbInt(&b, "task_id", task_id);
+				WfAppendEvent(&tr, WF_EV_RUN_PAUSED, NULL, 0, WfJbEnd(&b));
+			}
 		}
 		else
 		{
@@ -514,7 +548,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 			values[1] = TimestampTzGetDatum(again);
 			values[2] = Int32GetDatum(expirations);
 			WfExecPlan(WF_PLAN_TASK_REQUEUE, values, NULL, false, 0, SPI_OK_UPDATE);
-			WfNoteTaskReady(run.tenant_id, def->steps[idx].queue);
+			WfNoteTaskReady(run.tenant_id, sd->queue);
 		}
 	}
 	else

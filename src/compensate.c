@@ -1,0 +1,388 @@
+/*-------------------------------------------------------------------------
+ *
+ * compensate.c
+ *	  wf.cancel_run and the compensations it runs.
+ *
+ * Cancelling a run is a saga's way back.  wf.cancel_run() records the
+ * intent (cancel_requested; the run is "cancelling"), withdraws the
+ * attempt no worker has claimed, and lets an attempt in flight settle: its
+ * worker's heartbeats and its report answer "cancel_requested".  A
+ * completion is applied (the step did its work, so it is undone too); a
+ * failure is recorded as final; a lost lease or a timeout counts as done
+ * (nobody knows, so it is undone).  Then compensation_started fixes the
+ * list of compensations: one per completed visit of every step that names
+ * a "compensate" activity, most recent first.  Each is a task (step
+ * "compensate:<step>", the visit of the work it undoes, so a stable
+ * idempotency key), retried by its own policy.  When the last one
+ * completes the run ends "cancelled"; when one gives up it ends
+ * "compensation_failed" for an operator, who may wf.retry_step() or
+ * wf.skip_step() it (the run goes on cancelling) or wf.terminate_run().
+ *
+ * The pending and done compensations live in the run's context
+ * ($.compensation), so replay rebuilds them like any other state.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/compensate.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "definition.h"
+#include "jsonutil.h"
+#include "notify.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_cancel_run);
+
+/* forward declarations */
+static Jsonb *first_pending(WfRunState *run, int *count);
+static Jsonb *step_output(Jsonb *context, const char *step);
+
+/*
+ * first_pending returns the first pending compensation of the run
+ * ({"step", "visit"}), or NULL; *count is set to how many are pending.
+ */
+static Jsonb *
+first_pending(WfRunState *run, int *count)
+{
+	Jsonb	   *comp = WfJsonbGetJsonb(run->context, "compensation");
+	Jsonb	   *pending = comp ? WfJsonbGetJsonb(comp, "pending") : NULL;
+
+	*count = 0;
+	if (pending == NULL || !JB_ROOT_IS_ARRAY(pending) || JB_ROOT_COUNT(pending) == 0)
+		return NULL;
+	*count = JB_ROOT_COUNT(pending);
+	return JsonbValueToJsonb(getIthJsonbValueFromContainer(&pending->root, 0));
+}
+
+/*
+ * step_output returns $.steps.<step>.output of a context, or NULL.
+ */
+static Jsonb *
+step_output(Jsonb *context, const char *step)
+{
+	Jsonb	   *steps = WfJsonbGetJsonb(context, "steps");
+	Jsonb	   *s = steps ? WfJsonbGetJsonb(steps, step) : NULL;
+
+	return s ? WfJsonbGetJsonb(s, "output") : NULL;
+}
+
+/*
+ * WfScheduleCompensation schedules attempt of the first pending
+ * compensation.  Its input is the compensation's "input" mapping over the
+ * run context, or by default {"step", "visit", "output", "input"}: the
+ * step undone, its visit, its output and the run's input.
+ */
+void
+WfScheduleCompensation(WfTransition *tr, int32 attempt)
+{
+	int			count;
+	Jsonb	   *first = first_pending(tr->run, &count);
+	char	   *step;
+	int32		visit;
+	int			idx;
+	const WfStepDef *sd;
+	Jsonb	   *input;
+
+	if (first == NULL)
+		elog(ERROR, "no compensation is pending");
+	step = WfJsonbGetText(first, "step");
+	visit = (int32) WfJsonbGetInt(first, "visit", 1);
+	idx = WfDefinitionStepIndex(tr->def, step);
+	if (idx < 0 || tr->def->steps[idx].compensate == NULL)
+		elog(ERROR, "step \"%s\" has no compensation", step);
+	sd = tr->def->steps[idx].compensate;
+
+	if (sd->has_input)
+		input = WfEvaluateMapping(sd->input, sd->n_input, tr->run->context);
+	else
+	{
+		WfJsonBuilder b;
+
+		WfJbBegin(&b);
+		WfJbText(&b, "step", step);
+		WfJbInt(&b, "visit", visit);
+		WfJbJsonb(&b, "output", step_output(tr->run->context, step));
+		WfJbJsonb(&b, "input", WfJsonbGetJsonb(tr->run->context, "input"));
+		input = WfJbEnd(&b);
+	}
+	WfScheduleTask(tr, sd, visit, attempt, tr->now, input);
+}
+
+/*
+ * WfNextCompensation schedules the next pending compensation, or ends the
+ * run as cancelled when none is left.
+ */
+void
+WfNextCompensation(WfTransition *tr)
+{
+	int			count;
+
+	if (first_pending(tr->run, &count) != NULL)
+	{
+		WfScheduleCompensation(tr, 1);
+		return;
+	}
+	{
+		Jsonb	   *comp = WfJsonbGetJsonb(tr->run->context, "compensation");
+		Jsonb	   *done = comp ? WfJsonbGetJsonb(comp, "done") : NULL;
+		WfJsonBuilder b;
+
+		WfJbBegin(&b);
+		WfJbInt(&b, "compensated", done && JB_ROOT_IS_ARRAY(done) ? JB_ROOT_COUNT(done) : 0);
+		WfAppendEvent(tr, WF_EV_RUN_CANCELLED, NULL, 0, WfJbEnd(&b));
+	}
+}
+
+/*
+ * WfStartCompensation fixes the list of compensations and starts the
+ * first.  settled_step/settled_visit name a step whose completion (or lost
+ * attempt) is part of this transition and so not yet in wf.events; it is
+ * undone first.
+ */
+void
+WfStartCompensation(WfTransition *tr, const char *settled_step, int32 settled_visit)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue *arr;
+	Datum		values[1];
+	uint64		n;
+	uint64		i;
+	int			npending = 0;
+	char	  **steps;
+	int32	   *visits;
+	WfJsonBuilder b;
+
+	values[0] = UUIDPGetDatum(&tr->run->run_id);
+	n = WfExecPlan(WF_PLAN_COMPLETED_STEPS, values, NULL, false, 0, SPI_OK_SELECT);
+	steps = palloc(sizeof(char *) * (n + 1));
+	visits = palloc(sizeof(int32) * (n + 1));
+	for (i = 0; i <= n; i++)
+	{
+		char	   *step;
+		int32		visit;
+		int			idx;
+		int			k;
+		bool		seen = false;
+
+		if (i == 0)
+		{
+			if (settled_step == NULL)
+				continue;
+			step = pstrdup(settled_step);
+			visit = settled_visit;
+		}
+		else
+		{
+			step = WfGetTextOrNull(i - 1, 1);
+			visit = DatumGetInt32(WfGetDatumNotNull(i - 1, 2));
+		}
+		idx = WfDefinitionStepIndex(tr->def, step);
+		if (idx < 0 || tr->def->steps[idx].compensate == NULL)
+			continue;
+		for (k = 0; k < npending; k++)
+			if (strcmp(steps[k], step) == 0 && visits[k] == visit)
+				seen = true;
+		if (seen)
+			continue;
+		steps[npending] = step;
+		visits[npending] = visit;
+		npending++;
+	}
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = 0; i < (uint64) npending; i++)
+	{
+		Jsonb	   *item;
+
+		WfJbBegin(&b);
+		WfJbText(&b, "step", steps[i]);
+		WfJbInt(&b, "visit", visits[i]);
+		item = WfJbEnd(&b);
+		(void) pushJsonbValue(&state, WJB_ELEM,
+							  &(JsonbValue) {.type = jbvBinary,
+											 .val.binary.data = &item->root,
+											 .val.binary.len = VARSIZE(item) - VARHDRSZ});
+	}
+	arr = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+
+	WfJbBegin(&b);
+	WfJbJsonb(&b, "pending", JsonbValueToJsonb(arr));
+	WfAppendEvent(tr, WF_EV_COMPENSATION_STARTED, NULL, 0, WfJbEnd(&b));
+	WfNextCompensation(tr);
+}
+
+/*
+ * WfCompensationFailed ends a run whose compensation gave up (its retry
+ * policy is exhausted, or it kept losing its workers) as
+ * "compensation_failed", for an operator.
+ */
+void
+WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error)
+{
+	WfJsonBuilder b;
+	int			count;
+	Jsonb	   *first = first_pending(tr->run, &count);
+
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbInt(&b, "visit", first ? WfJsonbGetInt(first, "visit", 1) : 0);
+	WfJbInt(&b, "pending", count);
+	WfJbJsonb(&b, "error", error);
+	WfAppendEvent(tr, WF_EV_COMPENSATION_FAILED, tr->run->current_step, 0, WfJbEnd(&b));
+}
+
+/*
+ * WfRequestCancel records wf.cancel_run() on a running or paused run (see
+ * the header comment) and, unless an attempt is in flight, starts the
+ * compensations.
+ */
+void
+WfRequestCancel(WfTransition *tr, const char *reason)
+{
+	WfRunState *run = tr->run;
+	const char *old_status = WfRunStatusName(run->status);
+	const WfStepDef *sd = NULL;
+	int			idx = -1;
+	int64		in_flight = 0;
+	char	   *task_status = NULL;
+	WfJsonBuilder b;
+
+	if (run->current_step != NULL)
+		sd = WfTaskStepDef(tr->def, run->current_step, &idx);
+	if (run->current_task != 0)
+	{
+		Datum		values[1];
+
+		values[0] = Int64GetDatum(run->current_task);
+		if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			elog(ERROR, "the live task of a run is missing");
+		task_status = WfGetTextOrNull(0, 1);
+		/* nothing to undo for work not begun, nor for a notification */
+		if (strcmp(task_status, "ready") == 0 ||
+			(sd != NULL && sd->type == WF_STEP_APPROVAL))
+			WfWithdrawCurrentTask(tr, "cancelled");
+		else
+			in_flight = run->current_task;
+	}
+	if (sd != NULL && sd->type == WF_STEP_APPROVAL)
+	{
+		/* the tokens of the waiting approval stop working */
+		tr->close_approvals = true;
+		tr->approval_step = sd->name;
+		tr->approval_visit = WfNextVisit(run, sd->name);
+	}
+
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "old_status", old_status);
+	WfJbText(&b, "step", run->current_step);
+	if (in_flight != 0)
+		WfJbInt(&b, "in_flight_task", in_flight);
+	WfAppendEvent(tr, WF_EV_CANCEL_REQUESTED, NULL, 0, WfJbEnd(&b));
+
+	if (in_flight == 0)
+	{
+		WfStartCompensation(tr, NULL, 0);
+		return;
+	}
+	if (strcmp(task_status, "completed") == 0 || strcmp(task_status, "failed") == 0)
+	{
+		/* a result held while the run was paused settles the attempt now */
+		Datum		values[1];
+		Jsonb	   *held;
+		JsonbValue *retryable;
+		char	   *report;
+		Datum		tv[1];
+		int64		fence;
+		int32		visit;
+		char	   *worker;
+		Jsonb	   *input;
+
+		tv[0] = Int64GetDatum(in_flight);
+		WfExecPlan(WF_PLAN_TASK_ROW, tv, NULL, false, 1, SPI_OK_SELECT);
+		fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
+		visit = DatumGetInt32(WfGetDatumNotNull(0, 3));
+		worker = WfGetTextOrNull(0, 4);
+		input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 5));
+		values[0] = UUIDPGetDatum(&run->run_id);
+		if (WfExecPlan(WF_PLAN_LAST_HELD_RESULT, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			elog(ERROR, "task %lld is \"%s\" but its run holds no result for it",
+				 (long long) in_flight, task_status);
+		held = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
+		report = WfJsonbGetText(held, "report");
+		retryable = WfJsonbGet(held, "retryable");
+		WfApplyResult(tr, idx, in_flight, fence, visit, worker,
+					  strcmp(report, "failure") == 0,
+					  WfJsonbGetJsonb(held, "output"), WfJsonbGetJsonb(held, "error"),
+					  retryable == NULL || retryable->type != jbvBool || retryable->val.boolean,
+					  input);
+		return;
+	}
+	/* with its worker: deadlines suspended by a pause are looked at again */
+	{
+		Datum		values[2];
+
+		values[0] = Int64GetDatum(in_flight);
+		values[1] = TimestampTzGetDatum(tr->now);
+		if (WfExecPlan(WF_PLAN_TASK_RESUME, values, NULL, false, 0, SPI_OK_UPDATE) == 1)
+			WfNoteTimer(tr->now);
+	}
+}
+
+/*
+ * wfengine_cancel_run is wf.cancel_run(run, reason): it cancels a running
+ * or paused run with compensation.  Returns the run's status afterwards:
+ * "cancelling" while an attempt in flight settles or compensations run,
+ * "cancelled" when there was nothing to undo.
+ */
+Datum
+wfengine_cancel_run(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	char	   *reason;
+	WfRunState	run;
+	WfTransition tr;
+	const char *status;
+	text	   *result;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run must not be null")));
+	run_id = PG_GETARG_UUID_P(0);
+	reason = WfRequireReason(fcinfo, 1);
+
+	WfApiBegin();
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot cancel run %s", WfRunIdText(run_id)),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
+				 run.status == WF_RUN_CANCELLING ?
+				 errhint("It is being cancelled already; wf.explain() shows its compensations.") :
+				 errhint("Only running and paused runs can be cancelled.")));
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+	WfRequestCancel(&tr, reason);
+	WfTransitionWrite(&tr);
+	status = WfRunStatusName(run.status);
+	WfNoteRunChange(&run.run_id, status);
+	result = (text *) SPI_palloc(VARHDRSZ + strlen(status));
+	SET_VARSIZE(result, VARHDRSZ + strlen(status));
+	memcpy(VARDATA(result), status, strlen(status));
+	WfApiEnd();
+	PG_RETURN_TEXT_P(result);
+}
