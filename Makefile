@@ -64,6 +64,7 @@ REGRESS = \
 	180_terminate \
 	200_operator \
 	210_cancel \
+	220_graph \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -645,6 +645,489 @@ $$;
 COMMENT ON FUNCTION wf.explain(uuid) IS
 'Where a run is, what it waits for (a worker on a queue and how many are ahead, a worker''s result, a retry backoff, a sleep, a quarantine, approvers, a signal, an operator) and which commands apply now.';
 
+-- Graphs of definitions and runs: Mermaid flowcharts and Graphviz DOT.
+--
+-- wf._graph_render does all the drawing, for wf.definition_graph and
+-- wf.run_graph.  It reads a definition's spec and lays out
+--   nodes: start, one per step in definition order (ids s0, s1, ...;
+--          the label is the step's name and type, the shape its type),
+--          end, and a "fail" node when an approval's expiry fails the run;
+--   edges, in this fixed order: start -> first step; then, step by step in
+--          definition order, a choice's branches in order and its default,
+--          or the step's next (its "next", else the end with "end": true,
+--          else the following step, else the end), then an approval's
+--          expiry route (its on_expiry step, or fail).
+-- Given what a run did (built by wf.run_graph from wf.events), it also
+-- marks the steps visited, the edges taken, the current step and where
+-- the run ended.  The same input always gives the same text, so that
+-- regression tests can compare it.
+CREATE FUNCTION wf._graph_render(title text, spec jsonb, format text, run jsonb DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    steps    jsonb := spec->'steps';
+    n        integer := pg_catalog.jsonb_array_length(spec->'steps');
+    st       jsonb;
+    names    text[] := '{}';
+    types    text[] := '{}';
+    -- nodes: start, s0 .. s<n-1>, finish, and fail when needed
+    n_id     text[];
+    n_name   text[];
+    n_sub    text[];
+    n_kind   text[];
+    n_class  text[];
+    -- edges, in output order
+    e_from   text[];
+    e_to     text[];
+    e_label  text[];
+    e_kind   text[];
+    e_taken  boolean[];
+    has_fail boolean := false;
+    i        integer;
+    j        integer;
+    k        integer;
+    c        integer;
+    tgt      text;
+    from_id  text;
+    to_id    text;
+    want     text;
+    item     jsonb;
+    path     jsonb;
+    plen     integer;
+    exit_to  text;
+    styles   text[];
+    attrs    text[];
+    nl       text := E'\n';
+    out      text;
+BEGIN
+    IF format IS NULL OR format NOT IN ('mermaid', 'dot') THEN
+        RAISE EXCEPTION 'unsupported graph format "%"', format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use format => ''mermaid'' or format => ''dot''.';
+    END IF;
+
+    FOR i IN 0 .. n - 1 LOOP
+        st := steps->i;
+        names := names || (st->>'name');
+        types := types || COALESCE(st->>'type', 'task');
+    END LOOP;
+
+    -- nodes
+    n_id := ARRAY['start'];
+    n_name := ARRAY['start'];
+    n_sub := ARRAY[NULL::text];
+    n_kind := ARRAY['start'];
+    FOR i IN 1 .. n LOOP
+        n_id := n_id || ('s' || (i - 1));
+        n_name := n_name || names[i];
+        n_sub := n_sub || types[i];
+        n_kind := n_kind || types[i];
+    END LOOP;
+    n_id := n_id || 'finish'::text;
+    n_name := n_name || 'end'::text;
+    n_sub := n_sub || NULL::text;
+    n_kind := n_kind || 'end'::text;
+
+    -- edges
+    e_from := ARRAY['start'];
+    e_to := ARRAY['s0'];
+    e_label := ARRAY[NULL::text];
+    e_kind := ARRAY['start'];
+    FOR i IN 1 .. n LOOP
+        st := steps->(i - 1);
+        from_id := 's' || (i - 1);
+        IF types[i] OPERATOR(pg_catalog.=) 'choice' THEN
+            -- the branches in order, then the default; "end" ends the run
+            c := 0;
+            FOR item IN SELECT a.x FROM pg_catalog.jsonb_array_elements(st->'choices') WITH ORDINALITY AS a(x, o)
+                        ORDER BY a.o LOOP
+                tgt := item->>'next';
+                e_from := e_from || from_id;
+                e_to := e_to || CASE WHEN tgt OPERATOR(pg_catalog.=) 'end' THEN 'finish'
+                                     ELSE 's' || (pg_catalog.array_position(names, tgt) - 1) END;
+                e_label := e_label || (item->>'when');
+                e_kind := e_kind || ('choice:' || c);
+                c := c + 1;
+            END LOOP;
+            tgt := st->>'default';
+            e_from := e_from || from_id;
+            e_to := e_to || CASE WHEN tgt OPERATOR(pg_catalog.=) 'end' THEN 'finish'
+                                 ELSE 's' || (pg_catalog.array_position(names, tgt) - 1) END;
+            e_label := e_label || 'default'::text;
+            e_kind := e_kind || 'default'::text;
+        ELSE
+            -- "next", else the end with "end": true, else the following step
+            tgt := st->>'next';
+            e_from := e_from || from_id;
+            e_to := e_to || CASE WHEN tgt IS NOT NULL
+                                      THEN 's' || (pg_catalog.array_position(names, tgt) - 1)
+                                 WHEN st->'end' OPERATOR(pg_catalog.=) 'true'::jsonb
+                                      OR i OPERATOR(pg_catalog.=) n THEN 'finish'
+                                 ELSE 's' || i END;
+            e_label := e_label || CASE WHEN types[i] OPERATOR(pg_catalog.=) 'approval' THEN 'approved' END;
+            e_kind := e_kind || 'next'::text;
+            IF types[i] OPERATOR(pg_catalog.=) 'approval' AND st ? 'expires' THEN
+                -- an expiry goes to the on_expiry step, or fails the run
+                tgt := st->>'on_expiry';
+                IF tgt IS NULL OR tgt OPERATOR(pg_catalog.=) 'fail' THEN
+                    has_fail := true;
+                    to_id := 'fail';
+                ELSE
+                    to_id := 's' || (pg_catalog.array_position(names, tgt) - 1);
+                END IF;
+                e_from := e_from || from_id;
+                e_to := e_to || to_id;
+                e_label := e_label || 'expired'::text;
+                e_kind := e_kind || 'expired'::text;
+            END IF;
+        END IF;
+    END LOOP;
+    IF has_fail THEN
+        n_id := n_id || 'fail'::text;
+        n_name := n_name || 'fail'::text;
+        n_sub := n_sub || NULL::text;
+        n_kind := n_kind || 'fail'::text;
+    END IF;
+
+    -- what the run did: the steps visited, the edges taken, where it is or ended
+    n_class := pg_catalog.array_fill(NULL::text, ARRAY[pg_catalog.cardinality(n_id)]);
+    e_taken := pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(e_from)]);
+    IF run IS NOT NULL THEN
+        path := COALESCE(run->'path', '[]'::jsonb);
+        plen := pg_catalog.jsonb_array_length(path);
+        exit_to := run->>'exit';
+        n_class[1] := 'visited';
+        FOR k IN 0 .. plen - 1 LOOP
+            item := path->k;
+            i := pg_catalog.array_position(names, item->>'step');
+            CONTINUE WHEN i IS NULL;
+            from_id := 's' || (i - 1);
+            n_class[i + 1] := 'visited';
+            IF k OPERATOR(pg_catalog.=) 0 AND from_id OPERATOR(pg_catalog.=) 's0' THEN
+                e_taken[1] := true;
+            END IF;
+            IF k OPERATOR(pg_catalog.<) plen - 1 THEN
+                j := pg_catalog.array_position(names, path->(k + 1)->>'step');
+                CONTINUE WHEN j IS NULL;
+                to_id := 's' || (j - 1);
+            ELSIF exit_to OPERATOR(pg_catalog.=) 'end' THEN
+                to_id := 'finish';
+            ELSIF exit_to OPERATOR(pg_catalog.=) 'fail' THEN
+                to_id := 'fail';
+            ELSE
+                CONTINUE;
+            END IF;
+            -- the edge taken: the branch chosen, the expiry route, or next;
+            -- any edge between the two nodes if that does not lead there
+            want := CASE WHEN types[i] OPERATOR(pg_catalog.=) 'choice' THEN
+                              CASE WHEN item->>'choice' OPERATOR(pg_catalog.=) 'default' THEN 'default'
+                                   ELSE 'choice:' || (item->>'choice') END
+                         WHEN item->'expired' OPERATOR(pg_catalog.=) 'true'::jsonb THEN 'expired'
+                         ELSE 'next' END;
+            c := NULL;
+            FOR j IN 1 .. pg_catalog.cardinality(e_from) LOOP
+                IF e_from[j] OPERATOR(pg_catalog.=) from_id AND e_to[j] OPERATOR(pg_catalog.=) to_id
+                   AND e_kind[j] OPERATOR(pg_catalog.=) want THEN
+                    c := j;
+                    EXIT;
+                END IF;
+            END LOOP;
+            IF c IS NULL THEN
+                FOR j IN 1 .. pg_catalog.cardinality(e_from) LOOP
+                    IF e_from[j] OPERATOR(pg_catalog.=) from_id AND e_to[j] OPERATOR(pg_catalog.=) to_id THEN
+                        c := j;
+                        EXIT;
+                    END IF;
+                END LOOP;
+            END IF;
+            IF c IS NOT NULL THEN
+                e_taken[c] := true;
+            END IF;
+        END LOOP;
+        IF exit_to OPERATOR(pg_catalog.=) 'end' THEN
+            n_class[pg_catalog.array_position(n_id, 'finish')] := 'done';
+        ELSIF exit_to OPERATOR(pg_catalog.=) 'fail' AND has_fail THEN
+            n_class[pg_catalog.array_position(n_id, 'fail')] := 'stopped';
+        END IF;
+        i := pg_catalog.array_position(names, run->>'stopped');
+        IF i IS NOT NULL THEN
+            n_class[i + 1] := 'stopped';
+        END IF;
+        i := pg_catalog.array_position(names, run->>'current');
+        IF i IS NOT NULL THEN
+            n_class[i + 1] := 'current';
+        END IF;
+    END IF;
+
+    IF format OPERATOR(pg_catalog.=) 'mermaid' THEN
+        -- Labels are double-quoted strings.  Mermaid turns #name; and #nnn;
+        -- into HTML entities and renders labels as HTML, so escape # first,
+        -- then " < > & | ` as entities; two dollar signs in a row would
+        -- start KaTeX math, "direction TB" anywhere on a line is taken as a
+        -- statement, and a line with "style", ":", "#" and ";" loses its
+        -- last ";" (to Mermaid, a style), so : is escaped too.
+        SELECT pg_catalog.array_agg(
+                   pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                   pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                   pg_catalog.regexp_replace(pg_catalog.regexp_replace(
+                   pg_catalog.replace(pg_catalog.regexp_replace(u.x, '[[:cntrl:]]', ' ', 'g'), '#', '#35;'),
+                   '\$(?=\$)|(?<=\$)\$', '#36;', 'g'),
+                   'direction(\s)', 'directio#110;\1', 'g'),
+                   '"', '#quot;'), '<', '#lt;'), '>', '#gt;'), '&', '#amp;'), '|', '#124;'), '`', '#96;'),
+                   ':', '#58;')
+                   ORDER BY u.o)
+        INTO e_label
+        FROM pg_catalog.unnest(e_label || n_name || n_sub) WITH ORDINALITY AS u(x, o);
+        n_name := e_label[pg_catalog.cardinality(e_from) + 1 : pg_catalog.cardinality(e_from) + pg_catalog.cardinality(n_id)];
+        n_sub := e_label[pg_catalog.cardinality(e_from) + pg_catalog.cardinality(n_id) + 1 :];
+        e_label := e_label[1 : pg_catalog.cardinality(e_from)];
+
+        out := 'flowchart TD' || nl || '    %% ' || title || nl;
+        FOR i IN 1 .. pg_catalog.cardinality(n_id) LOOP
+            out := out || '    ' || n_id[i]
+                || CASE n_kind[i] WHEN 'start' THEN '((' WHEN 'end' THEN '(((' WHEN 'fail' THEN '((('
+                                  WHEN 'task' THEN '[' WHEN 'sleep' THEN '([' WHEN 'approval' THEN '{{'
+                                  WHEN 'choice' THEN '{' WHEN 'wait_event' THEN '[/' ELSE '(' END
+                || '"' || n_name[i] || COALESCE('<br/>' || n_sub[i], '') || '"'
+                || CASE n_kind[i] WHEN 'start' THEN '))' WHEN 'end' THEN ')))' WHEN 'fail' THEN ')))'
+                                  WHEN 'task' THEN ']' WHEN 'sleep' THEN '])' WHEN 'approval' THEN '}}'
+                                  WHEN 'choice' THEN '}' WHEN 'wait_event' THEN '/]' ELSE ')' END
+                || nl;
+        END LOOP;
+        FOR j IN 1 .. pg_catalog.cardinality(e_from) LOOP
+            out := out || '    ' || e_from[j]
+                || CASE WHEN e_kind[j] OPERATOR(pg_catalog.=) 'expired' THEN ' -.->' ELSE ' -->' END
+                || COALESCE('|"' || e_label[j] || '"|', '')
+                || ' ' || e_to[j] || nl;
+        END LOOP;
+        IF run IS NOT NULL THEN
+            out := out
+                || '    classDef visited fill:#dbeafe,stroke:#1d4ed8,stroke-width:2px' || nl
+                || '    classDef current fill:#fef3c7,stroke:#b45309,stroke-width:3px' || nl
+                || '    classDef stopped fill:#fee2e2,stroke:#b91c1c,stroke-width:3px' || nl
+                || '    classDef done fill:#dcfce7,stroke:#15803d,stroke-width:3px' || nl;
+            FOR want IN SELECT x FROM pg_catalog.unnest(ARRAY['visited', 'current', 'stopped', 'done']) AS u(x) LOOP
+                SELECT pg_catalog.string_agg(n_id[s], ',' ORDER BY s) INTO tgt
+                FROM pg_catalog.generate_series(1, pg_catalog.cardinality(n_id)) AS s
+                WHERE n_class[s] OPERATOR(pg_catalog.=) want;
+                IF tgt IS NOT NULL THEN
+                    out := out || '    class ' || tgt || ' ' || want || nl;
+                END IF;
+            END LOOP;
+            -- Mermaid numbers the edges from 0 in the order they are written
+            SELECT pg_catalog.string_agg((s - 1)::text, ',' ORDER BY s) INTO tgt
+            FROM pg_catalog.generate_series(1, pg_catalog.cardinality(e_from)) AS s
+            WHERE e_taken[s];
+            IF tgt IS NOT NULL THEN
+                out := out || '    linkStyle ' || tgt || ' stroke:#1d4ed8,stroke-width:3px' || nl;
+            END IF;
+        END IF;
+        RETURN out;
+    END IF;
+
+    -- DOT: labels are double-quoted strings; escape \ and ", drop control
+    -- characters (the only escapes a DOT string has are \" and \<newline>,
+    -- and labels give \n, \l, \N ... their own meaning)
+    SELECT pg_catalog.array_agg(
+               pg_catalog.replace(pg_catalog.replace(
+               pg_catalog.regexp_replace(u.x, '[[:cntrl:]]', ' ', 'g'), '\', '\\'), '"', '\"')
+               ORDER BY u.o)
+    INTO e_label
+    FROM pg_catalog.unnest(e_label || n_name || n_sub || title) WITH ORDINALITY AS u(x, o);
+    n_name := e_label[pg_catalog.cardinality(e_from) + 1 : pg_catalog.cardinality(e_from) + pg_catalog.cardinality(n_id)];
+    n_sub := e_label[pg_catalog.cardinality(e_from) + pg_catalog.cardinality(n_id) + 1 :
+                     pg_catalog.cardinality(e_from) + 2 * pg_catalog.cardinality(n_id)];
+    title := e_label[pg_catalog.cardinality(e_label)];
+    e_label := e_label[1 : pg_catalog.cardinality(e_from)];
+
+    out := 'digraph "' || title || '" {' || nl
+        || '    node [fontname="Helvetica", fontsize=11];' || nl
+        || '    edge [fontname="Helvetica", fontsize=10];' || nl;
+    FOR i IN 1 .. pg_catalog.cardinality(n_id) LOOP
+        attrs := ARRAY['label="' || n_name[i] || COALESCE('\n' || n_sub[i], '') || '"',
+                       'shape=' || CASE n_kind[i] WHEN 'start' THEN 'circle' WHEN 'end' THEN 'doublecircle'
+                                                  WHEN 'fail' THEN 'doubleoctagon' WHEN 'task' THEN 'box'
+                                                  WHEN 'sleep' THEN 'box' WHEN 'approval' THEN 'hexagon'
+                                                  WHEN 'choice' THEN 'diamond' WHEN 'wait_event' THEN 'parallelogram'
+                                                  ELSE 'ellipse' END];
+        styles := CASE n_kind[i] WHEN 'sleep' THEN ARRAY['rounded']
+                                 WHEN 'start' THEN ARRAY[]::text[] WHEN 'end' THEN ARRAY[]::text[]
+                                 WHEN 'fail' THEN ARRAY[]::text[] WHEN 'task' THEN ARRAY[]::text[]
+                                 WHEN 'approval' THEN ARRAY[]::text[] WHEN 'choice' THEN ARRAY[]::text[]
+                                 WHEN 'wait_event' THEN ARRAY[]::text[]
+                                 ELSE ARRAY['dashed'] END;
+        IF n_class[i] IS NOT NULL THEN
+            styles := styles || 'filled'::text;
+        END IF;
+        IF pg_catalog.cardinality(styles) OPERATOR(pg_catalog.>) 0 THEN
+            attrs := attrs || ('style="' || pg_catalog.array_to_string(styles, ',') || '"');
+        END IF;
+        IF n_class[i] IS NOT NULL THEN
+            attrs := attrs || CASE n_class[i]
+                WHEN 'visited' THEN ARRAY['fillcolor="#dbeafe"', 'color="#1d4ed8"', 'penwidth=2']
+                WHEN 'current' THEN ARRAY['fillcolor="#fef3c7"', 'color="#b45309"', 'penwidth=3']
+                WHEN 'stopped' THEN ARRAY['fillcolor="#fee2e2"', 'color="#b91c1c"', 'penwidth=3']
+                ELSE ARRAY['fillcolor="#dcfce7"', 'color="#15803d"', 'penwidth=3'] END;
+        END IF;
+        out := out || '    ' || n_id[i] || ' [' || pg_catalog.array_to_string(attrs, ', ') || '];' || nl;
+    END LOOP;
+    FOR j IN 1 .. pg_catalog.cardinality(e_from) LOOP
+        attrs := ARRAY[]::text[];
+        IF e_label[j] IS NOT NULL THEN
+            attrs := attrs || ('label="' || e_label[j] || '"');
+        END IF;
+        IF e_kind[j] OPERATOR(pg_catalog.=) 'expired' THEN
+            attrs := attrs || 'style=dashed'::text;
+        END IF;
+        IF e_taken[j] THEN
+            attrs := attrs || ARRAY['color="#1d4ed8"', 'penwidth=2.5'];
+        END IF;
+        out := out || '    ' || e_from[j] || ' -> ' || e_to[j]
+            || CASE WHEN pg_catalog.cardinality(attrs) OPERATOR(pg_catalog.>) 0
+                    THEN ' [' || pg_catalog.array_to_string(attrs, ', ') || ']' ELSE '' END
+            || ';' || nl;
+    END LOOP;
+    RETURN out || '}' || nl;
+END
+$$;
+COMMENT ON FUNCTION wf._graph_render(text, jsonb, text, jsonb) IS
+'Internal: draws a definition spec, and optionally the path of a run, as Mermaid or DOT; used by wf.definition_graph and wf.run_graph.';
+
+-- The graph of a published definition.
+CREATE FUNCTION wf.definition_graph(definition text, version integer DEFAULT NULL,
+                                    format text DEFAULT 'mermaid')
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    d wf.definitions;
+BEGIN
+    IF format IS NULL OR format NOT IN ('mermaid', 'dot') THEN
+        RAISE EXCEPTION 'unsupported graph format "%"', format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use format => ''mermaid'' or format => ''dot''.';
+    END IF;
+    IF version IS NULL THEN
+        SELECT * INTO d FROM wf.definitions x
+        WHERE x.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+          AND x.name OPERATOR(pg_catalog.=) definition
+        ORDER BY x.version DESC LIMIT 1;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'definition "%" does not exist', definition
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'Publish it first with wf.publish_definition().';
+        END IF;
+    ELSE
+        SELECT * INTO d FROM wf.definitions x
+        WHERE x.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+          AND x.name OPERATOR(pg_catalog.=) definition
+          AND x.version OPERATOR(pg_catalog.=) definition_graph.version;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'version % of definition "%" does not exist', version, definition
+                USING ERRCODE = 'undefined_object';
+        END IF;
+    END IF;
+    RETURN wf._graph_render(d.name || ' v' || d.version, d.spec, format);
+END
+$$;
+COMMENT ON FUNCTION wf.definition_graph(text, integer, text) IS
+'The steps of a published definition (the latest version unless one is given) as a Mermaid flowchart (format => ''mermaid'') or a Graphviz DOT digraph (format => ''dot'').';
+
+-- The graph of a run's definition version, with the path the run took.
+CREATE FUNCTION wf.run_graph(run uuid, format text DEFAULT 'mermaid')
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    r        wf.runs;
+    spec     jsonb;
+    path     jsonb;
+    ev       wf.events;
+    exit_to  text;
+    current  text;
+    stopped  text;
+BEGIN
+    IF format IS NULL OR format NOT IN ('mermaid', 'dot') THEN
+        RAISE EXCEPTION 'unsupported graph format "%"', format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use format => ''mermaid'' or format => ''dot''.';
+    END IF;
+    SELECT * INTO r FROM wf.runs x
+    WHERE x.run_id OPERATOR(pg_catalog.=) run
+      AND x.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % does not exist', run USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT d.spec INTO spec FROM wf.definitions d
+    WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id
+      AND d.tenant_id OPERATOR(pg_catalog.=) r.tenant_id;
+
+    -- Each visit of a step, in the order the run entered them: the first
+    -- of its entering events (task_scheduled of attempt 1, sleep_started,
+    -- approval_requested, choice_made, wait_started) per step and visit
+    -- (an approval step also schedules its notification task).  With the
+    -- branch a choice took, and whether an approval expired.
+    SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+               'step', v.step,
+               'choice', v.payload->'output'->'choice',
+               'expired', EXISTS (SELECT 1 FROM wf.events a
+                                  WHERE a.run_id OPERATOR(pg_catalog.=) run
+                                    AND a.type OPERATOR(pg_catalog.=) 'approval_completed'
+                                    AND a.step OPERATOR(pg_catalog.=) v.step
+                                    AND (a.payload->'visit') OPERATOR(pg_catalog.=) (v.payload->'visit')
+                                    AND a.payload->'output'->>'outcome' OPERATOR(pg_catalog.=) 'expired'))
+               ORDER BY v.seq)
+    INTO path
+    FROM (SELECT DISTINCT ON (e.step, COALESCE(e.payload->'visit', pg_catalog.to_jsonb(-e.seq)))
+                 e.seq, e.step, e.payload
+          FROM wf.events e
+          WHERE e.run_id OPERATOR(pg_catalog.=) run
+            AND e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+            AND e.step IS NOT NULL
+            AND e.step NOT LIKE 'compensate:%'
+            AND (e.type IN ('sleep_started', 'approval_requested', 'choice_made', 'wait_started')
+                 OR (e.type OPERATOR(pg_catalog.=) 'task_scheduled' AND e.attempt OPERATOR(pg_catalog.=) 1))
+          ORDER BY e.step, COALESCE(e.payload->'visit', pg_catalog.to_jsonb(-e.seq)), e.seq) v;
+
+    IF r.status IN ('running', 'paused') THEN
+        current := r.current_step;
+    ELSIF r.status OPERATOR(pg_catalog.=) 'completed' THEN
+        exit_to := 'end';
+    ELSE
+        SELECT * INTO ev FROM wf.events e
+        WHERE e.run_id OPERATOR(pg_catalog.=) run
+          AND e.type IN ('run_failed', 'run_terminated', 'cancel_requested')
+        ORDER BY e.seq DESC LIMIT 1;
+        -- a cancelled run stopped where wf.cancel_run found it
+        stopped := COALESCE(ev.payload->>'step', r.current_step);
+        IF stopped LIKE 'compensate:%' THEN
+            stopped := NULL;
+        END IF;
+        IF ev.payload->>'reason' OPERATOR(pg_catalog.=) 'approval_expired' THEN
+            exit_to := 'fail';
+        END IF;
+        -- a run can fail while it enters a step (an approval step that
+        -- finds no approvers): the run still went there
+        IF stopped IS NOT NULL AND (path IS NULL OR (path->-1->>'step') IS DISTINCT FROM stopped) THEN
+            path := COALESCE(path, '[]'::jsonb)
+                 || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('step', stopped));
+        END IF;
+    END IF;
+
+    RETURN wf._graph_render(
+        r.definition_name || ' v' || r.definition_version || ' run ' || r.run_id,
+        spec, format,
+        pg_catalog.jsonb_build_object('path', COALESCE(path, '[]'::jsonb), 'exit', exit_to,
+                                      'current', current, 'stopped', stopped));
+END
+$$;
+COMMENT ON FUNCTION wf.run_graph(uuid, text) IS
+'The graph of a run''s definition version, as wf.definition_graph draws it, with the steps the run visited, the edges it took, its current step and where it ended marked.';
+
 CREATE FUNCTION wf.preloaded()
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'wfengine_preloaded'
