@@ -65,6 +65,7 @@ REGRESS = \
 	200_operator \
 	210_cancel \
 	220_graph \
+	230_batch \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -411,6 +411,119 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.cancel_run(uuid, text) IS
 'Cancels a running or paused run with compensation: unstarted work is withdrawn, an attempt in flight settles, then the compensations of completed steps run newest first; the run ends cancelled, or compensation_failed for an operator.';
 
+-- Batch forms of the operator commands: one command over the runs a
+-- filter selects, at most max_runs of them per call, in run id order after
+-- the run id "after" (the last one a previous call returned): so a batch is
+-- bounded and a caller resumes it where it stopped.  Each run is changed in
+-- a subtransaction of its own: a run that refuses the command is reported
+-- and the batch goes on.
+CREATE FUNCTION wf._batch(batch text, command text, statuses text[], reason text,
+                          filter jsonb, max_runs integer, after uuid)
+RETURNS TABLE (run_id uuid, outcome text, detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    k        text;
+    wanted   text[] := statuses;
+    rid      uuid;
+    tenant   text := wf.current_tenant();
+BEGIN
+    IF reason IS NULL OR reason OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'an operator command needs a reason'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The reason is recorded in the history of every run the command changes.';
+    END IF;
+    IF max_runs IS NULL OR max_runs OPERATOR(pg_catalog.<) 1 OR max_runs OPERATOR(pg_catalog.>) 10000 THEN
+        RAISE EXCEPTION 'max_runs must be between 1 and 10000, not %', coalesce(max_runs::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Call again with "after" set to the last run id returned to go on.';
+    END IF;
+    filter := coalesce(filter, '{}');
+    IF jsonb_typeof(filter) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'a run filter must be a JSON object'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Valid keys: definition, version, status, failure_code, started_after, started_before, finished_after, finished_before.';
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(filter) LOOP
+        IF k NOT IN ('definition', 'version', 'status', 'failure_code', 'started_after',
+                     'started_before', 'finished_after', 'finished_before') THEN
+            RAISE EXCEPTION 'unknown run filter key "%"', k
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Valid keys: definition, version, status, failure_code, started_after, started_before, finished_after, finished_before.';
+        END IF;
+    END LOOP;
+    IF filter ? 'status' THEN
+        IF NOT ((filter->>'status') OPERATOR(pg_catalog.=) ANY (statuses)) THEN
+            RAISE EXCEPTION 'wf.% does not apply to % runs', batch, filter->>'status'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = format('It applies to runs that are %s.', array_to_string(statuses, ' or '));
+        END IF;
+        wanted := ARRAY[filter->>'status'];
+    END IF;
+
+    FOR rid IN
+        SELECT x.run_id FROM wf.runs x
+        WHERE x.tenant_id OPERATOR(pg_catalog.=) tenant
+          AND x.status OPERATOR(pg_catalog.=) ANY (wanted)
+          AND (NOT filter ? 'definition' OR x.definition_name OPERATOR(pg_catalog.=) (filter->>'definition'))
+          AND (NOT filter ? 'version' OR x.definition_version OPERATOR(pg_catalog.=) (filter->>'version')::integer)
+          AND (NOT filter ? 'started_after' OR x.created_at OPERATOR(pg_catalog.>=) (filter->>'started_after')::timestamptz)
+          AND (NOT filter ? 'started_before' OR x.created_at OPERATOR(pg_catalog.<) (filter->>'started_before')::timestamptz)
+          AND (NOT filter ? 'finished_after' OR x.finished_at OPERATOR(pg_catalog.>=) (filter->>'finished_after')::timestamptz)
+          AND (NOT filter ? 'finished_before' OR x.finished_at OPERATOR(pg_catalog.<) (filter->>'finished_before')::timestamptz)
+          AND (NOT filter ? 'failure_code' OR (filter->>'failure_code') IN (
+                SELECT coalesce(e.payload->'error'->>'code', '') FROM wf.events e
+                WHERE e.run_id OPERATOR(pg_catalog.=) x.run_id AND e.type IN ('run_failed', 'compensation_failed')
+                UNION ALL
+                SELECT e.payload->>'reason' FROM wf.events e
+                WHERE e.run_id OPERATOR(pg_catalog.=) x.run_id AND e.type IN ('run_failed', 'compensation_failed')))
+          AND (after IS NULL OR x.run_id OPERATOR(pg_catalog.>) after)
+        ORDER BY x.run_id
+        LIMIT max_runs
+    LOOP
+        run_id := rid;
+        BEGIN
+            EXECUTE format('SELECT wf.%I($1, $2)', command) INTO detail USING rid, reason;
+            outcome := 'done';
+        EXCEPTION WHEN OTHERS THEN
+            outcome := 'refused';
+            detail := SQLERRM;
+        END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION wf._batch(text, text, text[], text, jsonb, integer, uuid) IS
+'Internal: runs an operator command over the runs a filter selects, for wf.cancel_runs, wf.retry_runs and wf.resume_runs.';
+
+CREATE FUNCTION wf.cancel_runs(reason text, filter jsonb DEFAULT '{}',
+                               max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
+RETURNS TABLE (run_id uuid, outcome text, detail text)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog
+AS $$ SELECT * FROM wf._batch('cancel_runs', 'cancel_run', ARRAY['running', 'paused'], reason, filter, max_runs, after) $$;
+COMMENT ON FUNCTION wf.cancel_runs(text, jsonb, integer, uuid) IS
+'wf.cancel_run over the running and paused runs a filter selects (definition, version, status, started_*/finished_*), at most max_runs after the run id "after"; one row per run: done with its new status, or refused with why.';
+
+CREATE FUNCTION wf.retry_runs(reason text, filter jsonb DEFAULT '{}',
+                              max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
+RETURNS TABLE (run_id uuid, outcome text, detail text)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog
+AS $$ SELECT * FROM wf._batch('retry_runs', 'retry_step', ARRAY['failed', 'compensation_failed'], reason, filter, max_runs, after) $$;
+COMMENT ON FUNCTION wf.retry_runs(text, jsonb, integer, uuid) IS
+'wf.retry_step over the failed (and compensation_failed) runs a filter selects (definition, version, status, failure_code, started_*/finished_*), at most max_runs after the run id "after"; one row per run.';
+
+CREATE FUNCTION wf.resume_runs(reason text, filter jsonb DEFAULT '{}',
+                               max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
+RETURNS TABLE (run_id uuid, outcome text, detail text)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog
+AS $$ SELECT * FROM wf._batch('resume_runs', 'resume_run', ARRAY['paused'], reason, filter, max_runs, after) $$;
+COMMENT ON FUNCTION wf.resume_runs(text, jsonb, integer, uuid) IS
+'wf.resume_run over the paused runs a filter selects (definition, version, started_*/finished_*), at most max_runs after the run id "after"; one row per run.';
+
 CREATE FUNCTION wf.pause_run(run uuid, reason text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_pause_run'
