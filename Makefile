@@ -66,6 +66,7 @@ REGRESS = \
 	210_cancel \
 	220_graph \
 	230_batch \
+	240_events \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -566,6 +566,58 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.signal(uuid, text, jsonb, text) IS
 'Sends a named signal to a run: consumed now by a wait_event step waiting for it, or kept for when the run gets there; a repeated event id is a duplicate.';
 
+-- Correlation keys: "<name>:<value>" of a run, from the definition's
+-- "correlation" paths over the run input at start; wf.send_event() routes
+-- an outside event to the live runs that declared its key.
+CREATE TABLE wf.correlations (
+    tenant_id   text NOT NULL,
+    key         text NOT NULL,
+    run_id      uuid NOT NULL,
+    created_at  timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, key, run_id)
+);
+COMMENT ON TABLE wf.correlations IS
+'The correlation keys each run declared when it started; wf.send_event() finds runs here.';
+
+CREATE FUNCTION wf.send_event(correlation_key text, name text, payload jsonb DEFAULT '{}',
+                              event_id text DEFAULT NULL)
+RETURNS TABLE (run_id uuid, outcome text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    rid uuid;
+BEGIN
+    IF correlation_key IS NULL OR correlation_key OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'a correlation key must not be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Give the key as "<name>:<value>", e.g. ''shipment:SH-1'', for a definition with {"correlation": {"shipment": "$.input.shipment_id"}}.';
+    END IF;
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    -- in run id order, so that two senders lock the runs in the same order
+    FOR rid IN
+        SELECT c.run_id FROM wf.correlations c JOIN wf.runs r
+          ON r.run_id OPERATOR(pg_catalog.=) c.run_id
+        WHERE c.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+          AND c.key OPERATOR(pg_catalog.=) correlation_key
+          AND r.status IN ('running', 'paused')
+        ORDER BY c.run_id
+    LOOP
+        run_id := rid;
+        BEGIN
+            outcome := wf.signal(rid, name, payload, event_id);
+        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+            outcome := 'ended';     -- it ended meanwhile
+        END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION wf.send_event(text, text, jsonb, text) IS
+'Sends a signal to every running or paused run that declared the correlation key ("<name>:<value>"); one row per run with wf.signal''s outcome (consumed, stored, duplicate) or ended.';
+
 CREATE FUNCTION wf.run_status(run uuid)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_run_status'
@@ -894,6 +946,19 @@ BEGIN
                 e_to := e_to || to_id;
                 e_label := e_label || 'expired'::text;
                 e_kind := e_kind || 'expired'::text;
+            ELSIF types[i] OPERATOR(pg_catalog.=) 'wait_event' AND st->'timeout' ? 'total' THEN
+                -- a wait that times out goes to its on_timeout step, or fails the run
+                tgt := st->>'on_timeout';
+                IF tgt IS NULL OR tgt OPERATOR(pg_catalog.=) 'fail' THEN
+                    has_fail := true;
+                    to_id := 'fail';
+                ELSE
+                    to_id := 's' || (pg_catalog.array_position(names, tgt) - 1);
+                END IF;
+                e_from := e_from || from_id;
+                e_to := e_to || to_id;
+                e_label := e_label || 'timed out'::text;
+                e_kind := e_kind || 'expired'::text;
             END IF;
         END IF;
     END LOOP;
@@ -1189,10 +1254,11 @@ BEGIN
                'choice', v.payload->'output'->'choice',
                'expired', EXISTS (SELECT 1 FROM wf.events a
                                   WHERE a.run_id OPERATOR(pg_catalog.=) run
-                                    AND a.type OPERATOR(pg_catalog.=) 'approval_completed'
                                     AND a.step OPERATOR(pg_catalog.=) v.step
                                     AND (a.payload->'visit') OPERATOR(pg_catalog.=) (v.payload->'visit')
-                                    AND a.payload->'output'->>'outcome' OPERATOR(pg_catalog.=) 'expired'))
+                                    AND ((a.type OPERATOR(pg_catalog.=) 'approval_completed'
+                                          AND a.payload->'output'->>'outcome' OPERATOR(pg_catalog.=) 'expired')
+                                         OR a.type OPERATOR(pg_catalog.=) 'wait_timed_out')))
                ORDER BY v.seq)
     INTO path
     FROM (SELECT DISTINCT ON (e.step, COALESCE(e.payload->'visit', pg_catalog.to_jsonb(-e.seq)))
@@ -1220,7 +1286,11 @@ BEGIN
         IF stopped LIKE 'compensate:%' THEN
             stopped := NULL;
         END IF;
-        IF ev.payload->>'reason' OPERATOR(pg_catalog.=) 'approval_expired' THEN
+        IF ev.payload->>'reason' OPERATOR(pg_catalog.=) 'approval_expired'
+           OR (ev.payload->>'reason' OPERATOR(pg_catalog.=) 'step_timeout'
+               AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(spec->'steps') st
+                           WHERE st->>'name' OPERATOR(pg_catalog.=) (ev.payload->>'step')
+                             AND st->>'type' OPERATOR(pg_catalog.=) 'wait_event')) THEN
             exit_to := 'fail';
         END IF;
         -- a run can fail while it enters a step (an approval step that

@@ -90,7 +90,7 @@ static HTAB *def_cache = NULL;
 static Jsonb *empty_object = NULL;
 
 static const char *const top_fields[] = {
-	"description", "output", "steps", "timeout", NULL
+	"correlation", "description", "output", "steps", "timeout", NULL
 };
 static const char *const task_fields[] = {
 	"activity", "compensate", "description", "end", "input", "name", "next",
@@ -113,8 +113,8 @@ static const char *const choice_fields[] = {
 };
 static const char *const choice_item_fields[] = {"next", "when", NULL};
 static const char *const wait_event_fields[] = {
-	"description", "end", "event", "name", "next", "skippable", "timeout",
-	"type", NULL
+	"description", "end", "event", "name", "next", "on_timeout", "skippable",
+	"timeout", "type", NULL
 };
 static const char *const retry_fields[] = {
 	"backoff_coefficient", "initial_interval", "jitter", "max_attempts",
@@ -907,6 +907,7 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 	if (type != NULL && strcmp(type, "wait_event") == 0)
 	{
 		sd->type = WF_STEP_WAIT_EVENT;
+		sd->expiry_next = WF_STEP_END;	/* "on_timeout", set by check_graph */
 		check_fields(cx, NULL, s, wait_event_fields);
 		(void) get_string(cx, s, "description", "description", false);
 		sd->event_name = get_string(cx, s, "event", "event", true);
@@ -1097,7 +1098,8 @@ check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names,
 		if (sd->expiry_next < 0)
 		{
 			scx.step = sd->name;
-			def_error(&scx, "on_expiry", ERRCODE_INVALID_PARAMETER_VALUE,
+			def_error(&scx, sd->type == WF_STEP_WAIT_EVENT ? "on_timeout" : "on_expiry",
+					  ERRCODE_INVALID_PARAMETER_VALUE,
 					  "Give \"fail\" or the name of a step.",
 					  "names step \"%s\", which does not exist", expiry_names[i]);
 		}
@@ -1253,6 +1255,31 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 
 	(void) get_string(&cx, &spec->root, "description", "description", false);
 	def->run_timeout = get_duration(&cx, &spec->root, "timeout", "timeout");
+	v = obj_get(&spec->root, "correlation");
+	if (v != NULL)
+	{
+		/* named JSONPaths whose values route wf.send_event() to the run */
+		int			c;
+
+		def->correlation = compile_mapping(&cx, "correlation", v, &def->n_correlation);
+		if (def->n_correlation == 0 || def->n_correlation > WF_MAX_CORRELATION_KEYS)
+			def_error(&cx, "correlation", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Name each key and give the JSONPath of its value, e.g. {\"shipment\": \"$.input.shipment_id\"}.",
+					  "must name 1 to %d keys", WF_MAX_CORRELATION_KEYS);
+		for (c = 0; c < def->n_correlation; c++)
+		{
+			if (!valid_identifier(def->correlation[c].key, WF_MAX_STEP_NAME_LEN, false))
+				def_error(&cx, psprintf("correlation.%s", def->correlation[c].key),
+						  ERRCODE_INVALID_PARAMETER_VALUE,
+						  "A key name has 1 to 63 letters, digits or '_' and starts with a letter or '_'.",
+						  "invalid correlation key name");
+			if (def->correlation[c].path == 0)
+				def_error(&cx, psprintf("correlation.%s", def->correlation[c].key),
+						  ERRCODE_INVALID_PARAMETER_VALUE,
+						  "The value of a correlation key is found in the run, e.g. \"$.input.shipment_id\".",
+						  "must be a JSONPath");
+		}
+	}
 	v = obj_get(&spec->root, "output");
 	def->has_output = (v != NULL);
 	if (v != NULL)
@@ -1331,6 +1358,19 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 			if (on_expiry != NULL && sd->expires == 0)
 				def_error(&cx, "on_expiry", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 						  "needs \"expires\"");
+		}
+		if (sd->type == WF_STEP_WAIT_EVENT)
+		{
+			/* where a wait that timed out goes; the run fails without it */
+			char	   *on_timeout = get_string(&cx, sv.val.binary.data, "on_timeout",
+												"on_timeout", false);
+
+			if (on_timeout != NULL && strcmp(on_timeout, "fail") != 0)
+				expiry_names[i] = on_timeout;
+			if (on_timeout != NULL && sd->timeout.total == 0)
+				def_error(&cx, "on_timeout", ERRCODE_INVALID_PARAMETER_VALUE,
+						  "Bound the wait with {\"timeout\": {\"total\": \"3d\"}}.",
+						  "needs \"timeout\": {\"total\": ...}");
 		}
 		/* wf.skip_step: approvals are a control nobody skips unless allowed */
 		endv = obj_get(sv.val.binary.data, "skippable");
@@ -1523,6 +1563,19 @@ WfEvaluatePath(Datum path, Jsonb *context)
 	Datum		r;
 
 	return call_path_function(jsonb_path_query_first, path, context, &r) ?
+		DatumGetJsonbP(r) : NULL;
+}
+
+/*
+ * WfEvaluatePathAll evaluates a compiled jsonpath against context and
+ * returns every item it finds, as a JSON array (empty when none).
+ */
+Jsonb *
+WfEvaluatePathAll(Datum path, Jsonb *context)
+{
+	Datum		r;
+
+	return call_path_function(jsonb_path_query_array, path, context, &r) ?
 		DatumGetJsonbP(r) : NULL;
 }
 

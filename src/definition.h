@@ -18,6 +18,9 @@
 /* the successor of the last step */
 #define WF_STEP_END (-1)
 
+/* at most this many named correlation keys per definition */
+#define WF_MAX_CORRELATION_KEYS 8
+
 /* task rows of a step's compensation are named "compensate:<step>" */
 #define WF_COMPENSATE_PREFIX "compensate:"
 
@@ -118,6 +121,8 @@ typedef struct WfDefinition
 	int			n_output;
 	WfMapping  *output;
 	int64		run_timeout;	/* microseconds, 0 = none */
+	int			n_correlation;	/* wf.send_event() keys: name -> JSONPath */
+	WfMapping  *correlation;
 	bool		has_approvals;	/* some step is an approval step */
 } WfDefinition;
 
@@ -127,6 +132,7 @@ extern const WfStepDef *WfTaskStepDef(const WfDefinition *def, const char *name,
 									  int *index);
 extern bool WfIsCompensation(const char *step);
 extern Jsonb *WfEvaluatePath(Datum path, Jsonb *context);
+extern Jsonb *WfEvaluatePathAll(Datum path, Jsonb *context);
 extern bool WfPathMatches(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
 extern void WfDefinitionInit(void);

@@ -45,6 +45,10 @@ PG_FUNCTION_INFO_V1(wfengine_signal);
 
 #define WF_MAX_IDEMPOTENCY_KEY_LEN 255
 
+/* forward declarations */
+static void write_correlations(const WfDefinition *def, WfRunState *run,
+							   Jsonb *input, TimestampTz now);
+
 /*
  * WfCheckPayloadSize refuses a payload larger than wfengine.max_payload_size.
  */
@@ -100,6 +104,56 @@ existing_run(const char *tenant, const char *defname, const char *key,
 	run_id = palloc(sizeof(pg_uuid_t));
 	memcpy(run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 1)), sizeof(pg_uuid_t));
 	return run_id;
+}
+
+/*
+ * write_correlations records the correlation keys of a new run: for each
+ * named JSONPath of the definition, "<name>:<value>" for each string or
+ * number it finds in {"input": ...}.  A path that finds nothing gives no
+ * key.
+ */
+static void
+write_correlations(const WfDefinition *def, WfRunState *run, Jsonb *input,
+				   TimestampTz now)
+{
+	WfJsonBuilder b;
+	Jsonb	   *context;
+	int			c;
+
+	WfJbBegin(&b);
+	WfJbJsonb(&b, "input", input);
+	context = WfJbEnd(&b);
+	for (c = 0; c < def->n_correlation; c++)
+	{
+		Jsonb	   *found = WfEvaluatePathAll(def->correlation[c].path, context);
+		JsonbIterator *it;
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+
+		if (found == NULL)
+			continue;
+		it = JsonbIteratorInit(&found->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			char	   *value = NULL;
+			Datum		values[4];
+
+			if (tok != WJB_ELEM && tok != WJB_VALUE)
+				continue;
+			if (v.type == jbvString)
+				value = pnstrdup(v.val.string.val, v.val.string.len);
+			else if (v.type == jbvNumeric)
+				value = DatumGetCString(DirectFunctionCall1(numeric_out,
+															NumericGetDatum(v.val.numeric)));
+			if (value == NULL || value[0] == '\0')
+				continue;
+			values[0] = CStringGetTextDatum(run->tenant_id);
+			values[1] = CStringGetTextDatum(psprintf("%s:%s", def->correlation[c].key, value));
+			values[2] = UUIDPGetDatum(&run->run_id);
+			values[3] = TimestampTzGetDatum(now);
+			WfExecPlan(WF_PLAN_CORRELATION_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+		}
+	}
 }
 
 /*
@@ -193,6 +247,8 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	{
 		result = palloc(sizeof(pg_uuid_t));
 		memcpy(result, &run.run_id, sizeof(pg_uuid_t));
+		if (def->n_correlation > 0)
+			write_correlations(def, &run, input, now);
 		WfNoteRunChange(&run.run_id, "started");
 	}
 	else

@@ -482,6 +482,11 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"ORDER BY e.seq DESC",
 		1, {UUIDOID}
 	},
+	[WF_PLAN_CORRELATION_INSERT] = {
+		"INSERT INTO wf.correlations (tenant_id, key, run_id, created_at) "
+		"VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+		4, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID}
+	},
 	[WF_PLAN_TASK_RESUME] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",

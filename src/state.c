@@ -106,6 +106,7 @@ static const char *const event_type_names[] = {
 	[WF_EV_COMPENSATION_STARTED] = "compensation_started",
 	[WF_EV_RUN_CANCELLED] = "run_cancelled",
 	[WF_EV_COMPENSATION_FAILED] = "compensation_failed",
+	[WF_EV_WAIT_TIMED_OUT] = "wait_timed_out",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -540,12 +541,13 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			break;
 
 		case WF_EV_EVENT_RECEIVED:
+		case WF_EV_WAIT_TIMED_OUT:
 			{
 				WfJsonBuilder b;
 
 				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
 					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
-					return "\"event_received\" for a step that is not the current one";
+					return "\"event_received\" or \"wait_timed_out\" for a step that is not the current one";
 				WfJbBegin(&b);
 				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
 				WfJbInt(&b, "attempt", 1);

@@ -76,10 +76,11 @@ typedef enum WfEventType
 	WF_EV_CANCEL_REQUESTED = 34,
 	WF_EV_COMPENSATION_STARTED = 35,
 	WF_EV_RUN_CANCELLED = 36,
-	WF_EV_COMPENSATION_FAILED = 37
+	WF_EV_COMPENSATION_FAILED = 37,
+	WF_EV_WAIT_TIMED_OUT = 38
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_COMPENSATION_FAILED
+#define WF_EV_LAST WF_EV_WAIT_TIMED_OUT
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind

@@ -338,7 +338,22 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 					break;
 				}
 			case WF_TIMER_STEP_TIMEOUT:
-				WfFailRun(&tr, step, "step_timeout", timeout_error("total"));
+				if (sd->type == WF_STEP_WAIT_EVENT && sd->expiry_next != WF_STEP_END)
+				{
+					/* the wait's "on_timeout" step takes over */
+					WfJsonBuilder ob;
+
+					WfJbBegin(&ob);
+					WfJbBool(&ob, "timed_out", true);
+					WfJbBegin(&b);
+					WfJbInt(&b, "visit", WfNextVisit(&run, step));
+					WfJbText(&b, "next", tr.def->steps[sd->expiry_next].name);
+					WfJbJsonb(&b, "output", WfJbEnd(&ob));
+					WfAppendEvent(&tr, WF_EV_WAIT_TIMED_OUT, step, 0, WfJbEnd(&b));
+					WfAdvanceTo(&tr, idx, sd->expiry_next);
+				}
+				else
+					WfFailRun(&tr, step, "step_timeout", timeout_error("total"));
 				break;
 			case WF_TIMER_RUN_TIMEOUT:
 				WfFailRun(&tr, run.current_step, "run_timeout", timeout_error("run"));
