@@ -31,6 +31,7 @@ OBJS = \
 	src/result.o \
 	src/operator.o \
 	src/compensate.o \
+	src/migrate.o \
 	src/replay.o \
 	src/approval.o \
 	src/shmem.o \
@@ -67,6 +68,7 @@ REGRESS = \
 	220_graph \
 	230_batch \
 	240_events \
+	250_migrate \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

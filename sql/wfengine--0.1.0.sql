@@ -524,6 +524,119 @@ AS $$ SELECT * FROM wf._batch('resume_runs', 'resume_run', ARRAY['paused'], reas
 COMMENT ON FUNCTION wf.resume_runs(text, jsonb, integer, uuid) IS
 'wf.resume_run over the paused runs a filter selects (definition, version, started_*/finished_*), at most max_runs after the run id "after"; one row per run.';
 
+-- Why a run cannot move to another version of its definition, or NULL.
+-- Used by wf.migrate_run() under the run's lock: the run's position must
+-- exist in the target with the same type (and, for a wait, the same
+-- event), and no mapping the run will still evaluate in the target may
+-- read the output of a step the run has not produced and will not reach.
+CREATE FUNCTION wf._migration_problem(run uuid, target bigint)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    r         wf.runs;
+    spec      jsonb;
+    steps     jsonb;
+    names     text[];
+    cur       jsonb;
+    cur_type  text;
+    reach     text[];
+    frontier  text[];
+    st        jsonb;
+    nxt       text;
+    i         integer;
+    ref       text;
+    s         text;
+    m         jsonb;
+BEGIN
+    SELECT * INTO r FROM wf.runs x WHERE x.run_id OPERATOR(pg_catalog.=) run;
+    SELECT d.spec INTO spec FROM wf.definitions d WHERE d.definition_id OPERATOR(pg_catalog.=) target;
+    steps := spec->'steps';
+    SELECT array_agg(e->>'name' ORDER BY o) INTO names
+    FROM jsonb_array_elements(steps) WITH ORDINALITY AS t(e, o);
+    IF r.current_step IS NULL THEN
+        RETURN 'The run is at no step.';
+    END IF;
+    IF r.current_step LIKE 'compensate:%' THEN
+        RETURN 'The run is compensating.';
+    END IF;
+    SELECT e INTO cur FROM jsonb_array_elements(steps) e
+    WHERE e->>'name' OPERATOR(pg_catalog.=) r.current_step;
+    IF cur IS NULL THEN
+        RETURN format('The run is at step "%s", which the target version does not have.', r.current_step);
+    END IF;
+    SELECT coalesce(e->>'type', 'task') INTO cur_type FROM wf.definitions d, jsonb_array_elements(d.spec->'steps') e
+    WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id AND e->>'name' OPERATOR(pg_catalog.=) r.current_step;
+    IF coalesce(cur->>'type', 'task') OPERATOR(pg_catalog.<>) cur_type THEN
+        RETURN format('Step "%s" is a %s step in the target version, a %s step in the run''s.',
+                      r.current_step, coalesce(cur->>'type', 'task'), cur_type);
+    END IF;
+    IF cur_type OPERATOR(pg_catalog.=) 'wait_event' AND (cur->>'event') IS DISTINCT FROM (
+        SELECT e->>'event' FROM wf.definitions d, jsonb_array_elements(d.spec->'steps') e
+        WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id
+          AND e->>'name' OPERATOR(pg_catalog.=) r.current_step) THEN
+        RETURN format('Step "%s" waits for another event in the target version.', r.current_step);
+    END IF;
+
+    -- the steps the run can still reach from where it is, in the target
+    reach := ARRAY[r.current_step];
+    frontier := reach;
+    WHILE cardinality(frontier) OPERATOR(pg_catalog.>) 0 LOOP
+        s := frontier[1];
+        frontier := frontier[2:];
+        i := array_position(names, s);
+        st := steps->(i - 1);
+        FOR nxt IN
+            SELECT x FROM (
+                SELECT st->>'next' AS x
+                UNION ALL SELECT names[i + 1]
+                    WHERE st->>'next' IS NULL AND NOT coalesce((st->>'end')::boolean, false)
+                      AND coalesce(st->>'type', 'task') OPERATOR(pg_catalog.<>) 'choice'
+                UNION ALL SELECT st->>'default'
+                UNION ALL SELECT c->>'next' FROM jsonb_array_elements(coalesce(st->'choices', '[]')) c
+                UNION ALL SELECT st->>'on_expiry'
+                UNION ALL SELECT st->>'on_timeout') y
+            WHERE x IS NOT NULL AND x OPERATOR(pg_catalog.=) ANY (names)
+        LOOP
+            IF NOT nxt OPERATOR(pg_catalog.=) ANY (reach) THEN
+                reach := reach || nxt;
+                frontier := frontier || nxt;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    -- every "$.steps.<name>" those steps (and the run's output) will map
+    FOR s, m IN
+        SELECT e->>'name', jsonb_build_array(e->'input', e->'compensate'->'input', e->'approvers',
+                                             e->'until', e->'choices')
+        FROM jsonb_array_elements(steps) e
+        WHERE e->>'name' OPERATOR(pg_catalog.=) ANY (reach)
+        UNION ALL SELECT '(output)', spec->'output'
+    LOOP
+        FOR ref IN
+            SELECT DISTINCT (regexp_matches(m::text, '\$\.steps\.([A-Za-z_][A-Za-z0-9_]*)', 'g'))[1]
+        LOOP
+            IF NOT r.context->'steps' ? ref AND NOT ref OPERATOR(pg_catalog.=) ANY (reach) THEN
+                RETURN format('%s of the target version reads $.steps.%s, which the run has not produced and would not reach.',
+                              CASE WHEN s OPERATOR(pg_catalog.=) '(output)' THEN 'The output'
+                                   ELSE format('Step "%s"', s) END, ref);
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION wf._migration_problem(uuid, bigint) IS
+'Internal: why wf.migrate_run() cannot move a run to a definition version, or NULL.';
+
+CREATE FUNCTION wf.migrate_run(run uuid, to_version integer, reason text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_migrate_run'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.migrate_run(uuid, integer, text) IS
+'Moves a running or paused run to another version of its definition when its position exists there and the context fits; the attempt of the old version is withdrawn (its result is stale) and scheduled anew; returns the step the run is at.';
+
 CREATE FUNCTION wf.pause_run(run uuid, reason text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_pause_run'

@@ -210,8 +210,8 @@ resume_live_task(WfTransition *tr, int idx)
 /*
  * resume_waiting_step: the paused run has no live attempt.  Timers held
  * while it was paused come due now; an attempt withdrawn by the pause (or
- * by a poison-task pause) is scheduled again, with the next attempt
- * number and the same input; a wait_event step takes a signal that came
+ * by a poison-task pause, or a migration) is scheduled again, with the
+ * next attempt number; a wait_event step takes a signal that came
  * meanwhile.
  */
 static void
@@ -233,13 +233,20 @@ resume_waiting_step(WfTransition *tr, int idx)
 	{
 		values[1] = CStringGetTextDatum(sd->name);
 		if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-			strcmp(WfGetTextOrNull(0, 1), "cancelled") == 0 &&
+			(strcmp(WfGetTextOrNull(0, 1), "cancelled") == 0 ||
+			 strcmp(WfGetTextOrNull(0, 1), "failed") == 0) &&
 			DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(run, sd->name))
 		{
 			int32		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
-			Jsonb	   *input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
 
-			WfScheduleStep(tr, idx, attempt + 1, tr->now, input);
+			/*
+			 * A task step's input is mapped again (a wf.update_context() or a
+			 * wf.migrate_run() while paused takes effect); an approval's
+			 * notification task gets the input it had.
+			 */
+			WfScheduleStep(tr, idx, attempt + 1, tr->now,
+						   sd->type == WF_STEP_TASK ? NULL :
+						   DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4)));
 		}
 	}
 	else if (sd->type == WF_STEP_WAIT_EVENT)

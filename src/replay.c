@@ -55,6 +55,7 @@ typedef struct ExpectedTask
 typedef struct ReplayLog
 {
 	Jsonb	   *started;		/* payload of run_started */
+	int32		version;		/* of run_started, or of the last run_migrated */
 	TimestampTz started_at;
 	int			ntasks;
 	int			maxtasks;
@@ -107,6 +108,12 @@ log_event(ReplayLog *log, const WfEvent *ev)
 	{
 		log->started = ev->payload;
 		log->started_at = ev->created_at;
+		log->version = (int32) WfJsonbGetInt(ev->payload, "version", 0);
+		return;
+	}
+	if (ev->type == WF_EV_RUN_MIGRATED)
+	{
+		log->version = (int32) WfJsonbGetInt(ev->payload, "to_version", 0);
 		return;
 	}
 	if (ev->type != WF_EV_TASK_SCHEDULED && ev->type != WF_EV_TASK_COMPLETED &&
@@ -243,9 +250,8 @@ check_identity(const WfRunState *stored, ReplayLog *log)
 	key = WfGetTextOrNull(0, 4);
 	created_at = DatumGetTimestampTz(WfGetDatumNotNull(0, 5));
 
-	if (!str_equal(defname, ev_def) ||
-		version != WfJsonbGetInt(log->started, "version", 0))
-		return "The run's definition or version differs from the one it was started with";
+	if (!str_equal(defname, ev_def) || version != log->version)
+		return "The run's definition or version differs from the one it was started or migrated with";
 	if (!jsonb_equal(input, WfJsonbGetJsonb(log->started, "input")))
 		return "The run's input differs from the one it was started with";
 	if (!str_equal(key, ev_key))

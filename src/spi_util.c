@@ -487,6 +487,15 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
 		4, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID}
 	},
+	[WF_PLAN_MIGRATION_PROBLEM] = {
+		"SELECT wf._migration_problem($1, $2)",
+		2, {UUIDOID, INT8OID}
+	},
+	[WF_PLAN_RUN_SET_VERSION] = {
+		"UPDATE wf.runs r SET definition_id = $2, definition_version = $3 "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1",
+		3, {UUIDOID, INT8OID, INT4OID}
+	},
 	[WF_PLAN_TASK_RESUME] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",

@@ -107,6 +107,7 @@ static const char *const event_type_names[] = {
 	[WF_EV_RUN_CANCELLED] = "run_cancelled",
 	[WF_EV_COMPENSATION_FAILED] = "compensation_failed",
 	[WF_EV_WAIT_TIMED_OUT] = "wait_timed_out",
+	[WF_EV_RUN_MIGRATED] = "run_migrated",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -704,6 +705,21 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 		case WF_EV_RESULT_STALE:
 			/* recorded, never applied */
 			break;
+
+		case WF_EV_RUN_MIGRATED:
+			{
+				int64		target = WfJsonbGetInt(p, "definition_id", 0);
+				JsonbValue *resched = WfJsonbGet(p, "reschedule");
+
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+					target <= 0 || run->current_task != 0)
+					return "\"run_migrated\" while the run is not live or has a live task";
+				run->definition_id = target;
+				/* a retry backoff of the old version is cut short */
+				if (resched != NULL && resched->type == jbvBool && resched->val.boolean)
+					run->wait_generation = 0;
+				break;
+			}
 
 		case WF_EV_CANCEL_REQUESTED:
 			if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)

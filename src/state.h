@@ -77,10 +77,11 @@ typedef enum WfEventType
 	WF_EV_COMPENSATION_STARTED = 35,
 	WF_EV_RUN_CANCELLED = 36,
 	WF_EV_COMPENSATION_FAILED = 37,
-	WF_EV_WAIT_TIMED_OUT = 38
+	WF_EV_WAIT_TIMED_OUT = 38,
+	WF_EV_RUN_MIGRATED = 39
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_WAIT_TIMED_OUT
+#define WF_EV_LAST WF_EV_RUN_MIGRATED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind

@@ -1,0 +1,153 @@
+/*-------------------------------------------------------------------------
+ *
+ * migrate.c
+ *	  wf.migrate_run: move a live run to another version of its definition.
+ *
+ * A run is pinned to the definition version it started with; an operator
+ * may move it to another version of the same definition when the run's
+ * position exists there and its context fits (wf._migration_problem, in
+ * the install script, says why not).  run_migrated records both versions;
+ * from then on the run follows the target.  The attempt of the old version
+ * is withdrawn, so a worker of the old version reports a stale result, and
+ * the step's next attempt is scheduled under the target (its queue, input
+ * mapping, retry policy and timeouts).  A retry backoff is cut short the
+ * same way.  Sleeps, waits and approvals keep waiting: their timers and
+ * tokens belong to the visit, which does not change.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/migrate.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "definition.h"
+#include "jsonutil.h"
+#include "notify.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_migrate_run);
+
+/*
+ * wfengine_migrate_run is wf.migrate_run(run, to_version, reason).
+ * Returns the step the run is at afterwards.
+ */
+Datum
+wfengine_migrate_run(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	int32		to_version;
+	char	   *reason;
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *from;
+	WfDefinition *to;
+	Datum		values[3];
+	int64		target;
+	char	   *problem;
+	const WfStepDef *sd;
+	int			idx;
+	bool		reschedule;
+	WfJsonBuilder b;
+	text	   *result;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run and to_version must not be null")));
+	run_id = PG_GETARG_UUID_P(0);
+	to_version = PG_GETARG_INT32(1);
+	reason = WfRequireReason(fcinfo, 2);
+
+	WfApiBegin();
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot migrate run %s", WfRunIdText(run_id)),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
+				 errhint("Only running and paused runs can be migrated.")));
+	from = WfDefinitionGet(run.definition_id);
+
+	values[0] = CStringGetTextDatum(run.tenant_id);
+	values[1] = CStringGetTextDatum(from->name);
+	values[2] = Int32GetDatum(to_version);
+	if (WfExecPlan(WF_PLAN_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("version %d of definition \"%s\" does not exist", to_version, from->name)));
+	target = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	if (target == run.definition_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run %s is at version %d of \"%s\" already",
+						WfRunIdText(run_id), to_version, from->name)));
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = Int64GetDatum(target);
+	WfExecPlan(WF_PLAN_MIGRATION_PROBLEM, values, NULL, false, 1, SPI_OK_SELECT);
+	problem = WfGetTextOrNull(0, 1);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot migrate run %s to version %d of \"%s\"",
+						WfRunIdText(run_id), to_version, from->name),
+				 errdetail("%s", problem),
+				 errhint("The run stays at version %d.", from->version)));
+
+	to = WfDefinitionGet(target);
+	WfTransitionInit(&tr, &run, to, GetCurrentTimestamp());
+	sd = WfTaskStepDef(to, run.current_step, &idx);
+
+	/* a task step's attempt of the old version gives way to one of the new */
+	reschedule = sd->type == WF_STEP_TASK &&
+		(run.current_task != 0 || run.wait_generation != 0);
+	WfWithdrawCurrentTask(&tr, "migrated");
+
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbInt(&b, "from_version", from->version);
+	WfJbInt(&b, "to_version", to->version);
+	WfJbInt(&b, "from_definition_id", from->definition_id);
+	WfJbInt(&b, "definition_id", to->definition_id);
+	WfJbText(&b, "step", run.current_step);
+	WfJbBool(&b, "reschedule", reschedule);
+	WfAppendEvent(&tr, WF_EV_RUN_MIGRATED, NULL, 0, WfJbEnd(&b));
+
+	if (reschedule && run.status == WF_RUN_RUNNING)
+	{
+		int32		attempt = 1;
+		int32		visit = WfNextVisit(&run, sd->name);
+
+		values[0] = UUIDPGetDatum(run_id);
+		values[1] = CStringGetTextDatum(sd->name);
+		if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+			DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
+			attempt = DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
+		WfScheduleTask(&tr, sd, visit, attempt, tr.now, NULL);
+	}
+
+	WfTransitionWrite(&tr);
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = Int64GetDatum(to->definition_id);
+	values[2] = Int32GetDatum(to->version);
+	WfExecPlan(WF_PLAN_RUN_SET_VERSION, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfNoteRunChange(&run.run_id, "migrated");
+
+	result = (text *) SPI_palloc(VARHDRSZ + strlen(run.current_step));
+	SET_VARSIZE(result, VARHDRSZ + strlen(run.current_step));
+	memcpy(VARDATA(result), run.current_step, strlen(run.current_step));
+	WfApiEnd();
+	PG_RETURN_TEXT_P(result);
+}
