@@ -32,6 +32,7 @@ OBJS = \
 	src/operator.o \
 	src/compensate.o \
 	src/migrate.o \
+	src/children.o \
 	src/replay.o \
 	src/approval.o \
 	src/shmem.o \
@@ -69,6 +70,7 @@ REGRESS = \
 	230_batch \
 	240_events \
 	250_migrate \
+	260_children \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -53,7 +53,7 @@ SELECT wf.publish_definition('bad', '{"steps": [{"name": 7, "queue": "q"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "two words", "queue": "q"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q"}, {"name": "a", "queue": "q"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queu": "q"}]}');
-SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "parallel"}]}');
+SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "type": "map"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "no spaces"}]}');
 SELECT wf.publish_definition('bad', '{"steps": [{"name": "a", "queue": "q", "activity": 1}]}');

@@ -68,8 +68,11 @@ CREATE TABLE wf.runs (
     created_at          timestamptz NOT NULL,
     updated_at          timestamptz NOT NULL,
     finished_at         timestamptz,
+    parent_run_id       uuid,
     UNIQUE (tenant_id, idempotency_key)
 );
+-- the child runs of a run (subworkflow and parallel steps)
+CREATE INDEX runs_parent_idx ON wf.runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 CREATE INDEX runs_status_idx ON wf.runs (tenant_id, status, created_at);
 COMMENT ON TABLE wf.runs IS
 'Snapshot of every run; wf.verify_run() checks it against the replayed history.';
@@ -191,7 +194,7 @@ CREATE TABLE wf.timers (
     run_id          uuid NOT NULL,
     kind            text NOT NULL
                     CHECK (kind IN ('retry', 'sleep', 'step_timeout', 'run_timeout',
-                                    'approval_expiry')),
+                                    'approval_expiry', 'child_done')),
     step            text,
     generation      integer NOT NULL,
     due_at          timestamptz NOT NULL,
@@ -572,6 +575,10 @@ BEGIN
         RETURN format('Step "%s" is a %s step in the target version, a %s step in the run''s.',
                       r.current_step, coalesce(cur->>'type', 'task'), cur_type);
     END IF;
+    IF cur_type IN ('subworkflow', 'parallel') THEN
+        RETURN format('The run waits for the child runs of step "%s"; migrate it before or after that step.',
+                      r.current_step);
+    END IF;
     IF cur_type OPERATOR(pg_catalog.=) 'wait_event' AND (cur->>'event') IS DISTINCT FROM (
         SELECT e->>'event' FROM wf.definitions d, jsonb_array_elements(d.spec->'steps') e
         WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id
@@ -636,6 +643,38 @@ AS 'MODULE_PATHNAME', 'wfengine_migrate_run'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.migrate_run(uuid, integer, text) IS
 'Moves a running or paused run to another version of its definition when its position exists there and the context fits; the attempt of the old version is withdrawn (its result is stale) and scheduled anew; returns the step the run is at.';
+
+-- Stops the live child runs of a run (its transition has been written):
+-- cancels them (each undoes its own work) or terminates them.  A child
+-- that ends meanwhile is left alone.
+CREATE FUNCTION wf._stop_children(parent uuid, reason text, terminate boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    child uuid;
+BEGIN
+    FOR child IN
+        SELECT c.run_id FROM wf.runs c
+        WHERE c.parent_run_id OPERATOR(pg_catalog.=) parent
+          AND c.status IN ('running', 'paused')
+        ORDER BY c.run_id
+    LOOP
+        BEGIN
+            IF terminate THEN
+                PERFORM wf.terminate_run(child, reason);
+            ELSE
+                PERFORM wf.cancel_run(child, reason);
+            END IF;
+        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+            NULL;
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION wf._stop_children(uuid, text, boolean) IS
+'Internal: cancels or terminates the live child runs of a run.';
 
 CREATE FUNCTION wf.pause_run(run uuid, reason text)
 RETURNS text
@@ -848,6 +887,17 @@ BEGIN
         waiting := CASE tm.kind WHEN 'retry' THEN 'retry_backoff' ELSE tm.kind END;
         details := jsonb_build_object('until', tm.fire_at, 'timer_id', tm.timer_id,
                                       'next_attempt', tm.payload->'attempt');
+    ELSIF r.current_step IS NOT NULL AND r.context->'children' ? r.current_step THEN
+        -- a subworkflow or parallel step: its child runs
+        waiting := 'children';
+        details := jsonb_build_object(
+            'runs', (SELECT jsonb_agg(jsonb_build_object('run_id', c.run_id, 'definition', c.definition_name,
+                                                         'status', c.status, 'step', c.current_step)
+                                      ORDER BY c.created_at, c.run_id)
+                     FROM wf.runs c
+                     WHERE c.run_id::text IN (SELECT jsonb_array_elements_text(r.context->'children'->r.current_step->'runs'))),
+            'join', r.context->'children'->r.current_step->'join',
+            'completed', r.context->'children'->r.current_step->'completed');
     ELSIF r.current_step IS NOT NULL THEN
         -- a wait_event step: its wait_started event is the step's generation
         SELECT * INTO ev FROM wf.events e

@@ -285,6 +285,8 @@ WfRequestCancel(WfTransition *tr, const char *reason)
 		tr->approval_visit = WfNextVisit(run, sd->name);
 	}
 
+	if (tr->def->has_children)
+		tr->stop_children = WF_STOP_CANCEL;	/* they undo their own work */
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", old_status);

@@ -96,6 +96,15 @@ static const char *const task_fields[] = {
 	"activity", "compensate", "description", "end", "input", "name", "next",
 	"queue", "retry", "skippable", "timeout", "type", NULL
 };
+static const char *const subworkflow_fields[] = {
+	"definition", "description", "end", "input", "name", "next", "skippable",
+	"type", "version", NULL
+};
+static const char *const parallel_fields[] = {
+	"branches", "description", "end", "input", "join", "name", "next",
+	"on_branch_failure", "skippable", "type", NULL
+};
+static const char *const branch_fields[] = {"output", "steps", NULL};
 static const char *const compensate_fields[] = {
 	"activity", "input", "queue", "retry", "timeout", NULL
 };
@@ -157,6 +166,11 @@ static void compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd);
 static void compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static void compile_subworkflow(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static void compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static void resolve_children(WfDefinition *def, const char *tenant, bool publish);
+static int64 publish_spec(const char *tenant, const char *name, Jsonb *spec,
+						  int32 *version, WfDefinition **compiled);
 static void check_graph(const ValidateCtx *cx, WfDefinition *def,
 						char **next_names, char **expiry_names);
 static WfDefinition *compile_definition(const char *name, Jsonb *spec,
@@ -924,9 +938,19 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 		sd->retry.max_attempts = 1;
 		return;
 	}
+	if (type != NULL && strcmp(type, "subworkflow") == 0)
+	{
+		compile_subworkflow(cx, s, sd);
+		return;
+	}
+	if (type != NULL && strcmp(type, "parallel") == 0)
+	{
+		compile_parallel(cx, s, sd);
+		return;
+	}
 	if (type != NULL && strcmp(type, "task") != 0)
 		def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
-				  "Supported step types: task, sleep, approval, choice, wait_event.",
+				  "Supported step types: task, sleep, approval, choice, wait_event, subworkflow, parallel.",
 				  "unsupported step type \"%s\"", type);
 	sd->type = WF_STEP_TASK;
 	check_fields(cx, NULL, s, task_fields);
@@ -998,6 +1022,184 @@ compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	comp->next = WF_STEP_END;
 	comp->skippable = true;
 	sd->compensate = comp;
+}
+
+/*
+ * compile_subworkflow validates a subworkflow step: the definition and
+ * version of the child run (resolved by resolve_children) and the
+ * mapping of its input.
+ */
+static void
+compile_subworkflow(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
+{
+	JsonbValue *input;
+
+	sd->type = WF_STEP_SUBWORKFLOW;
+	check_fields(cx, NULL, s, subworkflow_fields);
+	(void) get_string(cx, s, "description", "description", false);
+	sd->sub_name = get_string(cx, s, "definition", "definition", true);
+	if (!valid_identifier(sd->sub_name, WF_MAX_NAME_LEN, true))
+		def_error(cx, "definition", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+				  "invalid definition name \"%s\"", sd->sub_name);
+	if (obj_get(s, "version") == NULL)
+		def_error(cx, "version", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A child run is pinned to a version of its definition, as every run is.",
+				  "is required");
+	sd->sub_version = (int32) get_number(cx, s, "version", "version", 1, PG_INT32_MAX, 1, true);
+	input = obj_get(s, "input");
+	sd->has_input = (input != NULL);
+	if (input != NULL)
+		sd->input = compile_mapping(cx, "input", input, &sd->n_input);
+	sd->retry.max_attempts = 1;
+	sd->child_ids = palloc0(sizeof(int64));
+}
+
+/*
+ * compile_parallel validates a parallel step: each branch is a list of
+ * steps (with an optional output mapping) compiled as a definition of its
+ * own, "<definition>:<step>:<i>", that the step runs as a child run; the
+ * join ("all" or {"first": n}) and the branch failure policy.
+ */
+static void
+compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
+{
+	JsonbValue *branches = obj_get(s, "branches");
+	JsonbValue *join = obj_get(s, "join");
+	JsonbValue *input;
+	char	   *policy;
+	JsonbIterator *it;
+	JsonbValue	bv;
+	JsonbIteratorToken tok;
+	int			n;
+	int			i = 0;
+
+	sd->type = WF_STEP_PARALLEL;
+	check_fields(cx, NULL, s, parallel_fields);
+	(void) get_string(cx, s, "description", "description", false);
+	if (branches == NULL || !is_array(branches) ||
+		(n = JsonContainerSize(branches->val.binary.data)) < 2)
+		def_error(cx, "branches", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "Give each branch as {\"steps\": [...]}; its steps run one after the other, the branches at once.",
+				  "must be an array of at least 2 branches");
+	sd->n_branches = n;
+	sd->branch_names = palloc0(sizeof(char *) * n);
+	sd->branch_specs = palloc0(sizeof(Jsonb *) * n);
+	sd->child_ids = palloc0(sizeof(int64) * n);
+
+	it = JsonbIteratorInit(branches->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &bv, true)) != WJB_DONE)
+	{
+		ValidateCtx bcx = *cx;
+
+		if (tok != WJB_ELEM)
+			continue;
+		bcx.field_prefix = psprintf("branches[%d]", i);
+		if (!is_object(&bv))
+			def_error(&bcx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Give each branch as {\"steps\": [...]}.", "must be an object");
+		check_fields(&bcx, NULL, bv.val.binary.data, branch_fields);
+		sd->branch_names[i] = psprintf("%s:%s:%d", cx->defname, sd->name, i);
+		sd->branch_specs[i] = JsonbValueToJsonb(&bv);
+		i++;
+	}
+
+	sd->join_count = n;
+	if (join != NULL && !(join->type == jbvString && join->val.string.len == 3 &&
+						  strncmp(join->val.string.val, "all", 3) == 0))
+	{
+		if (!is_object(join) || obj_get(join->val.binary.data, "first") == NULL ||
+			JsonContainerSize(join->val.binary.data) != 1)
+			def_error(cx, "join", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Give \"all\" (the default) or {\"first\": n}.",
+					  "must be \"all\" or {\"first\": n}");
+		sd->join_count = (int32) get_number(cx, join->val.binary.data, "first", "join.first",
+											1, n, n, true);
+	}
+	policy = get_string(cx, s, "on_branch_failure", "on_branch_failure", false);
+	if (policy != NULL && strcmp(policy, "fail") != 0 && strcmp(policy, "ignore") != 0)
+		def_error(cx, "on_branch_failure", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "\"fail\" (the default) fails the step when a branch fails; \"ignore\" lets the others join.",
+				  "must be \"fail\" or \"ignore\"");
+	sd->ignore_branch_failure = policy != NULL && strcmp(policy, "ignore") == 0;
+	input = obj_get(s, "input");
+	sd->has_input = (input != NULL);
+	if (input != NULL)
+		sd->input = compile_mapping(cx, "input", input, &sd->n_input);
+	sd->retry.max_attempts = 1;
+}
+
+/*
+ * resolve_children finds the definitions a definition's subworkflow and
+ * parallel steps start: a subworkflow's by name and version, a branch's by
+ * name and the digest of its spec (published with its parent, so the
+ * lookup always finds the same row).  With publish, the branches are
+ * published first, and a missing subworkflow definition is an error.  It
+ * also counts the steps across branches and the nesting depth.
+ */
+static void
+resolve_children(WfDefinition *def, const char *tenant, bool publish)
+{
+	int			i;
+	int			b;
+
+	def->total_steps = def->nsteps;
+	def->depth = 1;
+	for (i = 0; i < def->nsteps; i++)
+	{
+		WfStepDef  *sd = &def->steps[i];
+
+		if (sd->type == WF_STEP_SUBWORKFLOW)
+		{
+			Datum		values[3];
+
+			def->has_children = true;
+			values[0] = CStringGetTextDatum(tenant);
+			values[1] = CStringGetTextDatum(sd->sub_name);
+			values[2] = Int32GetDatum(sd->sub_version);
+			if (WfExecPlan(WF_PLAN_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("invalid definition \"%s\": step \"%s\" starts version %d of definition \"%s\", which does not exist",
+								def->name, sd->name, sd->sub_version, sd->sub_name),
+						 errhint("Publish the child definition first.")));
+			sd->child_ids[0] = DatumGetInt64(WfGetDatumNotNull(0, 1));
+		}
+		else if (sd->type == WF_STEP_PARALLEL)
+		{
+			def->has_children = true;
+			for (b = 0; b < sd->n_branches; b++)
+			{
+				WfDefinition *branch = NULL;
+				int32		version;
+
+				if (publish)
+					sd->child_ids[b] = publish_spec(tenant, sd->branch_names[b],
+													sd->branch_specs[b], &version, &branch);
+				else
+				{
+					char	   *canonical = JsonbToCString(NULL, &sd->branch_specs[b]->root,
+														   VARSIZE(sd->branch_specs[b]));
+					uint8		digest[WF_HASH_LEN];
+					bytea	   *digest_b = palloc(VARHDRSZ + WF_HASH_LEN);
+					Datum		values[3];
+
+					WfHashBytes(canonical, strlen(canonical), digest);
+					SET_VARSIZE(digest_b, VARHDRSZ + WF_HASH_LEN);
+					memcpy(VARDATA(digest_b), digest, WF_HASH_LEN);
+					values[0] = CStringGetTextDatum(tenant);
+					values[1] = CStringGetTextDatum(sd->branch_names[b]);
+					values[2] = PointerGetDatum(digest_b);
+					if (WfExecPlan(WF_PLAN_DEF_BY_DIGEST, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+						elog(ERROR, "branch definition \"%s\" of definition \"%s\" is missing",
+							 sd->branch_names[b], def->name);
+					sd->child_ids[b] = DatumGetInt64(WfGetDatumNotNull(0, 2));
+					branch = WfDefinitionGet(sd->child_ids[b]);
+				}
+				def->total_steps += branch->total_steps;
+				def->depth = Max(def->depth, branch->depth + 1);
+			}
+		}
+	}
 }
 
 /*
@@ -1484,6 +1686,7 @@ WfDefinitionGet(int64 definition_id)
 	def->tenant_id = pstrdup(tenant);
 	def->version = version;
 	MemoryContextSwitchTo(oldcxt);
+	resolve_children(def, tenant, false);
 	cache_store(def, defcxt);
 	return def;
 }
@@ -1602,14 +1805,8 @@ wfengine_publish_definition(PG_FUNCTION_ARGS)
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Jsonb	   *spec = PG_GETARG_JSONB_P(1);
 	const char *tenant = WfCurrentTenant();
-	char	   *canonical;
-	uint8		digest[WF_HASH_LEN];
-	bytea	   *digest_b;
-	MemoryContext defcxt;
-	MemoryContext oldcxt;
 	WfDefinition *def;
 	int32		version = 0;
-	int			try;
 
 	if (!valid_identifier(name, WF_MAX_NAME_LEN, true))
 		ereport(ERROR,
@@ -1624,13 +1821,49 @@ wfengine_publish_definition(PG_FUNCTION_ARGS)
 				 errhint("The limit is set by wfengine.max_definition_size.")));
 
 	WfApiBegin();
+	(void) publish_spec(tenant, name, spec, &version, &def);
+	WfApiEnd();
+	PG_RETURN_INT32(version);
+}
 
+/*
+ * publish_spec validates spec, publishes the definitions of its parallel
+ * branches, checks the limits across branches, and stores spec as the next
+ * version of name unless the same canonical spec is there already.
+ * Returns its definition_id; *version and *compiled are set.
+ */
+static int64
+publish_spec(const char *tenant, const char *name, Jsonb *spec, int32 *version,
+			 WfDefinition **compiled)
+{
+	char	   *canonical;
+	uint8		digest[WF_HASH_LEN];
+	bytea	   *digest_b;
+	MemoryContext defcxt;
+	MemoryContext oldcxt;
+	WfDefinition *def;
+	int64		definition_id = 0;
+	int			try;
+
+	*version = 0;
 	defcxt = AllocSetContextCreate(CurrentMemoryContext, "wfengine definition",
 								   ALLOCSET_SMALL_SIZES);
 	oldcxt = MemoryContextSwitchTo(defcxt);
 	def = compile_definition(name, spec, true);
 	def->tenant_id = pstrdup(tenant);
 	MemoryContextSwitchTo(oldcxt);
+	resolve_children(def, tenant, true);
+	if (def->total_steps > wf_max_steps)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("invalid definition \"%s\": it has %d steps across its branches, more than the limit of %d",
+						name, def->total_steps, wf_max_steps),
+				 errhint("The limit is set by wfengine.max_steps.")));
+	if (def->depth > WF_MAX_NESTING)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("invalid definition \"%s\": parallel steps are nested %d deep, more than %d",
+						name, def->depth, WF_MAX_NESTING)));
 
 	canonical = JsonbToCString(NULL, &spec->root, VARSIZE(spec));
 	WfHashBytes(canonical, strlen(canonical), digest);
@@ -1655,27 +1888,28 @@ wfengine_publish_definition(PG_FUNCTION_ARGS)
 
 		if (WfExecPlan(WF_PLAN_DEF_BY_DIGEST, values, NULL, false, 1, SPI_OK_SELECT) == 1)
 		{
-			version = DatumGetInt32(WfGetDatumNotNull(0, 1));
+			*version = DatumGetInt32(WfGetDatumNotNull(0, 1));
+			definition_id = DatumGetInt64(WfGetDatumNotNull(0, 2));
 			MemoryContextDelete(defcxt);
+			def = WfDefinitionGet(definition_id);
 			break;
 		}
 		if (WfExecPlan(WF_PLAN_DEF_INSERT, values, NULL, false, 0,
 					   SPI_OK_INSERT_RETURNING) == 1)
 		{
-			def->definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
-			def->version = version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+			def->definition_id = definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
+			def->version = *version = DatumGetInt32(WfGetDatumNotNull(0, 2));
 			cache_store(def, defcxt);
 			break;
 		}
 	}
-	if (version == 0)
+	if (*version == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not publish definition \"%s\" because of concurrent publishes", name),
 				 errhint("Retry the transaction.")));
-
-	WfApiEnd();
-	PG_RETURN_INT32(version);
+	*compiled = def;
+	return definition_id;
 }
 
 /*

@@ -31,8 +31,13 @@ typedef enum WfStepType
 	WF_STEP_SLEEP = 2,
 	WF_STEP_APPROVAL = 3,
 	WF_STEP_CHOICE = 4,
-	WF_STEP_WAIT_EVENT = 5
+	WF_STEP_WAIT_EVENT = 5,
+	WF_STEP_SUBWORKFLOW = 6,
+	WF_STEP_PARALLEL = 7
 } WfStepType;
+
+/* parallel blocks nest at most this deep (a branch's parallel is depth 2) */
+#define WF_MAX_NESTING 3
 
 /* how many decisions an approval step needs */
 typedef enum WfApprovalPolicy
@@ -106,6 +111,17 @@ typedef struct WfStepDef
 	char	   *event_name;
 	/* task steps: the activity wf.cancel_run() runs to undo it, or NULL */
 	struct WfStepDef *compensate;
+	/* subworkflow steps: the child definition, pinned to a version */
+	char	   *sub_name;
+	int32		sub_version;
+	/* parallel steps: one child definition per branch; join and policy */
+	int			n_branches;
+	char	  **branch_names;	/* "<definition>:<step>:<i>" */
+	Jsonb	  **branch_specs;
+	int32		join_count;		/* branches that must complete; n = all */
+	bool		ignore_branch_failure;	/* false: a failed branch fails the step */
+	/* both: the definition_id of each child (subworkflow: one) */
+	int64	   *child_ids;
 } WfStepDef;
 
 /* one compiled, immutable definition version */
@@ -124,6 +140,9 @@ typedef struct WfDefinition
 	int			n_correlation;	/* wf.send_event() keys: name -> JSONPath */
 	WfMapping  *correlation;
 	bool		has_approvals;	/* some step is an approval step */
+	bool		has_children;	/* some step starts child runs */
+	int			total_steps;	/* its steps and those of its branches */
+	int			depth;			/* 1, or 1 + the deepest branch's */
 } WfDefinition;
 
 extern WfDefinition *WfDefinitionGet(int64 definition_id);

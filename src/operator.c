@@ -473,6 +473,8 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	}
 	visit = WfNextVisit(&run, sd->name);
 	WfWithdrawCurrentTask(&tr, "skipped");
+	if (sd->type == WF_STEP_SUBWORKFLOW || sd->type == WF_STEP_PARALLEL)
+		tr.stop_children = WF_STOP_CANCEL;
 	if (sd->type == WF_STEP_APPROVAL)
 	{
 		/* the tokens of the visit stop working */

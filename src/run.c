@@ -45,9 +45,6 @@ PG_FUNCTION_INFO_V1(wfengine_signal);
 
 #define WF_MAX_IDEMPOTENCY_KEY_LEN 255
 
-/* forward declarations */
-static void write_correlations(const WfDefinition *def, WfRunState *run,
-							   Jsonb *input, TimestampTz now);
 
 /*
  * WfCheckPayloadSize refuses a payload larger than wfengine.max_payload_size.
@@ -107,14 +104,14 @@ existing_run(const char *tenant, const char *defname, const char *key,
 }
 
 /*
- * write_correlations records the correlation keys of a new run: for each
+ * WfWriteCorrelations records the correlation keys of a new run: for each
  * named JSONPath of the definition, "<name>:<value>" for each string or
  * number it finds in {"input": ...}.  A path that finds nothing gives no
  * key.
  */
-static void
-write_correlations(const WfDefinition *def, WfRunState *run, Jsonb *input,
-				   TimestampTz now)
+void
+WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
+					TimestampTz now)
 {
 	WfJsonBuilder b;
 	Jsonb	   *context;
@@ -248,7 +245,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 		result = palloc(sizeof(pg_uuid_t));
 		memcpy(result, &run.run_id, sizeof(pg_uuid_t));
 		if (def->n_correlation > 0)
-			write_correlations(def, &run, input, now);
+			WfWriteCorrelations(def, &run, input, now);
 		WfNoteRunChange(&run.run_id, "started");
 	}
 	else
@@ -402,6 +399,7 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 	WfWithdrawCurrentTask(&tr, "terminated");
+	tr.stop_children = WF_STOP_TERMINATE;
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", old_status);

@@ -115,7 +115,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		1, {INT8OID}
 	},
 	[WF_PLAN_DEF_BY_DIGEST] = {
-		"SELECT d.version FROM wf.definitions d "
+		"SELECT d.version, d.definition_id FROM wf.definitions d "
 		"WHERE d.tenant_id OPERATOR(pg_catalog.=) $1 AND d.name OPERATOR(pg_catalog.=) $2 "
 		"AND d.digest OPERATOR(pg_catalog.=) $3",
 		3, {TEXTOID, TEXTOID, BYTEAOID}
@@ -495,6 +495,14 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"UPDATE wf.runs r SET definition_id = $2, definition_version = $3 "
 		"WHERE r.run_id OPERATOR(pg_catalog.=) $1",
 		3, {UUIDOID, INT8OID, INT4OID}
+	},
+	[WF_PLAN_RUN_SET_PARENT] = {
+		"UPDATE wf.runs r SET parent_run_id = $2 WHERE r.run_id OPERATOR(pg_catalog.=) $1",
+		2, {UUIDOID, UUIDOID}
+	},
+	[WF_PLAN_STOP_CHILDREN] = {
+		"SELECT wf._stop_children($1, $2, $3)",
+		3, {UUIDOID, TEXTOID, BOOLOID}
 	},
 	[WF_PLAN_TASK_RESUME] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "

@@ -48,6 +48,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
 
 #include "crypto.h"
 #include "notify.h"
@@ -108,6 +109,9 @@ static const char *const event_type_names[] = {
 	[WF_EV_COMPENSATION_FAILED] = "compensation_failed",
 	[WF_EV_WAIT_TIMED_OUT] = "wait_timed_out",
 	[WF_EV_RUN_MIGRATED] = "run_migrated",
+	[WF_EV_CHILDREN_STARTED] = "children_started",
+	[WF_EV_CHILD_FINISHED] = "child_finished",
+	[WF_EV_CHILDREN_JOINED] = "children_joined",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -117,6 +121,7 @@ static const char *const timer_kind_names[] = {
 	[WF_TIMER_STEP_TIMEOUT] = "step_timeout",
 	[WF_TIMER_RUN_TIMEOUT] = "run_timeout",
 	[WF_TIMER_APPROVAL_EXPIRY] = "approval_expiry",
+	[WF_TIMER_CHILD_DONE] = "child_done",
 };
 
 /* forward declarations */
@@ -125,6 +130,11 @@ static void enter_choice(WfTransition *tr, int step_index);
 static void withdraw_task(WfTransition *tr);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Jsonb *context_set_key(Jsonb *context, const char *key, Jsonb *value);
+static Jsonb *context_set_path(Jsonb *context, const char *a, const char *b,
+							   const char *c, int index, Jsonb *value);
+static Jsonb *empty_object(void);
+static Jsonb *null_array(int n);
+static Jsonb *int_jsonb(int64 value);
 static const char *compensation_done(WfRunState *run, const WfEvent *ev);
 static Datum make_array(Datum *elems, bool *nulls, int n, Oid elemtype);
 
@@ -195,7 +205,7 @@ WfEventTypeFromName(const char *name)
 const char *
 WfTimerKindName(WfTimerKind kind)
 {
-	return name_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_APPROVAL_EXPIRY, kind, "timer kind");
+	return name_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_CHILD_DONE, kind, "timer kind");
 }
 
 /*
@@ -204,7 +214,7 @@ WfTimerKindName(WfTimerKind kind)
 WfTimerKind
 WfTimerKindFromName(const char *name)
 {
-	return (WfTimerKind) value_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_APPROVAL_EXPIRY, name);
+	return (WfTimerKind) value_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_CHILD_DONE, name);
 }
 
 /*
@@ -248,6 +258,70 @@ WfMergeInput(Jsonb *context, Jsonb *patch)
 											  PointerGetDatum(construct_array(path, 1, TEXTOID, -1,
 																			  false, TYPALIGN_INT)),
 											  JsonbPGetDatum(input), BoolGetDatum(true)));
+}
+
+/*
+ * context_set_path returns context with $.<a>.<b> (and .<c>, and [index]
+ * when index >= 0) set to value; every level but the last must exist,
+ * except $.<a>, which is created as an object when missing.
+ */
+static Jsonb *
+context_set_path(Jsonb *context, const char *a, const char *b, const char *c,
+				 int index, Jsonb *value)
+{
+	Datum		path[4];
+	int			n = 0;
+
+	if (WfJsonbGet(context, a) == NULL)
+		context = context_set_key(context, a, empty_object());
+	path[n++] = CStringGetTextDatum(a);
+	path[n++] = CStringGetTextDatum(b);
+	if (c != NULL)
+		path[n++] = CStringGetTextDatum(c);
+	if (index >= 0)
+		path[n++] = CStringGetTextDatum(psprintf("%d", index));
+	return DatumGetJsonbP(DirectFunctionCall4(jsonb_set,
+											  JsonbPGetDatum(context),
+											  PointerGetDatum(construct_array(path, n, TEXTOID, -1,
+																			  false, TYPALIGN_INT)),
+											  JsonbPGetDatum(value),
+											  BoolGetDatum(true)));
+}
+
+/*
+ * empty_object, null_array and int_jsonb build small JSON values.
+ */
+static Jsonb *
+empty_object(void)
+{
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	return WfJbEnd(&b);
+}
+
+static Jsonb *
+null_array(int n)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue	v;
+	int			i;
+
+	v.type = jbvNull;
+	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = 0; i < n; i++)
+		(void) pushJsonbValue(&state, WJB_ELEM, &v);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+}
+
+static Jsonb *
+int_jsonb(int64 value)
+{
+	JsonbValue	v;
+
+	v.type = jbvNumeric;
+	v.val.numeric = int64_to_numeric(value);
+	return JsonbValueToJsonb(&v);
 }
 
 /*
@@ -376,6 +450,9 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				WfJbBegin(&b);
 				WfJbJsonb(&b, "input", input);
 				WfJbJsonb(&b, "steps", steps);
+				/* a child run: who started it ($.parent) */
+				if (WfJsonbGetJsonb(p, "parent") != NULL)
+					WfJbJsonb(&b, "parent", WfJsonbGetJsonb(p, "parent"));
 				run->context = WfJbEnd(&b);
 				run->definition_id = WfJsonbGetInt(p, "definition_id", 0);
 				run->status = WF_RUN_RUNNING;
@@ -721,6 +798,78 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				break;
 			}
 
+		case WF_EV_CHILDREN_STARTED:
+			{
+				WfJsonBuilder b;
+				Jsonb	   *runs = WfJsonbGetJsonb(p, "runs");
+				int			n;
+
+				if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0 ||
+					runs == NULL || !JB_ROOT_IS_ARRAY(runs))
+					return "\"children_started\" while the run is not running or has a live task";
+				n = JB_ROOT_COUNT(runs);
+				WfJbBegin(&b);
+				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
+				WfJbJsonb(&b, "runs", runs);
+				WfJbInt(&b, "join", WfJsonbGetInt(p, "join", n));
+				WfJbInt(&b, "finished", 0);
+				WfJbInt(&b, "completed", 0);
+				WfJbJsonb(&b, "statuses", null_array(n));
+				WfJbJsonb(&b, "outputs", null_array(n));
+				run->context = context_set_path(run->context, "children", ev->step, NULL, -1,
+												WfJbEnd(&b));
+				run->current_step = pstrdup(ev->step);
+				run->current_attempt = 0;
+				run->step_generation = ev->seq;
+				break;
+			}
+
+		case WF_EV_CHILD_FINISHED:
+			{
+				Jsonb	   *children;
+				int			branch = (int) WfJsonbGetInt(p, "branch", 0);
+				char	   *status = WfJsonbGetText(p, "status");
+				bool		completed = status != NULL && strcmp(status, "completed") == 0;
+				JsonbValue	sv;
+
+				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 || status == NULL)
+					return "\"child_finished\" for a step that is not the current one";
+				children = WfJsonbGetJsonb(WfJsonbGetJsonb(run->context, "children"), ev->step);
+				if (children == NULL)
+					return "\"child_finished\" for a step that started no children";
+				sv.type = jbvString;
+				sv.val.string.val = status;
+				sv.val.string.len = strlen(status);
+				run->context = context_set_path(run->context, "children", ev->step, "statuses",
+												branch, JsonbValueToJsonb(&sv));
+				if (completed)
+					run->context = context_set_path(run->context, "children", ev->step, "outputs",
+													branch, WfJsonbGetJsonb(p, "output"));
+				run->context = context_set_path(run->context, "children", ev->step, "finished", -1,
+												int_jsonb(WfJsonbGetInt(children, "finished", 0) + 1));
+				if (completed)
+					run->context = context_set_path(run->context, "children", ev->step, "completed", -1,
+													int_jsonb(WfJsonbGetInt(children, "completed", 0) + 1));
+				break;
+			}
+
+		case WF_EV_CHILDREN_JOINED:
+			{
+				WfJsonBuilder b;
+
+				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
+					return "\"children_joined\" for a step that is not the current one";
+				WfJbBegin(&b);
+				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
+				WfJbInt(&b, "attempt", 1);
+				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
+				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
+				run->current_step = NULL;
+				break;
+			}
+
 		case WF_EV_CANCEL_REQUESTED:
 			if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
 				return "\"cancel_requested\" while the run is not running or paused";
@@ -1036,6 +1185,11 @@ WfEnterStep(WfTransition *tr, int step_index)
 	if (sd->type == WF_STEP_CHOICE)
 	{
 		enter_choice(tr, step_index);
+		return;
+	}
+	if (sd->type == WF_STEP_SUBWORKFLOW || sd->type == WF_STEP_PARALLEL)
+	{
+		WfEnterChildren(tr, step_index);
 		return;
 	}
 	if (sd->type == WF_STEP_WAIT_EVENT)
@@ -1544,7 +1698,15 @@ write_side_effects(WfTransition *tr)
 		values[0] = UUIDPGetDatum(&run->run_id);
 		values[1] = TimestampTzGetDatum(tr->now);
 		WfExecPlan(WF_PLAN_TIMERS_CANCEL, values, NULL, false, 0, SPI_OK_UPDATE);
+		if (WfJsonbGet(run->context, "parent") != NULL)
+			WfNoteChildEnd(tr);
+		if (tr->def->has_children && tr->stop_children == WF_STOP_NONE)
+			tr->stop_children = run->status == WF_RUN_TERMINATED ?
+				WF_STOP_TERMINATE : WF_STOP_CANCEL;
 	}
+	/* last: other runs' transitions, in the order parent, then child */
+	if (tr->stop_children != WF_STOP_NONE)
+		WfStopChildren(run, tr->stop_children);
 }
 
 /*

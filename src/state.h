@@ -78,10 +78,13 @@ typedef enum WfEventType
 	WF_EV_RUN_CANCELLED = 36,
 	WF_EV_COMPENSATION_FAILED = 37,
 	WF_EV_WAIT_TIMED_OUT = 38,
-	WF_EV_RUN_MIGRATED = 39
+	WF_EV_RUN_MIGRATED = 39,
+	WF_EV_CHILDREN_STARTED = 40,
+	WF_EV_CHILD_FINISHED = 41,
+	WF_EV_CHILDREN_JOINED = 42
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_RUN_MIGRATED
+#define WF_EV_LAST WF_EV_CHILDREN_JOINED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -90,8 +93,14 @@ typedef enum WfTimerKind
 	WF_TIMER_SLEEP = 2,
 	WF_TIMER_STEP_TIMEOUT = 3,
 	WF_TIMER_RUN_TIMEOUT = 4,
-	WF_TIMER_APPROVAL_EXPIRY = 5
+	WF_TIMER_APPROVAL_EXPIRY = 5,
+	WF_TIMER_CHILD_DONE = 6		/* a child run ended: tells its parent */
 } WfTimerKind;
+
+/* what a transition does to the run's live child runs once written */
+#define WF_STOP_NONE 0
+#define WF_STOP_CANCEL 1
+#define WF_STOP_TERMINATE 2
 
 /* the snapshot of one run: wf.runs, plus what the reducer tracks */
 typedef struct WfRunState
@@ -181,6 +190,7 @@ typedef struct WfTransition
 	TimestampTz approval_expires;	/* 0 = never */
 	bool		close_approvals;	/* close the current visit's tokens */
 	int32		withdraw_expirations;	/* its lease expirations, if counted */
+	int			stop_children;	/* WF_STOP_*: live child runs to stop */
 } WfTransition;
 
 /* naming */
@@ -223,6 +233,14 @@ extern void WfApplyResult(WfTransition *tr, int step_index, int64 task_id,
 						  int64 fence, int32 visit, const char *worker,
 						  bool is_failure, Jsonb *output, Jsonb *error,
 						  bool retryable, Jsonb *input);
+
+/* children.c */
+extern void WfEnterChildren(WfTransition *tr, int step_index);
+extern void WfChildFinished(WfTransition *tr, int step_index, Jsonb *payload);
+extern void WfNoteChildEnd(WfTransition *tr);
+extern void WfStopChildren(WfRunState *run, int how);
+extern void WfWriteCorrelations(const WfDefinition *def, WfRunState *run,
+								Jsonb *input, TimestampTz now);
 
 /* compensate.c */
 extern void WfRequestCancel(WfTransition *tr, const char *reason);

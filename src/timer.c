@@ -200,6 +200,33 @@ quarantine_delay(int k)
 }
 
 /*
+ * child_awaited tells whether the child run a child_done timer reports on
+ * is one the run's step still waits for: it is the run recorded for its
+ * branch, and that branch has no result yet.
+ */
+static bool
+child_awaited(WfRunState *run, const char *step, Jsonb *payload)
+{
+	Jsonb	   *children = WfJsonbGetJsonb(WfJsonbGetJsonb(run->context, "children"), step);
+	Jsonb	   *runs = children ? WfJsonbGetJsonb(children, "runs") : NULL;
+	Jsonb	   *statuses = children ? WfJsonbGetJsonb(children, "statuses") : NULL;
+	int			branch = (int) WfJsonbGetInt(payload, "branch", -1);
+	char	   *child = WfJsonbGetText(payload, "child_run_id");
+	JsonbValue *r;
+	JsonbValue *st;
+
+	if (runs == NULL || statuses == NULL || child == NULL || branch < 0 ||
+		branch >= (int) JB_ROOT_COUNT(runs))
+		return false;
+	r = getIthJsonbValueFromContainer(&runs->root, branch);
+	st = getIthJsonbValueFromContainer(&statuses->root, branch);
+	return r != NULL && r->type == jbvString &&
+		(size_t) r->val.string.len == strlen(child) &&
+		strncmp(r->val.string.val, child, r->val.string.len) == 0 &&
+		st != NULL && st->type == jbvNull;
+}
+
+/*
  * fire_timer handles one due timer, locking the run's live task (if any),
  * then the timer, then the run.
  */
@@ -289,6 +316,14 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 		case WF_TIMER_RUN_TIMEOUT:
 			applies = run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED;
 			break;
+		case WF_TIMER_CHILD_DONE:
+			/* the child must be one the current visit of the step waits for */
+			applies = live && sd != NULL &&
+				(sd->type == WF_STEP_SUBWORKFLOW || sd->type == WF_STEP_PARALLEL) &&
+				run.current_step != NULL && strcmp(run.current_step, step) == 0 &&
+				WfNextVisit(&run, step) == generation &&
+				child_awaited(&run, step, payload);
+			break;
 		default:
 			elog(ERROR, "timer %lld has an unknown kind", (long long) timer_id);
 	}
@@ -360,6 +395,9 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 				break;
 			case WF_TIMER_APPROVAL_EXPIRY:
 				WfApprovalExpired(&tr, idx);
+				break;
+			case WF_TIMER_CHILD_DONE:
+				WfChildFinished(&tr, idx, payload);
 				break;
 		}
 	}

@@ -1,0 +1,293 @@
+/*-------------------------------------------------------------------------
+ *
+ * children.c
+ *	  Child runs: subworkflow steps and the branches of parallel steps.
+ *
+ * A subworkflow step starts one child run of a named definition, pinned
+ * to a version; a parallel step starts one child run per branch (each
+ * branch is a definition of its own, published with its parent).  The
+ * child runs are ordinary runs: their own snapshot, history, tasks and
+ * timers, so everything a run can do, a branch can do.  The parent waits
+ * at the step with no task; its context keeps the children and their
+ * results ($.children.<step>).
+ *
+ * A child that ends tells its parent through a timer row of kind
+ * child_done, written in the child's last transaction and fired on the
+ * parent like any timer: no transaction ever locks a child and then its
+ * parent, so the only lock order between runs is parent before child
+ * (a parent that ends, is cancelled or joins cancels its live children).
+ * The timer's generation is the visit of the parent's step; a child of an
+ * earlier visit, or one whose step has moved on, fires as stale.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/children.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/sequence.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "crypto.h"
+#include "definition.h"
+#include "jsonutil.h"
+#include "notify.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+/* a child run may start children of its own, this many levels deep */
+#define WF_MAX_CHILD_DEPTH 5
+
+/* forward declarations */
+static char *start_child(WfTransition *tr, const WfStepDef *sd, int branch,
+						 int32 visit, Jsonb *input, int depth);
+static Jsonb *uuid_array(char **ids, int n);
+
+/*
+ * uuid_array builds a JSON array of run id strings.
+ */
+static Jsonb *
+uuid_array(char **ids, int n)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue	v;
+	int			i;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = 0; i < n; i++)
+	{
+		v.type = jbvString;
+		v.val.string.val = ids[i];
+		v.val.string.len = strlen(ids[i]);
+		(void) pushJsonbValue(&state, WJB_ELEM, &v);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+}
+
+/*
+ * start_child starts the child run of branch (0 for a subworkflow) of the
+ * step sd in the same transaction as the parent's transition, and returns
+ * its id as text.
+ */
+static char *
+start_child(WfTransition *tr, const WfStepDef *sd, int branch, int32 visit,
+			Jsonb *input, int depth)
+{
+	WfDefinition *cdef = WfDefinitionGet(sd->child_ids[branch]);
+	WfRunState *crun = palloc0(sizeof(WfRunState));
+	WfTransition *ctr = palloc(sizeof(WfTransition));
+	WfJsonBuilder b;
+	WfJsonBuilder pb;
+	char	   *parent_id = WfRunIdText(&tr->run->run_id);
+	char	   *child_id;
+	Datum		values[2];
+
+	WfNewRunId(&crun->run_id);
+	crun->tenant_id = tr->run->tenant_id;
+	WfTransitionInit(ctr, crun, cdef, tr->now);
+	ctr->actor = tr->actor;
+
+	WfJbBegin(&pb);
+	WfJbText(&pb, "run_id", parent_id);
+	WfJbText(&pb, "step", sd->name);
+	WfJbInt(&pb, "visit", visit);
+	WfJbInt(&pb, "branch", branch);
+	WfJbInt(&pb, "depth", depth);
+	WfJbBegin(&b);
+	WfJbText(&b, "definition", cdef->name);
+	WfJbInt(&b, "version", cdef->version);
+	WfJbInt(&b, "definition_id", cdef->definition_id);
+	WfJbJsonb(&b, "input", input);
+	WfJbText(&b, "idempotency_key", NULL);
+	WfJbJsonb(&b, "parent", WfJbEnd(&pb));
+	WfAppendEvent(ctr, WF_EV_RUN_STARTED, NULL, 0, WfJbEnd(&b));
+	if (cdef->run_timeout > 0)
+		WfSetTimer(ctr, WF_TIMER_RUN_TIMEOUT, NULL, 1, tr->now + cdef->run_timeout, NULL);
+	WfAdvance(ctr, -1);
+	if (!WfTransitionWriteNew(ctr, cdef->name, cdef->version, input, NULL))
+		elog(ERROR, "could not start a child run of definition \"%s\"", cdef->name);
+
+	values[0] = UUIDPGetDatum(&crun->run_id);
+	values[1] = UUIDPGetDatum(&tr->run->run_id);
+	WfExecPlan(WF_PLAN_RUN_SET_PARENT, values, NULL, false, 0, SPI_OK_UPDATE);
+	if (cdef->n_correlation > 0)
+		WfWriteCorrelations(cdef, crun, input, tr->now);
+	WfNoteRunChange(&crun->run_id, "started");
+	child_id = WfRunIdText(&crun->run_id);
+	return child_id;
+}
+
+/*
+ * WfEnterChildren enters a subworkflow or parallel step: it starts the
+ * child runs and records children_started; the run then waits.
+ */
+void
+WfEnterChildren(WfTransition *tr, int step_index)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	int32		visit = WfNextVisit(tr->run, sd->name);
+	Jsonb	   *parent = WfJsonbGetJsonb(tr->run->context, "parent");
+	int			depth = (parent ? (int) WfJsonbGetInt(parent, "depth", 0) : 0) + 1;
+	int			n = sd->type == WF_STEP_PARALLEL ? sd->n_branches : 1;
+	char	  **ids = palloc(sizeof(char *) * n);
+	Jsonb	   *input;
+	WfJsonBuilder b;
+	int			i;
+
+	if (depth > WF_MAX_CHILD_DEPTH)
+	{
+		WfJbBegin(&b);
+		WfJbText(&b, "code", "child_depth");
+		WfJbText(&b, "message", psprintf("child runs are nested more than %d deep", WF_MAX_CHILD_DEPTH));
+		WfFailRun(tr, sd->name, "child_depth", WfJbEnd(&b));
+		return;
+	}
+	input = sd->has_input ? WfEvaluateMapping(sd->input, sd->n_input, tr->run->context) :
+		WfJsonbGetJsonb(tr->run->context, "input");
+	for (i = 0; i < n; i++)
+		ids[i] = start_child(tr, sd, i, visit, input, depth);
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", visit);
+	WfJbText(&b, "kind", sd->type == WF_STEP_PARALLEL ? "parallel" : "subworkflow");
+	WfJbJsonb(&b, "runs", uuid_array(ids, n));
+	WfJbInt(&b, "join", sd->type == WF_STEP_PARALLEL ? sd->join_count : 1);
+	WfAppendEvent(tr, WF_EV_CHILDREN_STARTED, sd->name, 0, WfJbEnd(&b));
+}
+
+/*
+ * WfChildFinished applies a child_done timer of the step at step_index:
+ * child_finished records the child's end, then the step joins (its output:
+ * the child's output, or the branch outputs in branch order), fails
+ * (a child that did not complete, unless a parallel step ignores branch
+ * failures and can still join), or goes on waiting.  Children still
+ * running when the step joins or fails are cancelled.
+ */
+void
+WfChildFinished(WfTransition *tr, int step_index, Jsonb *payload)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	Jsonb	   *children;
+	int			completed;
+	int			finished;
+	int			n;
+	char	   *status = WfJsonbGetText(payload, "status");
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", WfNextVisit(tr->run, sd->name));
+	WfJbText(&b, "run", WfJsonbGetText(payload, "child_run_id"));
+	WfJbInt(&b, "branch", WfJsonbGetInt(payload, "branch", 0));
+	WfJbText(&b, "status", status);
+	WfJbJsonb(&b, "output", WfJsonbGetJsonb(payload, "output"));
+	WfJbJsonb(&b, "error", WfJsonbGetJsonb(payload, "error"));
+	WfAppendEvent(tr, WF_EV_CHILD_FINISHED, sd->name, 0, WfJbEnd(&b));
+
+	children = WfJsonbGetJsonb(WfJsonbGetJsonb(tr->run->context, "children"), sd->name);
+	completed = (int) WfJsonbGetInt(children, "completed", 0);
+	finished = (int) WfJsonbGetInt(children, "finished", 0);
+	n = sd->type == WF_STEP_PARALLEL ? sd->n_branches : 1;
+
+	if (completed >= (sd->type == WF_STEP_PARALLEL ? sd->join_count : 1))
+	{
+		Jsonb	   *output;
+
+		if (sd->type == WF_STEP_PARALLEL)
+			output = WfJsonbGetJsonb(children, "outputs");
+		else
+			output = WfJsonbGetJsonb(payload, "output");
+		WfJbBegin(&b);
+		WfJbInt(&b, "visit", WfNextVisit(tr->run, sd->name));
+		WfJbInt(&b, "completed", completed);
+		WfJbJsonb(&b, "output", output);
+		WfAppendEvent(tr, WF_EV_CHILDREN_JOINED, sd->name, 0, WfJbEnd(&b));
+		if (finished < n)
+			tr->stop_children = WF_STOP_CANCEL;	/* the branches that lost */
+		WfAdvance(tr, step_index);
+		return;
+	}
+	if (strcmp(status, "completed") != 0 &&
+		(!sd->ignore_branch_failure || completed + (n - finished) < sd->join_count))
+	{
+		WfJsonBuilder eb;
+
+		WfJbBegin(&eb);
+		WfJbText(&eb, "code", sd->type == WF_STEP_PARALLEL ? "branch_failed" : "child_failed");
+		WfJbText(&eb, "run", WfJsonbGetText(payload, "child_run_id"));
+		WfJbInt(&eb, "branch", WfJsonbGetInt(payload, "branch", 0));
+		WfJbText(&eb, "status", status);
+		WfJbJsonb(&eb, "error", WfJsonbGetJsonb(payload, "error"));
+		if (finished < n)
+			tr->stop_children = WF_STOP_CANCEL;
+		WfFailRun(tr, sd->name, sd->type == WF_STEP_PARALLEL ? "branch_failed" : "child_failed",
+				  WfJbEnd(&eb));
+	}
+}
+
+/*
+ * WfNoteChildEnd: a child run has just finished in this transition; its
+ * parent gets a child_done timer, due now, with how it ended.
+ */
+void
+WfNoteChildEnd(WfTransition *tr)
+{
+	WfRunState *run = tr->run;
+	Jsonb	   *parent = WfJsonbGetJsonb(run->context, "parent");
+	WfEvent    *last = &tr->events[tr->nevents - 1];
+	WfJsonBuilder b;
+	Datum		values[9];
+	pg_uuid_t  *parent_id;
+	char	   *parent_text;
+
+	if (parent == NULL || tr->nevents == 0)
+		return;
+	parent_text = WfJsonbGetText(parent, "run_id");
+	parent_id = DatumGetUUIDP(DirectFunctionCall1(uuid_in, CStringGetDatum(parent_text)));
+
+	WfJbBegin(&b);
+	WfJbText(&b, "child_run_id", WfRunIdText(&run->run_id));
+	WfJbInt(&b, "branch", WfJsonbGetInt(parent, "branch", 0));
+	WfJbText(&b, "status", WfRunStatusName(run->status));
+	WfJbJsonb(&b, "output", run->output);
+	WfJbText(&b, "reason", WfJsonbGetText(last->payload, "reason"));
+	WfJbJsonb(&b, "error", WfJsonbGetJsonb(last->payload, "error"));
+
+	values[0] = Int64GetDatum(nextval_internal(WfTimerIdSequence(), false));
+	values[1] = CStringGetTextDatum(run->tenant_id);
+	values[2] = UUIDPGetDatum(parent_id);
+	values[3] = CStringGetTextDatum(WfTimerKindName(WF_TIMER_CHILD_DONE));
+	values[4] = CStringGetTextDatum(WfJsonbGetText(parent, "step"));
+	values[5] = Int32GetDatum((int32) WfJsonbGetInt(parent, "visit", 1));
+	values[6] = TimestampTzGetDatum(tr->now);
+	values[7] = JsonbPGetDatum(WfJbEnd(&b));
+	values[8] = TimestampTzGetDatum(tr->now);
+	WfExecPlan(WF_PLAN_TIMER_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+	WfNoteTimer(tr->now);
+}
+
+/*
+ * WfStopChildren cancels (or terminates) the live child runs of a run,
+ * after its own transition is written: the lock order between runs is
+ * parent, then child.
+ */
+void
+WfStopChildren(WfRunState *run, int how)
+{
+	Datum		values[3];
+
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = CStringGetTextDatum(how == WF_STOP_TERMINATE ?
+									"its parent run was terminated" :
+									"its parent run was cancelled or no longer needs it");
+	values[2] = BoolGetDatum(how == WF_STOP_TERMINATE);
+	WfExecPlan(WF_PLAN_STOP_CHILDREN, values, NULL, false, 0, SPI_OK_SELECT);
+}
