@@ -159,3 +159,14 @@ SELECT count(*) FILTER (WHERE status = 'pending') AS pending_approvals FROM wf.a
 SELECT pg_temp.err(format('SELECT wf.skip_step(%L, %L, %L)', :'run', '{}', 'skip must'));
 SELECT wf.verify_run(:'run');
 SELECT wf.publish_definition('op_bad', '{"steps": [{"name": "a", "queue": "q", "skippable": "yes"}]}');
+
+-- operator commands are not for PUBLIC
+CREATE ROLE regress_wf_nobody;
+SET ROLE regress_wf_nobody;
+SELECT wf.pause_run('00000000-0000-0000-0000-000000000000', 'not mine');
+SELECT * FROM wf.retry_runs('not mine');
+RESET ROLE;
+SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = 'wf' AND p.proname NOT LIKE '\_%'
+  AND NOT has_function_privilege('regress_wf_nobody', p.oid, 'EXECUTE') ORDER BY 1;
+DROP ROLE regress_wf_nobody;

@@ -1474,6 +1474,26 @@ $$;
 COMMENT ON FUNCTION wf.run_graph(uuid, text) IS
 'The graph of a run''s definition version, as wf.definition_graph draws it, with the steps the run visited, the edges it took, its current step and where it ended marked.';
 
+-- Operator commands change runs on an operator's say-so: they are not for
+-- PUBLIC.  Until the roles of tenancy exist, they are for the extension
+-- owner and superusers (a role granted EXECUTE still needs the tables).
+REVOKE ALL ON FUNCTION wf.terminate_run(uuid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.update_context(uuid, jsonb, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.pause_run(uuid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.resume_run(uuid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.retry_step(uuid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.skip_step(uuid, jsonb, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.cancel_run(uuid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.migrate_run(uuid, integer, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.cancel_runs(text, jsonb, integer, uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.retry_runs(text, jsonb, integer, uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.resume_runs(text, jsonb, integer, uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf._batch(text, text, text[], text, jsonb, integer, uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf._stop_children(uuid, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.revoke_approval_tokens(uuid, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.reissue_approval_tokens(uuid, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.set_approvers(uuid, text, text[], text) FROM PUBLIC;
+
 CREATE FUNCTION wf.preloaded()
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'wfengine_preloaded'
