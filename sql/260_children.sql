@@ -163,3 +163,8 @@ SELECT wf.publish_definition('deep', '{"steps": [{"name": "p", "type": "parallel
         {"steps": [{"name": "z", "queue": "q"}]}]}]},
      {"steps": [{"name": "w", "queue": "q"}]}]}]},
   {"steps": [{"name": "v", "queue": "q"}]}]}]}');
+
+-- the graphs show which definition a subworkflow runs and how a parallel step joins
+SELECT wf.definition_graph('onboard') \g (format=unaligned tuples_only)
+SELECT wf.definition_graph('quote', format => 'dot') \g (format=unaligned tuples_only)
+SELECT pg_catalog.replace(wf.run_graph(:'run'), :'run', '<run>') \g (format=unaligned tuples_only)

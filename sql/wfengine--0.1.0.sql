@@ -1048,9 +1048,15 @@ BEGIN
     n_sub := ARRAY[NULL::text];
     n_kind := ARRAY['start'];
     FOR i IN 1 .. n LOOP
+        st := steps->(i - 1);
         n_id := n_id || ('s' || (i - 1));
         n_name := n_name || names[i];
-        n_sub := n_sub || types[i];
+        -- child runs: which definition, or how many branches and the join
+        n_sub := n_sub || CASE types[i]
+            WHEN 'subworkflow' THEN 'subworkflow ' || (st->>'definition') || ' v' || (st->>'version')
+            WHEN 'parallel' THEN 'parallel, ' || pg_catalog.jsonb_array_length(st->'branches')
+                                 || ' branches, join ' || COALESCE('first ' || (st->'join'->>'first'), 'all')
+            ELSE types[i] END;
         n_kind := n_kind || types[i];
     END LOOP;
     n_id := n_id || 'finish'::text;
@@ -1230,11 +1236,13 @@ BEGIN
             out := out || '    ' || n_id[i]
                 || CASE n_kind[i] WHEN 'start' THEN '((' WHEN 'end' THEN '(((' WHEN 'fail' THEN '((('
                                   WHEN 'task' THEN '[' WHEN 'sleep' THEN '([' WHEN 'approval' THEN '{{'
-                                  WHEN 'choice' THEN '{' WHEN 'wait_event' THEN '[/' ELSE '(' END
+                                  WHEN 'choice' THEN '{' WHEN 'wait_event' THEN '[/'
+                                  WHEN 'subworkflow' THEN '[[' WHEN 'parallel' THEN '[/' ELSE '(' END
                 || '"' || n_name[i] || COALESCE('<br/>' || n_sub[i], '') || '"'
                 || CASE n_kind[i] WHEN 'start' THEN '))' WHEN 'end' THEN ')))' WHEN 'fail' THEN ')))'
                                   WHEN 'task' THEN ']' WHEN 'sleep' THEN '])' WHEN 'approval' THEN '}}'
-                                  WHEN 'choice' THEN '}' WHEN 'wait_event' THEN '/]' ELSE ')' END
+                                  WHEN 'choice' THEN '}' WHEN 'wait_event' THEN '/]'
+                                  WHEN 'subworkflow' THEN ']]' WHEN 'parallel' THEN '\]' ELSE ')' END
                 || nl;
         END LOOP;
         FOR j IN 1 .. pg_catalog.cardinality(e_from) LOOP
@@ -1292,12 +1300,14 @@ BEGIN
                                                   WHEN 'fail' THEN 'doubleoctagon' WHEN 'task' THEN 'box'
                                                   WHEN 'sleep' THEN 'box' WHEN 'approval' THEN 'hexagon'
                                                   WHEN 'choice' THEN 'diamond' WHEN 'wait_event' THEN 'parallelogram'
+                                                  WHEN 'subworkflow' THEN 'box3d' WHEN 'parallel' THEN 'trapezium'
                                                   ELSE 'ellipse' END];
         styles := CASE n_kind[i] WHEN 'sleep' THEN ARRAY['rounded']
                                  WHEN 'start' THEN ARRAY[]::text[] WHEN 'end' THEN ARRAY[]::text[]
                                  WHEN 'fail' THEN ARRAY[]::text[] WHEN 'task' THEN ARRAY[]::text[]
                                  WHEN 'approval' THEN ARRAY[]::text[] WHEN 'choice' THEN ARRAY[]::text[]
                                  WHEN 'wait_event' THEN ARRAY[]::text[]
+                                 WHEN 'subworkflow' THEN ARRAY[]::text[] WHEN 'parallel' THEN ARRAY[]::text[]
                                  ELSE ARRAY['dashed'] END;
         IF n_class[i] IS NOT NULL THEN
             styles := styles || 'filled'::text;
@@ -1431,7 +1441,8 @@ BEGIN
             AND e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
             AND e.step IS NOT NULL
             AND e.step NOT LIKE 'compensate:%'
-            AND (e.type IN ('sleep_started', 'approval_requested', 'choice_made', 'wait_started')
+            AND (e.type IN ('sleep_started', 'approval_requested', 'choice_made', 'wait_started',
+                            'children_started')
                  OR (e.type OPERATOR(pg_catalog.=) 'task_scheduled' AND e.attempt OPERATOR(pg_catalog.=) 1))
           ORDER BY e.step, COALESCE(e.payload->'visit', pg_catalog.to_jsonb(-e.seq)), e.seq) v;
 
