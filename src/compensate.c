@@ -290,6 +290,7 @@ WfRequestCancel(WfTransition *tr, const char *reason)
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", old_status);
+	WfJbText(&b, "new_status", "cancelling");
 	WfJbText(&b, "step", run->current_step);
 	if (in_flight != 0)
 		WfJbInt(&b, "in_flight_task", in_flight);

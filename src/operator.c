@@ -146,6 +146,7 @@ wfengine_pause_run(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", "running");
+	WfJbText(&b, "new_status", "paused");
 	WfJbText(&b, "step", run.current_step);
 	if (in_flight != 0)
 		WfJbInt(&b, "in_flight_task", in_flight);
@@ -279,6 +280,7 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", "paused");
+	WfJbText(&b, "new_status", "running");
 	WfJbText(&b, "step", run.current_step);
 	WfAppendEvent(&tr, WF_EV_RUN_RESUMED, NULL, 0, WfJbEnd(&b));
 
@@ -321,6 +323,7 @@ retry_compensation(const char *reason, WfRunState *run)
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", "compensation_failed");
+	WfJbText(&b, "new_status", "cancelling");
 	WfJbInt(&b, "visit", visit);
 	WfJbInt(&b, "attempt", attempt);
 	WfAppendEvent(&tr, WF_EV_STEP_RETRIED, run->current_step, 0, WfJbEnd(&b));
@@ -383,6 +386,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", "failed");
+	WfJbText(&b, "new_status", "running");
 	WfJbInt(&b, "visit", visit);
 	WfJbInt(&b, "attempt", attempt);
 	WfAppendEvent(&tr, WF_EV_STEP_RETRIED, sd->name, 0, WfJbEnd(&b));
@@ -465,6 +469,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 		WfJbBegin(&b);
 		WfJbText(&b, "reason", reason);
 		WfJbText(&b, "old_status", old_status);
+		WfJbText(&b, "new_status", "cancelling");
 		WfJbInt(&b, "visit", visit);
 		WfJbJsonb(&b, "output", output);
 		WfAppendEvent(&tr, WF_EV_STEP_SKIPPED, sd->name, 0, WfJbEnd(&b));
@@ -485,6 +490,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", old_status);
+	WfJbText(&b, "new_status", "running");
 	WfJbInt(&b, "visit", visit);
 	WfJbJsonb(&b, "output", output);
 	WfAppendEvent(&tr, WF_EV_STEP_SKIPPED, sd->name, 0, WfJbEnd(&b));

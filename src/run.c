@@ -403,6 +403,7 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", old_status);
+	WfJbText(&b, "new_status", "terminated");
 	WfJbText(&b, "step", run.current_step);
 	WfAppendEvent(&tr, WF_EV_RUN_TERMINATED, NULL, 0, WfJbEnd(&b));
 	WfTransitionWrite(&tr);
