@@ -371,13 +371,10 @@ wfengine_cancel_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot cancel run %s", WfRunIdText(run_id)),
-				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
-				 run.status == WF_RUN_CANCELLING ?
-				 errhint("It is being cancelled already; wf.explain() shows its compensations.") :
-				 errhint("Only running and paused runs can be cancelled.")));
+		WfRefuseRun(run_id, &run, "cancel",
+					run.status == WF_RUN_CANCELLING ?
+					"It is being cancelled already; wf.explain() shows its compensations." :
+					"Only running and paused runs can be cancelled.");
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
 	WfRequestCancel(&tr, reason);
 	WfTransitionWrite(&tr);

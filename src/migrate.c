@@ -73,11 +73,7 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot migrate run %s", WfRunIdText(run_id)),
-				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
-				 errhint("Only running and paused runs can be migrated.")));
+		WfRefuseRun(run_id, &run, "migrate", "Only running and paused runs can be migrated.");
 	from = WfDefinitionGet(run.definition_id);
 
 	values[0] = CStringGetTextDatum(run.tenant_id);
@@ -127,15 +123,9 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 
 	if (reschedule && run.status == WF_RUN_RUNNING)
 	{
-		int32		attempt = 1;
 		int32		visit = WfNextVisit(&run, sd->name);
 
-		values[0] = UUIDPGetDatum(run_id);
-		values[1] = CStringGetTextDatum(sd->name);
-		if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-			DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
-			attempt = DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
-		WfScheduleTask(&tr, sd, visit, attempt, tr.now, NULL);
+		WfScheduleTask(&tr, sd, visit, WfNextAttempt(run_id, sd->name, visit), tr.now, NULL);
 	}
 
 	WfTransitionWrite(&tr);

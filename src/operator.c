@@ -48,8 +48,6 @@ PG_FUNCTION_INFO_V1(wfengine_skip_step);
 
 /* forward declarations */
 static pg_uuid_t *run_argument(FunctionCallInfo fcinfo);
-static void refuse(pg_uuid_t *run_id, const WfRunState *run, const char *what,
-				   const char *hint) pg_attribute_noreturn();
 static void resume_live_task(WfTransition *tr, int idx);
 static void resume_waiting_step(WfTransition *tr, int idx);
 static Datum finish_command(WfTransition *tr, const char *kind);
@@ -69,11 +67,11 @@ run_argument(FunctionCallInfo fcinfo)
 }
 
 /*
- * refuse reports that the command ("pause", "resume", ...) does not apply
- * to the run in its present state.
+ * WfRefuseRun reports that an operator command ("pause", "resume", ...)
+ * does not apply to the run in its present state.
  */
-static void
-refuse(pg_uuid_t *run_id, const WfRunState *run, const char *what, const char *hint)
+void
+WfRefuseRun(pg_uuid_t *run_id, const WfRunState *run, const char *what, const char *hint)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -121,7 +119,7 @@ wfengine_pause_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING)
-		refuse(run_id, &run, "pause",
+		WfRefuseRun(run_id, &run, "pause",
 			   run.status == WF_RUN_PAUSED ?
 			   "It is paused already; wf.resume_run() resumes it." :
 			   "Only running runs can be paused.");
@@ -272,7 +270,7 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_PAUSED)
-		refuse(run_id, &run, "resume", "Only paused runs can be resumed.");
+		WfRefuseRun(run_id, &run, "resume", "Only paused runs can be resumed.");
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
 	if (run.current_step != NULL)
 		idx = WfDefinitionStepIndex(tr.def, run.current_step);
@@ -292,6 +290,24 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
 }
 
 /*
+ * WfNextAttempt returns the attempt number for a new attempt of visit of
+ * the task step named step: one more than the last attempt of that visit,
+ * or 1.
+ */
+int32
+WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit)
+{
+	Datum		values[2];
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(step);
+	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
+		return DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
+	return 1;
+}
+
+/*
  * retry_compensation is wf.retry_step() for a run whose compensation gave
  * up: the compensation runs again (next attempt, same visit and
  * idempotency key) and the run goes on cancelling.
@@ -301,8 +317,7 @@ retry_compensation(const char *reason, WfRunState *run)
 {
 	WfTransition tr;
 	WfJsonBuilder b;
-	Datum		values[2];
-	int32		attempt = 1;
+	int32		attempt;
 	int32		visit;
 	Jsonb	   *comp;
 	Jsonb	   *pending;
@@ -314,11 +329,7 @@ retry_compensation(const char *reason, WfRunState *run)
 		elog(ERROR, "run %s has no pending compensation", WfRunIdText(&run->run_id));
 	visit = (int32) WfJsonbGetInt(JsonbValueToJsonb(getIthJsonbValueFromContainer(&pending->root, 0)),
 								  "visit", 1);
-	values[0] = UUIDPGetDatum(&run->run_id);
-	values[1] = CStringGetTextDatum(run->current_step);
-	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
-		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
+	attempt = WfNextAttempt(&run->run_id, run->current_step, visit);
 
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
@@ -349,8 +360,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 	WfTransition tr;
 	WfJsonBuilder b;
 	const WfStepDef *sd;
-	Datum		values[2];
-	int32		attempt = 1;
+	int32		attempt;
 	int32		visit;
 	int			idx;
 
@@ -359,7 +369,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 	if (run.status == WF_RUN_COMPENSATION_FAILED)
 		PG_RETURN_DATUM(retry_compensation(reason, &run));
 	if (run.status != WF_RUN_FAILED)
-		refuse(run_id, &run, "retry a step of",
+		WfRefuseRun(run_id, &run, "retry a step of",
 			   "Only a failed run can have its step retried; a paused run is resumed with wf.resume_run().");
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
 	idx = run.current_step ? WfDefinitionStepIndex(tr.def, run.current_step) : -1;
@@ -377,11 +387,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 				 errhint("wf.skip_step() moves the run past the step with an output you give.")));
 
 	visit = WfNextVisit(&run, sd->name);
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = CStringGetTextDatum(sd->name);
-	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
-		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
+	attempt = WfNextAttempt(run_id, sd->name, visit);
 
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
@@ -432,7 +438,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_FAILED &&
 		run.status != WF_RUN_COMPENSATION_FAILED)
-		refuse(run_id, &run, "skip a step of",
+		WfRefuseRun(run_id, &run, "skip a step of",
 			   run.status == WF_RUN_PAUSED ?
 			   "Resume the run with wf.resume_run() first." :
 			   "Only running and failed runs have a step to skip.");

@@ -85,21 +85,6 @@ WfApplyResult(WfTransition *tr, int step_index, int64 task_id, int64 fence,
 	WfJsonBuilder b;
 	int32		attempt = tr->run->current_attempt;
 
-	if (is_failure && cancelling && !compensation)
-	{
-		/* the attempt in flight at the cancel failed: nothing to undo */
-		WfJbBegin(&b);
-		WfJbInt(&b, "task_id", task_id);
-		WfJbInt(&b, "fence", fence);
-		WfJbText(&b, "worker", worker);
-		WfJbInt(&b, "visit", visit);
-		WfJbJsonb(&b, "error", error);
-		WfJbBool(&b, "retryable", retryable);
-		WfJbText(&b, "final", "cancelled");
-		WfAppendEvent(tr, WF_EV_TASK_FAILED, sd->name, attempt, WfJbEnd(&b));
-		WfStartCompensation(tr, NULL, 0);
-		return;
-	}
 	if (is_failure)
 	{
 		WfFailAttempt(tr, sd, task_id, fence, attempt, visit, worker,

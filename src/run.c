@@ -390,11 +390,8 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
 		run.status != WF_RUN_CANCELLING && run.status != WF_RUN_COMPENSATION_FAILED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot terminate run %s", WfRunIdText(run_id)),
-				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
-				 errhint("Only running, paused, cancelling and compensation_failed runs can be terminated.")));
+		WfRefuseRun(run_id, &run, "terminate",
+					"Only running, paused, cancelling and compensation_failed runs can be terminated.");
 	old_status = WfRunStatusName(run.status);
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
@@ -458,11 +455,8 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
 		run.status != WF_RUN_FAILED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot update the context of run %s", WfRunIdText(run_id)),
-				 errdetail("The run is \"%s\".", WfRunStatusName(run.status)),
-				 errhint("Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).")));
+		WfRefuseRun(run_id, &run, "update the context of",
+					"Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).");
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 

@@ -620,12 +620,15 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_EVENT_RECEIVED:
 		case WF_EV_WAIT_TIMED_OUT:
+		case WF_EV_CHILDREN_JOINED:
 			{
+				/* a waiting step ends with the output in the payload */
 				WfJsonBuilder b;
 
 				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
 					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
-					return "\"event_received\" or \"wait_timed_out\" for a step that is not the current one";
+					return psprintf("\"%s\" for a step that is not the current one",
+									WfEventTypeName(ev->type));
 				WfJbBegin(&b);
 				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
 				WfJbInt(&b, "attempt", 1);
@@ -851,22 +854,6 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				if (completed)
 					run->context = context_set_path(run->context, "children", ev->step, "completed", -1,
 													int_jsonb(WfJsonbGetInt(children, "completed", 0) + 1));
-				break;
-			}
-
-		case WF_EV_CHILDREN_JOINED:
-			{
-				WfJsonBuilder b;
-
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
-					return "\"children_joined\" for a step that is not the current one";
-				WfJbBegin(&b);
-				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
-				WfJbInt(&b, "attempt", 1);
-				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
-				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
-				run->current_step = NULL;
 				break;
 			}
 
@@ -1330,7 +1317,9 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 	WfJsonBuilder b;
 	int			i;
 
-	if (!retryable)
+	if (tr->run->status == WF_RUN_CANCELLING && !WfIsCompensation(sd->name))
+		reason = "cancelled";	/* in flight when the run was cancelled */
+	else if (!retryable)
 		reason = "non_retryable";
 	else
 	{
@@ -1365,7 +1354,9 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 		WfSetTimer(tr, WF_TIMER_RETRY, sd->name, 0, next_at, WfJbEnd(&b));
 		return;
 	}
-	if (WfIsCompensation(sd->name))
+	if (strcmp(reason, "cancelled") == 0)
+		WfStartCompensation(tr, NULL, 0);	/* nothing of it to undo */
+	else if (WfIsCompensation(sd->name))
 		WfCompensationFailed(tr, reason, error);
 	else
 		WfFailRun(tr, sd->name, reason, error);

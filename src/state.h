@@ -290,6 +290,11 @@ extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *own
 extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
 extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
 extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
+
+/* operator.c */
+extern void WfRefuseRun(pg_uuid_t *run_id, const WfRunState *run, const char *what,
+						const char *hint) pg_attribute_noreturn();
+extern int32 WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit);
 extern char *WfRunIdText(pg_uuid_t *run_id);
 
 #endif							/* WF_STATE_H */
