@@ -170,3 +170,19 @@ SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname = 'wf' AND p.proname NOT LIKE '\_%'
   AND NOT has_function_privilege('regress_wf_nobody', p.oid, 'EXECUTE') ORDER BY 1;
 DROP ROLE regress_wf_nobody;
+
+-- a step total timeout that comes due while an attempt is in flight of a paused run is held,
+-- and comes due again on resume even though the attempt is still with its worker
+SELECT wf.publish_definition('op_total', '{"steps": [{"name": "slow", "queue": "op_tq", "timeout": {"total": "30ms"}}]}');
+SELECT wf.start_run('op_total') AS run \gset
+SELECT count(*) FROM wf.claim_tasks('op_tq', 'w', 1, '1 hour');
+SELECT wf.pause_run(:'run', 'hold');
+SELECT pg_sleep(0.06);
+SELECT wf.tick() > 0 AS fired;
+SELECT kind, outcome FROM wf.timers WHERE run_id = :'run' AND status = 'pending';
+SELECT wf.resume_run(:'run', 'go');
+SELECT kind, outcome, fire_at < 'infinity' AS due FROM wf.timers WHERE run_id = :'run' AND status = 'pending';
+SELECT wf.tick() > 0 AS fired;
+SELECT status, (SELECT payload->>'reason' FROM wf.history(:'run') WHERE type = 'run_failed') AS reason
+FROM wf.runs WHERE run_id = :'run';
+SELECT wf.verify_run(:'run');

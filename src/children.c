@@ -242,7 +242,7 @@ WfNoteChildEnd(WfTransition *tr)
 {
 	WfRunState *run = tr->run;
 	Jsonb	   *parent = WfJsonbGetJsonb(run->context, "parent");
-	WfEvent    *last = &tr->events[tr->nevents - 1];
+	WfEvent    *last;
 	WfJsonBuilder b;
 	Datum		values[9];
 	pg_uuid_t  *parent_id;
@@ -250,6 +250,7 @@ WfNoteChildEnd(WfTransition *tr)
 
 	if (parent == NULL || tr->nevents == 0)
 		return;
+	last = &tr->events[tr->nevents - 1];
 	parent_text = WfJsonbGetText(parent, "run_id");
 	parent_id = DatumGetUUIDP(DirectFunctionCall1(uuid_in, CStringGetDatum(parent_text)));
 

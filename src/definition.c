@@ -1099,6 +1099,11 @@ compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 					  "Give each branch as {\"steps\": [...]}.", "must be an object");
 		check_fields(&bcx, NULL, bv.val.binary.data, branch_fields);
 		sd->branch_names[i] = psprintf("%s:%s:%d", cx->defname, sd->name, i);
+		if (strlen(sd->branch_names[i]) > WF_MAX_NAME_LEN)
+			def_error(&bcx, NULL, ERRCODE_NAME_TOO_LONG,
+					  "Branches are published as \"<definition>:<step>:<n>\"; shorten the names.",
+					  "the branch definition name \"%s\" is longer than %d bytes",
+					  sd->branch_names[i], WF_MAX_NAME_LEN);
 		sd->branch_specs[i] = JsonbValueToJsonb(&bv);
 		i++;
 	}

@@ -207,8 +207,8 @@ resume_live_task(WfTransition *tr, int idx)
 }
 
 /*
- * resume_waiting_step: the paused run has no live attempt.  Timers held
- * while it was paused come due now; an attempt withdrawn by the pause (or
+ * resume_waiting_step: the paused run has no live attempt.  An attempt
+ * withdrawn by the pause (or
  * by a poison-task pause, or a migration) is scheduled again, with the
  * next attempt number; a wait_event step takes a signal that came
  * meanwhile.
@@ -219,14 +219,8 @@ resume_waiting_step(WfTransition *tr, int idx)
 	WfRunState *run = tr->run;
 	const WfStepDef *sd = &tr->def->steps[idx];
 	Datum		values[2];
-	uint64		held;
 
 	values[0] = UUIDPGetDatum(&run->run_id);
-	values[1] = TimestampTzGetDatum(tr->now);
-	held = WfExecPlan(WF_PLAN_TIMERS_UNHOLD, values, NULL, false, 0, SPI_OK_UPDATE);
-	if (held > 0)
-		WfNoteTimer(tr->now);
-
 	if ((sd->type == WF_STEP_TASK || sd->type == WF_STEP_APPROVAL) &&
 		run->wait_generation == 0)
 	{
@@ -282,6 +276,15 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
 	WfJbText(&b, "step", run.current_step);
 	WfAppendEvent(&tr, WF_EV_RUN_RESUMED, NULL, 0, WfJbEnd(&b));
 
+	/* timers held while paused come due now, whatever else waits */
+	{
+		Datum		values[2];
+
+		values[0] = UUIDPGetDatum(run_id);
+		values[1] = TimestampTzGetDatum(tr.now);
+		if (WfExecPlan(WF_PLAN_TIMERS_UNHOLD, values, NULL, false, 0, SPI_OK_UPDATE) > 0)
+			WfNoteTimer(tr.now);
+	}
 	if (idx >= 0 && run.current_task != 0)
 		resume_live_task(&tr, idx);
 	else if (idx >= 0)

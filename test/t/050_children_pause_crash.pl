@@ -9,9 +9,10 @@
 #     stop) right after, so the child_done timers that tell the parents
 #     are due but may not have fired.  After the restart the engine
 #     worker joins every parallel step and moves every parent on.
-#  2. A paused run whose retry backoff ran out (a held timer) and whose
-#     worker completed its attempt meanwhile (a held result) is still
-#     paused after a crash, holds both, and goes on when it is resumed.
+#  2. A paused run whose retry backoff ran out (a held timer), and a
+#     paused run whose worker reported while it was paused (a held
+#     result), are still paused after a crash, still hold them, and go on
+#     when they are resumed.
 #  3. wf.verify_run holds for every run.
 
 use strict;
@@ -67,6 +68,16 @@ ok( $node->poll_query_until(
 	),
 	'the backoff that ran out while the run is paused is held');
 
+# 2. a second paused run: its attempt was in flight and its worker reported
+my $held2 = $node->safe_psql('wf', q{SELECT wf.start_run('held', '{"n": 2}')});
+$node->safe_psql('wf', q{SELECT count(*) FROM wf.claim_tasks('held_q', 'w2', 1, '1 hour')});
+$node->safe_psql('wf', qq{SELECT wf.pause_run('$held2', 'review')});
+is( $node->safe_psql(
+		'wf',
+		qq{SELECT wf.complete_task(task_id, fence, '{"done": 2}') FROM wf.tasks WHERE run_id = '$held2' AND status = 'leased'}
+	),
+	'accepted', 'a result reported while the run is paused is accepted (held)');
+
 # 1. complete every branch task with the workers told to fire nothing, so
 # that the crash finds every child_done timer pending; they fire again
 # after the restart (the setting is back on then)
@@ -110,6 +121,15 @@ is( $node->safe_psql(
 		qq{SELECT count(*) FROM wf.timers WHERE run_id = '$held' AND outcome = 'held' AND status = 'pending'}
 	),
 	'1', 'its held timer is still held');
+is($node->safe_psql('wf', qq{SELECT status FROM wf.runs WHERE run_id = '$held2'}),
+	'paused', 'the run with the held result is still paused after the crash');
+is($node->safe_psql('wf', qq{SELECT wf.resume_run('$held2', 'review done')}),
+	'running', 'it resumes');
+is( $node->safe_psql(
+		'wf',
+		qq{SELECT string_agg(type, ' ' ORDER BY seq) FROM wf.history('$held2') WHERE seq > 2}),
+	'run_paused result_held run_resumed task_completed task_scheduled',
+	'the result held across the crash is applied on resume and the run goes on');
 $node->safe_psql('wf', qq{SELECT wf.resume_run('$held', 'maintenance over')});
 ok( $node->poll_query_until(
 		'wf', q{SELECT count(*) = 1 FROM wf.tasks WHERE queue = 'held_q' AND attempt = 2 AND status = 'ready'}),
