@@ -20,6 +20,7 @@ endif
 MODULE_big = wfengine
 OBJS = \
 	src/wfengine.o \
+	src/tenant.o \
 	src/guc.o \
 	src/spi_util.o \
 	src/crypto.o \

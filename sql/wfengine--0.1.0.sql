@@ -1825,3 +1825,152 @@ COMMENT ON VIEW wf.schedule_list IS
 
 SELECT pg_catalog.pg_extension_config_dump('wf.schedules', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.schedules_schedule_id_seq', '');
+
+-- ---------------------------------------------------------------------
+-- Tenancy: tenants, roles, privileges and row-level security
+-- ---------------------------------------------------------------------
+-- A tenant is a role named wf_tenant_<tenant>; a login belongs to the
+-- tenant of the tenant role it is a member of (tenant.c).  The API
+-- functions check the caller and run as the extension's owner; the roles
+-- below get EXECUTE on the functions of their job and SELECT on the tables,
+-- never INSERT, UPDATE or DELETE (wfengine_admin: on wf.schedules, which
+-- wf.schedule writes as the role whose pg_cron job will start the runs).
+-- Row-level security, enabled and forced on every table, shows a role the
+-- rows of its own tenant only.
+
+CREATE FUNCTION wf.create_tenant(tenant text)
+RETURNS name
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    IF tenant !~ '^[a-z][a-z0-9_]{0,39}$' OR tenant OPERATOR(pg_catalog.=) 'default' THEN
+        RAISE EXCEPTION 'invalid tenant name "%"', tenant
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A tenant name has 1 to 40 lower-case letters, digits or ''_'', starts with a letter, and is not "default".';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+               WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)) THEN
+        RAISE EXCEPTION 'tenant "%" exists already', tenant USING ERRCODE = 'duplicate_object';
+    END IF;
+    EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', 'wf_tenant_' OPERATOR(pg_catalog.||) tenant);
+    RETURN ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)::name;
+END
+$$;
+COMMENT ON FUNCTION wf.create_tenant(text) IS
+'Creates a tenant: the role wf_tenant_<tenant>, whose members act for the tenant.';
+
+CREATE FUNCTION wf.add_tenant_member(tenant text, member regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                   WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)) THEN
+        RAISE EXCEPTION 'tenant "%" does not exist', tenant
+            USING ERRCODE = 'undefined_object', HINT = 'Create it with wf.create_tenant().';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT %I TO %I', 'wf_tenant_' OPERATOR(pg_catalog.||) tenant,
+                              member::text);
+END
+$$;
+COMMENT ON FUNCTION wf.add_tenant_member(text, regrole) IS
+'Makes a role act for a tenant (a role acts for one tenant at most).';
+
+CREATE FUNCTION wf.remove_tenant_member(tenant text, member regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    EXECUTE pg_catalog.format('REVOKE %I FROM %I', 'wf_tenant_' OPERATOR(pg_catalog.||) tenant,
+                              member::text);
+END
+$$;
+COMMENT ON FUNCTION wf.remove_tenant_member(text, regrole) IS
+'Stops a role from acting for a tenant.';
+
+-- The roles of the jobs; they survive DROP EXTENSION, like every role.
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['wfengine_app', 'wfengine_worker', 'wfengine_approver',
+                             'wfengine_operator', 'wfengine_admin'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles x WHERE x.rolname OPERATOR(pg_catalog.=) r) THEN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+    END LOOP;
+END
+$$;
+-- an operator reads what an application reads; an administrator operates
+DO $$
+BEGIN
+    IF NOT pg_catalog.pg_has_role('wfengine_operator', 'wfengine_app', 'MEMBER') THEN
+        GRANT wfengine_app TO wfengine_operator;
+    END IF;
+    IF NOT pg_catalog.pg_has_role('wfengine_admin', 'wfengine_operator', 'MEMBER') THEN
+        GRANT wfengine_operator TO wfengine_admin;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA wf FROM PUBLIC;
+GRANT USAGE ON SCHEMA wf TO wfengine_app, wfengine_worker, wfengine_approver,
+    wfengine_operator, wfengine_admin;
+GRANT EXECUTE ON FUNCTION wf.current_tenant(), wf.preloaded()
+    TO wfengine_app, wfengine_worker, wfengine_approver;
+GRANT EXECUTE ON FUNCTION
+    wf.start_run(text, jsonb, text, integer), wf.run_status(uuid), wf.history(uuid),
+    wf.explain(uuid), wf.verify_run(uuid), wf.signal(uuid, text, jsonb, text),
+    wf.send_event(text, text, jsonb, text), wf.definition_graph(text, integer, text),
+    wf.run_graph(uuid, text), wf._graph_render(text, jsonb, text, jsonb)
+    TO wfengine_app;
+GRANT EXECUTE ON FUNCTION
+    wf.claim_tasks(text, text, integer, interval, interval),
+    wf.complete_task(bigint, bigint, jsonb), wf.fail_task(bigint, bigint, jsonb, boolean),
+    wf.heartbeat(bigint, bigint, jsonb), wf.issue_approval_tokens(bigint, bigint)
+    TO wfengine_worker;
+GRANT EXECUTE ON FUNCTION wf.decide(text, text, text, text, jsonb) TO wfengine_approver;
+GRANT EXECUTE ON FUNCTION
+    wf.terminate_run(uuid, text), wf.update_context(uuid, jsonb, text),
+    wf.pause_run(uuid, text), wf.resume_run(uuid, text), wf.retry_step(uuid, text),
+    wf.skip_step(uuid, jsonb, text, text), wf.cancel_run(uuid, text),
+    wf.migrate_run(uuid, integer, text),
+    wf.cancel_runs(text, jsonb, integer, uuid), wf.retry_runs(text, jsonb, integer, uuid),
+    wf.resume_runs(text, jsonb, integer, uuid),
+    wf._batch(text, text, text[], text, jsonb, integer, uuid),
+    wf.revoke_approval_tokens(uuid, text, text), wf.reissue_approval_tokens(uuid, text, text),
+    wf.set_approvers(uuid, text, text[], text)
+    TO wfengine_operator;
+GRANT EXECUTE ON FUNCTION
+    wf.publish_definition(text, jsonb), wf.worker_status(),
+    wf.schedule(text, text, text, jsonb, integer), wf.unschedule(text),
+    wf._fire_schedule(bigint), wf._cron_check(text),
+    wf._cron_next(text, timestamptz, text), wf._cron_prev(text, timestamptz, text),
+    wf._cron_timezone()
+    TO wfengine_admin;
+
+GRANT SELECT ON ALL TABLES IN SCHEMA wf TO wfengine_app, wfengine_worker,
+    wfengine_approver, wfengine_operator, wfengine_admin;
+GRANT INSERT, UPDATE, DELETE ON wf.schedules TO wfengine_admin;
+GRANT USAGE ON SEQUENCE wf.schedules_schedule_id_seq TO wfengine_admin;
+
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOR t IN SELECT c.relname FROM pg_catalog.pg_class c
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+             WHERE n.nspname OPERATOR(pg_catalog.=) 'wf' AND c.relkind OPERATOR(pg_catalog.=) 'r'
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE wf.%I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE pg_catalog.format('ALTER TABLE wf.%I FORCE ROW LEVEL SECURITY', t);
+        EXECUTE pg_catalog.format(
+            'CREATE POLICY tenant_isolation ON wf.%I '
+            'USING (tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()) '
+            'WITH CHECK (tenant_id OPERATOR(pg_catalog.=) wf.current_tenant())', t);
+    END LOOP;
+END
+$$;

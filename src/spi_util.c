@@ -39,6 +39,7 @@
 #include "utils/lsyscache.h"
 
 #include "spi_util.h"
+#include "wfengine.h"
 #include "state.h"
 
 #define WF_MAX_PLAN_ARGS 40
@@ -516,6 +517,7 @@ static SPIPlanPtr plans[WF_PLAN_COUNT];
 static Oid	cached_tasks_relid = InvalidOid;
 static Oid	cached_task_seq = InvalidOid;
 static Oid	cached_timer_seq = InvalidOid;
+static Oid	cached_owner = InvalidOid;	/* of extension wfengine */
 static int	n_reset_callbacks = 0;
 static void (*reset_callbacks[WF_MAX_RESET_CALLBACKS]) (void);
 
@@ -582,8 +584,11 @@ WfApiBegin(void)
 		cached_tasks_relid = relid;
 		cached_task_seq = get_relname_relid("task_id_seq", nsp);
 		cached_timer_seq = get_relname_relid("timer_id_seq", nsp);
+		cached_owner = WfExtensionOwner();
 	}
 
+	/* from here on, the call runs as the extension's owner (tenant.c) */
+	WfApiSwitchIn(cached_owner);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 }
@@ -597,6 +602,7 @@ WfApiEnd(void)
 {
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
+	WfApiSwitchOut();
 }
 
 /*

@@ -42,9 +42,6 @@
 
 PG_MODULE_MAGIC;
 
-/* the one tenant every session belongs to until tenancy binds it to roles */
-#define WF_DEFAULT_TENANT "default"
-
 bool		wf_preloaded = false;
 
 void		_PG_init(void);
@@ -69,32 +66,12 @@ _PG_init(void)
 	WfCryptoInit();
 	WfDefinitionInit();
 	WfNotifyInit();
+	WfTenantInit();
 	if (wf_preloaded)
 	{
 		WfShmemInit();
 		WfWorkerInit();
 	}
-}
-
-/*
- * WfCurrentTenant returns the tenant of the calling session.  Every code
- * path that reads or writes engine rows learns the tenant here and only
- * here.
- */
-const char *
-WfCurrentTenant(void)
-{
-	return WF_DEFAULT_TENANT;
-}
-
-/*
- * WfCurrentActor returns the name recorded as the actor of events caused
- * by the current session: its current role.
- */
-const char *
-WfCurrentActor(void)
-{
-	return GetUserNameFromId(GetUserId(), false);
 }
 
 /*

@@ -19,7 +19,12 @@
 /* true when the library was loaded by shared_preload_libraries */
 extern bool wf_preloaded;
 
+/* tenant.c */
 extern const char *WfCurrentTenant(void);
 extern const char *WfCurrentActor(void);
+extern Oid	WfExtensionOwner(void);
+extern void WfTenantInit(void);
+extern void WfApiSwitchIn(Oid owner);
+extern void WfApiSwitchOut(void);
 
 #endif							/* WF_WFENGINE_H */

@@ -1,0 +1,278 @@
+/*-------------------------------------------------------------------------
+ *
+ * tenant.c
+ *	  Who the session is: its tenant and the actor of its events, and the
+ *	  switch to the extension owner that every API call runs under.
+ *
+ * A tenant is a role named "wf_tenant_<tenant>" (created by
+ * wf.create_tenant()); a login belongs to the tenant of the one tenant role
+ * it is a member of.  The tenant is taken from the session user, which a
+ * session cannot change itself (SET ROLE changes the current user only, and
+ * SET SESSION AUTHORIZATION needs a superuser), never from a setting.  A
+ * superuser, or the extension's owner, that belongs to no tenant acts for
+ * tenant "default"; any other role that belongs to none is refused, and so
+ * is a role that belongs to two.  The answer is cached per backend and
+ * forgotten whenever a role or a role membership changes.
+ *
+ * The API functions are not SECURITY DEFINER: they check who calls them
+ * (EXECUTE privilege, the tenant), and then run their statements as the
+ * extension's owner (WfApiBegin), which the roles of applications, workers
+ * and operators have no table privileges for.  Every statement names the
+ * tenant; row-level security on every table is the second wall, for
+ * direct SQL.  The actor recorded in events is the role that called the
+ * outermost API function, also when one API call makes another on its
+ * behalf (a parent cancelling its child runs).
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/tenant.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "wfengine.h"
+
+/* the tenant of a superuser or of the owner that belongs to no tenant */
+#define WF_DEFAULT_TENANT "default"
+
+/* how deep API calls may nest (a parent stopping its children, ...) */
+#define WF_MAX_API_DEPTH 32
+
+/* the cached tenant of a session user */
+static Oid	tenant_user = InvalidOid;
+static char *tenant_name = NULL;
+static bool tenant_callbacks = false;
+
+/* one entry per API call in progress */
+typedef struct ApiFrame
+{
+	int			nest_level;		/* transaction nest level of the call */
+	bool		switched;		/* this call switched to the owner */
+	Oid			save_userid;
+	int			save_sec_context;
+} ApiFrame;
+
+static ApiFrame api_stack[WF_MAX_API_DEPTH];
+static int	api_depth = 0;
+static char *api_actor = NULL;	/* the outermost caller, in TopMemoryContext */
+
+/* forward declarations */
+static void tenant_invalidate(Datum arg, int cacheid, uint32 hashvalue);
+static void api_xact_callback(XactEvent event, void *arg);
+static char *lookup_tenant(Oid userid);
+
+/*
+ * tenant_invalidate forgets the cached tenant when roles or memberships
+ * change.
+ */
+static void
+tenant_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	tenant_user = InvalidOid;
+}
+
+/*
+ * api_xact_callback forgets the API calls of a transaction that ended
+ * (an error may have skipped their WfApiEnd; the transaction's end has
+ * already restored the user).
+ */
+static void
+api_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		api_depth = 0;
+		if (api_actor != NULL)
+			pfree(api_actor);
+		api_actor = NULL;
+	}
+}
+
+/*
+ * WfTenantInit registers the callbacks; called from _PG_init.
+ */
+void
+WfTenantInit(void)
+{
+	if (tenant_callbacks)
+		return;
+	CacheRegisterSyscacheCallback(AUTHOID, tenant_invalidate, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, tenant_invalidate, (Datum) 0);
+	RegisterXactCallback(api_xact_callback, NULL);
+	tenant_callbacks = true;
+}
+
+/*
+ * WfExtensionOwner returns the owner of extension wfengine.
+ */
+Oid
+WfExtensionOwner(void)
+{
+	Oid			extoid = get_extension_oid("wfengine", true);
+	HeapTuple	tup;
+	Oid			owner;
+
+	if (!OidIsValid(extoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"wfengine\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION wfengine.")));
+	tup = SearchSysCache1(EXTENSIONOID, ObjectIdGetDatum(extoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for extension %u", extoid);
+	owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * lookup_tenant finds the tenant of userid: the one role named
+ * wf_tenant_<tenant> it is a member of.
+ */
+static char *
+lookup_tenant(Oid userid)
+{
+	Datum		values[1];
+	Oid			types[1] = {OIDOID};
+	char	   *found = NULL;
+	int			n;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	values[0] = ObjectIdGetDatum(userid);
+	if (SPI_execute_with_args("SELECT pg_catalog.substr(r.rolname, 11) FROM pg_catalog.pg_roles r "
+							  "WHERE r.rolname OPERATOR(pg_catalog.~~) 'wf\\_tenant\\_%' "
+							  "AND pg_catalog.pg_has_role($1, r.oid, 'MEMBER') "
+							  "ORDER BY 1 LIMIT 2",
+							  1, types, values, NULL, true, 2) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the tenant of a role");
+	n = (int) SPI_processed;
+	if (n == 2)
+	{
+		char	   *a = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		char	   *b = SPI_getvalue(SPI_tuptable->vals[1], SPI_tuptable->tupdesc, 1);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" belongs to more than one wfengine tenant (\"%s\", \"%s\")",
+						GetUserNameFromId(userid, false), a, b),
+				 errhint("A login acts for one tenant: revoke all but one of its wf_tenant_* roles.")));
+	}
+	if (n == 1)
+		found = MemoryContextStrdup(TopMemoryContext,
+									SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+
+	if (found == NULL)
+	{
+		if (!superuser_arg(userid) && userid != WfExtensionOwner())
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("role \"%s\" belongs to no wfengine tenant",
+							GetUserNameFromId(userid, false)),
+					 errhint("An administrator adds it with wf.add_tenant_member(tenant, role).")));
+		found = MemoryContextStrdup(TopMemoryContext, WF_DEFAULT_TENANT);
+	}
+	return found;
+}
+
+/*
+ * WfCurrentTenant returns the tenant of the session user.
+ */
+const char *
+WfCurrentTenant(void)
+{
+	Oid			userid = GetSessionUserId();
+
+	if (OidIsValid(tenant_user) && tenant_user == userid && tenant_name != NULL)
+		return tenant_name;
+	if (tenant_name != NULL)
+		pfree(tenant_name);
+	tenant_name = NULL;
+	tenant_user = InvalidOid;
+	tenant_name = lookup_tenant(userid);
+	tenant_user = userid;
+	return tenant_name;
+}
+
+/*
+ * WfCurrentActor returns the name recorded as the actor of events: the
+ * role that called the outermost API function of this transaction, or the
+ * current role outside any.
+ */
+const char *
+WfCurrentActor(void)
+{
+	if (api_depth > 0 && api_actor != NULL)
+		return api_actor;
+	return GetUserNameFromId(GetUserId(), false);
+}
+
+/*
+ * WfApiSwitchIn is called at the start of every API call (WfApiBegin): it
+ * learns the caller, then runs the rest of the call as the extension's
+ * owner.  Frames of calls that an error ended inside a subtransaction are
+ * dropped first.
+ */
+void
+WfApiSwitchIn(Oid owner)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	ApiFrame   *f;
+
+	while (api_depth > 0 && api_stack[api_depth - 1].nest_level > level)
+		api_depth--;
+	if (api_depth >= WF_MAX_API_DEPTH)
+		elog(ERROR, "wfengine API calls nest too deep");
+	f = &api_stack[api_depth];
+	f->nest_level = level;
+	GetUserIdAndSecContext(&f->save_userid, &f->save_sec_context);
+	if (api_depth == 0)
+	{
+		if (api_actor != NULL)
+			pfree(api_actor);
+		api_actor = MemoryContextStrdup(TopMemoryContext,
+										GetUserNameFromId(f->save_userid, false));
+		(void) WfCurrentTenant();	/* refuses a role of no tenant */
+	}
+	f->switched = f->save_userid != owner;
+	if (f->switched)
+		SetUserIdAndSecContext(owner, f->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	api_depth++;
+}
+
+/*
+ * WfApiSwitchOut ends an API call: back to the caller's role.
+ */
+void
+WfApiSwitchOut(void)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	ApiFrame   *f;
+
+	while (api_depth > 0 && api_stack[api_depth - 1].nest_level > level)
+		api_depth--;
+	if (api_depth == 0)
+		elog(ERROR, "wfengine API call ended that never began");
+	f = &api_stack[--api_depth];
+	if (f->switched)
+		SetUserIdAndSecContext(f->save_userid, f->save_sec_context);
+}
