@@ -72,6 +72,7 @@ REGRESS = \
 	240_events \
 	250_migrate \
 	260_children \
+	270_tenancy \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -158,9 +158,14 @@ lookup_tenant(Oid userid)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	values[0] = ObjectIdGetDatum(userid);
-	if (SPI_execute_with_args("SELECT pg_catalog.substr(r.rolname, 11) FROM pg_catalog.pg_roles r "
+	/* memberships as granted: pg_has_role() is true of every role for a superuser */
+	if (SPI_execute_with_args("WITH RECURSIVE m(roleid) AS ("
+							  " SELECT $1 UNION"
+							  " SELECT a.roleid FROM pg_catalog.pg_auth_members a"
+							  " JOIN m ON a.member OPERATOR(pg_catalog.=) m.roleid) "
+							  "SELECT pg_catalog.substr(r.rolname, 11) FROM pg_catalog.pg_roles r"
+							  " JOIN m ON r.oid OPERATOR(pg_catalog.=) m.roleid "
 							  "WHERE r.rolname OPERATOR(pg_catalog.~~) 'wf\\_tenant\\_%' "
-							  "AND pg_catalog.pg_has_role($1, r.oid, 'MEMBER') "
 							  "ORDER BY 1 LIMIT 2",
 							  1, types, values, NULL, true, 2) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the tenant of a role");
