@@ -8,7 +8,7 @@
 # (bench/notify_cycle.sql).  Claims notify nothing; every completion does:
 #
 #   q20   20-step runs: 19 of 20 completions schedule the next step, so the
-#         completion sends one queue notification ("wfq.q20") and one run
+#         completion sends one queue notification (queue q20) and one run
 #         notification (step_done) — the heaviest case;
 #   q1    1-step runs: every completion finishes its run and sends one run
 #         notification (completed).
@@ -16,7 +16,8 @@
 # Subscribers:
 #   none     nobody LISTENs.  PostgreSQL still writes every notification to
 #            its queue, under a lock that serialises notifying commits.
-#   listen   one psql session LISTENs on "wfq.q20", "wfq.q1" and "wf_runs"
+#   listen   one psql session LISTENs on the channels of queues q20 and q1
+#            and of runs (wf.channel(...))
 #            and reads its notifications every 50 ms (psql prints them after
 #            each statement); the number it received is reported.
 #
@@ -147,7 +148,9 @@ run_case() {
 	if [[ $sub == listen ]]; then
 		# one statement every 50 ms: psql prints what arrived after each
 		{
-			printf 'LISTEN "wfq.q20";\nLISTEN "wfq.q1";\nLISTEN wf_runs;\n'
+			# the channels of the tenant of this login (their names carry a tag)
+			psql -X -q -At -d "$CASEDB" -c "SELECT format('LISTEN %I;', wf.channel('queue', q))
+				FROM unnest(ARRAY['q20', 'q1']) q UNION ALL SELECT format('LISTEN %I;', wf.channel('runs'))"
 			yes 'SELECT pg_sleep(0.05);' | head -n "$(((DURATION + 10) * 20))"
 		} | psql -X -q -At -d "$CASEDB" >"$RES/$name.listener.log" 2>&1 &
 		LISTENER_PID=$!

@@ -15,22 +15,43 @@ SELECT wf.publish_definition('note_long', jsonb_build_object('steps', jsonb_buil
     jsonb_build_object('name', 'a', 'queue', repeat('q', 63)))));
 
 CREATE TEMP TABLE labels (run_id uuid PRIMARY KEY, label text NOT NULL);
+-- channel names carry a tag computed from the tenant with a key of the install:
+-- they are shown by what they are for
+CREATE TEMP TABLE channels (channel text PRIMARY KEY, label text NOT NULL);
+INSERT INTO channels VALUES (wf.channel('queue', 'note_q'), '<queue note_q>'),
+                            (wf.channel('queue', 'note_q2'), '<queue note_q2>'),
+                            (wf.channel('queue', repeat('q', 63)), '<queue qqq...>'),
+                            (wf.channel('runs'), '<runs>');
 CREATE FUNCTION pg_temp.shown(log text) RETURNS SETOF text
 LANGUAGE sql AS $$
-    SELECT coalesce(replace(l.line, lb.run_id::text, lb.label), l.line)
+    SELECT coalesce(replace(coalesce(replace(l.line, c.channel, c.label), l.line),
+                            lb.run_id::text, lb.label),
+                    coalesce(replace(l.line, c.channel, c.label), l.line))
     FROM regexp_split_to_table(log, E'\n') WITH ORDINALITY AS l(line, n)
     LEFT JOIN labels lb ON strpos(l.line, lb.run_id::text) > 0
+    LEFT JOIN channels c ON strpos(l.line, '"' || c.channel || '"') > 0
     WHERE l.line <> ''
     ORDER BY l.n
 $$;
 \getenv abs_builddir PG_ABS_BUILDDIR
 \set notify_log :abs_builddir '/results/130_notify.notifications'
 
-SELECT 'wfq.' || left(repeat('q', 63), 50) || '.' || left(md5(repeat('q', 63)), 8) AS long_channel \gset
-LISTEN "wfq.note_q";
-LISTEN "wfq.note_q2";
+-- the channels: "wfq.<tag>.<queue>" and "wf_runs.<tag>"; the tag is 12 hex digits
+SELECT channel ~ '^wfq\.[0-9a-f]{12}\.note_q2?$' OR channel ~ '^wf_runs\.[0-9a-f]{12}$' AS form_ok, label
+FROM channels WHERE label <> '<queue qqq...>' ORDER BY label;
+-- a long queue name: cut after 37 bytes, and 8 hex digits of md5(queue) appended
+SELECT channel = 'wfq.' || split_part(channel, '.', 2) || '.' || left(repeat('q', 63), 37) || '.'
+                 || left(md5(repeat('q', 63)), 8) AS long_form_ok, octet_length(channel) AS bytes
+FROM channels WHERE label = '<queue qqq...>';
+SELECT wf.channel('queue', 'note_q') = wf.channel('queue', 'note_q') AS stable;
+SELECT wf.channel('nonsense');
+SELECT wf.channel('queue');
+SELECT wf.channel('queue', 'note_q') AS q1, wf.channel('queue', 'note_q2') AS q2,
+       wf.channel('queue', repeat('q', 63)) AS long_channel, wf.channel('runs') AS runs \gset
+LISTEN :"q1";
+LISTEN :"q2";
 LISTEN :"long_channel";
-LISTEN wf_runs;
+LISTEN :"runs";
 
 -- scenario: a started run announces its queue and the run (ids only; the
 -- input never appears in a payload)

@@ -86,6 +86,35 @@ SELECT r.input->>'secret' AS run, r.status, e.type, e.actor
 FROM wf.runs r JOIN wf.events e USING (run_id) WHERE r.tenant_id = 'acme' ORDER BY 1, e.seq;
 SELECT tenant_id, status FROM wf.runs ORDER BY tenant_id, status;
 
+-- each tenant has its own LISTEN channels, which name no tenant and which
+-- another tenant cannot compute; a run of acme notifies acme's channel only
+SET SESSION AUTHORIZATION regress_acme_app;
+SELECT wf.channel('runs') AS acme_runs, wf.channel('queue', 'work') AS acme_work \gset
+SET SESSION AUTHORIZATION regress_globex_app;
+SELECT wf.channel('runs') AS globex_runs, wf.channel('queue', 'work') AS globex_work \gset
+SELECT :'acme_runs' <> :'globex_runs' AND :'acme_work' <> :'globex_work' AS distinct_channels,
+       strpos(:'acme_runs' || :'acme_work' || :'globex_runs' || :'globex_work', 'acme') = 0
+       AND strpos(:'acme_runs' || :'acme_work' || :'globex_runs' || :'globex_work', 'globex') = 0 AS no_names;
+RESET SESSION AUTHORIZATION;
+LISTEN :"acme_runs";
+LISTEN :"globex_runs";
+LISTEN :"acme_work";
+LISTEN :"globex_work";
+\getenv abs_builddir PG_ABS_BUILDDIR
+\set notify_log :abs_builddir '/results/270_tenancy.notifications'
+\o :notify_log
+SET SESSION AUTHORIZATION regress_acme_app;
+SELECT wf.start_run('order', '{"secret": "acme 3"}') IS NOT NULL AS started;
+RESET SESSION AUTHORIZATION;
+\o
+\set log `cat :'notify_log'`
+SELECT CASE WHEN line LIKE '%' || :'acme_runs' || '%' THEN 'acme runs channel'
+            WHEN line LIKE '%' || :'acme_work' || '%' THEN 'acme queue channel'
+            WHEN line LIKE '%' || :'globex_runs' || '%' THEN 'globex runs channel'
+            WHEN line LIKE '%' || :'globex_work' || '%' THEN 'globex queue channel' END AS notified
+FROM regexp_split_to_table(:'log', E'\n') AS line WHERE line LIKE 'Asynchronous%' ORDER BY 1;
+UNLISTEN *;
+
 -- a role of no tenant, and a role of two, are refused
 SET SESSION AUTHORIZATION regress_nobody;
 SELECT pg_temp.err('SELECT wf.current_tenant()');

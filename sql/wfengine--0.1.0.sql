@@ -1891,6 +1891,29 @@ $$;
 COMMENT ON FUNCTION wf.remove_tenant_member(text, regrole) IS
 'Stops a role from acting for a tenant.';
 
+-- Secrets of the engine, for the extension's owner only (no role has any
+-- privilege on the table, and its row belongs to no tenant).
+CREATE FUNCTION wf._random_bytes(n integer)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'wfengine_random_bytes'
+LANGUAGE C VOLATILE STRICT;
+CREATE TABLE wf.secrets (
+    tenant_id   text NOT NULL DEFAULT '*',
+    name        text PRIMARY KEY,
+    value       bytea NOT NULL
+);
+COMMENT ON TABLE wf.secrets IS
+'Keys of the engine: channel_key makes the LISTEN channel names of a tenant unguessable to the others.';
+INSERT INTO wf.secrets (name, value) VALUES ('channel_key', wf._random_bytes(32));
+SELECT pg_catalog.pg_extension_config_dump('wf.secrets', '');
+
+CREATE FUNCTION wf.channel(kind text DEFAULT 'runs', queue text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_channel'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION wf.channel(text, text) IS
+'The LISTEN channel of the session''s tenant: wf.channel(''runs'') for run changes, wf.channel(''queue'', q) for queue q.';
+
 -- The roles of the jobs; they survive DROP EXTENSION, like every role.
 DO $$
 DECLARE
@@ -1919,7 +1942,7 @@ $$;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA wf FROM PUBLIC;
 GRANT USAGE ON SCHEMA wf TO wfengine_app, wfengine_worker, wfengine_approver,
     wfengine_operator, wfengine_admin;
-GRANT EXECUTE ON FUNCTION wf.current_tenant(), wf.preloaded()
+GRANT EXECUTE ON FUNCTION wf.current_tenant(), wf.preloaded(), wf.channel(text, text)
     TO wfengine_app, wfengine_worker, wfengine_approver;
 GRANT EXECUTE ON FUNCTION
     wf.start_run(text, jsonb, text, integer), wf.run_status(uuid), wf.history(uuid),
@@ -1954,6 +1977,8 @@ GRANT EXECUTE ON FUNCTION
 
 GRANT SELECT ON ALL TABLES IN SCHEMA wf TO wfengine_app, wfengine_worker,
     wfengine_approver, wfengine_operator, wfengine_admin;
+REVOKE ALL ON wf.secrets FROM wfengine_app, wfengine_worker, wfengine_approver,
+    wfengine_operator, wfengine_admin;
 GRANT INSERT, UPDATE, DELETE ON wf.schedules TO wfengine_admin;
 GRANT USAGE ON SEQUENCE wf.schedules_schedule_id_seq TO wfengine_admin;
 

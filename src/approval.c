@@ -815,7 +815,7 @@ wfengine_decide(PG_FUNCTION_ARGS)
 	WfTransitionWrite(&tr);
 	audit_attempt(tenant, now, approver, decision, outcome, &run_id, step);
 	if (strcmp(outcome, "accepted") == 0)
-		WfNoteRunChange(&run_id, run.status == WF_RUN_RUNNING ? "decided" :
+		WfNoteRunChange(run.tenant_id, &run_id, run.status == WF_RUN_RUNNING ? "decided" :
 						WfRunStatusName(run.status));
 	WfApiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(outcome));

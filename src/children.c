@@ -121,7 +121,7 @@ start_child(WfTransition *tr, const WfStepDef *sd, int branch, int32 visit,
 	WfExecPlan(WF_PLAN_RUN_SET_PARENT, values, NULL, false, 0, SPI_OK_UPDATE);
 	if (cdef->n_correlation > 0)
 		WfWriteCorrelations(cdef, crun, input, tr->now);
-	WfNoteRunChange(&crun->run_id, "started");
+	WfNoteRunChange(crun->tenant_id, &crun->run_id, "started");
 	child_id = WfRunIdText(&crun->run_id);
 	return child_id;
 }

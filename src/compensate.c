@@ -379,7 +379,7 @@ wfengine_cancel_run(PG_FUNCTION_ARGS)
 	WfRequestCancel(&tr, reason);
 	WfTransitionWrite(&tr);
 	status = WfRunStatusName(run.status);
-	WfNoteRunChange(&run.run_id, status);
+	WfNoteRunChange(run.tenant_id, &run.run_id, status);
 	result = (text *) SPI_palloc(VARHDRSZ + strlen(status));
 	SET_VARSIZE(result, VARHDRSZ + strlen(status));
 	memcpy(VARDATA(result), status, strlen(status));

@@ -23,6 +23,7 @@
 
 #include <sodium.h>
 
+#include "fmgr.h"
 #include "utils/timestamp.h"
 
 #include "crypto.h"
@@ -242,4 +243,40 @@ WfHashToken(const char *text, uint8 *hash)
 	keyed_hash(raw, hash);
 	sodium_memzero(raw, sizeof(raw));
 	return true;
+}
+
+/*
+ * WfChannelTag writes into tag (WF_CHANNEL_TAG_LEN + 1 bytes) the hex of a
+ * BLAKE2b hash of tenant keyed by key: the part of a tenant's LISTEN
+ * channels that another tenant cannot compute.
+ */
+void
+WfChannelTag(const uint8 *key, size_t keylen, const char *tenant, char *tag)
+{
+	uint8		hash[WF_CHANNEL_TAG_LEN / 2];
+
+	crypto_generichash(hash, sizeof(hash), (const uint8 *) tenant, strlen(tenant), key, keylen);
+	sodium_bin2hex(tag, WF_CHANNEL_TAG_LEN + 1, hash, sizeof(hash));
+}
+
+PG_FUNCTION_INFO_V1(wfengine_random_bytes);
+
+/*
+ * wfengine_random_bytes is wf._random_bytes(n): n bytes from libsodium's
+ * generator, for secrets the install script creates.
+ */
+Datum
+wfengine_random_bytes(PG_FUNCTION_ARGS)
+{
+	int32		n = PG_GETARG_INT32(0);
+	bytea	   *out;
+
+	if (n < 1 || n > 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must be between 1 and 1024, not %d", n)));
+	out = palloc(VARHDRSZ + n);
+	SET_VARSIZE(out, VARHDRSZ + n);
+	randombytes_buf(VARDATA(out), n);
+	PG_RETURN_BYTEA_P(out);
 }

@@ -49,4 +49,8 @@ extern bool WfTokenKeyConfigured(void);
 extern void WfMintToken(char *text, uint8 *hash);
 extern bool WfHashToken(const char *text, uint8 *hash);
 
+/* the tenant part of LISTEN channel names (notify.c) */
+#define WF_CHANNEL_TAG_LEN 12
+extern void WfChannelTag(const uint8 *key, size_t keylen, const char *tenant, char *tag);
+
 #endif							/* WF_CRYPTO_H */

@@ -133,7 +133,7 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	values[1] = Int64GetDatum(to->definition_id);
 	values[2] = Int32GetDatum(to->version);
 	WfExecPlan(WF_PLAN_RUN_SET_VERSION, values, NULL, false, 0, SPI_OK_UPDATE);
-	WfNoteRunChange(&run.run_id, "migrated");
+	WfNoteRunChange(run.tenant_id, &run.run_id, "migrated");
 
 	result = (text *) SPI_palloc(VARHDRSZ + strlen(run.current_step));
 	SET_VARSIZE(result, VARHDRSZ + strlen(run.current_step));

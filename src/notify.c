@@ -49,6 +49,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "executor/spi.h"
+#include "fmgr.h"
 #include "commands/async.h"
 #include "common/md5.h"
 #include "lib/stringinfo.h"
@@ -59,9 +61,12 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "crypto.h"
 #include "guc.h"
 #include "notify.h"
+#include "spi_util.h"
 #include "shmem.h"
+#include "wfengine.h"
 
 /* a queue that gets a claimable task when the transaction commits */
 typedef struct WfPendingQueue
@@ -69,6 +74,7 @@ typedef struct WfPendingQueue
 	char	   *tenant;
 	char	   *queue;
 	uint32		bucket;			/* WfQueueBucket(tenant, queue) */
+	char		channel[NAMEDATALEN];
 } WfPendingQueue;
 
 /* a change of a run's state to announce */
@@ -76,6 +82,7 @@ typedef struct WfPendingRun
 {
 	pg_uuid_t	run_id;
 	char	   *kind;
+	char		channel[NAMEDATALEN];	/* the run channel of its tenant */
 } WfPendingRun;
 
 /* what the current transaction has recorded (TopTransactionContext) */
@@ -108,16 +115,34 @@ WfNotifyInit(void)
 }
 
 /*
- * WfQueueChannel writes the LISTEN channel of queue into buf, which must
- * have room for NAMEDATALEN bytes.  See the file header for the format.
+ * tenant_tag writes the channel tag of tenant (see the file header) into
+ * tag, which has room for WF_CHANNEL_TAG_LEN + 1 bytes.  It reads the
+ * channel key, so it runs inside an API call.
+ */
+static void
+tenant_tag(const char *tenant, char *tag)
+{
+	const uint8 *key;
+	size_t		keylen;
+
+	WfChannelKey(&key, &keylen);
+	WfChannelTag(key, keylen, tenant, tag);
+}
+
+/*
+ * WfQueueChannel writes the LISTEN channel of queue of tenant into buf,
+ * which must have room for NAMEDATALEN bytes.  See the file header for
+ * the format.
  */
 void
-WfQueueChannel(const char *queue, char *buf)
+WfQueueChannel(const char *tenant, const char *queue, char *buf)
 {
+	char		tag[WF_CHANNEL_TAG_LEN + 1];
 	size_t		len = strlen(queue);
 
-	if (len + strlen(WF_QUEUE_CHANNEL_PREFIX) <= NAMEDATALEN - 1)
-		snprintf(buf, NAMEDATALEN, "%s%s", WF_QUEUE_CHANNEL_PREFIX, queue);
+	tenant_tag(tenant, tag);
+	if (strlen(WF_QUEUE_CHANNEL_PREFIX) + WF_CHANNEL_TAG_LEN + 1 + len <= NAMEDATALEN - 1)
+		snprintf(buf, NAMEDATALEN, "%s%s.%s", WF_QUEUE_CHANNEL_PREFIX, tag, queue);
 	else
 	{
 		char		hex[33];
@@ -126,9 +151,22 @@ WfQueueChannel(const char *queue, char *buf)
 		if (!pg_md5_hash(queue, len, hex, &errstr))
 			elog(ERROR, "could not compute the channel name of queue \"%s\": %s",
 				 queue, errstr ? errstr : "unknown error");
-		snprintf(buf, NAMEDATALEN, "%s%.*s.%.8s", WF_QUEUE_CHANNEL_PREFIX,
+		snprintf(buf, NAMEDATALEN, "%s%s.%.*s.%.8s", WF_QUEUE_CHANNEL_PREFIX, tag,
 				 WF_QUEUE_CHANNEL_CUT, queue, hex);
 	}
+}
+
+/*
+ * WfRunChannel writes the LISTEN channel of the runs of tenant into buf
+ * (NAMEDATALEN bytes).
+ */
+void
+WfRunChannel(const char *tenant, char *buf)
+{
+	char		tag[WF_CHANNEL_TAG_LEN + 1];
+
+	tenant_tag(tenant, tag);
+	snprintf(buf, NAMEDATALEN, "%s%s", WF_RUN_CHANNEL_PREFIX, tag);
 }
 
 /*
@@ -143,6 +181,7 @@ WfNoteTaskReady(const char *tenant, const char *queue)
 	ListCell   *lc;
 	WfPendingQueue *pq;
 	MemoryContext old;
+	char		channel[NAMEDATALEN];
 
 	foreach(lc, pending_queues)
 	{
@@ -151,11 +190,14 @@ WfNoteTaskReady(const char *tenant, const char *queue)
 			return;
 	}
 
+	/* first: it may run a statement, which must not happen in TopTransactionContext */
+	WfQueueChannel(tenant, queue, channel);
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	pq = palloc(sizeof(WfPendingQueue));
 	pq->tenant = pstrdup(tenant);
 	pq->queue = pstrdup(queue);
 	pq->bucket = WfQueueBucket(tenant, queue);
+	strlcpy(pq->channel, channel, NAMEDATALEN);
 	pending_queues = lappend(pending_queues, pq);
 	MemoryContextSwitchTo(old);
 }
@@ -166,10 +208,11 @@ WfNoteTaskReady(const char *tenant, const char *queue)
  * other exact duplicate, so a transaction announces each (run, kind) once.
  */
 void
-WfNoteRunChange(const pg_uuid_t *run_id, const char *kind)
+WfNoteRunChange(const char *tenant, const pg_uuid_t *run_id, const char *kind)
 {
 	WfPendingRun *pr;
 	MemoryContext old;
+	char		channel[NAMEDATALEN];
 
 	if (pending_runs != NIL)
 	{
@@ -179,10 +222,12 @@ WfNoteRunChange(const pg_uuid_t *run_id, const char *kind)
 			return;
 	}
 
+	WfRunChannel(tenant, channel);
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	pr = palloc(sizeof(WfPendingRun));
 	memcpy(&pr->run_id, run_id, sizeof(pg_uuid_t));
 	pr->kind = pstrdup(kind);
+	strlcpy(pr->channel, channel, NAMEDATALEN);
 	pending_runs = lappend(pending_runs, pr);
 	MemoryContextSwitchTo(old);
 }
@@ -246,7 +291,6 @@ static void
 send_notifications(void)
 {
 	ListCell   *lc;
-	char		channel[NAMEDATALEN];
 	StringInfoData payload;
 
 	if (pending_queues == NIL && pending_runs == NIL)
@@ -256,13 +300,16 @@ send_notifications(void)
 	{
 		WfPendingQueue *pq = (WfPendingQueue *) lfirst(lc);
 
-		WfQueueChannel(pq->queue, channel);
-		Async_Notify(channel, pq->queue);
+		Async_Notify(pq->channel, pq->queue);
 	}
 
 	initStringInfo(&payload);
 	foreach(lc, pending_runs)
-		Async_Notify(WF_RUN_CHANNEL, run_payload((WfPendingRun *) lfirst(lc), &payload));
+	{
+		WfPendingRun *pr = (WfPendingRun *) lfirst(lc);
+
+		Async_Notify(pr->channel, run_payload(pr, &payload));
+	}
 	pfree(payload.data);
 }
 
@@ -406,31 +453,31 @@ static void
 relay_notifications(WfDbWorkerSlot *slot)
 {
 	ListCell   *lc;
-	int			nq = list_length(pending_queues);
 	int			nr = list_length(pending_runs);
-	char	  (*qchan)[NAMEDATALEN] = palloc(sizeof(*qchan) * Max(nq, 1));
 	char	  **rpay = palloc(sizeof(char *) * Max(nr, 1));
 	StringInfoData buf;
 	int			i = 0;
 	uint32		dropped = 0;
 
-	foreach(lc, pending_queues)
-		WfQueueChannel(((WfPendingQueue *) lfirst(lc))->queue, qchan[i++]);
 	initStringInfo(&buf);
 	i = 0;
 	foreach(lc, pending_runs)
 		rpay[i++] = pstrdup(run_payload((WfPendingRun *) lfirst(lc), &buf));
 
 	SpinLockAcquire(&WfShmem->relay_lock);
-	i = 0;
 	foreach(lc, pending_queues)
 	{
-		(void) relay_put(WfShmem, qchan[i], ((WfPendingQueue *) lfirst(lc))->queue, true);
+		WfPendingQueue *pq = (WfPendingQueue *) lfirst(lc);
+
+		(void) relay_put(WfShmem, pq->channel, pq->queue, true);
+	}
+	i = 0;
+	foreach(lc, pending_runs)
+	{
+		if (!relay_put(WfShmem, ((WfPendingRun *) lfirst(lc))->channel, rpay[i], false))
+			dropped++;
 		i++;
 	}
-	for (i = 0; i < nr; i++)
-		if (!relay_put(WfShmem, WF_RUN_CHANNEL, rpay[i], false))
-			dropped++;
 	SpinLockRelease(&WfShmem->relay_lock);
 
 	if (dropped > 0)
@@ -471,7 +518,42 @@ WfRelaySend(WfDbWorkerSlot *slot)
 		Async_Notify(mine[i].channel, mine[i].payload);
 	dropped = slot ? pg_atomic_exchange_u32(&slot->relay_dropped, 0) : 0;
 	if (dropped > 0)
-		Async_Notify(WF_RUN_CHANNEL, "{\"kind\": \"overflow\"}");
+		Async_Notify(WF_OVERFLOW_CHANNEL, "{\"kind\": \"overflow\"}");
 	pfree(mine);
 	return n;
+}
+
+PG_FUNCTION_INFO_V1(wfengine_channel);
+
+/*
+ * wfengine_channel is wf.channel(kind, queue): the LISTEN channel of the
+ * session's tenant for its runs ("runs") or for a queue ("queue").
+ */
+Datum
+wfengine_channel(PG_FUNCTION_ARGS)
+{
+	char	   *kind = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char		buf[NAMEDATALEN];
+	text	   *result;
+
+	if (kind == NULL || (strcmp(kind, "runs") != 0 && strcmp(kind, "queue") != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown channel kind \"%s\"", kind ? kind : "(null)"),
+				 errhint("Ask for wf.channel('runs') or wf.channel('queue', '<queue>').")));
+	if (strcmp(kind, "queue") == 0 && PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the channel of a queue needs the queue name")));
+
+	WfApiBegin();
+	if (strcmp(kind, "runs") == 0)
+		WfRunChannel(WfCurrentTenant(), buf);
+	else
+		WfQueueChannel(WfCurrentTenant(), text_to_cstring(PG_GETARG_TEXT_PP(1)), buf);
+	result = (text *) SPI_palloc(VARHDRSZ + strlen(buf));
+	SET_VARSIZE(result, VARHDRSZ + strlen(buf));
+	memcpy(VARDATA(result), buf, strlen(buf));
+	WfApiEnd();
+	PG_RETURN_TEXT_P(result);
 }

@@ -19,20 +19,22 @@
 
 /* LISTEN channels; see notify.c and docs/notifications.md */
 #define WF_QUEUE_CHANNEL_PREFIX "wfq."
-#define WF_QUEUE_CHANNEL_CUT 50	/* bytes of a long queue name kept */
-#define WF_RUN_CHANNEL "wf_runs"
+#define WF_QUEUE_CHANNEL_CUT 37	/* bytes of a long queue name kept */
+#define WF_RUN_CHANNEL_PREFIX "wf_runs."
+#define WF_OVERFLOW_CHANNEL "wf_overflow"
 
 /* a task of (tenant, queue) becomes claimable when this transaction commits */
 extern void WfNoteTaskReady(const char *tenant, const char *queue);
 
 /* the run changed state; kind is e.g. "started", "step_done", "completed" */
-extern void WfNoteRunChange(const pg_uuid_t *run_id, const char *kind);
+extern void WfNoteRunChange(const char *tenant, const pg_uuid_t *run_id, const char *kind);
 
 /* a timer or deadline at fire_at was written; wake the worker if sooner */
 extern void WfNoteTimer(TimestampTz fire_at);
 
-/* the LISTEN channel of a queue; buf has room for NAMEDATALEN bytes */
-extern void WfQueueChannel(const char *queue, char *buf);
+/* the LISTEN channels of a tenant; buf has room for NAMEDATALEN bytes */
+extern void WfQueueChannel(const char *tenant, const char *queue, char *buf);
+extern void WfRunChannel(const char *tenant, char *buf);
 
 extern void WfNotifyInit(void);
 

@@ -91,7 +91,7 @@ finish_command(WfTransition *tr, const char *kind)
 	text	   *result;
 
 	WfTransitionWrite(tr);
-	WfNoteRunChange(&tr->run->run_id, tr->run->finished ? status : kind);
+	WfNoteRunChange(tr->run->tenant_id, &tr->run->run_id, tr->run->finished ? status : kind);
 	result = (text *) SPI_palloc(VARHDRSZ + strlen(status));
 	SET_VARSIZE(result, VARHDRSZ + strlen(status));
 	memcpy(VARDATA(result), status, strlen(status));

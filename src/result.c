@@ -249,7 +249,7 @@ report_result(const WfReport *rep)
 	WfTransitionWrite(&tr);
 	if (strcmp(verdict, "stale") != 0 && strcmp(verdict, "duplicate") != 0 &&
 		run.status != WF_RUN_PAUSED)
-		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
+		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
 						WfRunStatusName(run.status));
 	WfApiEnd();
 	return verdict;

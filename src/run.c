@@ -246,7 +246,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 		memcpy(result, &run.run_id, sizeof(pg_uuid_t));
 		if (def->n_correlation > 0)
 			WfWriteCorrelations(def, &run, input, now);
-		WfNoteRunChange(&run.run_id, "started");
+		WfNoteRunChange(run.tenant_id, &run.run_id, "started");
 	}
 	else
 		result = existing_run(tenant, defname, key, input,
@@ -404,7 +404,7 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	WfJbText(&b, "step", run.current_step);
 	WfAppendEvent(&tr, WF_EV_RUN_TERMINATED, NULL, 0, WfJbEnd(&b));
 	WfTransitionWrite(&tr);
-	WfNoteRunChange(&run.run_id, "terminated");
+	WfNoteRunChange(run.tenant_id, &run.run_id, "terminated");
 	result = (text *) SPI_palloc(VARHDRSZ + strlen(old_status));
 	SET_VARSIZE(result, VARHDRSZ + strlen(old_status));
 	memcpy(VARDATA(result), old_status, strlen(old_status));
@@ -578,7 +578,7 @@ wfengine_signal(PG_FUNCTION_ARGS)
 		elog(ERROR, "the signal just stored could not be consumed");
 	WfTransitionWrite(&tr);
 	if (consume)
-		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
+		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
 						WfRunStatusName(run.status));
 	WfApiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(outcome));

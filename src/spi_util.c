@@ -37,6 +37,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "spi_util.h"
 #include "wfengine.h"
@@ -505,6 +506,10 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"SELECT wf._stop_children($1, $2, $3)",
 		3, {UUIDOID, TEXTOID, BOOLOID}
 	},
+	[WF_PLAN_CHANNEL_KEY] = {
+		"SELECT s.value FROM wf.secrets s WHERE s.name OPERATOR(pg_catalog.=) 'channel_key'",
+		0, {InvalidOid}
+	},
 	[WF_PLAN_TASK_RESUME] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",
@@ -518,6 +523,7 @@ static Oid	cached_tasks_relid = InvalidOid;
 static Oid	cached_task_seq = InvalidOid;
 static Oid	cached_timer_seq = InvalidOid;
 static Oid	cached_owner = InvalidOid;	/* of extension wfengine */
+static bytea *channel_key = NULL;	/* wf.secrets 'channel_key', TopMemoryContext */
 static int	n_reset_callbacks = 0;
 static void (*reset_callbacks[WF_MAX_RESET_CALLBACKS]) (void);
 
@@ -554,6 +560,9 @@ reset_caches(void)
 	}
 	cached_task_seq = InvalidOid;
 	cached_timer_seq = InvalidOid;
+	if (channel_key != NULL)
+		pfree(channel_key);
+	channel_key = NULL;
 	for (i = 0; i < n_reset_callbacks; i++)
 		reset_callbacks[i] ();
 }
@@ -771,4 +780,30 @@ WfGetTextOrNull(int row, int col)
 	Datum		d = WfGetDatum(row, col, &isnull);
 
 	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+/*
+ * WfChannelKey returns the key of the tenants' LISTEN channel names (kept
+ * in wf.secrets, which only the extension's owner reads); inside an API
+ * call.  It is read once per backend and install.
+ */
+void
+WfChannelKey(const uint8 **key, size_t *keylen)
+{
+	if (channel_key == NULL)
+	{
+		bool		isnull;
+		Datum		d;
+
+		if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, true, 1, SPI_OK_SELECT) != 1)
+			elog(ERROR, "the channel key of wfengine is missing from wf.secrets");
+		d = WfGetDatum(0, 1, &isnull);
+		if (isnull)
+			elog(ERROR, "the channel key of wfengine is null");
+		channel_key = (bytea *) MemoryContextAlloc(TopMemoryContext,
+												   VARSIZE_ANY(DatumGetPointer(d)));
+		memcpy(channel_key, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));
+	}
+	*key = (const uint8 *) VARDATA_ANY(channel_key);
+	*keylen = VARSIZE_ANY_EXHDR(channel_key);
 }

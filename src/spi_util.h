@@ -79,6 +79,7 @@ typedef enum WfPlanId
 	WF_PLAN_RUN_SET_VERSION,
 	WF_PLAN_RUN_SET_PARENT,
 	WF_PLAN_STOP_CHILDREN,
+	WF_PLAN_CHANNEL_KEY,
 	WF_PLAN_COUNT				/* must be last */
 } WfPlanId;
 
@@ -92,5 +93,6 @@ extern Datum WfGetDatumNotNull(int row, int col);
 extern char *WfGetTextOrNull(int row, int col);
 extern void WfRegisterResetCallback(void (*callback) (void));
 extern bool WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure);
+extern void WfChannelKey(const uint8 **key, size_t *keylen);
 
 #endif							/* WF_SPI_UTIL_H */

@@ -409,7 +409,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 			   false, 0, SPI_OK_UPDATE);
 	WfTransitionWrite(&tr);
 	if (applies)
-		WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
+		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
 						WfRunStatusName(run.status));
 }
 
@@ -620,7 +620,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	}
 
 	WfTransitionWrite(&tr);
-	WfNoteRunChange(&run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
+	WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
 					WfRunStatusName(run.status));
 }
 
