@@ -34,6 +34,8 @@ OBJS = \
 	src/compensate.o \
 	src/migrate.o \
 	src/children.o \
+	src/retention.o \
+	src/quota.o \
 	src/replay.o \
 	src/approval.o \
 	src/shmem.o \
@@ -73,6 +75,7 @@ REGRESS = \
 	250_migrate \
 	260_children \
 	270_tenancy \
+	280_policies \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -69,11 +69,14 @@ CREATE TABLE wf.runs (
     updated_at          timestamptz NOT NULL,
     finished_at         timestamptz,
     parent_run_id       uuid,
+    legal_hold          boolean NOT NULL DEFAULT false,
     UNIQUE (tenant_id, idempotency_key)
 );
 -- the child runs of a run (subworkflow and parallel steps)
 CREATE INDEX runs_parent_idx ON wf.runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 CREATE INDEX runs_status_idx ON wf.runs (tenant_id, status, created_at);
+-- the purge: finished runs by the time they finished
+CREATE INDEX runs_finished_idx ON wf.runs (finished_at) WHERE finished_at IS NOT NULL;
 COMMENT ON TABLE wf.runs IS
 'Snapshot of every run; wf.verify_run() checks it against the replayed history.';
 
@@ -101,6 +104,11 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog
 AS $$
 BEGIN
+    -- wf.purge_runs() deletes the history of runs past their retention
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' AND TG_TABLE_NAME OPERATOR(pg_catalog.=) 'events'
+       AND wf._purging() THEN
+        RETURN OLD;
+    END IF;
     RAISE EXCEPTION 'wf.% is append-only', TG_TABLE_NAME
         USING ERRCODE = 'insufficient_privilege',
               DETAIL = format('%s on wf.%s is not allowed.', TG_OP, TG_TABLE_NAME),
@@ -210,7 +218,7 @@ CREATE TABLE wf.timers (
 );
 ALTER SEQUENCE wf.timer_id_seq OWNED BY wf.timers.timer_id;
 CREATE INDEX timers_due_idx ON wf.timers (fire_at, timer_id) WHERE status = 'pending';
-CREATE INDEX timers_run_idx ON wf.timers (run_id) WHERE status = 'pending';
+CREATE INDEX timers_run_idx ON wf.timers (run_id);
 COMMENT ON TABLE wf.timers IS
 'Durable timers of runs; the engine worker fires them (or wf.tick() without preload).';
 COMMENT ON COLUMN wf.timers.due_at IS
@@ -273,6 +281,7 @@ CREATE TABLE wf.approval_attempts (
     run_id          uuid,
     step            text
 );
+CREATE INDEX approval_attempts_run_idx ON wf.approval_attempts (run_id) WHERE run_id IS NOT NULL;
 COMMENT ON TABLE wf.approval_attempts IS
 'Audit of every call of wf.decide(): who, when, for whom, and the answer; never the token.';
 
@@ -728,6 +737,7 @@ CREATE TABLE wf.correlations (
     created_at  timestamptz NOT NULL,
     PRIMARY KEY (tenant_id, key, run_id)
 );
+CREATE INDEX correlations_run_idx ON wf.correlations (run_id);
 COMMENT ON TABLE wf.correlations IS
 'The correlation keys each run declared when it started; wf.send_event() finds runs here.';
 
@@ -1914,6 +1924,136 @@ LANGUAGE C STABLE;
 COMMENT ON FUNCTION wf.channel(text, text) IS
 'The LISTEN channel of the session''s tenant: wf.channel(''runs'') for run changes, wf.channel(''queue'', q) for queue q.';
 
+-- Per-tenant policies: retention of finished runs and quotas.  Set by a
+-- superuser with wf.set_tenant_policy(); read by the engine as its owner.
+CREATE TABLE wf.tenant_policies (
+    tenant_id               text PRIMARY KEY,
+    retention               interval CHECK (retention > interval '0'),
+    max_live_runs           integer CHECK (max_live_runs > 0),
+    max_starts_per_second   double precision CHECK (max_starts_per_second > 0),
+    start_burst             integer CHECK (start_burst > 0),
+    max_definition_steps    integer CHECK (max_definition_steps > 0),
+    max_definition_bytes    integer CHECK (max_definition_bytes > 0),
+    updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE wf.tenant_policies IS
+'Retention and quotas of each tenant; no row, or a null column, means no limit beyond the settings.';
+
+CREATE FUNCTION wf.set_tenant_policy(tenant text, policy jsonb)
+RETURNS wf.tenant_policies
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    k       text;
+    result  wf.tenant_policies;
+BEGIN
+    IF tenant OPERATOR(pg_catalog.<>) 'default' AND NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_roles r
+        WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)) THEN
+        RAISE EXCEPTION 'tenant "%" does not exist', tenant
+            USING ERRCODE = 'undefined_object', HINT = 'Create it with wf.create_tenant().';
+    END IF;
+    IF jsonb_typeof(policy) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'a tenant policy must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(policy) LOOP
+        IF k NOT IN ('retention', 'max_live_runs', 'max_starts_per_second', 'start_burst',
+                     'max_definition_steps', 'max_definition_bytes') THEN
+            RAISE EXCEPTION 'unknown tenant policy key "%"', k
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Valid keys: retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes; null removes a limit.';
+        END IF;
+    END LOOP;
+    FOR k IN SELECT jsonb_object_keys(policy) LOOP
+        CONTINUE WHEN jsonb_typeof(policy->k) OPERATOR(pg_catalog.=) 'null';
+        IF k OPERATOR(pg_catalog.=) 'retention' THEN
+            IF jsonb_typeof(policy->k) OPERATOR(pg_catalog.<>) 'string'
+               OR (policy->>k)::interval OPERATOR(pg_catalog.<=) interval '0' THEN
+                RAISE EXCEPTION 'tenant policy "retention" must be a positive interval, not %', policy->k
+                    USING ERRCODE = 'invalid_parameter_value', HINT = 'For example "90 days".';
+            END IF;
+        ELSIF jsonb_typeof(policy->k) OPERATOR(pg_catalog.<>) 'number'
+              OR (policy->>k)::numeric OPERATOR(pg_catalog.<=) 0
+              OR (k OPERATOR(pg_catalog.<>) 'max_starts_per_second'
+                  AND (policy->>k)::numeric OPERATOR(pg_catalog.<>) pg_catalog.trunc((policy->>k)::numeric)) THEN
+            RAISE EXCEPTION 'tenant policy "%" must be a positive %, not %', k,
+                CASE WHEN k OPERATOR(pg_catalog.=) 'max_starts_per_second' THEN 'number' ELSE 'integer' END,
+                policy->k
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'null removes the limit.';
+        END IF;
+    END LOOP;
+    INSERT INTO wf.tenant_policies AS p (tenant_id) VALUES (tenant)
+    ON CONFLICT (tenant_id) DO NOTHING;
+    UPDATE wf.tenant_policies p SET
+        retention = CASE WHEN policy ? 'retention' THEN (policy->>'retention')::interval ELSE p.retention END,
+        max_live_runs = CASE WHEN policy ? 'max_live_runs' THEN (policy->>'max_live_runs')::integer ELSE p.max_live_runs END,
+        max_starts_per_second = CASE WHEN policy ? 'max_starts_per_second'
+                                     THEN (policy->>'max_starts_per_second')::double precision
+                                     ELSE p.max_starts_per_second END,
+        start_burst = CASE WHEN policy ? 'start_burst' THEN (policy->>'start_burst')::integer ELSE p.start_burst END,
+        max_definition_steps = CASE WHEN policy ? 'max_definition_steps'
+                                    THEN (policy->>'max_definition_steps')::integer ELSE p.max_definition_steps END,
+        max_definition_bytes = CASE WHEN policy ? 'max_definition_bytes'
+                                    THEN (policy->>'max_definition_bytes')::integer ELSE p.max_definition_bytes END,
+        updated_at = pg_catalog.clock_timestamp()
+    WHERE p.tenant_id OPERATOR(pg_catalog.=) tenant
+    RETURNING * INTO result;
+    PERFORM wf._policy_changed();
+    RETURN result;
+END
+$$;
+COMMENT ON FUNCTION wf.set_tenant_policy(text, jsonb) IS
+'Sets keys of a tenant''s policy (retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes); a null value removes a limit.';
+
+CREATE FUNCTION wf._policy_changed()
+RETURNS void
+AS 'MODULE_PATHNAME', 'wfengine_policy_changed'
+LANGUAGE C VOLATILE;
+
+-- Legal hold and purging.
+CREATE FUNCTION wf.set_legal_hold(run uuid, hold boolean, reason text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'wfengine_set_legal_hold'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.set_legal_hold(uuid, boolean, text) IS
+'Puts a run under legal hold (true) or releases it (false): a run under hold is never purged; returns the hold it had.';
+
+CREATE FUNCTION wf._purging()
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'wfengine_purging'
+LANGUAGE C STABLE;
+
+CREATE FUNCTION wf.purge_runs(max_runs integer DEFAULT 1000)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'wfengine_purge_runs'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.purge_runs(integer) IS
+'Deletes up to max_runs finished runs (completed, failed, terminated or cancelled) older than their tenant''s retention and not under legal hold, with their history, tasks, timers, approvals, signals and keys; returns how many.';
+
+CREATE FUNCTION wf.schedule_purge(cron text DEFAULT '*/10 * * * *', max_runs integer DEFAULT 1000)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron') THEN
+        RAISE EXCEPTION 'extension "pg_cron" is not installed in database "%"', pg_catalog.current_database()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Run CREATE EXTENSION pg_cron in the database named by cron.database_name.';
+    END IF;
+    IF max_runs OPERATOR(pg_catalog.<) 1 OR max_runs OPERATOR(pg_catalog.>) 100000 THEN
+        RAISE EXCEPTION 'max_runs must be between 1 and 100000, not %', max_runs
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM wf._cron_check(cron);
+    RETURN cron.schedule('wfengine:purge', cron,
+                         pg_catalog.format('SELECT wf.purge_runs(%s)', max_runs));
+END
+$$;
+COMMENT ON FUNCTION wf.schedule_purge(text, integer) IS
+'Installs (or replaces) the pg_cron job "wfengine:purge" that runs wf.purge_runs(max_runs) on the cron schedule; returns the job id.';
+
 -- The roles of the jobs; they survive DROP EXTENSION, like every role.
 DO $$
 DECLARE
@@ -1965,7 +2105,7 @@ GRANT EXECUTE ON FUNCTION
     wf.resume_runs(text, jsonb, integer, uuid),
     wf._batch(text, text, text[], text, jsonb, integer, uuid),
     wf.revoke_approval_tokens(uuid, text, text), wf.reissue_approval_tokens(uuid, text, text),
-    wf.set_approvers(uuid, text, text[], text)
+    wf.set_approvers(uuid, text, text[], text), wf.set_legal_hold(uuid, boolean, text)
     TO wfengine_operator;
 GRANT EXECUTE ON FUNCTION
     wf.publish_definition(text, jsonb), wf.worker_status(),

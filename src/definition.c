@@ -49,6 +49,7 @@
 #include "guc.h"
 #include "jsonutil.h"
 #include "spi_util.h"
+#include "state.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_publish_definition);
@@ -1864,6 +1865,7 @@ publish_spec(const char *tenant, const char *name, Jsonb *spec, int32 *version,
 				 errmsg("invalid definition \"%s\": it has %d steps across its branches, more than the limit of %d",
 						name, def->total_steps, wf_max_steps),
 				 errhint("The limit is set by wfengine.max_steps.")));
+	WfCheckDefinitionQuota(tenant, name, def->total_steps, VARSIZE(spec));
 	if (def->depth > WF_MAX_NESTING)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -220,6 +220,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	}
 	definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
 	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+	WfCheckStartQuota(tenant);
 	def = WfDefinitionGet(definition_id);
 
 	/* build the run in memory: run_started, then the first step */

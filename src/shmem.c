@@ -84,6 +84,7 @@ wf_shmem_startup(void)
 			pg_atomic_init_u32(&WfShmem->workers[i].relay_dropped, 0);
 		}
 		SpinLockInit(&WfShmem->relay_lock);
+		SpinLockInit(&WfShmem->rate_lock);
 		WfShmem->relay_count = 0;
 		for (i = 0; i < WF_QUEUE_WAIT_BUCKETS; i++)
 		{

@@ -38,6 +38,18 @@ typedef struct WfRelayItem
 	char		payload[WF_RELAY_PAYLOAD];
 } WfRelayItem;
 
+/* start-rate token buckets, one per (database, tenant) with a limit (quota.c) */
+#define WF_RATE_BUCKETS 256
+#define WF_RATE_TENANT_LEN 48
+
+typedef struct WfRateBucket
+{
+	Oid			dboid;			/* InvalidOid when free */
+	char		tenant[WF_RATE_TENANT_LEN];
+	double		tokens;
+	TimestampTz refilled_at;
+} WfRateBucket;
+
 /* one per-database engine worker */
 typedef struct WfDbWorkerSlot
 {
@@ -63,6 +75,8 @@ typedef struct WfShmemState
 	slock_t		relay_lock;		/* protects relay_count and relay[] */
 	int			relay_count;
 	WfRelayItem relay[WF_RELAY_SLOTS];
+	slock_t		rate_lock;		/* protects rate[] */
+	WfRateBucket rate[WF_RATE_BUCKETS];
 } WfShmemState;
 
 /* NULL unless the library was preloaded */

@@ -510,6 +510,43 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"SELECT s.value FROM wf.secrets s WHERE s.name OPERATOR(pg_catalog.=) 'channel_key'",
 		0, {InvalidOid}
 	},
+	[WF_PLAN_PURGE] = {
+		"WITH victims AS ("
+		" SELECT r.run_id FROM wf.runs r JOIN wf.tenant_policies p"
+		" ON p.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+		" WHERE r.finished_at IS NOT NULL AND p.retention IS NOT NULL"
+		" AND r.finished_at OPERATOR(pg_catalog.<) ($1 OPERATOR(pg_catalog.-) p.retention)"
+		" AND r.status IN ('completed', 'failed', 'terminated', 'cancelled')"
+		" AND NOT r.legal_hold"
+		" ORDER BY r.finished_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED),"
+		" e AS (DELETE FROM wf.events x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
+		" t AS (DELETE FROM wf.tasks x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
+		" tm AS (DELETE FROM wf.timers x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
+		" a AS (DELETE FROM wf.approvals x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
+		" aa AS (DELETE FROM wf.approval_attempts x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
+		" s AS (DELETE FROM wf.signals x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
+		" c AS (DELETE FROM wf.correlations x WHERE x.run_id IN (SELECT v.run_id FROM victims v)) "
+		"DELETE FROM wf.runs r WHERE r.run_id IN (SELECT v.run_id FROM victims v) RETURNING r.run_id",
+		2, {TIMESTAMPTZOID, INT4OID}
+	},
+	[WF_PLAN_RUN_SET_HOLD] = {
+		"UPDATE wf.runs r SET legal_hold = $2 FROM wf.runs o "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND o.run_id OPERATOR(pg_catalog.=) r.run_id "
+		"RETURNING o.legal_hold",
+		2, {UUIDOID, BOOLOID}
+	},
+	[WF_PLAN_TENANT_POLICY] = {
+		"SELECT p.max_live_runs, p.max_starts_per_second, p.start_burst,"
+		" p.max_definition_steps, p.max_definition_bytes "
+		"FROM wf.tenant_policies p WHERE p.tenant_id OPERATOR(pg_catalog.=) $1",
+		1, {TEXTOID}
+	},
+	[WF_PLAN_LIVE_RUNS] = {
+		"SELECT pg_catalog.count(*) FROM (SELECT 1 FROM wf.runs r"
+		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1"
+		" AND r.status IN ('running', 'paused', 'cancelling') LIMIT $2) x",
+		2, {TEXTOID, INT4OID}
+	},
 	[WF_PLAN_TASK_RESUME] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",
@@ -563,6 +600,7 @@ reset_caches(void)
 	if (channel_key != NULL)
 		pfree(channel_key);
 	channel_key = NULL;
+	WfQuotaReset();
 	for (i = 0; i < n_reset_callbacks; i++)
 		reset_callbacks[i] ();
 }

@@ -112,6 +112,7 @@ static const char *const event_type_names[] = {
 	[WF_EV_CHILDREN_STARTED] = "children_started",
 	[WF_EV_CHILD_FINISHED] = "child_finished",
 	[WF_EV_CHILDREN_JOINED] = "children_joined",
+	[WF_EV_LEGAL_HOLD_SET] = "legal_hold_set",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -640,6 +641,10 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_SIGNAL_RECEIVED:
 			/* recorded; the signal waits in wf.signals or was a duplicate */
+			break;
+
+		case WF_EV_LEGAL_HOLD_SET:
+			/* recorded, in any state; the run row's legal_hold follows it */
 			break;
 
 		case WF_EV_CONTEXT_UPDATED:

@@ -81,10 +81,11 @@ typedef enum WfEventType
 	WF_EV_RUN_MIGRATED = 39,
 	WF_EV_CHILDREN_STARTED = 40,
 	WF_EV_CHILD_FINISHED = 41,
-	WF_EV_CHILDREN_JOINED = 42
+	WF_EV_CHILDREN_JOINED = 42,
+	WF_EV_LEGAL_HOLD_SET = 43
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_CHILDREN_JOINED
+#define WF_EV_LAST WF_EV_LEGAL_HOLD_SET
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -290,6 +291,11 @@ extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *own
 extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
 extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
 extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
+
+/* quota.c */
+extern void WfCheckStartQuota(const char *tenant);
+extern void WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes);
+extern void WfQuotaReset(void);
 
 /* operator.c */
 extern void WfRefuseRun(pg_uuid_t *run_id, const WfRunState *run, const char *what,

@@ -1,0 +1,240 @@
+/*-------------------------------------------------------------------------
+ *
+ * quota.c
+ *	  Per-tenant quotas: live runs, the start rate, and the size of the
+ *	  definitions a tenant publishes.
+ *
+ * The limits are columns of wf.tenant_policies (wf.set_tenant_policy).  A
+ * backend reads its tenant's row at most once a second, so a change takes
+ * effect within a second and starting a run costs no extra statement in
+ * between.  Every quota refuses the excess with SQLSTATE 53400
+ * (configuration_limit_exceeded) and changes nothing; none of them makes
+ * a caller wait:
+ *
+ *	max_live_runs			wf.start_run counts the tenant's running, paused
+ *							and cancelling runs (up to the limit, so the
+ *							check costs at most that many index entries).
+ *							Child runs of subworkflow and parallel steps are
+ *							not checked: their parent is.
+ *	max_starts_per_second	a token bucket per (database, tenant) in shared
+ *	start_burst				memory, refilled at the rate and holding at most
+ *							start_burst tokens (default: one second's worth).
+ *							Needs the library preloaded; without it the rate
+ *							is not enforced.
+ *	max_definition_steps	wf.publish_definition, counting every branch.
+ *	max_definition_bytes
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/quota.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "shmem.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+/* how long a backend trusts the policy it read */
+#define WF_POLICY_TTL_USEC 1000000
+
+/* the cached policy of one tenant; 0 = no limit */
+typedef struct WfPolicy
+{
+	char	   *tenant;			/* TopMemoryContext */
+	TimestampTz read_at;
+	int32		max_live_runs;
+	double		max_starts_per_second;
+	int32		start_burst;
+	int32		max_definition_steps;
+	int32		max_definition_bytes;
+} WfPolicy;
+
+static WfPolicy policy = {NULL, 0, 0, 0, 0, 0, 0};
+
+/* forward declarations */
+static const WfPolicy *tenant_policy(const char *tenant);
+static bool take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms);
+
+/*
+ * WfQuotaReset forgets the cached policy (a new install).
+ */
+void
+WfQuotaReset(void)
+{
+	policy.read_at = 0;
+}
+
+/*
+ * tenant_policy returns the policy of tenant, read again when it is older
+ * than WF_POLICY_TTL_USEC.  Inside an API call.
+ */
+static const WfPolicy *
+tenant_policy(const char *tenant)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[1];
+	bool		isnull;
+	Datum		d;
+
+	if (policy.tenant != NULL && strcmp(policy.tenant, tenant) == 0 &&
+		policy.read_at != 0 && now - policy.read_at < WF_POLICY_TTL_USEC)
+		return &policy;
+
+	if (policy.tenant != NULL)
+		pfree(policy.tenant);
+	memset(&policy, 0, sizeof(policy));
+	policy.tenant = MemoryContextStrdup(TopMemoryContext, tenant);
+	policy.read_at = now;
+	values[0] = CStringGetTextDatum(tenant);
+	if (WfExecPlan(WF_PLAN_TENANT_POLICY, values, NULL, true, 1, SPI_OK_SELECT) == 1)
+	{
+		d = WfGetDatum(0, 1, &isnull);
+		policy.max_live_runs = isnull ? 0 : DatumGetInt32(d);
+		d = WfGetDatum(0, 2, &isnull);
+		policy.max_starts_per_second = isnull ? 0 : DatumGetFloat8(d);
+		d = WfGetDatum(0, 3, &isnull);
+		policy.start_burst = isnull ? 0 : DatumGetInt32(d);
+		d = WfGetDatum(0, 4, &isnull);
+		policy.max_definition_steps = isnull ? 0 : DatumGetInt32(d);
+		d = WfGetDatum(0, 5, &isnull);
+		policy.max_definition_bytes = isnull ? 0 : DatumGetInt32(d);
+	}
+	return &policy;
+}
+
+/*
+ * take_start_token takes one token from the bucket of (database, tenant);
+ * false, with the wait until the next token in *wait_ms, when it is empty.
+ */
+static bool
+take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	double		cap = burst > 0 ? burst : Max(rate, 1.0);
+	WfRateBucket *b = NULL;
+	WfRateBucket *free_b = NULL;
+	bool		ok;
+	int			i;
+
+	if (WfShmem == NULL || strlen(tenant) >= WF_RATE_TENANT_LEN)
+		return true;			/* not preloaded: not enforced (documented) */
+
+	SpinLockAcquire(&WfShmem->rate_lock);
+	for (i = 0; i < WF_RATE_BUCKETS; i++)
+	{
+		WfRateBucket *x = &WfShmem->rate[i];
+
+		if (x->dboid == MyDatabaseId && strcmp(x->tenant, tenant) == 0)
+		{
+			b = x;
+			break;
+		}
+		if (free_b == NULL && x->dboid == InvalidOid)
+			free_b = x;
+	}
+	if (b == NULL && free_b != NULL)
+	{
+		b = free_b;
+		b->dboid = MyDatabaseId;
+		strlcpy(b->tenant, tenant, WF_RATE_TENANT_LEN);
+		b->tokens = cap;
+		b->refilled_at = now;
+	}
+	if (b == NULL)
+	{
+		SpinLockRelease(&WfShmem->rate_lock);
+		return true;			/* every bucket taken: not enforced */
+	}
+	b->tokens = Min(cap, b->tokens + rate * (double) (now - b->refilled_at) / 1000000.0);
+	b->refilled_at = now;
+	ok = b->tokens >= 1.0;
+	if (ok)
+		b->tokens -= 1.0;
+	else
+		*wait_ms = ceil((1.0 - b->tokens) / rate * 1000.0);
+	SpinLockRelease(&WfShmem->rate_lock);
+	return ok;
+}
+
+/*
+ * WfCheckStartQuota refuses a start that would exceed the tenant's
+ * max_live_runs or start rate.  Inside an API call.
+ */
+void
+WfCheckStartQuota(const char *tenant)
+{
+	const WfPolicy *p = tenant_policy(tenant);
+	double		wait_ms = 0;
+
+	if (p->max_live_runs > 0)
+	{
+		Datum		values[2];
+		int64		live;
+
+		values[0] = CStringGetTextDatum(tenant);
+		values[1] = Int32GetDatum(p->max_live_runs);
+		WfExecPlan(WF_PLAN_LIVE_RUNS, values, NULL, true, 1, SPI_OK_SELECT);
+		live = DatumGetInt64(WfGetDatumNotNull(0, 1));
+		if (live >= p->max_live_runs)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("tenant \"%s\" has %d live runs, its limit", tenant, p->max_live_runs),
+					 errdetail("Running, paused and cancelling runs count against max_live_runs of wf.tenant_policies."),
+					 errhint("Start the run when one of them has finished, or ask an administrator to raise the limit.")));
+	}
+	if (p->max_starts_per_second > 0 &&
+		!take_start_token(tenant, p->max_starts_per_second, p->start_burst, &wait_ms))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("tenant \"%s\" starts runs faster than its limit of %g per second",
+						tenant, p->max_starts_per_second),
+				 errhint("Retry in %.0f ms.", wait_ms)));
+}
+
+/*
+ * WfCheckDefinitionQuota refuses a definition larger than the tenant's
+ * limits.  Inside an API call.
+ */
+void
+WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes)
+{
+	const WfPolicy *p = tenant_policy(tenant);
+
+	if (p->max_definition_steps > 0 && steps > p->max_definition_steps)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("definition \"%s\" has %d steps across its branches, more than the limit of %d of tenant \"%s\"",
+						name, steps, p->max_definition_steps, tenant)));
+	if (p->max_definition_bytes > 0 && bytes > (Size) p->max_definition_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("definition \"%s\" is %zu bytes, more than the limit of %d bytes of tenant \"%s\"",
+						name, bytes, p->max_definition_bytes, tenant)));
+}
+
+PG_FUNCTION_INFO_V1(wfengine_policy_changed);
+
+/*
+ * wfengine_policy_changed is wf._policy_changed(): wf.set_tenant_policy()
+ * calls it so that its own backend sees the change at once (others within
+ * a second).
+ */
+Datum
+wfengine_policy_changed(PG_FUNCTION_ARGS)
+{
+	WfQuotaReset();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,128 @@
+/*-------------------------------------------------------------------------
+ *
+ * retention.c
+ *	  Legal hold and the purge of finished runs past their tenant's
+ *	  retention.
+ *
+ * wf.purge_runs(max_runs) deletes, in one statement, at most max_runs runs
+ * that finished (completed, failed, terminated or cancelled; never a run
+ * that is live or waits for an operator after a compensation failed)
+ * longer ago than the retention of their tenant (wf.tenant_policies), and
+ * are not under legal hold, with everything that belongs to them.  Runs
+ * another transaction holds are skipped (SKIP LOCKED), so purges and the
+ * engine never wait for each other.  wf.events is append-only: its trigger
+ * lets a DELETE through only while this module purges (wf._purging(),
+ * which nothing else can switch on).  wf.schedule_purge() installs the
+ * pg_cron job that calls it.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/retention.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "jsonutil.h"
+#include "spi_util.h"
+#include "state.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_purging);
+PG_FUNCTION_INFO_V1(wfengine_purge_runs);
+PG_FUNCTION_INFO_V1(wfengine_set_legal_hold);
+
+/* true only inside wfengine_purge_runs's statement */
+static bool purging = false;
+
+/*
+ * wfengine_purging is wf._purging(), for the trigger of wf.events.
+ */
+Datum
+wfengine_purging(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(purging);
+}
+
+/*
+ * wfengine_purge_runs is wf.purge_runs(max_runs).
+ */
+Datum
+wfengine_purge_runs(PG_FUNCTION_ARGS)
+{
+	int32		max_runs = PG_ARGISNULL(0) ? 1000 : PG_GETARG_INT32(0);
+	Datum		values[2];
+	uint64		n;
+
+	if (max_runs < 1 || max_runs > 100000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_runs must be between 1 and 100000, not %d", max_runs)));
+
+	WfApiBegin();
+	values[0] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[1] = Int32GetDatum(max_runs);
+	purging = true;
+	PG_TRY();
+	{
+		n = WfExecPlan(WF_PLAN_PURGE, values, NULL, false, 0, SPI_OK_DELETE_RETURNING);
+	}
+	PG_FINALLY();
+	{
+		purging = false;
+	}
+	PG_END_TRY();
+	WfApiEnd();
+	PG_RETURN_INT32((int32) n);
+}
+
+/*
+ * wfengine_set_legal_hold is wf.set_legal_hold(run, hold, reason): an
+ * operator command on a run in any state.  legal_hold_set records the
+ * actor, the reason, and the hold before and after; the run row's
+ * legal_hold column is what the purge reads.  Returns the old hold.
+ */
+Datum
+wfengine_set_legal_hold(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	bool		hold;
+	char	   *reason;
+	WfRunState	run;
+	WfTransition tr;
+	WfJsonBuilder b;
+	Datum		values[2];
+	bool		old;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run and hold must not be null")));
+	run_id = PG_GETARG_UUID_P(0);
+	hold = PG_GETARG_BOOL(1);
+	reason = WfRequireReason(fcinfo, 2);
+
+	WfApiBegin();
+	WfLockRun(run_id, &run);
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = BoolGetDatum(hold);
+	if (WfExecPlan(WF_PLAN_RUN_SET_HOLD, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
+		WfUnknownRun(run_id);
+	old = DatumGetBool(WfGetDatumNotNull(0, 1));
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+	WfJbBegin(&b);
+	WfJbText(&b, "reason", reason);
+	WfJbBool(&b, "old_hold", old);
+	WfJbBool(&b, "hold", hold);
+	WfAppendEvent(&tr, WF_EV_LEGAL_HOLD_SET, NULL, 0, WfJbEnd(&b));
+	WfTransitionWrite(&tr);
+	WfApiEnd();
+	PG_RETURN_BOOL(old);
+}
