@@ -76,6 +76,7 @@ REGRESS = \
 	260_children \
 	270_tenancy \
 	280_policies \
+	290_priority \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

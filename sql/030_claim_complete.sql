@@ -49,9 +49,9 @@ SELECT input->>'n' AS n FROM wf.claim_tasks('fifo_q', 'w', 2) ORDER BY task_id;
 SELECT input->>'n' AS n FROM wf.claim_tasks('fifo_q', 'w', 2) ORDER BY task_id;
 SELECT input->>'n' AS n FROM wf.claim_tasks('fifo_q', 'w', 2) ORDER BY task_id;
 SELECT count(*) FROM wf.claim_tasks('fifo_q', 'w', 2);
--- the claim statement is served by the claim index in FIFO order (no sort)
+-- the claim statement is served by the claim index in its order (no sort): priority, then FIFO
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT t.task_id FROM wf.tasks t
 WHERE t.tenant_id = 'default' AND t.queue = 'fifo_q' AND t.status = 'ready'
-  AND t.available_at <= now() ORDER BY t.available_at, t.task_id LIMIT 10 FOR UPDATE SKIP LOCKED;
+  AND t.available_at <= now() ORDER BY t.priority DESC, t.available_at, t.task_id LIMIT 10 FOR UPDATE SKIP LOCKED;
 RESET enable_seqscan;

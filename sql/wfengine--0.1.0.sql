@@ -169,7 +169,9 @@ CREATE TABLE wf.tasks (
     heartbeat_details   jsonb,
     lease_expirations   integer NOT NULL DEFAULT 0,
     -- the earliest moment the engine worker must look at a live attempt
-    deadline_at         timestamptz
+    deadline_at         timestamptz,
+    -- claimed before attempts of lower priority of its queue (-100 to 100)
+    priority            integer NOT NULL DEFAULT 0
 );
 ALTER SEQUENCE wf.task_id_seq OWNED BY wf.tasks.task_id;
 COMMENT ON TABLE wf.tasks IS
@@ -178,7 +180,7 @@ COMMENT ON COLUMN wf.tasks.available_at IS
 'When a ready attempt can be claimed: when it was scheduled, or the end of its quarantine.';
 
 -- The claim index: claimable rows of one queue in FIFO order.
-CREATE INDEX tasks_claim_idx ON wf.tasks (tenant_id, queue, available_at, task_id)
+CREATE INDEX tasks_claim_idx ON wf.tasks (tenant_id, queue, priority DESC, available_at, task_id)
     WHERE status = 'ready';
 -- Every attempt of every visit of a step, once.
 CREATE UNIQUE INDEX tasks_attempt_key ON wf.tasks (run_id, step, visit, attempt);
@@ -888,7 +890,10 @@ BEGIN
                                                       AND a.queue OPERATOR(pg_catalog.=) t.queue
                                                       AND a.status OPERATOR(pg_catalog.=) 'ready'
                                                       AND a.available_at OPERATOR(pg_catalog.<=) clock_timestamp()
-                                                      AND (a.available_at, a.task_id) OPERATOR(pg_catalog.<) (t.available_at, t.task_id)));
+                                                      AND (a.priority OPERATOR(pg_catalog.>) t.priority
+                                                           OR (a.priority OPERATOR(pg_catalog.=) t.priority
+                                                               AND (a.available_at, a.task_id) OPERATOR(pg_catalog.<) (t.available_at, t.task_id)))),
+                                          'priority', t.priority);
         END IF;
     ELSIF r.wait_generation OPERATOR(pg_catalog.>) 0 THEN
         SELECT * INTO tm FROM wf.timers x

@@ -95,7 +95,7 @@ static const char *const top_fields[] = {
 };
 static const char *const task_fields[] = {
 	"activity", "compensate", "description", "end", "input", "name", "next",
-	"queue", "retry", "skippable", "timeout", "type", NULL
+	"priority", "queue", "retry", "skippable", "timeout", "type", NULL
 };
 static const char *const subworkflow_fields[] = {
 	"definition", "description", "end", "input", "name", "next", "skippable",
@@ -167,6 +167,7 @@ static void compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd);
 static void compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static void compile_priority(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_subworkflow(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void resolve_children(WfDefinition *def, const char *tenant, bool publish);
@@ -971,7 +972,29 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 
 	compile_retry(cx, s, &sd->retry);
 	compile_timeouts(cx, s, &sd->timeout);
+	compile_priority(cx, s, sd);
 	compile_compensation(cx, s, sd);
+}
+
+/*
+ * compile_priority reads the "priority" of a task step: an integer from
+ * -100 to 100, or a JSONPath that finds it in the run context when an
+ * attempt is scheduled.  Higher is claimed first within a queue.
+ */
+static void
+compile_priority(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
+{
+	JsonbValue *v = obj_get(s, "priority");
+
+	if (v == NULL)
+		return;
+	if (v->type == jbvString && v->val.string.len > 0 && v->val.string.val[0] == '$')
+	{
+		sd->priority_path = compile_jsonpath(cx, "priority", value_cstring(v));
+		return;
+	}
+	sd->priority = (int32) get_number(cx, s, "priority", "priority",
+									  -WF_MAX_PRIORITY, WF_MAX_PRIORITY, 0, true);
 }
 
 /*

@@ -36,6 +36,9 @@ typedef enum WfStepType
 	WF_STEP_PARALLEL = 7
 } WfStepType;
 
+/* task priorities run from -WF_MAX_PRIORITY to WF_MAX_PRIORITY; 0 by default */
+#define WF_MAX_PRIORITY 100
+
 /* parallel blocks nest at most this deep (a branch's parallel is depth 2) */
 #define WF_MAX_NESTING 3
 
@@ -90,6 +93,8 @@ typedef struct WfStepDef
 	WfTimeouts	timeout;
 	int			next;			/* index of the successor or WF_STEP_END */
 	bool		skippable;		/* wf.skip_step may skip it */
+	int32		priority;		/* of its tasks in their queue, or: */
+	Datum		priority_path;	/* a JSONPath to it in the context, or 0 */
 	/* sleep steps: a fixed duration, or a timestamp found in the context */
 	int64		sleep_duration; /* microseconds, 0 when "until" is used */
 	Datum		sleep_until;	/* compiled jsonpath, 0 when not used */

@@ -65,7 +65,8 @@ typedef struct WfPlanSpec
  * The statements that write a transition share their parameters:
  * $1 run_id, $2 tenant, $3 actor, $4 now, $5-$10 the events as parallel
  * arrays (seq, type, step, attempt, payload, hash), $11-$22 the new task
- * (see WfTaskValues) and $23-$33 the snapshot (see WfRunValues).
+ * (see WfTaskValues), $23-$33 the snapshot (see WfRunValues) and $34 the
+ * new task's priority.
  */
 #define WF_EVENTS_INSERT(run_expr, from) \
 	"INSERT INTO wf.events (run_id, seq, tenant_id, type, step, attempt," \
@@ -78,9 +79,9 @@ typedef struct WfPlanSpec
 #define WF_TASK_INSERT(run_expr, from, where) \
 	"INSERT INTO wf.tasks (task_id, tenant_id, run_id, step, visit, attempt," \
 	" queue, activity, status, available_at, idempotency_key, input, created_at," \
-	" schedule_to_start, start_to_close, heartbeat_timeout, deadline_at)" \
+	" schedule_to_start, start_to_close, heartbeat_timeout, deadline_at, priority)" \
 	" SELECT $11, $2, " run_expr ", $12, $13, $14, $15, $16, 'ready', $17, $18, $19, $4," \
-	" $20, $21, $22, $17 OPERATOR(pg_catalog.+) $20" \
+	" $20, $21, $22, $17 OPERATOR(pg_catalog.+) $20, $34" \
 	" " from " WHERE $11 IS NOT NULL " where
 
 #define WF_TRANSITION_TYPES \
@@ -89,7 +90,7 @@ typedef struct WfPlanSpec
 	INT8OID, TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, JSONBOID, \
 	INTERVALOID, INTERVALOID, INTERVALOID, \
 	TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
-	INT4OID, INT4OID
+	INT4OID, INT4OID, INT4OID
 
 /* the columns of a live task that the deadline handler reads */
 #define WF_TASK_DEADLINE_COLUMNS \
@@ -136,14 +137,14 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"  definition_version, status, current_step, seq, input, context,"
 		"  idempotency_key, last_hash, created_at, updated_at, current_attempt,"
 		"  current_task, step_generation, wait_generation, output, finished_at)"
-		" VALUES ($1, $2, $34, $35, $36, $23, $24, $25, $37, $26, $38, $28, $4, $4,"
+		" VALUES ($1, $2, $35, $36, $37, $23, $24, $25, $38, $26, $39, $28, $4, $4,"
 		"  $30, $31, $32, $33, $27, $29)"
 		" ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
 		" RETURNING run_id),"
 		" e AS (" WF_EVENTS_INSERT("r.run_id", "r, ") "),"
 		" t AS (" WF_TASK_INSERT("r.run_id", "FROM r", "") ")"
 		" SELECT pg_catalog.count(*) FROM r",
-		38, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID}
+		39, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID}
 	},
 	[WF_PLAN_RUN_BY_KEY] = {
 		"SELECT r.run_id, r.definition_name, r.input, r.definition_version FROM wf.runs r "
@@ -194,7 +195,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"  current_attempt = $30, current_task = $31, step_generation = $32,"
 		"  wait_generation = $33"
 		" WHERE r.run_id OPERATOR(pg_catalog.=) $1",
-		33, {WF_TRANSITION_TYPES}
+		34, {WF_TRANSITION_TYPES}
 	},
 	[WF_PLAN_CLAIM] = {
 		/*
@@ -218,7 +219,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
 		"   AND c.status OPERATOR(pg_catalog.=) 'ready'"
 		"   AND c.available_at OPERATOR(pg_catalog.<=) $5"
-		"  ORDER BY c.available_at, c.task_id"
+		"  ORDER BY c.priority DESC, c.available_at, c.task_id"
 		"  LIMIT $3"
 		"  FOR UPDATE SKIP LOCKED))"
 		" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key,"

@@ -127,6 +127,7 @@ static const char *const timer_kind_names[] = {
 
 /* forward declarations */
 static void note_new_task(WfTransition *tr);
+static int32 task_priority(const WfStepDef *sd, Jsonb *context);
 static void enter_choice(WfTransition *tr, int step_index);
 static void withdraw_task(WfTransition *tr);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
@@ -1067,6 +1068,7 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	t->schedule_to_start = sd->timeout.schedule_to_start;
 	t->start_to_close = sd->timeout.start_to_close;
 	t->heartbeat = sd->timeout.heartbeat;
+	t->priority = task_priority(sd, tr->run->context);
 	tr->has_task = true;
 
 	WfJbBegin(&b);
@@ -1083,6 +1085,32 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	if (attempt == 1 && sd->timeout.total > 0 && sd->type == WF_STEP_TASK)
 		WfSetTimer(tr, WF_TIMER_STEP_TIMEOUT, sd->name, tr->run->step_generation,
 				   tr->now + sd->timeout.total, NULL);
+}
+
+/*
+ * task_priority returns the priority of a new attempt of sd: its fixed
+ * "priority", or the integer its JSONPath finds in the context (clamped to
+ * the valid range; 0 when it finds none).
+ */
+static int32
+task_priority(const WfStepDef *sd, Jsonb *context)
+{
+	Jsonb	   *found;
+	JsonbValue	v;
+	double		d;
+
+	if (sd->priority_path == 0)
+		return sd->priority;
+	found = WfEvaluatePath(sd->priority_path, context);
+	if (found == NULL || !JB_ROOT_IS_SCALAR(found) ||
+		!JsonbExtractScalar(&found->root, &v) || v.type != jbvNumeric)
+		return 0;
+	d = DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v.val.numeric)));
+	if (d > WF_MAX_PRIORITY)
+		return WF_MAX_PRIORITY;
+	if (d < -WF_MAX_PRIORITY)
+		return -WF_MAX_PRIORITY;
+	return (int32) d;
 }
 
 /*
@@ -1745,6 +1773,8 @@ WfTransitionWrite(WfTransition *tr)
 	WfEventArrays(tr, &values[4]);
 	WfTaskValues(tr, &values[10], &nulls[10]);
 	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
+	values[WF_TRANSITION_NARGS - 1] = Int32GetDatum(tr->task.priority);
+	nulls[WF_TRANSITION_NARGS - 1] = tr->has_task ? ' ' : 'n';
 
 	if (WfExecPlan(WF_PLAN_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "run snapshot vanished during a wfengine transition");
@@ -1787,14 +1817,16 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	WfEventArrays(tr, &values[4]);
 	WfTaskValues(tr, &values[10], &nulls[10]);
 	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
-	values[33] = Int64GetDatum(run->definition_id);
-	values[34] = CStringGetTextDatum(defname);
-	values[35] = Int32GetDatum(version);
-	values[36] = JsonbPGetDatum(input);
+	values[WF_TRANSITION_NARGS - 1] = Int32GetDatum(tr->task.priority);
+	nulls[WF_TRANSITION_NARGS - 1] = tr->has_task ? ' ' : 'n';
+	values[WF_TRANSITION_NARGS] = Int64GetDatum(run->definition_id);
+	values[WF_TRANSITION_NARGS + 1] = CStringGetTextDatum(defname);
+	values[WF_TRANSITION_NARGS + 2] = Int32GetDatum(version);
+	values[WF_TRANSITION_NARGS + 3] = JsonbPGetDatum(input);
 	if (key != NULL)
-		values[37] = CStringGetTextDatum(key);
+		values[WF_TRANSITION_NARGS + 4] = CStringGetTextDatum(key);
 	else
-		nulls[37] = 'n';
+		nulls[WF_TRANSITION_NARGS + 4] = 'n';
 
 	if (WfExecPlan(WF_PLAN_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
 		elog(ERROR, "could not insert run");

@@ -152,6 +152,7 @@ typedef struct WfNewTask
 	int64		schedule_to_start;	/* timeouts of the step, microseconds */
 	int64		start_to_close;
 	int64		heartbeat;
+	int32		priority;		/* claimed before lower ones of its queue */
 } WfNewTask;
 
 /* a timer to insert with the transition */
@@ -279,7 +280,7 @@ extern void WfRunValues(const WfRunState *run, Datum *values, char *nulls);
 /* parameter counts of the statements that write transitions */
 #define WF_TASK_NVALUES 12
 #define WF_RUN_NVALUES 11
-#define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES)
+#define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1)
 #define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 5)
 
 /* spi_util.c, for timers and timestamps */
