@@ -145,7 +145,7 @@ SELECT col_is_unique('wf', 'runs', ARRAY['tenant_id', 'idempotency_key'],
 SELECT fk_ok('wf', 'runs', 'definition_id', 'wf', 'definitions', 'definition_id');
 
 -- indexes
-SELECT has_index('wf', 'tasks', 'tasks_claim_idx', ARRAY['tenant_id', 'queue', 'available_at', 'task_id'],
+SELECT has_index('wf', 'tasks', 'tasks_claim_idx', ARRAY['tenant_id', 'queue', 'priority', 'available_at', 'task_id'],
                  'claim index on wf.tasks');
 SELECT is((SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i
            WHERE i.indexrelid = 'wf.tasks_claim_idx'::regclass),
