@@ -36,6 +36,7 @@ OBJS = \
 	src/children.o \
 	src/retention.o \
 	src/quota.o \
+	src/sensitive.o \
 	src/replay.o \
 	src/approval.o \
 	src/shmem.o \
@@ -77,6 +78,7 @@ REGRESS = \
 	270_tenancy \
 	280_policies \
 	290_priority \
+	300_sensitive \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -2059,13 +2059,57 @@ $$;
 COMMENT ON FUNCTION wf.schedule_purge(text, integer) IS
 'Installs (or replaces) the pg_cron job "wfengine:purge" that runs wf.purge_runs(max_runs) on the cron schedule; returns the job id.';
 
+-- Sensitive fields (sensitive.c): each tenant's data keys, stored only
+-- wrapped under a master key of wfengine.master_keys; a destroyed key
+-- keeps its row with wrapped = NULL.
+CREATE TABLE wf.tenant_keys (
+    tenant_id       text NOT NULL,
+    key_id          integer NOT NULL CHECK (key_id > 0),
+    master_key_id   text NOT NULL,
+    wrapped         bytea,
+    created_at      timestamptz NOT NULL,
+    destroyed_at    timestamptz,
+    PRIMARY KEY (tenant_id, key_id)
+);
+COMMENT ON TABLE wf.tenant_keys IS
+'Data keys of the tenants, wrapped (XChaCha20-Poly1305) under a master key; wrapped is NULL once destroyed.';
+SELECT pg_catalog.pg_extension_config_dump('wf.tenant_keys', '');
+
+CREATE FUNCTION wf.decrypt(value jsonb)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'wfengine_decrypt'
+LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION wf.decrypt(jsonb) IS
+'Opens the sealed sensitive values of the session''s tenant in a JSON value; for members of wfengine_sensitive.';
+
+CREATE FUNCTION wf.rotate_tenant_key(tenant text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'wfengine_rotate_tenant_key'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION wf.rotate_tenant_key(text) IS
+'Makes a new data key for a tenant: values sealed from now on use it; older keys still open older values. Returns its id.';
+
+CREATE FUNCTION wf.rewrap_tenant_keys()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'wfengine_rewrap_tenant_keys'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.rewrap_tenant_keys() IS
+'Wraps every live data key again under the current (first) master key, so that older master keys can be retired; returns how many.';
+
+CREATE FUNCTION wf.destroy_tenant_keys(tenant text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'wfengine_destroy_tenant_keys'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION wf.destroy_tenant_keys(text) IS
+'Crypto-shredding: erases the wrapped data keys of a tenant, so that none of its sealed values can be read again; returns how many keys.';
+
 -- The roles of the jobs; they survive DROP EXTENSION, like every role.
 DO $$
 DECLARE
     r text;
 BEGIN
     FOREACH r IN ARRAY ARRAY['wfengine_app', 'wfengine_worker', 'wfengine_approver',
-                             'wfengine_operator', 'wfengine_admin'] LOOP
+                             'wfengine_operator', 'wfengine_admin', 'wfengine_sensitive'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles x WHERE x.rolname OPERATOR(pg_catalog.=) r) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
         END IF;
@@ -2122,8 +2166,10 @@ GRANT EXECUTE ON FUNCTION
 
 GRANT SELECT ON ALL TABLES IN SCHEMA wf TO wfengine_app, wfengine_worker,
     wfengine_approver, wfengine_operator, wfengine_admin;
-REVOKE ALL ON wf.secrets FROM wfengine_app, wfengine_worker, wfengine_approver,
+REVOKE ALL ON wf.secrets, wf.tenant_keys FROM wfengine_app, wfengine_worker, wfengine_approver,
     wfengine_operator, wfengine_admin;
+GRANT USAGE ON SCHEMA wf TO wfengine_sensitive;
+GRANT EXECUTE ON FUNCTION wf.decrypt(jsonb) TO wfengine_sensitive;
 GRANT INSERT, UPDATE, DELETE ON wf.schedules TO wfengine_admin;
 GRANT USAGE ON SEQUENCE wf.schedules_schedule_id_seq TO wfengine_admin;
 

@@ -40,6 +40,7 @@
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
+#include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
@@ -93,6 +94,8 @@ start_child(WfTransition *tr, const WfStepDef *sd, int branch, int32 visit,
 
 	WfNewRunId(&crun->run_id);
 	crun->tenant_id = tr->run->tenant_id;
+	if (cdef->n_sensitive_input > 0)
+		input = WfSealKeys(crun->tenant_id, input, cdef->sensitive_input, cdef->n_sensitive_input);
 	WfTransitionInit(ctr, crun, cdef, tr->now);
 	ctr->actor = tr->actor;
 

@@ -80,12 +80,14 @@
 #include "guc.h"
 #include "notify.h"
 #include "shmem.h"
+#include "sensitive.h"
 #include "spi_util.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 
 #define WF_CLAIM_COLUMNS 11
+#define WF_CLAIM_INPUT_COLUMN 6	/* t.input, in the order of WF_PLAN_CLAIM */
 #define WF_MAX_LEASE ((int64) 7 * USECS_PER_DAY)
 
 /* the longest wait of one claim */
@@ -379,6 +381,11 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 
 		for (c = 0; c < WF_CLAIM_COLUMNS; c++)
 			out[c] = WfGetDatum(i, c + 1, &nulls[c]);
+		/* sealed values of the input, opened for a worker entitled to them */
+		if (!nulls[WF_CLAIM_INPUT_COLUMN])
+			out[WF_CLAIM_INPUT_COLUMN] =
+				JsonbPGetDatum(WfOpenForCaller(WfCurrentTenant(), WfApiCaller(),
+											   DatumGetJsonbP(out[WF_CLAIM_INPUT_COLUMN])));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 
 		/* the engine worker must look at this lease when it can expire */

@@ -91,11 +91,11 @@ static HTAB *def_cache = NULL;
 static Jsonb *empty_object = NULL;
 
 static const char *const top_fields[] = {
-	"correlation", "description", "output", "steps", "timeout", NULL
+	"correlation", "description", "output", "sensitive", "steps", "timeout", NULL
 };
 static const char *const task_fields[] = {
 	"activity", "compensate", "description", "end", "input", "name", "next",
-	"priority", "queue", "retry", "skippable", "timeout", "type", NULL
+	"priority", "queue", "retry", "sensitive", "skippable", "timeout", "type", NULL
 };
 static const char *const subworkflow_fields[] = {
 	"definition", "description", "end", "input", "name", "next", "skippable",
@@ -168,6 +168,8 @@ static void compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef
 static void compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_priority(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static int	compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const char *what,
+							  char ***keys);
 static void compile_subworkflow(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void resolve_children(WfDefinition *def, const char *tenant, bool publish);
@@ -974,6 +976,53 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 	compile_timeouts(cx, s, &sd->timeout);
 	compile_priority(cx, s, sd);
 	compile_compensation(cx, s, sd);
+	sd->n_sensitive_output = compile_sensitive(cx, s, "output", &sd->sensitive_output);
+}
+
+/*
+ * compile_sensitive reads "sensitive": {"<what>": ["key", ...]} of obj (the
+ * definition, or a step): the keys of the run input (what = "input") or
+ * of a task step's output (what = "output") whose values are sealed.
+ * Returns how many keys; *keys receives them.
+ */
+static int
+compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const char *what, char ***keys)
+{
+	JsonbValue *v = obj_get(obj, "sensitive");
+	JsonbValue *list;
+	JsonbIterator *it;
+	JsonbValue	kv;
+	JsonbIteratorToken tok;
+	const char *fields[2] = {what, NULL};
+	char	   *field = psprintf("sensitive.%s", what);
+	int			n = 0;
+
+	*keys = NULL;
+	if (v == NULL)
+		return 0;
+	if (!is_object(v))
+		def_error(cx, "sensitive", ERRCODE_INVALID_PARAMETER_VALUE,
+				  psprintf("Give the keys to seal as {\"%s\": [\"card_number\", ...]}.", what),
+				  "must be an object");
+	check_fields(cx, "sensitive", v->val.binary.data, fields);
+	list = obj_get(v->val.binary.data, what);
+	if (list == NULL)
+		return 0;
+	if (!is_array(list) || JsonContainerSize(list->val.binary.data) == 0)
+		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+				  "must be a non-empty array of keys");
+	*keys = palloc0(sizeof(char *) * JsonContainerSize(list->val.binary.data));
+	it = JsonbIteratorInit(list->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &kv, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (kv.type != jbvString || kv.val.string.len == 0)
+			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+					  "must be an array of non-empty key names");
+		(*keys)[n++] = value_cstring(&kv);
+	}
+	return n;
 }
 
 /*
@@ -1511,6 +1560,7 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 						  "must be a JSONPath");
 		}
 	}
+	def->n_sensitive_input = compile_sensitive(&cx, &spec->root, "input", &def->sensitive_input);
 	v = obj_get(&spec->root, "output");
 	def->has_output = (v != NULL);
 	if (v != NULL)

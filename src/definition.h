@@ -114,6 +114,9 @@ typedef struct WfStepDef
 	int		   *choice_next;	/* step index, or WF_STEP_END */
 	/* wait_event steps: the signal's name */
 	char	   *event_name;
+	/* task steps: keys of the output sealed as sensitive */
+	int			n_sensitive_output;
+	char	  **sensitive_output;
 	/* task steps: the activity wf.cancel_run() runs to undo it, or NULL */
 	struct WfStepDef *compensate;
 	/* subworkflow steps: the child definition, pinned to a version */
@@ -142,6 +145,8 @@ typedef struct WfDefinition
 	int			n_output;
 	WfMapping  *output;
 	int64		run_timeout;	/* microseconds, 0 = none */
+	int			n_sensitive_input;	/* keys of the run input sealed as sensitive */
+	char	  **sensitive_input;
 	int			n_correlation;	/* wf.send_event() keys: name -> JSONPath */
 	WfMapping  *correlation;
 	bool		has_approvals;	/* some step is an approval step */

@@ -43,6 +43,7 @@ check_quarantine_delays(char **newval, void **extra, GucSource source)
 
 /* GUC variables */
 char	   *wf_approval_key = NULL;
+char	   *wf_master_keys = NULL;
 char	   *wf_databases = NULL;
 bool		wf_enabled = true;
 int			wf_launcher_naptime = 30;
@@ -67,6 +68,14 @@ WfGucInit(void)
 							   &wf_approval_key,
 							   "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("wfengine.master_keys",
+							   gettext_noop("Sets the master keys that wrap the tenants' data keys."),
+							   gettext_noop("A comma-separated list of id:key, each key 32 bytes in hex; the first wraps new data keys, the others only unwrap."),
+							   &wf_master_keys,
+							   "",
+							   PGC_SUSET, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("wfengine.databases",

@@ -15,6 +15,7 @@
 
 /* GUC variables (alphabetical, as in guc.c) */
 extern char *wf_approval_key;
+extern char *wf_master_keys;
 extern char *wf_databases;
 extern bool wf_enabled;
 extern int	wf_launcher_naptime;

@@ -41,6 +41,7 @@
 #include "crypto.h"
 #include "definition.h"
 #include "notify.h"
+#include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
@@ -164,6 +165,18 @@ report_result(const WfReport *rep)
 
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, now);
+
+	/* sensitive keys of the output are sealed before anything stores them */
+	if (rep->output != NULL)
+	{
+		int			sidx;
+		const WfStepDef *ssd = WfTaskStepDef(def, step, &sidx);
+
+		if (ssd != NULL && ssd->n_sensitive_output > 0)
+			((WfReport *) rep)->output = WfSealKeys(run.tenant_id, rep->output,
+													ssd->sensitive_output,
+													ssd->n_sensitive_output);
+	}
 
 	if ((run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED ||
 		 run.status == WF_RUN_CANCELLING) &&

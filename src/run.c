@@ -33,6 +33,7 @@
 #include "definition.h"
 #include "guc.h"
 #include "notify.h"
+#include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
@@ -222,6 +223,8 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
 	WfCheckStartQuota(tenant);
 	def = WfDefinitionGet(definition_id);
+	if (def->n_sensitive_input > 0)
+		input = WfSealKeys(tenant, input, def->sensitive_input, def->n_sensitive_input);
 
 	/* build the run in memory: run_started, then the first step */
 	memset(&run, 0, sizeof(run));

@@ -39,6 +39,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "sensitive.h"
 #include "spi_util.h"
 #include "wfengine.h"
 #include "state.h"
@@ -548,6 +549,42 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" AND r.status IN ('running', 'paused', 'cancelling') LIMIT $2) x",
 		2, {TEXTOID, INT4OID}
 	},
+	[WF_PLAN_TENANT_KEY] = {
+		"SELECT k.master_key_id, k.wrapped FROM wf.tenant_keys k "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.key_id OPERATOR(pg_catalog.=) $2",
+		2, {TEXTOID, INT4OID}
+	},
+	[WF_PLAN_TENANT_KEY_INSERT] = {
+		"INSERT INTO wf.tenant_keys (tenant_id, key_id, master_key_id, wrapped, created_at) "
+		"VALUES ($1, $2, $3, $4, pg_catalog.clock_timestamp())",
+		4, {TEXTOID, INT4OID, TEXTOID, BYTEAOID}
+	},
+	[WF_PLAN_TENANT_KEY_REWRAP] = {
+		"UPDATE wf.tenant_keys k SET master_key_id = $3, wrapped = $4 "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.key_id OPERATOR(pg_catalog.=) $2",
+		4, {TEXTOID, INT4OID, TEXTOID, BYTEAOID}
+	},
+	[WF_PLAN_TENANT_KEY_MAX] = {
+		"SELECT pg_catalog.max(k.key_id) FROM wf.tenant_keys k "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1",
+		1, {TEXTOID}
+	},
+	[WF_PLAN_TENANT_KEY_CURRENT] = {
+		"SELECT k.key_id FROM wf.tenant_keys k "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.wrapped IS NOT NULL "
+		"ORDER BY k.key_id DESC LIMIT 1",
+		1, {TEXTOID}
+	},
+	[WF_PLAN_TENANT_KEYS_LIVE] = {
+		"SELECT k.tenant_id, k.key_id FROM wf.tenant_keys k WHERE k.wrapped IS NOT NULL "
+		"ORDER BY 1, 2 FOR UPDATE",
+		0, {InvalidOid}
+	},
+	[WF_PLAN_TENANT_KEYS_DESTROY] = {
+		"UPDATE wf.tenant_keys k SET wrapped = NULL, destroyed_at = pg_catalog.clock_timestamp() "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.wrapped IS NOT NULL",
+		1, {TEXTOID}
+	},
 	[WF_PLAN_TASK_RESUME] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",
@@ -602,6 +639,7 @@ reset_caches(void)
 		pfree(channel_key);
 	channel_key = NULL;
 	WfQuotaReset();
+	WfSensitiveReset();
 	for (i = 0; i < n_reset_callbacks; i++)
 		reset_callbacks[i] ();
 }

@@ -281,3 +281,15 @@ WfApiSwitchOut(void)
 	if (f->switched)
 		SetUserIdAndSecContext(f->save_userid, f->save_sec_context);
 }
+
+/*
+ * WfApiCaller returns the role that called the outermost API function in
+ * progress (the current role outside any).
+ */
+Oid
+WfApiCaller(void)
+{
+	if (api_depth > 0)
+		return api_stack[0].save_userid;
+	return GetUserId();
+}

@@ -26,5 +26,6 @@ extern Oid	WfExtensionOwner(void);
 extern void WfTenantInit(void);
 extern void WfApiSwitchIn(Oid owner);
 extern void WfApiSwitchOut(void);
+extern Oid	WfApiCaller(void);
 
 #endif							/* WF_WFENGINE_H */

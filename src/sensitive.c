@@ -1,0 +1,632 @@
+/*-------------------------------------------------------------------------
+ *
+ * sensitive.c
+ *	  Sensitive fields: encrypted at rest, per tenant, with crypto-shredding.
+ *
+ * A definition marks the keys of the run input ("sensitive": {"input":
+ * [...]}) and a task step the keys of its output ("sensitive": {"output":
+ * [...]}) that must never be stored in the clear.  Their values are sealed
+ * the moment they enter the engine (wf.start_run, a worker's report)
+ * into an envelope, a JSON string
+ *
+ *		"wfenc:v1:<data key id>:<base64url(nonce || ciphertext)>"
+ *
+ * made with XChaCha20-Poly1305 (libsodium, IETF variant) under the
+ * tenant's data key, the associated data binding it to the tenant and the
+ * key id.  Everything downstream (the run's input and context, events,
+ * task rows, mappings into later steps) carries the envelope; the history
+ * holds ciphertext only.  Sensitive values cannot drive choice conditions.
+ *
+ * Data keys: one or more per tenant in wf.tenant_keys, 32 random bytes,
+ * stored only wrapped (XChaCha20-Poly1305) under a master key from the
+ * superuser-only setting wfengine.master_keys ("id:hex,id:hex"; the first
+ * wraps new keys, the others only unwrap, so master keys rotate).
+ * wf.rotate_tenant_key() starts a new data key for new envelopes;
+ * wf.rewrap_tenant_keys() wraps every data key again under the current
+ * master key.  wf.destroy_tenant_keys() erases a tenant's wrapped keys:
+ * every envelope of the tenant becomes unreadable for good (crypto-
+ * shredding; backups made before still hold the wrapped keys, which stop
+ * opening once the master key they were wrapped under is retired).
+ *
+ * Decryption: members of the role wfengine_sensitive get the plain values
+ * of their own tenant's envelopes from wf.claim_tasks (the task input)
+ * and from wf.decrypt(jsonb); everyone else sees envelopes.  A missing or
+ * wrong master key, or a destroyed data key, is an error that changes
+ * nothing.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/sensitive.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sodium.h>
+
+#include "catalog/pg_authid.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "guc.h"
+#include "jsonutil.h"
+#include "sensitive.h"
+#include "spi_util.h"
+#include "wfengine.h"
+
+PG_FUNCTION_INFO_V1(wfengine_decrypt);
+PG_FUNCTION_INFO_V1(wfengine_rotate_tenant_key);
+PG_FUNCTION_INFO_V1(wfengine_rewrap_tenant_keys);
+PG_FUNCTION_INFO_V1(wfengine_destroy_tenant_keys);
+
+#define WF_ENVELOPE_PREFIX "wfenc:v1:"
+#define WF_DATA_KEY_BYTES crypto_aead_xchacha20poly1305_ietf_KEYBYTES
+#define WF_NONCE_BYTES crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
+#define WF_TAG_BYTES crypto_aead_xchacha20poly1305_ietf_ABYTES
+#define WF_MASTER_ID_LEN 32
+
+/* one unwrapped data key, cached in this backend */
+typedef struct DataKey
+{
+	char		tenant[64];
+	int32		key_id;
+	uint8		key[WF_DATA_KEY_BYTES];
+} DataKey;
+
+#define WF_DATA_KEY_CACHE 16
+static DataKey key_cache[WF_DATA_KEY_CACHE];
+static int	key_cache_n = 0;
+static char *cached_master_keys = NULL;	/* wfengine.master_keys the cache is for */
+
+/* forward declarations */
+static bool master_key(const char *id, uint8 *key, char *current_id);
+static void data_key_ad(const char *tenant, int32 key_id, StringInfo ad);
+static const uint8 *data_key(const char *tenant, int32 key_id);
+static int32 current_data_key(const char *tenant);
+static int32 new_data_key(const char *tenant);
+static char *seal_value(const char *tenant, JsonbValue *v);
+static Jsonb *open_envelope(const char *tenant, const char *text, int len);
+static bool is_envelope(const JsonbValue *v);
+static Jsonb *open_all(const char *tenant, Jsonb *value);
+
+/*
+ * WfSensitiveReset forgets the cached data keys (wiping them).
+ */
+void
+WfSensitiveReset(void)
+{
+	sodium_memzero(key_cache, sizeof(key_cache));
+	key_cache_n = 0;
+	if (cached_master_keys != NULL)
+	{
+		sodium_memzero(cached_master_keys, strlen(cached_master_keys));
+		pfree(cached_master_keys);
+	}
+	cached_master_keys = NULL;
+}
+
+/*
+ * master_key finds the master key id in wfengine.master_keys (id NULL:
+ * the first, the current one) and writes it to key; current_id, when not
+ * NULL, receives the id found.  False when there is no such key.
+ */
+static bool
+master_key(const char *id, uint8 *key, char *current_id)
+{
+	char	   *list;
+	char	   *tok;
+	char	   *save = NULL;
+	bool		found = false;
+
+	if (wf_master_keys == NULL || wf_master_keys[0] == '\0')
+		return false;
+	list = pstrdup(wf_master_keys);
+	for (tok = strtok_r(list, ",", &save); tok != NULL && !found;
+		 tok = strtok_r(NULL, ",", &save))
+	{
+		char	   *colon;
+		size_t		binlen = 0;
+
+		while (*tok == ' ')
+			tok++;
+		colon = strchr(tok, ':');
+		if (colon == NULL || colon - tok == 0 || colon - tok >= WF_MASTER_ID_LEN)
+			continue;
+		*colon = '\0';
+		if (id != NULL && strcmp(tok, id) != 0)
+			continue;
+		if (sodium_hex2bin(key, WF_DATA_KEY_BYTES, colon + 1, strlen(colon + 1),
+						   " ", &binlen, NULL) != 0 || binlen != WF_DATA_KEY_BYTES)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("master key \"%s\" of wfengine.master_keys is not 32 bytes in hex", tok)));
+		if (current_id != NULL)
+			strlcpy(current_id, tok, WF_MASTER_ID_LEN);
+		found = true;
+	}
+	sodium_memzero(list, strlen(wf_master_keys));
+	pfree(list);
+	return found;
+}
+
+/*
+ * data_key_ad is the associated data of a wrapped data key.
+ */
+static void
+data_key_ad(const char *tenant, int32 key_id, StringInfo ad)
+{
+	initStringInfo(ad);
+	appendStringInfo(ad, "wfengine-data-key:%s:%d", tenant, key_id);
+}
+
+/*
+ * data_key returns data key key_id of tenant, unwrapped (cached).
+ */
+static const uint8 *
+data_key(const char *tenant, int32 key_id)
+{
+	Datum		values[2];
+	bool		isnull;
+	Datum		d;
+	char	   *master_id;
+	bytea	   *wrapped;
+	uint8		mkey[WF_DATA_KEY_BYTES];
+	unsigned long long plen;
+	StringInfoData ad;
+	DataKey    *dk;
+	int			i;
+
+	/* the cache holds keys opened under the master keys set now */
+	if (key_cache_n > 0 &&
+		(cached_master_keys == NULL || wf_master_keys == NULL ||
+		 strcmp(cached_master_keys, wf_master_keys) != 0))
+		WfSensitiveReset();
+	for (i = 0; i < key_cache_n; i++)
+		if (key_cache[i].key_id == key_id && strcmp(key_cache[i].tenant, tenant) == 0)
+			return key_cache[i].key;
+
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = Int32GetDatum(key_id);
+	if (WfExecPlan(WF_PLAN_TENANT_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("data key %d of tenant \"%s\" does not exist", key_id, tenant)));
+	d = WfGetDatum(0, 2, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("data key %d of tenant \"%s\" was destroyed", key_id, tenant),
+				 errdetail("The sensitive values sealed under it can no longer be read.")));
+	master_id = WfGetTextOrNull(0, 1);
+	wrapped = DatumGetByteaPP(d);
+	if (!master_key(master_id, mkey, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("master key \"%s\" is not configured", master_id),
+				 errdetail("Data key %d of tenant \"%s\" is wrapped under it.", key_id, tenant),
+				 errhint("Add \"%s:<hex>\" to wfengine.master_keys.", master_id)));
+	if (VARSIZE_ANY_EXHDR(wrapped) != WF_NONCE_BYTES + WF_DATA_KEY_BYTES + WF_TAG_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("data key %d of tenant \"%s\" is damaged", key_id, tenant)));
+
+	if (key_cache_n == WF_DATA_KEY_CACHE)
+	{
+		sodium_memzero(&key_cache[0], sizeof(DataKey));
+		memmove(&key_cache[0], &key_cache[1], sizeof(DataKey) * (WF_DATA_KEY_CACHE - 1));
+		key_cache_n--;
+	}
+	dk = &key_cache[key_cache_n];
+	data_key_ad(tenant, key_id, &ad);
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(dk->key, &plen, NULL,
+												   (const uint8 *) VARDATA_ANY(wrapped) + WF_NONCE_BYTES,
+												   WF_DATA_KEY_BYTES + WF_TAG_BYTES,
+												   (const uint8 *) ad.data, ad.len,
+												   (const uint8 *) VARDATA_ANY(wrapped), mkey) != 0)
+	{
+		sodium_memzero(mkey, sizeof(mkey));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PASSWORD),
+				 errmsg("master key \"%s\" does not open data key %d of tenant \"%s\"",
+						master_id, key_id, tenant),
+				 errhint("wfengine.master_keys holds another key under that id.")));
+	}
+	sodium_memzero(mkey, sizeof(mkey));
+	strlcpy(dk->tenant, tenant, sizeof(dk->tenant));
+	dk->key_id = key_id;
+	key_cache_n++;
+	if (cached_master_keys == NULL)
+		cached_master_keys = MemoryContextStrdup(TopMemoryContext, wf_master_keys);
+	return dk->key;
+}
+
+/*
+ * wrap_and_store wraps key under the current master key and stores it as
+ * data key key_id of tenant (insert, or update for a re-wrap).
+ */
+static void
+wrap_and_store(const char *tenant, int32 key_id, const uint8 *key, bool update)
+{
+	uint8		mkey[WF_DATA_KEY_BYTES];
+	char		mid[WF_MASTER_ID_LEN];
+	bytea	   *wrapped = palloc(VARHDRSZ + WF_NONCE_BYTES + WF_DATA_KEY_BYTES + WF_TAG_BYTES);
+	uint8	   *w = (uint8 *) VARDATA(wrapped);
+	unsigned long long clen;
+	StringInfoData ad;
+	Datum		values[4];
+
+	if (!master_key(NULL, mkey, mid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sensitive fields need wfengine.master_keys"),
+				 errhint("A superuser sets wfengine.master_keys to \"<id>:<32 bytes in hex>\", e.g. \"k1:\" followed by the output of \"openssl rand -hex 32\".")));
+	SET_VARSIZE(wrapped, VARHDRSZ + WF_NONCE_BYTES + WF_DATA_KEY_BYTES + WF_TAG_BYTES);
+	randombytes_buf(w, WF_NONCE_BYTES);
+	data_key_ad(tenant, key_id, &ad);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(w + WF_NONCE_BYTES, &clen, key, WF_DATA_KEY_BYTES,
+											   (const uint8 *) ad.data, ad.len, NULL, w, mkey);
+	sodium_memzero(mkey, sizeof(mkey));
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = Int32GetDatum(key_id);
+	values[2] = CStringGetTextDatum(mid);
+	values[3] = PointerGetDatum(wrapped);
+	WfExecPlan(update ? WF_PLAN_TENANT_KEY_REWRAP : WF_PLAN_TENANT_KEY_INSERT, values, NULL,
+			   false, 0, update ? SPI_OK_UPDATE : SPI_OK_INSERT);
+}
+
+/*
+ * new_data_key makes the next data key of tenant and returns its id.
+ */
+static int32
+new_data_key(const char *tenant)
+{
+	uint8		key[WF_DATA_KEY_BYTES];
+	Datum		values[1];
+	bool		isnull;
+	Datum		d;
+	int32		key_id;
+
+	values[0] = CStringGetTextDatum(tenant);
+	WfExecPlan(WF_PLAN_TENANT_KEY_MAX, values, NULL, false, 1, SPI_OK_SELECT);
+	d = WfGetDatum(0, 1, &isnull);
+	key_id = isnull ? 1 : DatumGetInt32(d) + 1;
+	crypto_aead_xchacha20poly1305_ietf_keygen(key);
+	wrap_and_store(tenant, key_id, key, false);
+	sodium_memzero(key, sizeof(key));
+	return key_id;
+}
+
+/*
+ * current_data_key returns the id of tenant's newest live data key,
+ * making the first one when it has none.
+ */
+static int32
+current_data_key(const char *tenant)
+{
+	Datum		values[1];
+
+	values[0] = CStringGetTextDatum(tenant);
+	if (WfExecPlan(WF_PLAN_TENANT_KEY_CURRENT, values, NULL, false, 1, SPI_OK_SELECT) == 1)
+		return DatumGetInt32(WfGetDatumNotNull(0, 1));
+	return new_data_key(tenant);
+}
+
+/*
+ * seal_value returns the envelope of the JSON value v.
+ */
+static char *
+seal_value(const char *tenant, JsonbValue *v)
+{
+	int32		key_id = current_data_key(tenant);
+	const uint8 *key = data_key(tenant, key_id);
+	Jsonb	   *j = JsonbValueToJsonb(v);
+	char	   *plain = JsonbToCString(NULL, &j->root, VARSIZE(j));
+	size_t		plen = strlen(plain);
+	uint8	   *box = palloc(WF_NONCE_BYTES + plen + WF_TAG_BYTES);
+	unsigned long long clen;
+	StringInfoData ad;
+	size_t		b64len = sodium_base64_ENCODED_LEN(WF_NONCE_BYTES + plen + WF_TAG_BYTES,
+												   sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	char	   *b64 = palloc(b64len);
+
+	randombytes_buf(box, WF_NONCE_BYTES);
+	initStringInfo(&ad);
+	appendStringInfo(&ad, "wfengine-value:%s:%d", tenant, key_id);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(box + WF_NONCE_BYTES, &clen, (const uint8 *) plain,
+											   plen, (const uint8 *) ad.data, ad.len, NULL, box, key);
+	sodium_memzero(plain, plen);
+	sodium_bin2base64(b64, b64len, box, WF_NONCE_BYTES + clen,
+					  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	return psprintf("%s%d:%s", WF_ENVELOPE_PREFIX, key_id, b64);
+}
+
+/*
+ * is_envelope tells whether v is an envelope string.
+ */
+static bool
+is_envelope(const JsonbValue *v)
+{
+	return v->type == jbvString && v->val.string.len > (int) strlen(WF_ENVELOPE_PREFIX) &&
+		strncmp(v->val.string.val, WF_ENVELOPE_PREFIX, strlen(WF_ENVELOPE_PREFIX)) == 0;
+}
+
+/*
+ * open_envelope returns the JSON value sealed in an envelope of tenant.
+ */
+static Jsonb *
+open_envelope(const char *tenant, const char *text, int len)
+{
+	char	   *s = pnstrdup(text, len);
+	char	   *p = s + strlen(WF_ENVELOPE_PREFIX);
+	char	   *colon = strchr(p, ':');
+	int32		key_id;
+	const uint8 *key;
+	uint8	   *box = palloc(len);
+	size_t		boxlen = 0;
+	char	   *plain;
+	unsigned long long plen;
+	StringInfoData ad;
+	Jsonb	   *result;
+
+	if (colon == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a sealed value is damaged")));
+	*colon = '\0';
+	key_id = pg_strtoint32(p);
+	key = data_key(tenant, key_id);
+	if (sodium_base642bin(box, len, colon + 1, strlen(colon + 1), NULL, &boxlen, NULL,
+						  sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
+		boxlen < WF_NONCE_BYTES + WF_TAG_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a sealed value is damaged")));
+	plain = palloc(boxlen + 1);
+	initStringInfo(&ad);
+	appendStringInfo(&ad, "wfengine-value:%s:%d", tenant, key_id);
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt((uint8 *) plain, &plen, NULL,
+												   box + WF_NONCE_BYTES, boxlen - WF_NONCE_BYTES,
+												   (const uint8 *) ad.data, ad.len, box, key) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a sealed value does not open with data key %d of tenant \"%s\"", key_id, tenant),
+				 errdetail("It was changed, or sealed for another tenant.")));
+	plain[plen] = '\0';
+	result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plain)));
+	sodium_memzero(plain, plen);
+	return result;
+}
+
+/*
+ * WfSealKeys returns obj with the values of keys sealed (values that are
+ * envelopes already, or absent, are left as they are).  Inside an API call.
+ */
+Jsonb *
+WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
+{
+	JsonbParseState *state = NULL;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	JsonbValue *res = NULL;
+	bool		sealing = false;
+	int			k;
+
+	if (obj == NULL || nkeys == 0 || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj))
+		return obj;
+	it = JsonbIteratorInit(&obj->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			sealing = false;
+			for (k = 0; k < nkeys; k++)
+				if ((size_t) v.val.string.len == strlen(keys[k]) &&
+					strncmp(v.val.string.val, keys[k], v.val.string.len) == 0)
+					sealing = true;
+			res = pushJsonbValue(&state, tok, &v);
+		}
+		else if (tok == WJB_VALUE && sealing && !is_envelope(&v))
+		{
+			JsonbValue	sv;
+			char	   *env = seal_value(tenant, &v);
+
+			sv.type = jbvString;
+			sv.val.string.val = env;
+			sv.val.string.len = strlen(env);
+			res = pushJsonbValue(&state, tok, &sv);
+		}
+		else
+			res = pushJsonbValue(&state, tok, (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT) ? NULL : &v);
+	}
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * open_all returns value with every envelope of tenant opened.
+ */
+static Jsonb *
+open_all(const char *tenant, Jsonb *value)
+{
+	JsonbParseState *state = NULL;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	JsonbValue *res = NULL;
+
+	if (value == NULL)
+		return NULL;
+	if (JB_ROOT_IS_SCALAR(value))
+	{
+		JsonbValue	sv;
+
+		if (JsonbExtractScalar(&value->root, &sv) && is_envelope(&sv))
+			return open_envelope(tenant, sv.val.string.val, sv.val.string.len);
+		return value;
+	}
+	it = JsonbIteratorInit(&value->root);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		if ((tok == WJB_VALUE || tok == WJB_ELEM) && is_envelope(&v))
+		{
+			Jsonb	   *opened = open_envelope(tenant, v.val.string.val, v.val.string.len);
+			JsonbValue	ov;
+
+			if (JB_ROOT_IS_SCALAR(opened))
+				(void) JsonbExtractScalar(&opened->root, &ov);
+			else
+			{
+				ov.type = jbvBinary;
+				ov.val.binary.data = &opened->root;
+				ov.val.binary.len = VARSIZE(opened) - VARHDRSZ;
+			}
+			res = pushJsonbValue(&state, tok, &ov);
+		}
+		else
+			res = pushJsonbValue(&state, tok,
+								 (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT ||
+								  tok == WJB_BEGIN_ARRAY || tok == WJB_END_ARRAY) ? NULL : &v);
+	}
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * WfMaySeeSensitive tells whether the calling role (the outermost API
+ * caller) is a member of wfengine_sensitive.
+ */
+bool
+WfMaySeeSensitive(Oid caller)
+{
+	Oid			role = get_role_oid("wfengine_sensitive", true);
+
+	return OidIsValid(role) && has_privs_of_role(caller, role);
+}
+
+/*
+ * WfOpenForCaller returns value with its envelopes opened when the caller
+ * may see sensitive values, else value itself.
+ */
+Jsonb *
+WfOpenForCaller(const char *tenant, Oid caller, Jsonb *value)
+{
+	const char *data;
+	size_t		len;
+	size_t		plen = strlen(WF_ENVELOPE_PREFIX);
+	size_t		i;
+	bool		any = false;
+
+	if (value == NULL)
+		return value;
+	/* most values hold no envelope: look for one in the bytes first */
+	data = (const char *) VARDATA(value);
+	len = VARSIZE(value) - VARHDRSZ;
+	for (i = 0; i + plen <= len && !any; i++)
+		any = data[i] == 'w' && memcmp(data + i, WF_ENVELOPE_PREFIX, plen) == 0;
+	if (!any || !WfMaySeeSensitive(caller))
+		return value;
+	return open_all(tenant, value);
+}
+
+/*
+ * wfengine_decrypt is wf.decrypt(value): value with the envelopes of the
+ * session's tenant opened, for members of wfengine_sensitive.
+ */
+Datum
+wfengine_decrypt(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *value = PG_GETARG_JSONB_P(0);
+	Oid			caller = GetUserId();
+	Jsonb	   *result;
+	Jsonb	   *out;
+
+	if (!WfMaySeeSensitive(caller))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" may not read sensitive values",
+						GetUserNameFromId(caller, false)),
+				 errhint("Members of wfengine_sensitive may.")));
+	WfApiBegin();
+	result = open_all(WfCurrentTenant(), value);
+	out = (Jsonb *) SPI_palloc(VARSIZE(result));
+	memcpy(out, result, VARSIZE(result));
+	WfApiEnd();
+	PG_RETURN_JSONB_P(out);
+}
+
+/*
+ * wfengine_rotate_tenant_key is wf.rotate_tenant_key(tenant): new values
+ * are sealed under a new data key; returns its id.
+ */
+Datum
+wfengine_rotate_tenant_key(PG_FUNCTION_ARGS)
+{
+	char	   *tenant = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int32		key_id;
+
+	WfApiBegin();
+	key_id = new_data_key(tenant);
+	WfApiEnd();
+	PG_RETURN_INT32(key_id);
+}
+
+/*
+ * wfengine_rewrap_tenant_keys is wf.rewrap_tenant_keys(): every live data
+ * key is wrapped again under the current master key, so that older master
+ * keys can be retired; returns how many.
+ */
+Datum
+wfengine_rewrap_tenant_keys(PG_FUNCTION_ARGS)
+{
+	uint64		n;
+	uint64		i;
+	char	  **tenants;
+	int32	   *ids;
+	int			done = 0;
+
+	WfApiBegin();
+	n = WfExecPlan(WF_PLAN_TENANT_KEYS_LIVE, NULL, NULL, false, 0, SPI_OK_SELECT);
+	tenants = palloc(sizeof(char *) * Max(n, 1));
+	ids = palloc(sizeof(int32) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		tenants[i] = WfGetTextOrNull(i, 1);
+		ids[i] = DatumGetInt32(WfGetDatumNotNull(i, 2));
+	}
+	for (i = 0; i < n; i++)
+	{
+		uint8		key[WF_DATA_KEY_BYTES];
+
+		memcpy(key, data_key(tenants[i], ids[i]), sizeof(key));
+		wrap_and_store(tenants[i], ids[i], key, true);
+		sodium_memzero(key, sizeof(key));
+		done++;
+	}
+	WfApiEnd();
+	PG_RETURN_INT32(done);
+}
+
+/*
+ * wfengine_destroy_tenant_keys is wf.destroy_tenant_keys(tenant, reason):
+ * crypto-shredding; returns how many data keys were destroyed.
+ */
+Datum
+wfengine_destroy_tenant_keys(PG_FUNCTION_ARGS)
+{
+	char	   *tenant = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	Datum		values[1];
+	uint64		n;
+
+	WfApiBegin();
+	values[0] = CStringGetTextDatum(tenant);
+	n = WfExecPlan(WF_PLAN_TENANT_KEYS_DESTROY, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfSensitiveReset();
+	WfApiEnd();
+	PG_RETURN_INT32((int32) n);
+}

@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ *
+ * sensitive.h
+ *	  Sensitive fields sealed per tenant (see sensitive.c).
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/sensitive.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_SENSITIVE_H
+#define WF_SENSITIVE_H
+
+#include "utils/jsonb.h"
+
+extern Jsonb *WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys);
+extern bool WfMaySeeSensitive(Oid caller);
+extern Jsonb *WfOpenForCaller(const char *tenant, Oid caller, Jsonb *value);
+extern void WfSensitiveReset(void);
+
+#endif							/* WF_SENSITIVE_H */
