@@ -16,7 +16,7 @@ WITH c AS (
     SELECT t.task_id FROM bench_raw.tasks t
      WHERE t.tenant_id = 'default' AND t.queue = :queue
        AND t.status = 'ready' AND t.available_at <= now()
-     ORDER BY t.available_at, t.task_id
+     ORDER BY t.priority DESC, t.available_at, t.task_id
      LIMIT 1
        FOR UPDATE SKIP LOCKED
 ), u AS (

@@ -115,6 +115,20 @@ SELECT CASE WHEN line LIKE '%' || :'acme_runs' || '%' THEN 'acme runs channel'
 FROM regexp_split_to_table(:'log', E'\n') AS line WHERE line LIKE 'Asynchronous%' ORDER BY 1;
 UNLISTEN *;
 
+-- the engine worker (here wf.tick(), as a superuser of tenant "default") joins a
+-- parallel step of acme and cancels the losing branch, which belongs to acme
+SET SESSION AUTHORIZATION regress_acme_admin;
+SELECT wf.publish_definition('race', '{"steps": [{"name": "p", "type": "parallel", "join": {"first": 1},
+  "branches": [{"steps": [{"name": "fast", "queue": "race_q"}]}, {"steps": [{"name": "slow", "queue": "race_slow"}]}]}]}') AS v;
+SET SESSION AUTHORIZATION regress_acme_app;
+SELECT wf.start_run('race') AS race \gset
+SET SESSION AUTHORIZATION regress_acme_worker;
+SELECT wf.complete_task(task_id, fence, '{}') FROM wf.claim_tasks('race_q', 'w');
+RESET SESSION AUTHORIZATION;
+SELECT wf.tick() > 0 AS fired;
+SELECT definition_name, status FROM wf.runs WHERE run_id = :'race' OR parent_run_id = :'race' ORDER BY 1;
+SELECT count(*) AS timers_in_error FROM wf.timers WHERE errors > 0;
+
 -- a role of no tenant, and a role of two, are refused
 SET SESSION AUTHORIZATION regress_nobody;
 SELECT pg_temp.err('SELECT wf.current_tenant()');

@@ -43,6 +43,15 @@ SELECT wf.publish_definition('long', jsonb_build_object('description', repeat('x
                              'steps', jsonb_build_array(jsonb_build_object('name', 'a', 'queue', 'x'))));
 SELECT max_definition_steps FROM wf.set_tenant_policy('default', '{"max_definition_steps": null, "max_definition_bytes": null}');
 
+-- max_events_per_run: a run that has that many events takes no more signals
+SELECT wf.publish_definition('chatty', '{"steps": [{"name": "w", "type": "wait_event", "event": "go"}]}');
+SELECT wf.start_run('chatty') AS chatty \gset
+SELECT max_events_per_run FROM wf.set_tenant_policy('default', '{"max_events_per_run": 4}');
+SELECT wf.signal(:'chatty', 'noise'), wf.signal(:'chatty', 'noise');
+SELECT regexp_replace(pg_temp.err(format('SELECT wf.signal(%L, %L)', :'chatty', 'noise')), '[0-9a-f]{8}-[0-9a-f-]{27}', '<run>');
+SELECT seq FROM wf.runs WHERE run_id = :'chatty';
+SELECT max_events_per_run FROM wf.set_tenant_policy('default', '{"max_events_per_run": null}');
+
 -- retention: finished runs older than the tenant's retention are purged with all they
 -- own; a live run and a run under legal hold are not
 SELECT wf.publish_definition('keep', '{"steps": [{"name": "a", "queue": "keep_q"}]}');

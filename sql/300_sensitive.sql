@@ -48,6 +48,13 @@ SELECT wf.start_run('pay', '{"card": "4111111111111111", "amount": 12}') AS run 
 SELECT input->>'amount' AS amount, input->>'card' LIKE 'wfenc:v1:1:%' AS card_sealed FROM wf.runs WHERE run_id = :'run';
 RESET SESSION AUTHORIZATION;
 SELECT tenant_id, key_id, master_key_id, octet_length(wrapped) AS wrapped_bytes FROM wf.tenant_keys;
+-- a start repeated with its idempotency key finds its run (the seals differ, the values do not)
+SET SESSION AUTHORIZATION regress_pay_admin;
+SELECT wf.start_run('pay', '{"card": "4111222233334444", "amount": 5}', 'order-77') AS keyed \gset
+SELECT wf.start_run('pay', '{"card": "4111222233334444", "amount": 5}', 'order-77') = :'keyed' AS same_run;
+SELECT pg_temp.err('SELECT wf.start_run(''pay'', ''{"card": "4111222233339999", "amount": 5}'', ''order-77'')');
+SELECT wf.terminate_run(:'keyed', 'test done') IS NOT NULL AS ended;
+RESET SESSION AUTHORIZATION;
 
 -- a worker in wfengine_sensitive gets the card; one without gets the envelope
 SET SESSION AUTHORIZATION regress_pay_worker;

@@ -740,6 +740,7 @@ CREATE TABLE wf.correlations (
     PRIMARY KEY (tenant_id, key, run_id)
 );
 CREATE INDEX correlations_run_idx ON wf.correlations (run_id);
+SELECT pg_catalog.pg_extension_config_dump('wf.correlations', '');
 COMMENT ON TABLE wf.correlations IS
 'The correlation keys each run declared when it started; wf.send_event() finds runs here.';
 
@@ -1919,7 +1920,7 @@ CREATE TABLE wf.secrets (
 );
 COMMENT ON TABLE wf.secrets IS
 'Keys of the engine: channel_key makes the LISTEN channel names of a tenant unguessable to the others.';
-INSERT INTO wf.secrets (name, value) VALUES ('channel_key', wf._random_bytes(32));
+-- (channel_key is made at first use, so that a restore can bring back the old one)
 SELECT pg_catalog.pg_extension_config_dump('wf.secrets', '');
 
 CREATE FUNCTION wf.channel(kind text DEFAULT 'runs', queue text DEFAULT NULL)
@@ -1939,8 +1940,10 @@ CREATE TABLE wf.tenant_policies (
     start_burst             integer CHECK (start_burst > 0),
     max_definition_steps    integer CHECK (max_definition_steps > 0),
     max_definition_bytes    integer CHECK (max_definition_bytes > 0),
+    max_events_per_run      integer CHECK (max_events_per_run > 0),
     updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
+SELECT pg_catalog.pg_extension_config_dump('wf.tenant_policies', '');
 COMMENT ON TABLE wf.tenant_policies IS
 'Retention and quotas of each tenant; no row, or a null column, means no limit beyond the settings.';
 
@@ -1964,10 +1967,10 @@ BEGIN
     END IF;
     FOR k IN SELECT jsonb_object_keys(policy) LOOP
         IF k NOT IN ('retention', 'max_live_runs', 'max_starts_per_second', 'start_burst',
-                     'max_definition_steps', 'max_definition_bytes') THEN
+                     'max_definition_steps', 'max_definition_bytes', 'max_events_per_run') THEN
             RAISE EXCEPTION 'unknown tenant policy key "%"', k
                 USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'Valid keys: retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes; null removes a limit.';
+                      HINT = 'Valid keys: retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes, max_events_per_run; null removes a limit.';
         END IF;
     END LOOP;
     FOR k IN SELECT jsonb_object_keys(policy) LOOP
@@ -2001,6 +2004,8 @@ BEGIN
                                     THEN (policy->>'max_definition_steps')::integer ELSE p.max_definition_steps END,
         max_definition_bytes = CASE WHEN policy ? 'max_definition_bytes'
                                     THEN (policy->>'max_definition_bytes')::integer ELSE p.max_definition_bytes END,
+        max_events_per_run = CASE WHEN policy ? 'max_events_per_run'
+                                  THEN (policy->>'max_events_per_run')::integer ELSE p.max_events_per_run END,
         updated_at = pg_catalog.clock_timestamp()
     WHERE p.tenant_id OPERATOR(pg_catalog.=) tenant
     RETURNING * INTO result;

@@ -287,11 +287,22 @@ void
 WfStopChildren(WfRunState *run, int how)
 {
 	Datum		values[3];
+	const char *volatile old_tenant;
 
 	values[0] = UUIDPGetDatum(&run->run_id);
 	values[1] = CStringGetTextDatum(how == WF_STOP_TERMINATE ?
 									"its parent run was terminated" :
 									"its parent run was cancelled or no longer needs it");
 	values[2] = BoolGetDatum(how == WF_STOP_TERMINATE);
-	WfExecPlan(WF_PLAN_STOP_CHILDREN, values, NULL, false, 0, SPI_OK_SELECT);
+	/* the children are the parent's tenant's, whoever makes the transition */
+	old_tenant = WfActForTenant(run->tenant_id);
+	PG_TRY();
+	{
+		WfExecPlan(WF_PLAN_STOP_CHILDREN, values, NULL, false, 0, SPI_OK_SELECT);
+	}
+	PG_FINALLY();
+	{
+		(void) WfActForTenant(old_tenant);
+	}
+	PG_END_TRY();
 }

@@ -255,8 +255,18 @@ WfChannelTag(const uint8 *key, size_t keylen, const char *tenant, char *tag)
 {
 	uint8		hash[WF_CHANNEL_TAG_LEN / 2];
 
-	crypto_generichash(hash, sizeof(hash), (const uint8 *) tenant, strlen(tenant), key, keylen);
+	if (crypto_generichash(hash, sizeof(hash), (const uint8 *) tenant, strlen(tenant), key, keylen) != 0)
+		elog(ERROR, "could not hash a channel tag");
 	sodium_bin2hex(tag, WF_CHANNEL_TAG_LEN + 1, hash, sizeof(hash));
+}
+
+/*
+ * WfRandomBytes fills buf with len random bytes.
+ */
+void
+WfRandomBytes(void *buf, size_t len)
+{
+	randombytes_buf(buf, len);
 }
 
 PG_FUNCTION_INFO_V1(wfengine_random_bytes);

@@ -39,6 +39,7 @@ extern void WfHashBytes(const void *data, Size len, uint8 *out);
 extern void WfHashEvent(const WfEventHashInput *in, uint8 *out);
 extern void WfNewRunId(pg_uuid_t *uuid);
 extern double WfRandomFraction(void);
+extern void WfRandomBytes(void *buf, size_t len);
 
 /* approval tokens: "wfa_" and 43 characters of URL-safe base64 */
 #define WF_TOKEN_PREFIX "wfa_"

@@ -31,13 +31,16 @@
  * tolerate anyway (a wake-up only means "look again").
  *
  * Channels.  PostgreSQL lets any role LISTEN on any channel, so payloads
- * carry ids only.  A queue's channel is "wfq." followed by the queue name;
- * a queue name is at most 63 bytes, so when the result would exceed
- * NAMEDATALEN - 1 the name is cut after 50 bytes and ".<8 hex digits of
- * md5(queue)>" appended (stable, computable by clients in SQL).  The
- * payload is the queue name.  Run changes go to the one channel "wf_runs"
- * with the payload {"run_id": "<uuid>", "kind": "<kind>"}.
- * docs/notifications.md documents both; tenancy will revisit the names.
+ * carry ids only, and the channels of a tenant carry a tag that other
+ * tenants cannot compute: 12 hex digits of BLAKE2b(tenant) keyed by the
+ * channel key of wf.secrets (which only the extension's owner reads).  A
+ * queue's channel is "wfq.<tag>.<queue>"; when that would exceed
+ * NAMEDATALEN - 1 bytes, the queue name is cut after 37 bytes and
+ * ".<8 hex digits of md5(queue)>" appended.  The payload is the queue
+ * name.  Run changes go to "wf_runs.<tag>" with the payload
+ * {"run_id": "<uuid>", "kind": "<kind>"}; the relay's overflow notice goes
+ * to "wf_overflow".  wf.channel() tells a session its channel names;
+ * docs/notifications.md documents them.
  *
  * Copyright (c) 2026, wfengine developers
  *

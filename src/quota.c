@@ -7,8 +7,8 @@
  * The limits are columns of wf.tenant_policies (wf.set_tenant_policy).  A
  * backend reads its tenant's row at most once a second, so a change takes
  * effect within a second and starting a run costs no extra statement in
- * between.  Every quota refuses the excess with SQLSTATE 53400
- * (configuration_limit_exceeded) and changes nothing; none of them makes
+ * between.  Every quota refuses the excess with SQLSTATE 54000
+ * (program_limit_exceeded) and changes nothing; none of them makes
  * a caller wait:
  *
  *	max_live_runs			wf.start_run counts the tenant's running, paused
@@ -23,6 +23,15 @@
  *							is not enforced.
  *	max_definition_steps	wf.publish_definition, counting every branch.
  *	max_definition_bytes
+ *	max_events_per_run		wf.signal (and so wf.send_event): signals are the
+ *							one source of events a definition does not
+ *							bound.  Everything else a run records is bounded
+ *							by its definition (steps, attempts, visits),
+ *							except duplicate and stale reports, which are
+ *							recorded whatever the limit (they are the audit).
+ *							Timers per run need no limit: a run has at most
+ *							its run timeout, its step's timeout, one wait and
+ *							one child_done per child run pending.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -60,9 +69,10 @@ typedef struct WfPolicy
 	int32		start_burst;
 	int32		max_definition_steps;
 	int32		max_definition_bytes;
+	int32		max_events_per_run;
 } WfPolicy;
 
-static WfPolicy policy = {NULL, 0, 0, 0, 0, 0, 0};
+static WfPolicy policy = {NULL, 0, 0, 0, 0, 0, 0, 0};
 
 /* forward declarations */
 static const WfPolicy *tenant_policy(const char *tenant);
@@ -111,6 +121,8 @@ tenant_policy(const char *tenant)
 		policy.max_definition_steps = isnull ? 0 : DatumGetInt32(d);
 		d = WfGetDatum(0, 5, &isnull);
 		policy.max_definition_bytes = isnull ? 0 : DatumGetInt32(d);
+		d = WfGetDatum(0, 6, &isnull);
+		policy.max_events_per_run = isnull ? 0 : DatumGetInt32(d);
 	}
 	return &policy;
 }
@@ -190,7 +202,7 @@ WfCheckStartQuota(const char *tenant)
 		live = DatumGetInt64(WfGetDatumNotNull(0, 1));
 		if (live >= p->max_live_runs)
 			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("tenant \"%s\" has %d live runs, its limit", tenant, p->max_live_runs),
 					 errdetail("Running, paused and cancelling runs count against max_live_runs of wf.tenant_policies."),
 					 errhint("Start the run when one of them has finished, or ask an administrator to raise the limit.")));
@@ -198,10 +210,27 @@ WfCheckStartQuota(const char *tenant)
 	if (p->max_starts_per_second > 0 &&
 		!take_start_token(tenant, p->max_starts_per_second, p->start_burst, &wait_ms))
 		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("tenant \"%s\" starts runs faster than its limit of %g per second",
 						tenant, p->max_starts_per_second),
 				 errhint("Retry in %.0f ms.", wait_ms)));
+}
+
+/*
+ * WfCheckEventQuota refuses a signal to a run that has max_events_per_run
+ * events already.  Inside an API call.
+ */
+void
+WfCheckEventQuota(const char *tenant, pg_uuid_t *run_id, int32 seq)
+{
+	const WfPolicy *p = tenant_policy(tenant);
+
+	if (p->max_events_per_run > 0 && seq >= p->max_events_per_run)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("run %s has %d events, the limit of tenant \"%s\"",
+						WfRunIdText(run_id), seq, tenant),
+				 errhint("The run takes no more signals.")));
 }
 
 /*
@@ -215,12 +244,12 @@ WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size byt
 
 	if (p->max_definition_steps > 0 && steps > p->max_definition_steps)
 		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("definition \"%s\" has %d steps across its branches, more than the limit of %d of tenant \"%s\"",
 						name, steps, p->max_definition_steps, tenant)));
 	if (p->max_definition_bytes > 0 && bytes > (Size) p->max_definition_bytes)
 		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("definition \"%s\" is %zu bytes, more than the limit of %d bytes of tenant \"%s\"",
 						name, bytes, p->max_definition_bytes, tenant)));
 }

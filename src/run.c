@@ -84,8 +84,12 @@ existing_run(const char *tenant, const char *defname, const char *key,
 				 errhint("The run was started by a concurrent transaction that is not visible to this snapshot; retry the transaction.")));
 
 	old_def = WfGetTextOrNull(0, 2);
-	old_input = DatumGetJsonbP(WfGetDatumNotNull(0, 3));
+	old_input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 3));
 	old_version = DatumGetInt32(WfGetDatumNotNull(0, 4));
+	run_id = palloc(sizeof(pg_uuid_t));
+	memcpy(run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 1)), sizeof(pg_uuid_t));
+	/* sealed values differ at every seal: compare what they hold */
+	old_input = WfOpenAll(tenant, old_input);
 	if (strcmp(old_def, defname) != 0 ||
 		compareJsonbContainers(&old_input->root, &input->root) != 0 ||
 		(version_given && old_version != version))
@@ -98,9 +102,6 @@ existing_run(const char *tenant, const char *defname, const char *key,
 						   compareJsonbContainers(&old_input->root, &input->root) != 0 ?
 						   " with a different input" : ""),
 				 errhint("Use a new idempotency key for a different request.")));
-
-	run_id = palloc(sizeof(pg_uuid_t));
-	memcpy(run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 1)), sizeof(pg_uuid_t));
 	return run_id;
 }
 
@@ -165,6 +166,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	const char *tenant = WfCurrentTenant();
 	char	   *defname;
 	Jsonb	   *input;
+	Jsonb	   *plain_input;
 	char	   *key = NULL;
 	Datum		values[3];
 	int64		definition_id;
@@ -223,6 +225,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
 	WfCheckStartQuota(tenant);
 	def = WfDefinitionGet(definition_id);
+	plain_input = input;
 	if (def->n_sensitive_input > 0)
 		input = WfSealKeys(tenant, input, def->sensitive_input, def->n_sensitive_input);
 
@@ -253,7 +256,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 		WfNoteRunChange(run.tenant_id, &run.run_id, "started");
 	}
 	else
-		result = existing_run(tenant, defname, key, input,
+		result = existing_run(tenant, defname, key, plain_input,
 							  PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), !PG_ARGISNULL(3));
 
 	/* copy the result out of SPI memory before disconnecting */
@@ -552,6 +555,7 @@ wfengine_signal(PG_FUNCTION_ARGS)
 
 	WfApiBegin();
 	lock_live_run(run_id, &run, "run %s has ended", NULL);
+	WfCheckEventQuota(run.tenant_id, run_id, run.seq);
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 

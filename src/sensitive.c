@@ -95,6 +95,7 @@ static char *seal_value(const char *tenant, JsonbValue *v);
 static Jsonb *open_envelope(const char *tenant, const char *text, int len);
 static bool is_envelope(const JsonbValue *v);
 static Jsonb *open_all(const char *tenant, Jsonb *value);
+static bool has_envelope(Jsonb *value);
 
 /*
  * WfSensitiveReset forgets the cached data keys (wiping them).
@@ -498,6 +499,36 @@ open_all(const char *tenant, Jsonb *value)
 }
 
 /*
+ * WfOpenAll returns value with every envelope of tenant opened (whoever
+ * calls: for the engine's own comparisons).
+ */
+Jsonb *
+WfOpenAll(const char *tenant, Jsonb *value)
+{
+	if (value == NULL || !has_envelope(value))
+		return value;
+	return open_all(tenant, value);
+}
+
+/*
+ * has_envelope tells whether value may hold an envelope: most values do
+ * not, and looking for the prefix in the bytes is cheaper than walking it.
+ */
+static bool
+has_envelope(Jsonb *value)
+{
+	const char *data = (const char *) VARDATA(value);
+	size_t		len = VARSIZE(value) - VARHDRSZ;
+	size_t		plen = strlen(WF_ENVELOPE_PREFIX);
+	size_t		i;
+
+	for (i = 0; i + plen <= len; i++)
+		if (data[i] == 'w' && memcmp(data + i, WF_ENVELOPE_PREFIX, plen) == 0)
+			return true;
+	return false;
+}
+
+/*
  * WfMaySeeSensitive tells whether the calling role (the outermost API
  * caller) is a member of wfengine_sensitive.
  */
@@ -516,20 +547,7 @@ WfMaySeeSensitive(Oid caller)
 Jsonb *
 WfOpenForCaller(const char *tenant, Oid caller, Jsonb *value)
 {
-	const char *data;
-	size_t		len;
-	size_t		plen = strlen(WF_ENVELOPE_PREFIX);
-	size_t		i;
-	bool		any = false;
-
-	if (value == NULL)
-		return value;
-	/* most values hold no envelope: look for one in the bytes first */
-	data = (const char *) VARDATA(value);
-	len = VARSIZE(value) - VARHDRSZ;
-	for (i = 0; i + plen <= len && !any; i++)
-		any = data[i] == 'w' && memcmp(data + i, WF_ENVELOPE_PREFIX, plen) == 0;
-	if (!any || !WfMaySeeSensitive(caller))
+	if (value == NULL || !has_envelope(value) || !WfMaySeeSensitive(caller))
 		return value;
 	return open_all(tenant, value);
 }

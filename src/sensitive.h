@@ -17,6 +17,7 @@
 
 extern Jsonb *WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys);
 extern bool WfMaySeeSensitive(Oid caller);
+extern Jsonb *WfOpenAll(const char *tenant, Jsonb *value);
 extern Jsonb *WfOpenForCaller(const char *tenant, Oid caller, Jsonb *value);
 extern void WfSensitiveReset(void);
 

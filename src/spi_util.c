@@ -39,6 +39,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "crypto.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "wfengine.h"
@@ -539,7 +540,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	},
 	[WF_PLAN_TENANT_POLICY] = {
 		"SELECT p.max_live_runs, p.max_starts_per_second, p.start_burst,"
-		" p.max_definition_steps, p.max_definition_bytes "
+		" p.max_definition_steps, p.max_definition_bytes, p.max_events_per_run "
 		"FROM wf.tenant_policies p WHERE p.tenant_id OPERATOR(pg_catalog.=) $1",
 		1, {TEXTOID}
 	},
@@ -584,6 +585,11 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"UPDATE wf.tenant_keys k SET wrapped = NULL, destroyed_at = pg_catalog.clock_timestamp() "
 		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.wrapped IS NOT NULL",
 		1, {TEXTOID}
+	},
+	[WF_PLAN_CHANNEL_KEY_INSERT] = {
+		"INSERT INTO wf.secrets (name, value) VALUES ('channel_key', $1) "
+		"ON CONFLICT (name) DO NOTHING",
+		1, {BYTEAOID}
 	},
 	[WF_PLAN_TASK_RESUME] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
@@ -872,8 +878,21 @@ WfChannelKey(const uint8 **key, size_t *keylen)
 		bool		isnull;
 		Datum		d;
 
-		if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, true, 1, SPI_OK_SELECT) != 1)
-			elog(ERROR, "the channel key of wfengine is missing from wf.secrets");
+		if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
+		{
+			/* made at first use (a restore brings the old one back) */
+			uint8		fresh[32];
+			bytea	   *b = palloc(VARHDRSZ + sizeof(fresh));
+			Datum		values[1];
+
+			WfRandomBytes(fresh, sizeof(fresh));
+			SET_VARSIZE(b, VARHDRSZ + sizeof(fresh));
+			memcpy(VARDATA(b), fresh, sizeof(fresh));
+			values[0] = PointerGetDatum(b);
+			WfExecPlan(WF_PLAN_CHANNEL_KEY_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+			if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
+				elog(ERROR, "the channel key of wfengine could not be made");
+		}
 		d = WfGetDatum(0, 1, &isnull);
 		if (isnull)
 			elog(ERROR, "the channel key of wfengine is null");

@@ -297,6 +297,7 @@ extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
 extern void WfCheckStartQuota(const char *tenant);
 extern void WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes);
 extern void WfQuotaReset(void);
+extern void WfCheckEventQuota(const char *tenant, pg_uuid_t *run_id, int32 seq);
 
 /* operator.c */
 extern void WfRefuseRun(pg_uuid_t *run_id, const WfRunState *run, const char *what,

@@ -57,6 +57,7 @@
 /* the cached tenant of a session user */
 static Oid	tenant_user = InvalidOid;
 static char *tenant_name = NULL;
+static const char *tenant_override = NULL;	/* WfActForTenant */
 static bool tenant_callbacks = false;
 
 /* one entry per API call in progress */
@@ -100,6 +101,7 @@ api_xact_callback(XactEvent event, void *arg)
 		event == XACT_EVENT_PREPARE)
 	{
 		api_depth = 0;
+		tenant_override = NULL;
 		if (api_actor != NULL)
 			pfree(api_actor);
 		api_actor = NULL;
@@ -207,6 +209,9 @@ WfCurrentTenant(void)
 {
 	Oid			userid = GetSessionUserId();
 
+	if (tenant_override != NULL)
+		return tenant_override;
+
 	if (OidIsValid(tenant_user) && tenant_user == userid && tenant_name != NULL)
 		return tenant_name;
 	if (tenant_name != NULL)
@@ -292,4 +297,20 @@ WfApiCaller(void)
 	if (api_depth > 0)
 		return api_stack[0].save_userid;
 	return GetUserId();
+}
+
+/*
+ * WfActForTenant makes the API calls that follow act for tenant (NULL:
+ * for the session's tenant again) and returns the tenant acted for
+ * before, to be restored.  Only the engine uses it, to make one run's
+ * transition reach the runs it owns (a parent stopping its child runs,
+ * which may be done by the engine worker, whose own tenant is "default").
+ */
+const char *
+WfActForTenant(const char *tenant)
+{
+	const char *old = tenant_override;
+
+	tenant_override = tenant;
+	return old;
 }

@@ -27,5 +27,6 @@ extern void WfTenantInit(void);
 extern void WfApiSwitchIn(Oid owner);
 extern void WfApiSwitchOut(void);
 extern Oid	WfApiCaller(void);
+extern const char *WfActForTenant(const char *tenant);
 
 #endif							/* WF_WFENGINE_H */
