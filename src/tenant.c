@@ -21,7 +21,9 @@
  * tenant; row-level security on every table is the second wall, for
  * direct SQL.  The actor recorded in events is the role that called the
  * outermost API function, also when one API call makes another on its
- * behalf (a parent cancelling its child runs).
+ * behalf (a parent cancelling its child runs).  The calls in progress are
+ * a stack; the frames of calls that an error ended are dropped when their
+ * subtransaction or transaction aborts.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -63,7 +65,7 @@ static bool tenant_callbacks = false;
 /* one entry per API call in progress */
 typedef struct ApiFrame
 {
-	int			nest_level;		/* transaction nest level of the call */
+	SubTransactionId subid;		/* the subtransaction the call began in */
 	bool		switched;		/* this call switched to the owner */
 	Oid			save_userid;
 	int			save_sec_context;
@@ -76,6 +78,8 @@ static char *api_actor = NULL;	/* the outermost caller, in TopMemoryContext */
 /* forward declarations */
 static void tenant_invalidate(Datum arg, int cacheid, uint32 hashvalue);
 static void api_xact_callback(XactEvent event, void *arg);
+static void api_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+								 SubTransactionId parentSubid, void *arg);
 static char *lookup_tenant(Oid userid);
 
 /*
@@ -109,6 +113,23 @@ api_xact_callback(XactEvent event, void *arg)
 }
 
 /*
+ * api_subxact_callback forgets the API calls that began inside a
+ * subtransaction that aborts (an error caught by a PL/pgSQL exception
+ * block skipped their WfApiEnd; the abort has restored the user).
+ * Subtransaction ids only grow within a transaction, so those calls are
+ * the frames whose id is mySubid or later.
+ */
+static void
+api_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	while (api_depth > 0 && api_stack[api_depth - 1].subid >= mySubid)
+		api_depth--;
+}
+
+/*
  * WfTenantInit registers the callbacks; called from _PG_init.
  */
 void
@@ -119,6 +140,7 @@ WfTenantInit(void)
 	CacheRegisterSyscacheCallback(AUTHOID, tenant_invalidate, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, tenant_invalidate, (Datum) 0);
 	RegisterXactCallback(api_xact_callback, NULL);
+	RegisterSubXactCallback(api_subxact_callback, NULL);
 	tenant_callbacks = true;
 }
 
@@ -239,21 +261,17 @@ WfCurrentActor(void)
 /*
  * WfApiSwitchIn is called at the start of every API call (WfApiBegin): it
  * learns the caller, then runs the rest of the call as the extension's
- * owner.  Frames of calls that an error ended inside a subtransaction are
- * dropped first.
+ * owner.
  */
 void
 WfApiSwitchIn(Oid owner)
 {
-	int			level = GetCurrentTransactionNestLevel();
 	ApiFrame   *f;
 
-	while (api_depth > 0 && api_stack[api_depth - 1].nest_level > level)
-		api_depth--;
 	if (api_depth >= WF_MAX_API_DEPTH)
 		elog(ERROR, "wfengine API calls nest too deep");
 	f = &api_stack[api_depth];
-	f->nest_level = level;
+	f->subid = GetCurrentSubTransactionId();
 	GetUserIdAndSecContext(&f->save_userid, &f->save_sec_context);
 	if (api_depth == 0)
 	{
@@ -275,11 +293,8 @@ WfApiSwitchIn(Oid owner)
 void
 WfApiSwitchOut(void)
 {
-	int			level = GetCurrentTransactionNestLevel();
 	ApiFrame   *f;
 
-	while (api_depth > 0 && api_stack[api_depth - 1].nest_level > level)
-		api_depth--;
 	if (api_depth == 0)
 		elog(ERROR, "wfengine API call ended that never began");
 	f = &api_stack[--api_depth];
