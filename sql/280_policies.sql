@@ -52,6 +52,55 @@ SELECT regexp_replace(pg_temp.err(format('SELECT wf.signal(%L, %L)', :'chatty', 
 SELECT seq FROM wf.runs WHERE run_id = :'chatty';
 SELECT max_events_per_run FROM wf.set_tenant_policy('default', '{"max_events_per_run": null}');
 
+-- max_tasks_in_flight: the tenant gets at most that many leased tasks of a queue;
+-- the rest wait, wf.explain says why, and a finished attempt makes room
+SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": 2}');
+SELECT wf.start_run('q') AS r1, wf.start_run('q') AS r2, wf.start_run('q') AS r3 \gset
+SELECT count(*) AS claimed FROM wf.claim_tasks('pol_q', 'w', 10);
+SELECT count(*) AS claimed_at_limit FROM wf.claim_tasks('pol_q', 'w', 10);
+SELECT e->>'waiting_for' AS waiting_for, e->'details'->>'in_flight' AS in_flight,
+       e->'details'->>'max_tasks_in_flight' AS lim, e->'details'->>'reason' AS reason
+FROM wf.explain((SELECT run_id FROM wf.tasks WHERE queue = 'pol_q' AND status = 'ready' ORDER BY task_id LIMIT 1)) AS e;
+-- a waiting claim at the limit sleeps (it does not spin) and comes back empty
+SELECT count(*) AS claimed_after_wait FROM wf.claim_tasks('pol_q', 'w', 1, wait => '200 ms');
+SELECT wf.complete_task(task_id, fence, '{}') FROM wf.tasks WHERE queue = 'pol_q' AND status = 'leased' ORDER BY task_id LIMIT 1;
+SELECT count(*) AS claimed_after_one_ended FROM wf.claim_tasks('pol_q', 'w', 10);
+SELECT wf.complete_task(task_id, fence, '{}') FROM wf.tasks WHERE queue = 'pol_q' AND status = 'leased';
+SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": null}');
+SELECT count(*) AS claimed_without_limit FROM wf.claim_tasks('pol_q', 'w', 10);
+
+-- max_definition_depth: how deeply parallel steps nest (1 = none)
+SELECT max_definition_depth FROM wf.set_tenant_policy('default', '{"max_definition_depth": 1}');
+SELECT wf.publish_definition('flat', '{"steps": [{"name": "a", "queue": "x"}]}') AS flat;
+SELECT wf.publish_definition('nested', '{"steps": [{"name": "p", "type": "parallel", "branches": [
+  {"steps": [{"name": "a", "queue": "x"}]}, {"steps": [{"name": "b", "queue": "x"}]}]}]}');
+SELECT max_definition_depth FROM wf.set_tenant_policy('default', '{"max_definition_depth": null}');
+
+-- max_timers_per_run: a definition whose runs could have more timers pending at once
+-- (run timeout, and per step its timeout, retry backoff, sleep, approval expiry) is
+-- refused at publish
+SELECT max_timers_per_run FROM wf.set_tenant_policy('default', '{"max_timers_per_run": 2}');
+SELECT wf.publish_definition('two_timers', '{"timeout": "1d", "steps": [
+  {"name": "a", "queue": "pol_loop", "retry": {"max_attempts": 1}, "timeout": {"total": "1h"}},
+  {"name": "again", "type": "choice", "choices": [{"when": "$.steps.a.output.again == true", "next": "a"}],
+   "default": "end"}]}') AS two_timers;
+SELECT wf.publish_definition('three_timers', '{"timeout": "1d", "steps": [
+  {"name": "a", "queue": "x", "retry": {"max_attempts": 3}, "timeout": {"total": "1h"}}]}');
+-- a loop does not pile timers up: each visit's step timeout supersedes the last
+SELECT wf.start_run('two_timers') AS loop \gset
+SELECT wf.complete_task(task_id, fence, '{"again": true}') FROM wf.claim_tasks('pol_loop', 'w');
+SELECT wf.complete_task(task_id, fence, '{"again": true}') FROM wf.claim_tasks('pol_loop', 'w');
+SELECT wf.complete_task(task_id, fence, '{"again": true}') FROM wf.claim_tasks('pol_loop', 'w');
+SELECT kind, status, outcome, count(*) FROM wf.timers WHERE run_id = :'loop' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+SELECT wf.complete_task(task_id, fence, '{"again": false}') FROM wf.claim_tasks('pol_loop', 'w');
+SELECT wf.run_status(:'loop'), wf.verify_run(:'loop');
+-- a run of a definition published before the limit was lowered: the transition that
+-- would go past it is refused and changes nothing
+SELECT max_timers_per_run FROM wf.set_tenant_policy('default', '{"max_timers_per_run": 1}');
+SELECT pg_temp.err('SELECT wf.start_run(''two_timers'')');
+SELECT count(*) AS runs_of_two_timers FROM wf.runs r JOIN wf.definitions d USING (definition_id) WHERE d.name = 'two_timers';
+SELECT max_timers_per_run FROM wf.set_tenant_policy('default', '{"max_timers_per_run": null}');
+
 -- retention: finished runs older than the tenant's retention are purged with all they
 -- own; a live run and a run under legal hold are not
 SELECT wf.publish_definition('keep', '{"steps": [{"name": "a", "queue": "keep_q"}]}');

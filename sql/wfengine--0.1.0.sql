@@ -182,6 +182,8 @@ COMMENT ON COLUMN wf.tasks.available_at IS
 -- The claim index: claimable rows of one queue in FIFO order.
 CREATE INDEX tasks_claim_idx ON wf.tasks (tenant_id, queue, priority DESC, available_at, task_id)
     WHERE status = 'ready';
+-- Leased attempts of one queue, counted against a tenant's max_tasks_in_flight.
+CREATE INDEX tasks_leased_idx ON wf.tasks (tenant_id, queue) WHERE status = 'leased';
 -- Every attempt of every visit of a step, once.
 CREATE UNIQUE INDEX tasks_attempt_key ON wf.tasks (run_id, step, visit, attempt);
 -- At most one live attempt per step of a run, enforced by the database.
@@ -836,6 +838,7 @@ DECLARE
     waiting text;
     details jsonb := '{}';
     step_def jsonb;
+    in_flight_limit integer;
     commands text[] := ARRAY['wf.history', 'wf.verify_run'];
 BEGIN
     SELECT * INTO r FROM wf.runs x
@@ -895,6 +898,22 @@ BEGIN
                                                            OR (a.priority OPERATOR(pg_catalog.=) t.priority
                                                                AND (a.available_at, a.task_id) OPERATOR(pg_catalog.<) (t.available_at, t.task_id)))),
                                           'priority', t.priority);
+            -- a tenant at its max_tasks_in_flight waits for one of them to end
+            SELECT p.max_tasks_in_flight INTO in_flight_limit FROM wf.tenant_policies p
+            WHERE p.tenant_id OPERATOR(pg_catalog.=) t.tenant_id;
+            IF in_flight_limit IS NOT NULL THEN
+                details := details || jsonb_build_object('max_tasks_in_flight', in_flight_limit,
+                    'in_flight', (SELECT count(*) FROM wf.tasks a
+                                  WHERE a.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
+                                    AND a.queue OPERATOR(pg_catalog.=) t.queue
+                                    AND a.status OPERATOR(pg_catalog.=) 'leased'));
+                IF (details->>'in_flight')::integer OPERATOR(pg_catalog.>=) in_flight_limit THEN
+                    waiting := 'tenant_quota';
+                    details := details || jsonb_build_object('reason',
+                        pg_catalog.format('the tenant has %s tasks of queue "%s" in flight, its max_tasks_in_flight',
+                                          in_flight_limit, t.queue));
+                END IF;
+            END IF;
         END IF;
     ELSIF r.wait_generation OPERATOR(pg_catalog.>) 0 THEN
         SELECT * INTO tm FROM wf.timers x
@@ -1941,6 +1960,9 @@ CREATE TABLE wf.tenant_policies (
     max_definition_steps    integer CHECK (max_definition_steps > 0),
     max_definition_bytes    integer CHECK (max_definition_bytes > 0),
     max_events_per_run      integer CHECK (max_events_per_run > 0),
+    max_tasks_in_flight     integer CHECK (max_tasks_in_flight > 0),
+    max_timers_per_run      integer CHECK (max_timers_per_run > 0),
+    max_definition_depth    integer CHECK (max_definition_depth > 0),
     updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
 SELECT pg_catalog.pg_extension_config_dump('wf.tenant_policies', '');
@@ -1967,10 +1989,11 @@ BEGIN
     END IF;
     FOR k IN SELECT jsonb_object_keys(policy) LOOP
         IF k NOT IN ('retention', 'max_live_runs', 'max_starts_per_second', 'start_burst',
-                     'max_definition_steps', 'max_definition_bytes', 'max_events_per_run') THEN
+                     'max_definition_steps', 'max_definition_bytes', 'max_definition_depth',
+                     'max_events_per_run', 'max_timers_per_run', 'max_tasks_in_flight') THEN
             RAISE EXCEPTION 'unknown tenant policy key "%"', k
                 USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'Valid keys: retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes, max_events_per_run; null removes a limit.';
+                      HINT = 'Valid keys: retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes, max_definition_depth, max_events_per_run, max_timers_per_run, max_tasks_in_flight; null removes a limit.';
         END IF;
     END LOOP;
     FOR k IN SELECT jsonb_object_keys(policy) LOOP
@@ -2006,6 +2029,12 @@ BEGIN
                                     THEN (policy->>'max_definition_bytes')::integer ELSE p.max_definition_bytes END,
         max_events_per_run = CASE WHEN policy ? 'max_events_per_run'
                                   THEN (policy->>'max_events_per_run')::integer ELSE p.max_events_per_run END,
+        max_tasks_in_flight = CASE WHEN policy ? 'max_tasks_in_flight'
+                                   THEN (policy->>'max_tasks_in_flight')::integer ELSE p.max_tasks_in_flight END,
+        max_timers_per_run = CASE WHEN policy ? 'max_timers_per_run'
+                                  THEN (policy->>'max_timers_per_run')::integer ELSE p.max_timers_per_run END,
+        max_definition_depth = CASE WHEN policy ? 'max_definition_depth'
+                                    THEN (policy->>'max_definition_depth')::integer ELSE p.max_definition_depth END,
         updated_at = pg_catalog.clock_timestamp()
     WHERE p.tenant_id OPERATOR(pg_catalog.=) tenant
     RETURNING * INTO result;
@@ -2014,7 +2043,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION wf.set_tenant_policy(text, jsonb) IS
-'Sets keys of a tenant''s policy (retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes); a null value removes a limit.';
+'Sets keys of a tenant''s policy (retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes, max_definition_depth, max_events_per_run, max_timers_per_run, max_tasks_in_flight); a null value removes a limit.';
 
 CREATE FUNCTION wf._policy_changed()
 RETURNS void

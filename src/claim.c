@@ -74,6 +74,7 @@
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -82,6 +83,7 @@
 #include "shmem.h"
 #include "sensitive.h"
 #include "spi_util.h"
+#include "state.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
@@ -229,6 +231,52 @@ claim_wait_event_info(void)
 }
 
 /*
+ * claim_within_limit claims for a tenant whose policy limits the tasks in
+ * flight per queue (see quota.c): at most the room WfClaimRoom leaves.
+ * A claim that may wait makes each try in a subtransaction, so that a try
+ * that claims nothing gives the lock of (tenant, queue) back before the
+ * claim sleeps; such a try only takes the lock if it is free.  *held_back
+ * tells that the limit or the lock kept the try from claiming anything.
+ */
+static uint64
+claim_within_limit(Datum *values, const char *queue, int32 max_tasks, bool may_wait,
+				   bool *held_back)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	int32		room;
+	uint64		n = 0;
+
+	if (!may_wait)
+	{
+		room = WfClaimRoom(WfCurrentTenant(), queue, max_tasks, true);
+		*held_back = room == 0;
+		if (room == 0)
+			return 0;
+		values[2] = Int64GetDatum((int64) room);
+		return WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	}
+
+	/* an error propagates and aborts the subtransaction with the transaction */
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	room = WfClaimRoom(WfCurrentTenant(), queue, max_tasks, false);
+	*held_back = room == 0;
+	if (room > 0)
+	{
+		values[2] = Int64GetDatum((int64) room);
+		n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	}
+	if (n > 0)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(oldcxt);
+	CurrentResourceOwner = oldowner;
+	return n;
+}
+
+/*
  * wfengine_claim_tasks is wf.claim_tasks(queue, worker, max_tasks, lease,
  * wait): it leases up to max_tasks claimable attempts of queue to worker
  * and returns them.  With a wait and nothing to claim, it sleeps until it
@@ -254,6 +302,8 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	TimestampTz next_wake = 0;	/* from the last look at the queue */
 	TimestampTz looked_at = 0;	/* when that look was */
 	bool		timed_out = false;
+	bool		limited;		/* the tenant limits tasks in flight */
+	bool		held_back = false;	/* ... and that kept the last try from claiming */
 
 	/*
 	 * The function is not STRICT, because a NULL wait means "no wait"; a NULL
@@ -305,6 +355,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	values[2] = Int64GetDatum((int64) max_tasks);
 	values[3] = CStringGetTextDatum(worker);
 	values[5] = IntervalPGetDatum(lease);
+	limited = WfClaimLimited(WfCurrentTenant());
 
 	if (wait_us > 0)
 	{
@@ -333,7 +384,10 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		}
 		now = GetCurrentTimestamp();
 		values[4] = TimestampTzGetDatum(now);
-		n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		if (!limited)
+			n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		else
+			n = claim_within_limit(values, queue, max_tasks, wait_us > 0, &held_back);
 		if (n > 0 || wait_us == 0 || now >= deadline)
 			break;
 		SPI_freetuptable(SPI_tuptable);
@@ -347,6 +401,9 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		until = Min(deadline, next_wake);
 		if (looked_at != now)	/* the look was skipped: not for long */
 			until = Min(until, looked_at + WF_CLAIM_LOOK_MS * INT64CONST(1000));
+		/* the tenant's limit held tasks back: look again in a while */
+		if (held_back)
+			until = Min(deadline, Max(until, now + WF_CLAIM_RECHECK_MS * INT64CONST(1000)));
 		/* round up: waking a little late is harmless, early costs a retry */
 		sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
 

@@ -1281,6 +1281,38 @@ resolve_children(WfDefinition *def, const char *tenant, bool publish)
 }
 
 /*
+ * WfDefinitionTimerBound returns how many timers a run of def can have
+ * pending at once, child-done timers aside: the run timeout, and per step
+ * one of each kind it can set (its total timeout, a retry backoff, a sleep,
+ * an approval expiry; a compensation's backoff).  A new timer supersedes a
+ * pending one of the same kind and step when the tenant limits timers
+ * (WfTimerRoom), so this bound holds for loops too.
+ */
+int
+WfDefinitionTimerBound(const WfDefinition *def)
+{
+	int			n = def->run_timeout > 0 ? 1 : 0;
+	int			i;
+
+	for (i = 0; i < def->nsteps; i++)
+	{
+		const WfStepDef *sd = &def->steps[i];
+
+		if (sd->timeout.total > 0)
+			n++;
+		if (sd->retry.max_attempts > 1)
+			n++;
+		if (sd->type == WF_STEP_SLEEP)
+			n++;
+		if (sd->type == WF_STEP_APPROVAL && sd->expires > 0)
+			n++;
+		if (sd->compensate != NULL && sd->compensate->retry.max_attempts > 1)
+			n++;
+	}
+	return n;
+}
+
+/*
  * WfIsCompensation tells whether a task row's step is a compensation.
  */
 bool
@@ -1938,7 +1970,8 @@ publish_spec(const char *tenant, const char *name, Jsonb *spec, int32 *version,
 				 errmsg("invalid definition \"%s\": it has %d steps across its branches, more than the limit of %d",
 						name, def->total_steps, wf_max_steps),
 				 errhint("The limit is set by wfengine.max_steps.")));
-	WfCheckDefinitionQuota(tenant, name, def->total_steps, VARSIZE(spec));
+	WfCheckDefinitionQuota(tenant, name, def->total_steps, VARSIZE(spec), def->depth,
+						   WfDefinitionTimerBound(def));
 	if (def->depth > WF_MAX_NESTING)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -2027,4 +2060,17 @@ WfParseDurationList(const char *list, int64 *out, int max)
 	}
 	pfree(copy);
 	return n;
+}
+
+/*
+ * WfCompileDefinitionForTest exposes compile_definition to the fuzz
+ * harness (fuzz/wf_fuzz.c).  It validates spec exactly as publishing does,
+ * without resolving subworkflow and parallel children (that needs SPI),
+ * and returns the compiled form in CurrentMemoryContext.  Not used by the
+ * engine itself.
+ */
+WfDefinition *
+WfCompileDefinitionForTest(const char *name, Jsonb *spec, bool enforce_limits)
+{
+	return compile_definition(name, spec, enforce_limits);
 }

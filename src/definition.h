@@ -160,6 +160,7 @@ extern int	WfDefinitionStepIndex(const WfDefinition *def, const char *step);
 extern const WfStepDef *WfTaskStepDef(const WfDefinition *def, const char *name,
 									  int *index);
 extern bool WfIsCompensation(const char *step);
+extern int	WfDefinitionTimerBound(const WfDefinition *def);
 extern Jsonb *WfEvaluatePath(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluatePathAll(Datum path, Jsonb *context);
 extern bool WfPathMatches(Datum path, Jsonb *context);
@@ -167,5 +168,9 @@ extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
 extern void WfDefinitionInit(void);
 extern bool WfParseDuration(const char *s, int64 *usec);
 extern int	WfParseDurationList(const char *list, int64 *out, int max);
+
+/* for the fuzz harness only (fuzz/wf_fuzz.c) */
+extern WfDefinition *WfCompileDefinitionForTest(const char *name, Jsonb *spec,
+												 bool enforce_limits);
 
 #endif							/* WF_DEFINITION_H */

@@ -1,37 +1,50 @@
 /*-------------------------------------------------------------------------
  *
  * quota.c
- *	  Per-tenant quotas: live runs, the start rate, and the size of the
+ *	  Per-tenant quotas: live runs, the start rate, tasks in flight per
+ *	  queue, events and timers per run, and the size and depth of the
  *	  definitions a tenant publishes.
  *
  * The limits are columns of wf.tenant_policies (wf.set_tenant_policy).  A
  * backend reads its tenant's row at most once a second, so a change takes
  * effect within a second and starting a run costs no extra statement in
- * between.  Every quota refuses the excess with SQLSTATE 54000
- * (program_limit_exceeded) and changes nothing; none of them makes
- * a caller wait:
+ * between.  A limit that is exceeded either refuses the call with SQLSTATE
+ * 54000 (program_limit_exceeded), changing nothing, or makes the excess
+ * wait:
  *
- *	max_live_runs			wf.start_run counts the tenant's running, paused
- *							and cancelling runs (up to the limit, so the
- *							check costs at most that many index entries).
+ *	max_live_runs			refused: wf.start_run counts the tenant's running,
+ *							paused and cancelling runs (up to the limit, so
+ *							the check costs at most that many index entries).
  *							Child runs of subworkflow and parallel steps are
  *							not checked: their parent is.
- *	max_starts_per_second	a token bucket per (database, tenant) in shared
- *	start_burst				memory, refilled at the rate and holding at most
- *							start_burst tokens (default: one second's worth).
- *							Needs the library preloaded; without it the rate
- *							is not enforced.
- *	max_definition_steps	wf.publish_definition, counting every branch.
- *	max_definition_bytes
- *	max_events_per_run		wf.signal (and so wf.send_event): signals are the
- *							one source of events a definition does not
- *							bound.  Everything else a run records is bounded
- *							by its definition (steps, attempts, visits),
- *							except duplicate and stale reports, which are
- *							recorded whatever the limit (they are the audit).
- *							Timers per run need no limit: a run has at most
- *							its run timeout, its step's timeout, one wait and
- *							one child_done per child run pending.
+ *	max_starts_per_second	refused: a token bucket per (database, tenant) in
+ *	start_burst				shared memory, refilled at the rate and holding
+ *							at most start_burst tokens (default: one second's
+ *							worth).  Needs the library preloaded; without it
+ *							the rate is not enforced.
+ *	max_tasks_in_flight		waits: wf.claim_tasks hands out no more than
+ *							this many leased tasks of one queue to the
+ *							tenant; the rest stay ready (wf.explain shows
+ *							tenant_quota) until an attempt ends.  Claims of
+ *							one tenant's queue then take turns on a
+ *							transaction-level lock, so the limit holds
+ *							under concurrency.
+ *	max_definition_steps	refused by wf.publish_definition, counting every
+ *	max_definition_bytes	branch; the depth is how deeply parallel steps
+ *	max_definition_depth	nest (1 = no parallel step).
+ *	max_timers_per_run		refused by wf.publish_definition when the
+ *							definition could need more pending timers than
+ *							this (see WfDefinitionTimerBound).  At run time a
+ *							new timer supersedes the pending ones of the same
+ *							kind and step (they could only fire stale), so a
+ *							loop does not pile them up.
+ *	max_events_per_run		refused: wf.signal (and so wf.send_event): signals
+ *							are the one source of events a definition does
+ *							not bound.  Everything else a run records is
+ *							bounded by its definition (steps, attempts,
+ *							visits), except duplicate and stale reports,
+ *							which are recorded whatever the limit (they are
+ *							the audit).
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -49,6 +62,8 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "common/hashfn.h"
+#include "storage/lock.h"
 #include "utils/timestamp.h"
 
 #include "shmem.h"
@@ -70,9 +85,15 @@ typedef struct WfPolicy
 	int32		max_definition_steps;
 	int32		max_definition_bytes;
 	int32		max_events_per_run;
+	int32		max_tasks_in_flight;
+	int32		max_timers_per_run;
+	int32		max_definition_depth;
 } WfPolicy;
 
-static WfPolicy policy = {NULL, 0, 0, 0, 0, 0, 0, 0};
+/* lock tag field 4 of the in-flight lock: apart from the advisory locks of SQL */
+#define WF_IN_FLIGHT_LOCK 0x5746
+
+static WfPolicy policy;
 
 /* forward declarations */
 static const WfPolicy *tenant_policy(const char *tenant);
@@ -123,6 +144,12 @@ tenant_policy(const char *tenant)
 		policy.max_definition_bytes = isnull ? 0 : DatumGetInt32(d);
 		d = WfGetDatum(0, 6, &isnull);
 		policy.max_events_per_run = isnull ? 0 : DatumGetInt32(d);
+		d = WfGetDatum(0, 7, &isnull);
+		policy.max_tasks_in_flight = isnull ? 0 : DatumGetInt32(d);
+		d = WfGetDatum(0, 8, &isnull);
+		policy.max_timers_per_run = isnull ? 0 : DatumGetInt32(d);
+		d = WfGetDatum(0, 9, &isnull);
+		policy.max_definition_depth = isnull ? 0 : DatumGetInt32(d);
 	}
 	return &policy;
 }
@@ -234,11 +261,13 @@ WfCheckEventQuota(const char *tenant, pg_uuid_t *run_id, int32 seq)
 }
 
 /*
- * WfCheckDefinitionQuota refuses a definition larger than the tenant's
- * limits.  Inside an API call.
+ * WfCheckDefinitionQuota refuses a definition larger or deeper than the
+ * tenant's limits, or one that could need more pending timers per run.
+ * Inside an API call.
  */
 void
-WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes)
+WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes,
+					   int depth, int timers)
 {
 	const WfPolicy *p = tenant_policy(tenant);
 
@@ -252,6 +281,110 @@ WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size byt
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("definition \"%s\" is %zu bytes, more than the limit of %d bytes of tenant \"%s\"",
 						name, bytes, p->max_definition_bytes, tenant)));
+	if (p->max_definition_depth > 0 && depth > p->max_definition_depth)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("definition \"%s\" nests parallel steps %d deep, more than the limit of %d of tenant \"%s\"",
+						name, depth, p->max_definition_depth, tenant),
+				 errdetail("A definition without parallel steps has depth 1; each level of parallel branches adds one.")));
+	if (p->max_timers_per_run > 0 && timers > p->max_timers_per_run)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a run of definition \"%s\" can have %d pending timers, more than the limit of %d of tenant \"%s\"",
+						name, timers, p->max_timers_per_run, tenant),
+				 errdetail("Each step timeout, retry backoff, sleep and approval expiry of a step, and the run timeout, can be pending at once."),
+				 errhint("Drop timeouts or retries the process does not need, or ask an administrator to raise max_timers_per_run.")));
+}
+
+/*
+ * WfClaimLimited tells whether the tenant limits its tasks in flight per
+ * queue.  Inside an API call.
+ */
+bool
+WfClaimLimited(const char *tenant)
+{
+	return tenant_policy(tenant)->max_tasks_in_flight > 0;
+}
+
+/*
+ * WfClaimRoom returns how many of want tasks of queue the tenant may claim
+ * now: want, or fewer (perhaps 0) when max_tasks_in_flight is set and
+ * attempts of the queue are leased already.  With the limit set it first
+ * takes the transaction-level lock of (tenant, queue), so that concurrent
+ * claims count each other's leases: wait = true blocks for it, false only
+ * tries (0 when another claim holds it).  Inside an API call.
+ */
+int32
+WfClaimRoom(const char *tenant, const char *queue, int32 want, bool wait)
+{
+	const WfPolicy *p = tenant_policy(tenant);
+	LOCKTAG		tag;
+	Datum		values[3];
+	int64		leased;
+
+	if (p->max_tasks_in_flight <= 0)
+		return want;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+						 hash_bytes((const unsigned char *) tenant, strlen(tenant)),
+						 hash_bytes((const unsigned char *) queue, strlen(queue)),
+						 WF_IN_FLIGHT_LOCK);
+	if (LockAcquire(&tag, ExclusiveLock, false, !wait) == LOCKACQUIRE_NOT_AVAIL)
+		return 0;
+
+	/* not read-only: a fresh snapshot sees the leases of the claim we waited for */
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = CStringGetTextDatum(queue);
+	values[2] = Int32GetDatum(p->max_tasks_in_flight);
+	WfExecPlan(WF_PLAN_TASKS_IN_FLIGHT, values, NULL, false, 1, SPI_OK_SELECT);
+	leased = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	SPI_freetuptable(SPI_tuptable);
+	return (int32) Min((int64) want, Max((int64) 0, p->max_tasks_in_flight - leased));
+}
+
+/*
+ * WfTimerRoom makes room for a new timer of a run when the tenant limits
+ * its pending timers: at the limit, the pending timers of the same kind
+ * and step with an earlier generation (stale the moment the new one is
+ * written) are cancelled as "superseded"; if the run is still at the
+ * limit, the transition is refused.  Child-done timers are not counted:
+ * a child run writes its own, one per child.  Inside an API call.
+ */
+void
+WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
+			const char *step, int32 generation, TimestampTz now)
+{
+	const WfPolicy *p = tenant_policy(tenant);
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	int64		pending;
+
+	if (p->max_timers_per_run <= 0)
+		return;
+	/* not read-only: it must see the timers this transition has written */
+	values[0] = UUIDPGetDatum(run_id);
+	WfExecPlan(WF_PLAN_TIMERS_PENDING, values, NULL, false, 1, SPI_OK_SELECT);
+	pending = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	SPI_freetuptable(SPI_tuptable);
+	if (pending < p->max_timers_per_run)
+		return;
+
+	values[1] = CStringGetTextDatum(kind);
+	if (step != NULL)
+		values[2] = CStringGetTextDatum(step);
+	else
+		nulls[2] = 'n';
+	values[3] = Int32GetDatum(generation);
+	values[4] = TimestampTzGetDatum(now);
+	pending -= WfExecPlan(WF_PLAN_TIMERS_SUPERSEDE, values, nulls, false, 0, SPI_OK_UPDATE);
+	if (pending >= p->max_timers_per_run)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("run %s has %lld pending timers, the limit of tenant \"%s\"",
+						WfRunIdText(run_id), (long long) pending, tenant),
+				 errdetail("The transition would set a %s timer%s%s.", kind,
+						   step != NULL ? " of step " : "", step != NULL ? step : ""),
+				 errhint("Raise max_timers_per_run of the tenant's policy, or migrate the run to a version published under it.")));
 }
 
 PG_FUNCTION_INFO_V1(wfengine_policy_changed);

@@ -540,7 +540,8 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	},
 	[WF_PLAN_TENANT_POLICY] = {
 		"SELECT p.max_live_runs, p.max_starts_per_second, p.start_burst,"
-		" p.max_definition_steps, p.max_definition_bytes, p.max_events_per_run "
+		" p.max_definition_steps, p.max_definition_bytes, p.max_events_per_run,"
+		" p.max_tasks_in_flight, p.max_timers_per_run, p.max_definition_depth "
 		"FROM wf.tenant_policies p WHERE p.tenant_id OPERATOR(pg_catalog.=) $1",
 		1, {TEXTOID}
 	},
@@ -549,6 +550,26 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1"
 		" AND r.status IN ('running', 'paused', 'cancelling') LIMIT $2) x",
 		2, {TEXTOID, INT4OID}
+	},
+	[WF_PLAN_TASKS_IN_FLIGHT] = {
+		"SELECT pg_catalog.count(*) FROM (SELECT 1 FROM wf.tasks t"
+		" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
+		" AND t.status OPERATOR(pg_catalog.=) 'leased' LIMIT $3) x",
+		3, {TEXTOID, TEXTOID, INT4OID}
+	},
+	[WF_PLAN_TIMERS_PENDING] = {
+		"SELECT pg_catalog.count(*) FROM wf.timers tm"
+		" WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'"
+		" AND tm.kind OPERATOR(pg_catalog.<>) 'child_done'",
+		1, {UUIDOID}
+	},
+	[WF_PLAN_TIMERS_SUPERSEDE] = {
+		/* earlier timers of the same kind and step: stale once a new one is set */
+		"UPDATE wf.timers tm SET status = 'cancelled', fired_at = $5, outcome = 'superseded' "
+		"WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'"
+		" AND tm.kind OPERATOR(pg_catalog.=) $2 AND tm.step IS NOT DISTINCT FROM $3"
+		" AND tm.generation OPERATOR(pg_catalog.<) $4",
+		5, {UUIDOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
 	},
 	[WF_PLAN_TENANT_KEY] = {
 		"SELECT k.master_key_id, k.wrapped FROM wf.tenant_keys k "

@@ -1689,6 +1689,9 @@ write_side_effects(WfTransition *tr)
 		Datum		values[9];
 		char		nulls[9];
 
+		if (t->kind != WF_TIMER_CHILD_DONE)
+			WfTimerRoom(run->tenant_id, &run->run_id, WfTimerKindName(t->kind),
+						t->step, t->generation, tr->now);
 		memset(nulls, ' ', sizeof(nulls));
 		values[0] = Int64GetDatum(t->timer_id);
 		values[1] = CStringGetTextDatum(run->tenant_id);

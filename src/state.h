@@ -295,7 +295,12 @@ extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
 
 /* quota.c */
 extern void WfCheckStartQuota(const char *tenant);
-extern void WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes);
+extern void WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes,
+								   int depth, int timers);
+extern bool WfClaimLimited(const char *tenant);
+extern int32 WfClaimRoom(const char *tenant, const char *queue, int32 want, bool wait);
+extern void WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
+						const char *step, int32 generation, TimestampTz now);
 extern void WfQuotaReset(void);
 extern void WfCheckEventQuota(const char *tenant, pg_uuid_t *run_id, int32 seq);
 
