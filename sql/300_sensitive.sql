@@ -87,6 +87,8 @@ SELECT input->>'card' LIKE 'wfenc:v1:2:%' AS under_key_2 FROM wf.runs WHERE run_
 SET SESSION AUTHORIZATION regress_pay_auditor;
 SELECT wf.decrypt(input)->>'card' AS old_card FROM wf.runs WHERE run_id = :'run';
 RESET SESSION AUTHORIZATION;
+-- a backup taken now holds the data keys wrapped under master key k1
+CREATE TEMP TABLE backup_keys AS SELECT * FROM wf.tenant_keys;
 -- a new master key: data keys are re-wrapped under it and the old one can go
 SET wfengine.master_keys = 'k2:1f1e1d1c1b1a191817161514131211100f0e0d0c0b0a09080706050403020100,k1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
 SELECT wf.rewrap_tenant_keys() AS rewrapped;
@@ -121,6 +123,18 @@ SELECT pg_temp.err(format('SELECT wf.decrypt(input) FROM wf.runs WHERE run_id = 
 SELECT input->>'amount' AS amount_still_readable FROM wf.runs WHERE run_id = :'run';
 SELECT wf.verify_run(:'run') AS history_intact;
 RESET SESSION AUTHORIZATION;
+-- and in backups: the backup's key rows, restored, are wrapped under k1, which is retired
+UPDATE wf.tenant_keys k SET wrapped = b.wrapped, master_key_id = b.master_key_id, destroyed_at = NULL
+FROM backup_keys b WHERE b.tenant_id = k.tenant_id AND b.key_id = k.key_id;
+SET SESSION AUTHORIZATION regress_pay_auditor;
+SELECT pg_temp.err(format('SELECT wf.decrypt(input) FROM wf.runs WHERE run_id = %L', :'run')) AS from_backup;
+RESET SESSION AUTHORIZATION;
+-- (had k1 not been retired, the backup would open it: retiring the old master key is the step)
+SET wfengine.master_keys = 'k2:1f1e1d1c1b1a191817161514131211100f0e0d0c0b0a09080706050403020100,k1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
+SET SESSION AUTHORIZATION regress_pay_auditor;
+SELECT wf.decrypt(input)->>'card' AS opened_with_k1_still_configured FROM wf.runs WHERE run_id = :'run';
+RESET SESSION AUTHORIZATION;
+SET wfengine.master_keys = 'k2:1f1e1d1c1b1a191817161514131211100f0e0d0c0b0a09080706050403020100';
 
 -- definition errors
 SELECT wf.publish_definition('bad', '{"sensitive": ["card"], "steps": [{"name": "a", "queue": "q"}]}');
