@@ -976,14 +976,16 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 	compile_timeouts(cx, s, &sd->timeout);
 	compile_priority(cx, s, sd);
 	compile_compensation(cx, s, sd);
+	sd->n_sensitive_input = compile_sensitive(cx, s, "input", &sd->sensitive_input);
 	sd->n_sensitive_output = compile_sensitive(cx, s, "output", &sd->sensitive_output);
 }
 
 /*
  * compile_sensitive reads "sensitive": {"<what>": ["key", ...]} of obj (the
- * definition, or a step): the keys of the run input (what = "input") or
- * of a task step's output (what = "output") whose values are sealed.
- * Returns how many keys; *keys receives them.
+ * definition, or a task step): the keys whose values are sealed of the run
+ * input (the definition's "input"), or of a task's input or output (a
+ * step's "input" and "output").  Returns how many keys; *keys receives
+ * them.
  */
 static int
 compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const char *what, char ***keys)
@@ -993,7 +995,8 @@ compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const char *what, 
 	JsonbIterator *it;
 	JsonbValue	kv;
 	JsonbIteratorToken tok;
-	const char *fields[2] = {what, NULL};
+	static const char *const def_fields[] = {"input", NULL};
+	static const char *const step_fields[] = {"input", "output", NULL};
 	char	   *field = psprintf("sensitive.%s", what);
 	int			n = 0;
 
@@ -1004,7 +1007,8 @@ compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const char *what, 
 		def_error(cx, "sensitive", ERRCODE_INVALID_PARAMETER_VALUE,
 				  psprintf("Give the keys to seal as {\"%s\": [\"card_number\", ...]}.", what),
 				  "must be an object");
-	check_fields(cx, "sensitive", v->val.binary.data, fields);
+	check_fields(cx, "sensitive", v->val.binary.data,
+				 cx->step == NULL ? def_fields : step_fields);
 	list = obj_get(v->val.binary.data, what);
 	if (list == NULL)
 		return 0;

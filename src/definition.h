@@ -115,6 +115,8 @@ typedef struct WfStepDef
 	/* wait_event steps: the signal's name */
 	char	   *event_name;
 	/* task steps: keys of the output sealed as sensitive */
+	int			n_sensitive_input;	/* keys of a task's input sealed as sensitive */
+	char	  **sensitive_input;
 	int			n_sensitive_output;
 	char	  **sensitive_output;
 	/* task steps: the activity wf.cancel_run() runs to undo it, or NULL */

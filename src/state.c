@@ -53,6 +53,7 @@
 #include "crypto.h"
 #include "notify.h"
 #include "spi_util.h"
+#include "sensitive.h"
 #include "state.h"
 
 /* names of the run states, indexed by WfRunStatus */
@@ -1053,6 +1054,9 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 		else
 			input = WfJsonbGetJsonb(tr->run->context, "input");
 	}
+	/* a value that is sealed already (the run's input, a retry's) stays as it is */
+	if (sd->n_sensitive_input > 0)
+		input = WfSealKeys(tr->run->tenant_id, input, sd->sensitive_input, sd->n_sensitive_input);
 
 	strlcpy(runid, DatumGetCString(DirectFunctionCall1(uuid_out,
 													   UUIDPGetDatum(&tr->run->run_id))),
