@@ -14,7 +14,9 @@
  *
  *	max_live_runs			refused: wf.start_run counts the tenant's running,
  *							paused and cancelling runs (up to the limit, so
- *							the check costs at most that many index entries).
+ *							the check costs at most that many index entries),
+ *							after the tenant's lock for it, so that starts
+ *							at the same time take turns.
  *							Child runs of subworkflow and parallel steps are
  *							not checked: their parent is.
  *	max_starts_per_second	refused: a token bucket per (database, tenant) in
@@ -90,13 +92,14 @@ typedef struct WfPolicy
 	int32		max_definition_depth;
 } WfPolicy;
 
-/* lock tag field 4 of the in-flight lock: apart from the advisory locks of SQL */
-#define WF_IN_FLIGHT_LOCK 0x5746
+/* lock tag field 4 of the quota locks: apart from the advisory locks of SQL */
+#define WF_QUOTA_LOCK 0x5746
 
 static WfPolicy policy;
 
 /* forward declarations */
 static const WfPolicy *tenant_policy(const char *tenant);
+static bool quota_lock(const char *tenant, const char *what, bool wait);
 static bool take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms);
 
 /*
@@ -152,6 +155,24 @@ tenant_policy(const char *tenant)
 		policy.max_definition_depth = isnull ? 0 : DatumGetInt32(d);
 	}
 	return &policy;
+}
+
+/*
+ * quota_lock takes the transaction-level lock of a tenant's quota (what: a
+ * queue, or "live runs"), which claims or starts of the tenant take in
+ * turn before they count.  With wait false it only tries: false when
+ * another transaction holds it.
+ */
+static bool
+quota_lock(const char *tenant, const char *what, bool wait)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+						 hash_bytes((const unsigned char *) tenant, strlen(tenant)),
+						 hash_bytes((const unsigned char *) what, strlen(what)),
+						 WF_QUOTA_LOCK);
+	return LockAcquire(&tag, ExclusiveLock, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 /*
@@ -223,9 +244,15 @@ WfCheckStartQuota(const char *tenant)
 		Datum		values[2];
 		int64		live;
 
+		/*
+		 * Starts of the tenant take turns, so that two at once cannot both
+		 * take the last place; the count runs with a fresh snapshot that
+		 * sees the runs of the start we waited for.
+		 */
+		quota_lock(tenant, "live runs", true);
 		values[0] = CStringGetTextDatum(tenant);
 		values[1] = Int32GetDatum(p->max_live_runs);
-		WfExecPlan(WF_PLAN_LIVE_RUNS, values, NULL, true, 1, SPI_OK_SELECT);
+		WfExecPlan(WF_PLAN_LIVE_RUNS, values, NULL, false, 1, SPI_OK_SELECT);
 		live = DatumGetInt64(WfGetDatumNotNull(0, 1));
 		if (live >= p->max_live_runs)
 			ereport(ERROR,
@@ -318,18 +345,13 @@ int32
 WfClaimRoom(const char *tenant, const char *queue, int32 want, bool wait)
 {
 	const WfPolicy *p = tenant_policy(tenant);
-	LOCKTAG		tag;
 	Datum		values[3];
 	int64		leased;
 
 	if (p->max_tasks_in_flight <= 0)
 		return want;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
-						 hash_bytes((const unsigned char *) tenant, strlen(tenant)),
-						 hash_bytes((const unsigned char *) queue, strlen(queue)),
-						 WF_IN_FLIGHT_LOCK);
-	if (LockAcquire(&tag, ExclusiveLock, false, !wait) == LOCKACQUIRE_NOT_AVAIL)
+	if (!quota_lock(tenant, queue, wait))
 		return 0;
 
 	/* not read-only: a fresh snapshot sees the leases of the claim we waited for */
