@@ -17,8 +17,10 @@ SELECT wf.publish_definition('q', '{"steps": [{"name": "a", "queue": "pol_q"}]}'
 
 -- max_live_runs: the start that would exceed it is refused; a finished run makes room
 SELECT max_live_runs, retention FROM wf.set_tenant_policy('default', '{"max_live_runs": 2}');
-SELECT wf.start_run('q') IS NOT NULL AS first, wf.start_run('q') IS NOT NULL AS second;
+SELECT wf.start_run('q') IS NOT NULL AS first, wf.start_run('q', '{}', 'key-2') IS NOT NULL AS second;
 SELECT wf.start_run('q');
+-- a repeated start of a run that exists returns it, also at the limit
+SELECT wf.start_run('q', '{}', 'key-2') = (SELECT run_id FROM wf.runs WHERE idempotency_key = 'key-2') AS same_run;
 SELECT wf.complete_task(task_id, fence, '{}') FROM wf.claim_tasks('pol_q', 'w', 1);
 SELECT wf.start_run('q') IS NOT NULL AS after_one_finished;
 SELECT count(*) AS live FROM wf.runs WHERE status = 'running';

@@ -230,6 +230,18 @@ take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms)
 }
 
 /*
+ * WfStartQuotaSet tells whether the tenant limits its starts.  Inside an
+ * API call.
+ */
+bool
+WfStartQuotaSet(const char *tenant)
+{
+	const WfPolicy *p = tenant_policy(tenant);
+
+	return p->max_live_runs > 0 || p->max_starts_per_second > 0;
+}
+
+/*
  * WfCheckStartQuota refuses a start that would exceed the tenant's
  * max_live_runs or start rate.  Inside an API call.
  */

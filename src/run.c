@@ -63,11 +63,12 @@ WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner)
 
 /*
  * existing_run returns the run started earlier with key, after checking
- * that it was started for the same definition, input and (when given) version.
+ * that it was started for the same definition, input and (when given)
+ * version.  NULL when there is none and !must_exist.
  */
 static pg_uuid_t *
 existing_run(const char *tenant, const char *defname, const char *key,
-			 Jsonb *input, int32 version, bool version_given)
+			 Jsonb *input, int32 version, bool version_given, bool must_exist)
 {
 	Datum		values[2];
 	pg_uuid_t  *run_id;
@@ -77,7 +78,10 @@ existing_run(const char *tenant, const char *defname, const char *key,
 
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(key);
-	if (WfExecPlan(WF_PLAN_RUN_BY_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfExecPlan(WF_PLAN_RUN_BY_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1 &&
+		!must_exist)
+		return NULL;
+	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not find the run started with idempotency key \"%s\"", key),
@@ -223,6 +227,16 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	}
 	definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
 	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+
+	/*
+	 * A start quota applies to new runs: a repeated start of a run that
+	 * exists returns it, even at the limit.
+	 */
+	if (key != NULL && WfStartQuotaSet(tenant) &&
+		(result = existing_run(tenant, defname, key, input,
+							   PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), !PG_ARGISNULL(3),
+							   false)) != NULL)
+		goto done;
 	WfCheckStartQuota(tenant);
 	def = WfDefinitionGet(definition_id);
 	plain_input = input;
@@ -257,8 +271,9 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	}
 	else
 		result = existing_run(tenant, defname, key, plain_input,
-							  PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), !PG_ARGISNULL(3));
+							  PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), !PG_ARGISNULL(3), true);
 
+done:
 	/* copy the result out of SPI memory before disconnecting */
 	{
 		pg_uuid_t  *out = SPI_palloc(sizeof(pg_uuid_t));

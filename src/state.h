@@ -294,6 +294,7 @@ extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
 extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
 
 /* quota.c */
+extern bool WfStartQuotaSet(const char *tenant);
 extern void WfCheckStartQuota(const char *tenant);
 extern void WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes,
 								   int depth, int timers);
