@@ -202,7 +202,8 @@ take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms)
 			b = x;
 			break;
 		}
-		if (free_b == NULL && x->dboid == InvalidOid)
+		/* a free bucket, or one that has refilled completely: reusing it loses nothing */
+		if (free_b == NULL && (x->dboid == InvalidOid || x->full_at <= now))
 			free_b = x;
 	}
 	if (b == NULL && free_b != NULL)
@@ -225,6 +226,7 @@ take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms)
 		b->tokens -= 1.0;
 	else
 		*wait_ms = ceil((1.0 - b->tokens) / rate * 1000.0);
+	b->full_at = now + (TimestampTz) ceil((cap - b->tokens) / rate * 1000000.0);
 	SpinLockRelease(&WfShmem->rate_lock);
 	return ok;
 }

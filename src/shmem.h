@@ -48,6 +48,7 @@ typedef struct WfRateBucket
 	char		tenant[WF_RATE_TENANT_LEN];
 	double		tokens;
 	TimestampTz refilled_at;
+	TimestampTz full_at;		/* from then on it is as good as a new bucket */
 } WfRateBucket;
 
 /* one per-database engine worker */
