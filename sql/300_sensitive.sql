@@ -102,6 +102,16 @@ SET SESSION AUTHORIZATION regress_pay_clerk;
 SELECT input->>'phone' LIKE 'wfenc:v1:1:%' AS clerk_sees_envelope, input->>'msg' AS msg FROM wf.claim_tasks('kyc_q2', 'w', 1);
 RESET SESSION AUTHORIZATION;
 
+-- an operator's output for a skipped step is sealed like the worker's would be
+SET SESSION AUTHORIZATION regress_pay_admin;
+SELECT wf.start_run('pay', '{"card": "4111222233334444", "amount": 5}') AS run3 \gset
+SELECT wf.skip_step(:'run3', '{"token": "tok-skip", "last4": "4444"}', 'card charged by phone');
+RESET SESSION AUTHORIZATION;
+SELECT context->'steps'->'charge'->'output'->>'token' LIKE 'wfenc:v1:1:%' AS token_sealed,
+       context->'steps'->'charge'->'output'->>'last4' AS last4
+FROM wf.runs WHERE run_id = :'run3';
+SELECT count(*) AS events_with_token FROM wf.events WHERE run_id = :'run3' AND payload::text ~ 'tok-skip';
+
 -- rotation: a new data key seals new values; the old one still opens old ones
 SELECT wf.rotate_tenant_key('payco') AS new_key;
 SET SESSION AUTHORIZATION regress_pay_admin;

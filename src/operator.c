@@ -37,6 +37,7 @@
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
+#include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
@@ -485,6 +486,9 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 		WfNextCompensation(&tr);
 		PG_RETURN_DATUM(finish_command(&tr, "step_done"));
 	}
+	/* the output stands in for the worker's: sealed like it */
+	if (sd->n_sensitive_output > 0)
+		output = WfSealKeys(run.tenant_id, output, sd->sensitive_output, sd->n_sensitive_output);
 	visit = WfNextVisit(&run, sd->name);
 	WfWithdrawCurrentTask(&tr, "skipped");
 	if (sd->type == WF_STEP_SUBWORKFLOW || sd->type == WF_STEP_PARALLEL)
