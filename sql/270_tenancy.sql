@@ -148,6 +148,8 @@ SELECT wf.current_tenant() AS superuser_tenant;
 SELECT wf.create_tenant('Bad Name');
 SELECT wf.create_tenant('acme');
 SELECT wf.add_tenant_member('initech', 'regress_nobody');
+SELECT wf.remove_tenant_member('initech', 'regress_nobody');
+SELECT wf.remove_tenant_member('acme', 'regress_globex_app');
 SET SESSION AUTHORIZATION regress_acme_admin;
 SELECT pg_temp.err('SELECT wf.create_tenant(''mine'')');
 RESET SESSION AUTHORIZATION;

@@ -1919,6 +1919,18 @@ LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog
 AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                   WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)) THEN
+        RAISE EXCEPTION 'tenant "%" does not exist', tenant
+            USING ERRCODE = 'undefined_object', HINT = 'Create it with wf.create_tenant().';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.roleid
+                   WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)
+                     AND m.member OPERATOR(pg_catalog.=) remove_tenant_member.member::pg_catalog.oid) THEN
+        RAISE EXCEPTION 'role "%" is not a member of tenant "%"', member, tenant
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'wf.current_tenant() of a session of the role tells its tenant.';
+    END IF;
     EXECUTE pg_catalog.format('REVOKE %I FROM %I', 'wf_tenant_' OPERATOR(pg_catalog.||) tenant,
                               member::text);
 END
