@@ -1895,9 +1895,9 @@ $$;
 COMMENT ON FUNCTION wf.create_tenant(text) IS
 'Creates a tenant: the role wf_tenant_<tenant>, whose members act for the tenant.';
 
-CREATE FUNCTION wf.add_tenant_member(tenant text, member regrole)
+CREATE FUNCTION wf._require_tenant(tenant text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog
 AS $$
 BEGIN
@@ -1906,6 +1906,18 @@ BEGIN
         RAISE EXCEPTION 'tenant "%" does not exist', tenant
             USING ERRCODE = 'undefined_object', HINT = 'Create it with wf.create_tenant().';
     END IF;
+END
+$$;
+COMMENT ON FUNCTION wf._require_tenant(text) IS
+'Internal: refuses a tenant that wf.create_tenant() has not made.';
+
+CREATE FUNCTION wf.add_tenant_member(tenant text, member regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    PERFORM wf._require_tenant(tenant);
     EXECUTE pg_catalog.format('GRANT %I TO %I', 'wf_tenant_' OPERATOR(pg_catalog.||) tenant,
                               member::text);
 END
@@ -1919,11 +1931,7 @@ LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
-                   WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)) THEN
-        RAISE EXCEPTION 'tenant "%" does not exist', tenant
-            USING ERRCODE = 'undefined_object', HINT = 'Create it with wf.create_tenant().';
-    END IF;
+    PERFORM wf._require_tenant(tenant);
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.roleid
                    WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)
                      AND m.member OPERATOR(pg_catalog.=) remove_tenant_member.member::pg_catalog.oid) THEN
@@ -1990,11 +1998,8 @@ DECLARE
     k       text;
     result  wf.tenant_policies;
 BEGIN
-    IF tenant OPERATOR(pg_catalog.<>) 'default' AND NOT EXISTS (
-        SELECT 1 FROM pg_catalog.pg_roles r
-        WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)) THEN
-        RAISE EXCEPTION 'tenant "%" does not exist', tenant
-            USING ERRCODE = 'undefined_object', HINT = 'Create it with wf.create_tenant().';
+    IF tenant OPERATOR(pg_catalog.<>) 'default' THEN
+        PERFORM wf._require_tenant(tenant);
     END IF;
     IF jsonb_typeof(policy) OPERATOR(pg_catalog.<>) 'object' THEN
         RAISE EXCEPTION 'a tenant policy must be a JSON object' USING ERRCODE = 'invalid_parameter_value';

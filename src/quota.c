@@ -112,6 +112,19 @@ WfQuotaReset(void)
 }
 
 /*
+ * policy_int reads integer column col of the policy row; 0 (no limit) for
+ * NULL.
+ */
+static int32
+policy_int(int col)
+{
+	bool		isnull;
+	Datum		d = WfGetDatum(0, col, &isnull);
+
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+/*
  * tenant_policy returns the policy of tenant, read again when it is older
  * than WF_POLICY_TTL_USEC.  Inside an API call.
  */
@@ -135,24 +148,16 @@ tenant_policy(const char *tenant)
 	values[0] = CStringGetTextDatum(tenant);
 	if (WfExecPlan(WF_PLAN_TENANT_POLICY, values, NULL, true, 1, SPI_OK_SELECT) == 1)
 	{
-		d = WfGetDatum(0, 1, &isnull);
-		policy.max_live_runs = isnull ? 0 : DatumGetInt32(d);
+		policy.max_live_runs = policy_int(1);
 		d = WfGetDatum(0, 2, &isnull);
 		policy.max_starts_per_second = isnull ? 0 : DatumGetFloat8(d);
-		d = WfGetDatum(0, 3, &isnull);
-		policy.start_burst = isnull ? 0 : DatumGetInt32(d);
-		d = WfGetDatum(0, 4, &isnull);
-		policy.max_definition_steps = isnull ? 0 : DatumGetInt32(d);
-		d = WfGetDatum(0, 5, &isnull);
-		policy.max_definition_bytes = isnull ? 0 : DatumGetInt32(d);
-		d = WfGetDatum(0, 6, &isnull);
-		policy.max_events_per_run = isnull ? 0 : DatumGetInt32(d);
-		d = WfGetDatum(0, 7, &isnull);
-		policy.max_tasks_in_flight = isnull ? 0 : DatumGetInt32(d);
-		d = WfGetDatum(0, 8, &isnull);
-		policy.max_timers_per_run = isnull ? 0 : DatumGetInt32(d);
-		d = WfGetDatum(0, 9, &isnull);
-		policy.max_definition_depth = isnull ? 0 : DatumGetInt32(d);
+		policy.start_burst = policy_int(3);
+		policy.max_definition_steps = policy_int(4);
+		policy.max_definition_bytes = policy_int(5);
+		policy.max_events_per_run = policy_int(6);
+		policy.max_tasks_in_flight = policy_int(7);
+		policy.max_timers_per_run = policy_int(8);
+		policy.max_definition_depth = policy_int(9);
 	}
 	return &policy;
 }
