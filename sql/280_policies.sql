@@ -66,7 +66,7 @@ FROM wf.explain((SELECT run_id FROM wf.tasks WHERE queue = 'pol_q' AND status = 
 -- a waiting claim at the limit sleeps (it does not spin) and comes back empty
 SELECT count(*) AS claimed_after_wait FROM wf.claim_tasks('pol_q', 'w', 1, wait => '200 ms');
 SELECT wf.complete_task(task_id, fence, '{}') FROM wf.tasks WHERE queue = 'pol_q' AND status = 'leased' ORDER BY task_id LIMIT 1;
-SELECT count(*) AS claimed_after_one_ended FROM wf.claim_tasks('pol_q', 'w', 10);
+SELECT count(*) AS claimed_after_one_ended FROM wf.claim_tasks('pol_q', 'w', 10, wait => '1 s');
 SELECT wf.complete_task(task_id, fence, '{}') FROM wf.tasks WHERE queue = 'pol_q' AND status = 'leased';
 SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": null}');
 SELECT count(*) AS claimed_without_limit FROM wf.claim_tasks('pol_q', 'w', 10);
