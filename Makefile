@@ -119,3 +119,14 @@ test:
 
 bench:
 	@bash bench/run.sh
+
+# fuzz: each libFuzzer target for FUZZ_SECONDS (test/scripts/fuzz.sh, which
+# `make test` runs too); fuzz-long: 10 minutes each.  Nothing is installed.
+.PHONY: fuzz fuzz-long
+FUZZ_SECONDS ?= 10
+
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash test/scripts/fuzz.sh
+
+fuzz-long:
+	@FUZZ_SECONDS=600 bash test/scripts/fuzz.sh

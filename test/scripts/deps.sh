@@ -23,6 +23,8 @@ packages=(
 	build-essential
 	gcc
 	make
+	clang              # the fuzz harness (test/scripts/fuzz.sh)
+	libclang-rt-14-dev # libFuzzer's runtime for clang 14
 )
 
 missing=()

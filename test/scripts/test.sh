@@ -6,6 +6,10 @@
 #     regress     pg_regress over the Makefile's REGRESS list
 #     isolation   pg_isolation_regress over test/isolation/specs/*.spec
 #     pgtap       pg_prove over test/pgtap/*.sql
+#   outside it:
+#     fuzz        test/scripts/fuzz.sh: each libFuzzer target (definition,
+#                 duration, cron, mapping) for FUZZ_SECONDS (default 10) in
+#                 a scratch cluster of its own; one test per target
 #   outside it, as a non-root user:
 #     tap         prove over test/t/*.pl (PostgreSQL::Test::Cluster runs its
 #                 own initdb'd clusters, and initdb refuses root)
@@ -34,6 +38,7 @@ STARTED=$WF_TMP/virtualenv-started
 CAP_REGRESS=600
 CAP_ISOLATION=300
 CAP_PGTAP=300
+CAP_FUZZ=240
 CAP_TAP=900
 
 record() {
@@ -132,6 +137,16 @@ count_tap() {
 			p = total - failedasserts; if (p < 0) p = 0
 			printf "%d %d\n", p, failed
 		}
+	' "$1"
+}
+
+# count_fuzz LOG: prints "PASSED FAILED" from the lines fuzz.sh prints per
+# target, "fuzz target NAME: passed (...)" or "fuzz target NAME: FAILED ...".
+count_fuzz() {
+	awk '
+		/^fuzz target [^ ]+: passed/ { p++; next }
+		/^fuzz target [^ ]+: FAILED/ { f++; next }
+		END { printf "%d %d\n", p, f }
 	' "$1"
 }
 
@@ -283,6 +298,7 @@ main() {
 	: >"$RESULTS"
 	local -a all_suites
 	mapfile -t all_suites < <(virtualenv_suites)
+	all_suites+=(fuzz)
 	if have_tap; then all_suites+=(tap); fi
 
 	wf_log "dependencies"
@@ -314,6 +330,11 @@ main() {
 			fi
 		done
 
+		# Its own cluster, without wfengine preloaded; fails when clang is
+		# missing.
+		wf_log "fuzz: libFuzzer targets, ${FUZZ_SECONDS:-10} s each"
+		timed_suite fuzz fuzz $CAP_FUZZ bash "$WF_ROOT/test/scripts/fuzz.sh"
+
 		if have_tap; then
 			local who
 			who=$(id -un)
@@ -336,7 +357,7 @@ main() {
 		printf '%-10s %7d %7d  %s\n' "$name" "$p" "$f" "$note"
 		passed=$((passed + p)) failed=$((failed + f))
 	done <"$RESULTS"
-	for s in regress isolation pgtap tap; do
+	for s in regress isolation pgtap fuzz tap; do
 		recorded "$s" || printf '%-10s %7s %7s  %s\n' "$s" - - "skipped: no test files"
 	done
 	echo "$passed passed, $failed failed"
