@@ -304,6 +304,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	bool		timed_out = false;
 	bool		limited;		/* the tenant limits tasks in flight */
 	bool		held_back = false;	/* ... and that kept the last try from claiming */
+	bool		cv_prepared = false;	/* on the wait list of cv */
 
 	/*
 	 * The function is not STRICT, because a NULL wait means "no wait"; a NULL
@@ -367,6 +368,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 			cv = &WfShmem->queue_cv[b];
 			gen_counter = &WfShmem->queue_gen[b];
 			ConditionVariablePrepareToSleep(cv);
+			cv_prepared = true;
 		}
 	}
 
@@ -408,8 +410,13 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
 
 		timed_out = false;
-		if (cv != NULL)
+		if (cv != NULL && !held_back)
 		{
+			if (!cv_prepared)
+			{
+				ConditionVariablePrepareToSleep(cv);
+				cv_prepared = true;
+			}
 			/* a commit since the generation was read: try again at once */
 			pg_memory_barrier();
 			if (pg_atomic_read_u64(gen_counter) != gen)
@@ -418,6 +425,16 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		}
 		else
 		{
+			/*
+			 * New tasks of the queue do not make room under the tenant's
+			 * limit: off the condition variable, so that they do not wake
+			 * this claim.
+			 */
+			if (cv_prepared)
+			{
+				ConditionVariableCancelSleep();
+				cv_prepared = false;
+			}
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 Min(sleep_ms, WF_CLAIM_RECHECK_MS), claim_wait_event_info());
 			ResetLatch(MyLatch);
@@ -425,7 +442,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		}
 		CHECK_FOR_INTERRUPTS();
 	}
-	if (cv != NULL)
+	if (cv_prepared)
 		ConditionVariableCancelSleep();
 
 	for (i = 0; i < n; i++)
