@@ -64,8 +64,11 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include <sodium.h>
+
 #include "definition.h"
 #include "schedule.h"
+#include "sensitive.h"
 
 /* inputs before the memory baseline is taken */
 #define WF_FUZZ_WARMUP 2000
@@ -99,12 +102,14 @@ static int	target_definition(const char *data, size_t size);
 static int	target_duration(const char *data, size_t size);
 static int	target_cron(const char *data, size_t size);
 static int	target_mapping(const char *data, size_t size);
+static int	target_envelope(const char *data, size_t size);
 
 static const FuzzTarget targets[] = {
 	{"definition", target_definition},
 	{"duration", target_duration},
 	{"cron", target_cron},
 	{"mapping", target_mapping},
+	{"envelope", target_envelope},
 };
 
 /* the time zones a cron input chooses from (loaded before the baseline) */
@@ -511,6 +516,57 @@ target_mapping(const char *data, size_t size)
 		WF_FUZZ_CHECK(WfEvaluatePathAll(sd->input[i].path, context) != NULL);
 		(void) WfPathMatches(sd->input[i].path, context);
 	}
+	return 0;
+}
+
+/* ----------------------------------------------------------------
+ *		envelope: WfParseEnvelope, WfOpenBox
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * target_envelope seals the input under a fixed test key, writes the
+ * envelope the way the engine does and parses and opens it again (it must
+ * give the input back, and must not open with another key id); then it
+ * parses the input itself as an envelope and tries to open it.
+ */
+static int
+target_envelope(const char *data, size_t size)
+{
+	uint8		key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES];
+	const char *ad = "wfengine-value:fuzz:7";
+	size_t		sealed_len = crypto_aead_xchacha20poly1305_ietf_NPUBBYTES + size +
+		crypto_aead_xchacha20poly1305_ietf_ABYTES;
+	uint8	   *sealed = palloc(sealed_len);
+	unsigned long long clen;
+	size_t		b64len = sodium_base64_encoded_len(sealed_len, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	char	   *b64 = palloc(b64len);
+	char	   *env;
+	int32		key_id = 0;
+	size_t		boxlen = 0;
+	uint8	   *box;
+	char	   *plain;
+
+	memset(key, 0x42, sizeof(key));
+	memset(sealed, 0x17, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(sealed + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES,
+											   &clen, (const uint8 *) data, size,
+											   (const uint8 *) ad, strlen(ad), NULL, sealed, key);
+	sodium_bin2base64(b64, b64len, sealed, sealed_len, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	env = psprintf("wfenc:v1:7:%s", b64);
+	box = WfParseEnvelope(env, strlen(env), &key_id, &boxlen);
+	WF_FUZZ_CHECK(key_id == 7 && boxlen == sealed_len);
+	plain = WfOpenBox(box, boxlen, key, ad, strlen(ad));
+	WF_FUZZ_CHECK(plain != NULL && memcmp(plain, data, size) == 0 && plain[size] == '\0');
+	WF_FUZZ_CHECK(WfOpenBox(box, boxlen, key, "wfengine-value:fuzz:8", 21) == NULL);
+
+	/* the input as an envelope: damaged (an ERROR) or not opening */
+	box = WfParseEnvelope(data, (int) Min(size, (size_t) PG_INT32_MAX), &key_id, &boxlen);
+	WF_FUZZ_CHECK(key_id > 0 && boxlen >= crypto_aead_xchacha20poly1305_ietf_NPUBBYTES +
+				  crypto_aead_xchacha20poly1305_ietf_ABYTES);
+	plain = WfOpenBox(box, boxlen, key, ad, strlen(ad));
+	if (plain != NULL)
+		(void) DirectFunctionCall1(jsonb_in, CStringGetDatum(plain));
 	return 0;
 }
 

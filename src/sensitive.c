@@ -359,49 +359,87 @@ is_envelope(const JsonbValue *v)
 }
 
 /*
+ * WfParseEnvelope splits an envelope "wfenc:v1:<key id>:<base64>" of len
+ * bytes into its key id and its box (nonce, ciphertext and tag), which it
+ * returns palloc'd with its length in *boxlen.  It needs no key and runs
+ * no query (the fuzz harness calls it).  Anything else is "damaged".
+ */
+uint8 *
+WfParseEnvelope(const char *text, int len, int32 *key_id, size_t *boxlen)
+{
+	const char *p = text + strlen(WF_ENVELOPE_PREFIX);
+	const char *end = text + len;
+	const char *digits = p;
+	int64		id = 0;
+	uint8	   *box;
+
+	if (len <= (int) strlen(WF_ENVELOPE_PREFIX) ||
+		strncmp(text, WF_ENVELOPE_PREFIX, strlen(WF_ENVELOPE_PREFIX)) != 0)
+		goto damaged;
+	while (p < end && *p >= '0' && *p <= '9' && p - digits < 9)
+		id = id * 10 + (*p++ - '0');
+	if (p == digits || p >= end || *p != ':' || id <= 0)
+		goto damaged;
+	p++;
+	box = palloc(len);
+	*boxlen = 0;
+	if (sodium_base642bin(box, len, p, end - p, NULL, boxlen, NULL,
+						  sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
+		*boxlen < WF_NONCE_BYTES + WF_TAG_BYTES)
+		goto damaged;
+	*key_id = (int32) id;
+	return box;
+
+damaged:
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("a sealed value is damaged")));
+	pg_unreachable();
+}
+
+/*
+ * WfOpenBox decrypts a box with key, bound to the associated data ad:
+ * the plain text, NUL-terminated, or NULL when it does not open.  Pure.
+ */
+char *
+WfOpenBox(const uint8 *box, size_t boxlen, const uint8 *key, const char *ad, int adlen)
+{
+	char	   *plain = palloc(boxlen + 1);
+	unsigned long long plen;
+
+	if (boxlen < WF_NONCE_BYTES + WF_TAG_BYTES ||
+		crypto_aead_xchacha20poly1305_ietf_decrypt((uint8 *) plain, &plen, NULL,
+												   box + WF_NONCE_BYTES, boxlen - WF_NONCE_BYTES,
+												   (const uint8 *) ad, adlen, box, key) != 0)
+		return NULL;
+	plain[plen] = '\0';
+	return plain;
+}
+
+/*
  * open_envelope returns the JSON value sealed in an envelope of tenant.
  */
 static Jsonb *
 open_envelope(const char *tenant, const char *text, int len)
 {
-	char	   *s = pnstrdup(text, len);
-	char	   *p = s + strlen(WF_ENVELOPE_PREFIX);
-	char	   *colon = strchr(p, ':');
 	int32		key_id;
-	const uint8 *key;
-	uint8	   *box = palloc(len);
-	size_t		boxlen = 0;
+	size_t		boxlen;
+	uint8	   *box = WfParseEnvelope(text, len, &key_id, &boxlen);
+	const uint8 *key = data_key(tenant, key_id);
 	char	   *plain;
-	unsigned long long plen;
 	StringInfoData ad;
 	Jsonb	   *result;
 
-	if (colon == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("a sealed value is damaged")));
-	*colon = '\0';
-	key_id = pg_strtoint32(p);
-	key = data_key(tenant, key_id);
-	if (sodium_base642bin(box, len, colon + 1, strlen(colon + 1), NULL, &boxlen, NULL,
-						  sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
-		boxlen < WF_NONCE_BYTES + WF_TAG_BYTES)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("a sealed value is damaged")));
-	plain = palloc(boxlen + 1);
 	initStringInfo(&ad);
 	appendStringInfo(&ad, "wfengine-value:%s:%d", tenant, key_id);
-	if (crypto_aead_xchacha20poly1305_ietf_decrypt((uint8 *) plain, &plen, NULL,
-												   box + WF_NONCE_BYTES, boxlen - WF_NONCE_BYTES,
-												   (const uint8 *) ad.data, ad.len, box, key) != 0)
+	plain = WfOpenBox(box, boxlen, key, ad.data, ad.len);
+	if (plain == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("a sealed value does not open with data key %d of tenant \"%s\"", key_id, tenant),
 				 errdetail("It was changed, or sealed for another tenant.")));
-	plain[plen] = '\0';
 	result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plain)));
-	sodium_memzero(plain, plen);
+	sodium_memzero(plain, strlen(plain));
 	return result;
 }
 

@@ -20,5 +20,8 @@ extern bool WfMaySeeSensitive(Oid caller);
 extern Jsonb *WfOpenAll(const char *tenant, Jsonb *value);
 extern Jsonb *WfOpenForCaller(const char *tenant, Oid caller, Jsonb *value);
 extern void WfSensitiveReset(void);
+extern uint8 *WfParseEnvelope(const char *text, int len, int32 *key_id, size_t *boxlen);
+extern char *WfOpenBox(const uint8 *box, size_t boxlen, const uint8 *key,
+					   const char *ad, int adlen);
 
 #endif							/* WF_SENSITIVE_H */

@@ -8,7 +8,7 @@
 #     pgtap       pg_prove over test/pgtap/*.sql
 #   outside it:
 #     fuzz        test/scripts/fuzz.sh: each libFuzzer target (definition,
-#                 duration, cron, mapping) for FUZZ_SECONDS (default 10) in
+#                 duration, cron, mapping, envelope) for FUZZ_SECONDS (default 10) in
 #                 a scratch cluster of its own; one test per target
 #   outside it, as a non-root user:
 #     tap         prove over test/t/*.pl (PostgreSQL::Test::Cluster runs its
