@@ -111,6 +111,13 @@ SELECT context->'steps'->'charge'->'output'->>'token' LIKE 'wfenc:v1:1:%' AS tok
        context->'steps'->'charge'->'output'->>'last4' AS last4
 FROM wf.runs WHERE run_id = :'run3';
 SELECT count(*) AS events_with_token FROM wf.events WHERE run_id = :'run3' AND payload::text ~ 'tok-skip';
+-- and so is a new value of a sensitive input key given to wf.update_context
+SET SESSION AUTHORIZATION regress_pay_admin;
+SELECT wf.update_context(:'run3', '{"card": "5500000000000004", "note": "new card"}', 'card replaced')->>'note' AS note;
+SELECT wf.verify_run(:'run3') AS verifies;
+RESET SESSION AUTHORIZATION;
+SELECT context->'input'->>'card' LIKE 'wfenc:v1:1:%' AS card_sealed FROM wf.runs WHERE run_id = :'run3';
+SELECT count(*) AS events_with_new_card FROM wf.events WHERE run_id = :'run3' AND payload::text ~ '5500000000000004';
 
 -- rotation: a new data key seals new values; the old one still opens old ones
 SELECT wf.rotate_tenant_key('payco') AS new_key;

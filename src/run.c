@@ -481,6 +481,9 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 					"Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).");
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
+	/* new values of sensitive input keys are sealed like the input was */
+	if (def->n_sensitive_input > 0)
+		patch = WfSealKeys(run.tenant_id, patch, def->sensitive_input, def->n_sensitive_input);
 
 	/* the old values of the keys the patch touches (null: absent) */
 	input = WfJsonbGetJsonb(run.context, "input");

@@ -445,7 +445,8 @@ open_envelope(const char *tenant, const char *text, int len)
 
 /*
  * WfSealKeys returns obj with the values of keys sealed (values that are
- * envelopes already, or absent, are left as they are).  Inside an API call.
+ * envelopes already, null or absent are left as they are).  Inside an API
+ * call.
  */
 Jsonb *
 WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
@@ -472,7 +473,7 @@ WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
 					sealing = true;
 			res = pushJsonbValue(&state, tok, &v);
 		}
-		else if (tok == WJB_VALUE && sealing && !is_envelope(&v))
+		else if (tok == WJB_VALUE && sealing && v.type != jbvNull && !is_envelope(&v))
 		{
 			JsonbValue	sv;
 			char	   *env = seal_value(tenant, &v);
