@@ -423,8 +423,9 @@ WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("run %s has %lld pending timers, the limit of tenant \"%s\"",
 						WfRunIdText(run_id), (long long) pending, tenant),
-				 errdetail("The transition would set a %s timer%s%s.", kind,
-						   step != NULL ? " of step " : "", step != NULL ? step : ""),
+				 step != NULL ?
+				 errdetail("The transition would set a %s timer of step \"%s\".", kind, step) :
+				 errdetail("The transition would set a %s timer.", kind),
 				 errhint("Raise max_timers_per_run of the tenant's policy, or migrate the run to a version published under it.")));
 }
 
