@@ -440,10 +440,7 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
-	char	   *status;
-	int64		current_fence;
-	char	   *step;
-	int32		visit;
+	WfLockedTask task;
 	int			idx;
 	uint64		n;
 	uint64		i;
@@ -469,26 +466,19 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	WfApiBegin();
 
-	values[0] = Int64GetDatum(task_id);
-	values[1] = CStringGetTextDatum(tenant);
-	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (!WfLockTaskAndRun(task_id, tenant, &run, &task))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("task %lld does not exist", (long long) task_id)));
-	WfRunStateFromTuple(&run, 0);
-	status = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 1);
-	current_fence = DatumGetInt64(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 2));
-	step = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 3);
-	visit = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 4));
 	def = WfDefinitionGet(run.definition_id);
-	idx = WfDefinitionStepIndex(def, step);
+	idx = WfDefinitionStepIndex(def, task.step);
 
 	if (idx < 0 || def->steps[idx].type != WF_STEP_APPROVAL)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("task %lld is not the notification task of an approval step",
 						(long long) task_id)));
-	if (strcmp(status, "leased") != 0 || fence != current_fence ||
+	if (strcmp(task.status, "leased") != 0 || fence != task.fence ||
 		run.status != WF_RUN_RUNNING || run.current_task != task_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -497,8 +487,8 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 				 errhint("Only the worker holding the current lease of the notification task can issue its tokens.")));
 
 	values[0] = UUIDPGetDatum(&run.run_id);
-	values[1] = CStringGetTextDatum(step);
-	values[2] = Int32GetDatum(visit);
+	values[1] = CStringGetTextDatum(task.step);
+	values[2] = Int32GetDatum(task.visit);
 	n = WfExecPlan(WF_PLAN_APPROVALS_PENDING, values, NULL, false, 0, SPI_OK_SELECT);
 	ids = palloc(sizeof(int64) * Max(n, 1));
 	names = palloc(sizeof(char *) * Max(n, 1));
@@ -552,10 +542,10 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbInt(&b, "task_id", task_id);
 	WfJbInt(&b, "fence", fence);
-	WfJbInt(&b, "visit", visit);
+	WfJbInt(&b, "visit", task.visit);
 	WfJbJsonb(&b, "approvers", text_array_jsonb(names, (int) n));
 	WfJbInt(&b, "generation", generation);
-	WfAppendEvent(&tr, WF_EV_APPROVAL_TOKENS_ISSUED, step, 0, WfJbEnd(&b));
+	WfAppendEvent(&tr, WF_EV_APPROVAL_TOKENS_ISSUED, task.step, 0, WfJbEnd(&b));
 	WfTransitionWrite(&tr);
 
 	WfApiEnd();

@@ -361,11 +361,7 @@ wfengine_cancel_run(PG_FUNCTION_ARGS)
 	const char *status;
 	text	   *result;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run must not be null")));
-	run_id = PG_GETARG_UUID_P(0);
+	run_id = WfRunArgument(fcinfo);
 	reason = WfRequireReason(fcinfo, 1);
 
 	WfApiBegin();

@@ -48,24 +48,10 @@ PG_FUNCTION_INFO_V1(wfengine_retry_step);
 PG_FUNCTION_INFO_V1(wfengine_skip_step);
 
 /* forward declarations */
-static pg_uuid_t *run_argument(FunctionCallInfo fcinfo);
 static void resume_live_task(WfTransition *tr, int idx);
 static void resume_waiting_step(WfTransition *tr, int idx);
 static Datum finish_command(WfTransition *tr, const char *kind);
 static Datum retry_compensation(const char *reason, WfRunState *run);
-
-/*
- * run_argument returns the run id of argument 0, which must not be null.
- */
-static pg_uuid_t *
-run_argument(FunctionCallInfo fcinfo)
-{
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run must not be null")));
-	return PG_GETARG_UUID_P(0);
-}
 
 /*
  * WfRefuseRun reports that an operator command ("pause", "resume", ...)
@@ -109,7 +95,7 @@ finish_command(WfTransition *tr, const char *kind)
 Datum
 wfengine_pause_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = run_argument(fcinfo);
+	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
 	char	   *reason = WfRequireReason(fcinfo, 1);
 	WfRunState	run;
 	WfTransition tr;
@@ -255,7 +241,7 @@ resume_waiting_step(WfTransition *tr, int idx)
 Datum
 wfengine_resume_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = run_argument(fcinfo);
+	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
 	char	   *reason = WfRequireReason(fcinfo, 1);
 	WfRunState	run;
 	WfTransition tr;
@@ -358,7 +344,7 @@ retry_compensation(const char *reason, WfRunState *run)
 Datum
 wfengine_retry_step(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = run_argument(fcinfo);
+	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
 	char	   *reason = WfRequireReason(fcinfo, 1);
 	WfRunState	run;
 	WfTransition tr;
@@ -417,7 +403,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 Datum
 wfengine_skip_step(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = run_argument(fcinfo);
+	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
 	Jsonb	   *output;
 	char	   *reason;
 	char	   *expected = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));

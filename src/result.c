@@ -127,13 +127,7 @@ report_result(const WfReport *rep)
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
-	char	   *status;
-	int64		current_fence;
-	char	   *step;
-	int32		visit;
-	int32		attempt;
-	char	   *worker;
-	Jsonb	   *input;
+	WfLockedTask task;
 
 	WfApiBegin();
 
@@ -141,22 +135,12 @@ report_result(const WfReport *rep)
 	 * Lock the task row, then its run row (the lock order of state.c), and
 	 * read both under the locks: from here on nothing can change either.
 	 */
-	values[0] = Int64GetDatum(rep->task_id);
-	values[1] = CStringGetTextDatum(tenant);
-	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (!WfLockTaskAndRun(rep->task_id, tenant, &run, &task))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("task %lld does not exist", (long long) rep->task_id)));
-	WfRunStateFromTuple(&run, 0);
-	status = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 1);
-	current_fence = DatumGetInt64(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 2));
-	step = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 3);
-	visit = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 4));
-	attempt = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 5));
-	worker = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 6);
-	input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 7));
 
-	if (rep->fence <= 0 || rep->fence > current_fence)
+	if (rep->fence <= 0 || rep->fence > task.fence)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("fence %lld was never issued for task %lld",
@@ -170,7 +154,7 @@ report_result(const WfReport *rep)
 	if (rep->output != NULL)
 	{
 		int			sidx;
-		const WfStepDef *ssd = WfTaskStepDef(def, step, &sidx);
+		const WfStepDef *ssd = WfTaskStepDef(def, task.step, &sidx);
 
 		if (ssd != NULL && ssd->n_sensitive_output > 0)
 			((WfReport *) rep)->output = WfSealKeys(run.tenant_id, rep->output,
@@ -180,15 +164,15 @@ report_result(const WfReport *rep)
 
 	if ((run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED ||
 		 run.status == WF_RUN_CANCELLING) &&
-		strcmp(status, "leased") == 0 && rep->fence == current_fence)
+		strcmp(task.status, "leased") == 0 && rep->fence == task.fence)
 	{
 		int			idx = -1;
 		bool		was_cancelling = run.status == WF_RUN_CANCELLING;
 
-		if (WfTaskStepDef(def, step, &idx) == NULL || run.current_task != rep->task_id ||
-			run.current_attempt != attempt)
+		if (WfTaskStepDef(def, task.step, &idx) == NULL || run.current_task != rep->task_id ||
+			run.current_attempt != task.attempt)
 			elog(ERROR, "task %lld (step \"%s\", attempt %d) is not the current task of its run",
-				 (long long) rep->task_id, step, attempt);
+				 (long long) rep->task_id, task.step, task.attempt);
 
 		memset(nulls, ' ', sizeof(nulls));
 		values[0] = Int64GetDatum(rep->task_id);
@@ -214,8 +198,8 @@ report_result(const WfReport *rep)
 			WfJbBegin(&b);
 			WfJbInt(&b, "task_id", rep->task_id);
 			WfJbInt(&b, "fence", rep->fence);
-			WfJbText(&b, "worker", worker);
-			WfJbInt(&b, "visit", visit);
+			WfJbText(&b, "worker", task.worker);
+			WfJbInt(&b, "visit", task.visit);
 			WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
 			if (rep->is_failure)
 			{
@@ -224,22 +208,22 @@ report_result(const WfReport *rep)
 			}
 			else
 				WfJbJsonb(&b, "output", rep->output);
-			WfAppendEvent(&tr, WF_EV_RESULT_HELD, step, attempt, WfJbEnd(&b));
+			WfAppendEvent(&tr, WF_EV_RESULT_HELD, task.step, task.attempt, WfJbEnd(&b));
 		}
 		else
-			WfApplyResult(&tr, idx, rep->task_id, rep->fence, visit, worker,
+			WfApplyResult(&tr, idx, rep->task_id, rep->fence, task.visit, task.worker,
 						  rep->is_failure, rep->output, rep->error,
-						  rep->retryable, input);
+						  rep->retryable, task.input);
 		/* recorded, but the run is being cancelled: no work follows from it */
-		verdict = (was_cancelling && !WfIsCompensation(step)) ?
+		verdict = (was_cancelling && !WfIsCompensation(task.step)) ?
 			"cancel_requested" : "accepted";
 	}
 	else
 	{
 		WfJsonBuilder b;
 
-		if (rep->fence == current_fence &&
-			(strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0))
+		if (rep->fence == task.fence &&
+			(strcmp(task.status, "completed") == 0 || strcmp(task.status, "failed") == 0))
 			verdict = "duplicate";
 		else
 			verdict = "stale";
@@ -247,8 +231,8 @@ report_result(const WfReport *rep)
 		WfJbBegin(&b);
 		WfJbInt(&b, "task_id", rep->task_id);
 		WfJbInt(&b, "fence", rep->fence);
-		WfJbInt(&b, "current_fence", current_fence);
-		WfJbText(&b, "task_status", status);
+		WfJbInt(&b, "current_fence", task.fence);
+		WfJbText(&b, "task_status", task.status);
 		WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
 		if (rep->is_failure)
 			WfJbJsonb(&b, "error", rep->error);
@@ -256,7 +240,7 @@ report_result(const WfReport *rep)
 			WfJbJsonb(&b, "output", rep->output);
 		WfAppendEvent(&tr, strcmp(verdict, "duplicate") == 0 ?
 					  WF_EV_RESULT_DUPLICATE : WF_EV_RESULT_STALE,
-					  step, attempt, WfJbEnd(&b));
+					  task.step, task.attempt, WfJbEnd(&b));
 	}
 
 	WfTransitionWrite(&tr);

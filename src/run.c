@@ -320,6 +320,20 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 }
 
 /*
+ * WfRunArgument returns the run id of argument 0 of an operator command,
+ * which must not be null.
+ */
+pg_uuid_t *
+WfRunArgument(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run must not be null")));
+	return PG_GETARG_UUID_P(0);
+}
+
+/*
  * WfRequireReason returns the reason argument argno of an operator
  * command, refusing a missing or empty one.
  */
@@ -401,12 +415,8 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	const char *old_status;
 	text	   *result;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run must not be null")));
+	run_id = WfRunArgument(fcinfo);
 	reason = WfRequireReason(fcinfo, 1);
-	run_id = PG_GETARG_UUID_P(0);
 
 	WfApiBegin();
 	WfLockRun(run_id, &run);

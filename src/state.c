@@ -1846,6 +1846,33 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 }
 
 /*
+ * WfLockTaskAndRun locks task task_id of tenant and then its run (the lock
+ * order of this file) with WF_PLAN_LOCK_TASK_AND_RUN, and reads both into
+ * *run and *task; false when there is no such task.  The deadline columns
+ * of the row stay in SPI_tuptable after the task's, for the engine worker.
+ */
+bool
+WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTask *task)
+{
+	Datum		values[2];
+	int			c = WF_RUN_NCOLUMNS;
+
+	values[0] = Int64GetDatum(task_id);
+	values[1] = CStringGetTextDatum(tenant);
+	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		return false;
+	WfRunStateFromTuple(run, 0);
+	task->status = WfGetTextOrNull(0, c + 1);
+	task->fence = DatumGetInt64(WfGetDatumNotNull(0, c + 2));
+	task->step = WfGetTextOrNull(0, c + 3);
+	task->visit = DatumGetInt32(WfGetDatumNotNull(0, c + 4));
+	task->attempt = DatumGetInt32(WfGetDatumNotNull(0, c + 5));
+	task->worker = WfGetTextOrNull(0, c + 6);
+	task->input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, c + 7));
+	return true;
+}
+
+/*
  * WfRunStateFromTuple reads a snapshot from row of the current SPI result,
  * selected with the WF_RUN_COLUMNS list.  The values are copied into the
  * current memory context.

@@ -268,6 +268,21 @@ extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
 #define WF_RUN_NCOLUMNS 15
 extern void WfRunStateFromTuple(WfRunState *run, int row);
 
+/* the task row WfLockTaskAndRun reads with its run */
+typedef struct WfLockedTask
+{
+	char	   *status;
+	int64		fence;			/* the current fence */
+	char	   *step;
+	int32		visit;
+	int32		attempt;
+	char	   *worker;
+	Jsonb	   *input;
+} WfLockedTask;
+
+extern bool WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run,
+							 WfLockedTask *task);
+
 
 
 
@@ -290,6 +305,7 @@ extern bool WfParseTimestamp(const char *text, TimestampTz *result);
 /* run.c */
 extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner);
 extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
+extern pg_uuid_t *WfRunArgument(FunctionCallInfo fcinfo);
 extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
 extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
 

@@ -428,13 +428,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	WfTransition tr;
 	WfDefinition *def;
 	int			c = WF_RUN_NCOLUMNS;
-	char	   *status;
-	int64		fence;
-	char	   *step;
-	int32		visit;
-	int32		attempt;
-	char	   *worker;
-	Jsonb	   *input;
+	WfLockedTask task;
 	bool		isnull;
 	Datum		d;
 	TimestampTz deadline;
@@ -447,18 +441,8 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	int			idx;
 	const WfStepDef *sd;
 
-	values[0] = Int64GetDatum(task_id);
-	values[1] = CStringGetTextDatum(tenant);
-	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (!WfLockTaskAndRun(task_id, tenant, &run, &task))
 		return;
-	WfRunStateFromTuple(&run, 0);
-	status = WfGetTextOrNull(0, c + 1);
-	fence = DatumGetInt64(WfGetDatumNotNull(0, c + 2));
-	step = WfGetTextOrNull(0, c + 3);
-	visit = DatumGetInt32(WfGetDatumNotNull(0, c + 4));
-	attempt = DatumGetInt32(WfGetDatumNotNull(0, c + 5));
-	worker = WfGetTextOrNull(0, c + 6);
-	input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, c + 7));
 	d = WfGetDatum(0, c + 8, &isnull);
 	if (isnull)
 		return;					/* handled meanwhile */
@@ -477,7 +461,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 		start_at = DatumGetTimestampTz(d);
 	expirations = DatumGetInt32(WfGetDatumNotNull(0, c + 13));
 
-	if (deadline > now || (strcmp(status, "ready") != 0 && strcmp(status, "leased") != 0))
+	if (deadline > now || (strcmp(task.status, "ready") != 0 && strcmp(task.status, "leased") != 0))
 		return;					/* moved by a heartbeat, or no longer live */
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_CANCELLING)
 	{
@@ -489,13 +473,13 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	}
 
 	def = WfDefinitionGet(run.definition_id);
-	sd = WfTaskStepDef(def, step, &idx);
+	sd = WfTaskStepDef(def, task.step, &idx);
 	if (sd == NULL || run.current_task != task_id)
 		elog(ERROR, "task %lld is not the current task of its run", (long long) task_id);
 	WfTransitionInit(&tr, &run, def, now);
 	tr.actor = WF_SYSTEM_ACTOR;
 
-	if (strcmp(status, "ready") == 0)
+	if (strcmp(task.status, "ready") == 0)
 	{
 		if (start_at != 0 && start_at <= now)
 			which = "schedule_to_start";
@@ -505,9 +489,9 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	else if (heartbeat_at != 0 && heartbeat_at <= now)
 		which = "heartbeat";
 
-	if (run.status == WF_RUN_CANCELLING && !WfIsCompensation(step) &&
+	if (run.status == WF_RUN_CANCELLING && !WfIsCompensation(task.step) &&
 		(which != NULL ||
-		 (strcmp(status, "leased") == 0 && lease_end != 0 && lease_end <= now)))
+		 (strcmp(task.status, "leased") == 0 && lease_end != 0 && lease_end <= now)))
 	{
 		/*
 		 * The attempt in flight when the run was cancelled is lost: nobody
@@ -519,8 +503,8 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 		WfJbInt(&b, "task_id", task_id);
 		WfJbText(&b, "reason", which != NULL ? which : "lease_expired");
 		tr.withdraw_task = task_id;
-		WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, step, attempt, WfJbEnd(&b));
-		WfStartCompensation(&tr, step, visit);
+		WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, task.step, task.attempt, WfJbEnd(&b));
+		WfStartCompensation(&tr, task.step, task.visit);
 	}
 	else if (which != NULL)
 	{
@@ -536,11 +520,11 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 		if (WfExecPlan(WF_PLAN_TASK_TIME_OUT, values, NULL, false, 0,
 					   SPI_OK_UPDATE_RETURNING) != 1)
 			elog(ERROR, "task %lld changed while locked", (long long) task_id);
-		fence = DatumGetInt64(WfGetDatumNotNull(0, 1));
-		WfFailAttempt(&tr, sd, task_id, fence, attempt, visit, worker, error,
-					  true, input);
+		task.fence = DatumGetInt64(WfGetDatumNotNull(0, 1));
+		WfFailAttempt(&tr, sd, task_id, task.fence, task.attempt, task.visit, task.worker, error,
+					  true, task.input);
 	}
-	else if (strcmp(status, "leased") == 0 && lease_end != 0 && lease_end <= now)
+	else if (strcmp(task.status, "leased") == 0 && lease_end != 0 && lease_end <= now)
 	{
 		WfJsonBuilder b;
 		TimestampTz again = now;
@@ -559,25 +543,25 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 
 		WfJbBegin(&b);
 		WfJbInt(&b, "task_id", task_id);
-		WfJbInt(&b, "fence", fence);
-		WfJbText(&b, "worker", worker);
+		WfJbInt(&b, "fence", task.fence);
+		WfJbText(&b, "worker", task.worker);
 		WfJbInt(&b, "expirations", expirations);
 		if (!pause)
 			WfJbTimestamp(&b, "available_at", again);
 		WfJbBool(&b, "quarantined", delay > 0 || pause);
-		WfAppendEvent(&tr, WF_EV_LEASE_EXPIRED, step, attempt, WfJbEnd(&b));
+		WfAppendEvent(&tr, WF_EV_LEASE_EXPIRED, task.step, task.attempt, WfJbEnd(&b));
 
 		if (pause)
 		{
 			char	   *reason = psprintf("task %lld of step \"%s\" lost its lease %d times without a result",
-										  (long long) task_id, step, expirations);
+										  (long long) task_id, task.step, expirations);
 
 			WfJbBegin(&b);
 			WfJbInt(&b, "task_id", task_id);
 			WfJbText(&b, "reason", "poison_task");
 			tr.withdraw_task = task_id;
 			tr.withdraw_expirations = expirations;
-			WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, step, attempt, WfJbEnd(&b));
+			WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, task.step, task.attempt, WfJbEnd(&b));
 			if (run.status == WF_RUN_CANCELLING)
 			{
 				/* a compensation that keeps crashing its workers */
@@ -590,7 +574,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 			{
 				WfJbBegin(&b);
 				WfJbText(&b, "reason", reason);
-				WfJbText(&b, "step", step);
+				WfJbText(&b, "step", task.step);
 				WfJbInt(&b, "task_id", task_id);
 				WfAppendEvent(&tr, WF_EV_RUN_PAUSED, NULL, 0, WfJbEnd(&b));
 			}
