@@ -39,7 +39,8 @@
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PG_MAJOR=15
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$BENCH_DIR/common.sh"
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
 export PATH=$PG_BINDIR:$PATH
 
@@ -51,31 +52,11 @@ POLL_MS=${BENCH_POLL_MS:-100}
 DB=${BENCH_DB:-wflatency}
 RESULTS_BASE=${BENCH_RESULTS:-$BENCH_DIR/results}
 
-if [[ -z ${PGHOST:-} && -z ${PGPORT:-} ]]; then
-	if ! command -v pg_virtualenv >/dev/null 2>&1; then
-		echo "claim_latency: neither PGHOST/PGPORT nor pg_virtualenv is available" >&2
-		exit 1
-	fi
-	echo "claim_latency: starting a throw-away PostgreSQL $PG_MAJOR cluster (pg_virtualenv)"
-	exec env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD \
-		-u PGDATABASE -u PGSERVICE -u PGCLUSTER \
-		pg_virtualenv -t -v "$PG_MAJOR" \
-		-o "shared_preload_libraries=wfengine,pg_cron" \
-		-o "cron.database_name=postgres" \
-		-o "fsync=on" -o "synchronous_commit=on" \
-		-o "shared_buffers=1GB" -o "max_wal_size=4GB" \
-		-- bash "${BASH_SOURCE[0]}" "$@"
-fi
+bench_in_virtualenv claim_latency "${BASH_SOURCE[0]}" "$@"
 
-MAINDB=${PGDATABASE:-postgres}
-q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$MAINDB" "$@"; }
 qdb() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 cleanup() { psql -X -q -d "$MAINDB" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true; }
-export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 
-# Busy CPU ticks of the whole machine (server, pgbench, anything else).
-CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
-cpu_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 
 if [[ $(q -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'wfengine'") != 1 ]]; then
 	echo "claim_latency: extension wfengine is not installed on this server" >&2

@@ -47,7 +47,8 @@
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PG_MAJOR=15
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$BENCH_DIR/common.sh"
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
 export PATH=$PG_BINDIR:$PATH
 
@@ -60,26 +61,10 @@ LIBRARY=${BENCH_LIBRARY:-}
 DB=${BENCH_DB:-wfnotify}
 RESULTS_BASE=${BENCH_RESULTS:-$BENCH_DIR/results}
 
-if [[ -z ${PGHOST:-} && -z ${PGPORT:-} ]]; then
-	if ! command -v pg_virtualenv >/dev/null 2>&1; then
-		echo "notify_throughput: neither PGHOST/PGPORT nor pg_virtualenv is available" >&2
-		exit 1
-	fi
-	echo "notify_throughput: starting a throw-away PostgreSQL $PG_MAJOR cluster (pg_virtualenv)"
-	exec env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD \
-		-u PGDATABASE -u PGSERVICE -u PGCLUSTER \
-		pg_virtualenv -t -v "$PG_MAJOR" \
-		-o "shared_preload_libraries=wfengine,pg_cron" \
-		-o "cron.database_name=postgres" \
-		-o "fsync=on" -o "synchronous_commit=on" \
-		-o "shared_buffers=1GB" -o "max_wal_size=4GB" \
-		-- bash "${BASH_SOURCE[0]}" "$@"
-fi
+bench_in_virtualenv notify_throughput "${BASH_SOURCE[0]}" "$@"
 
-MAINDB=${PGDATABASE:-postgres}
 TPL=${DB}_tpl
 CASEDB=${DB}_case
-q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$MAINDB" "$@"; }
 qdb() {
 	local db=$1
 	shift

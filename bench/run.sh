@@ -47,8 +47,9 @@
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$BENCH_DIR/common.sh"
 ROOT=$(dirname "$BENCH_DIR")
-PG_MAJOR=15
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
 export PATH=$PG_BINDIR:$PATH
 PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
@@ -64,41 +65,20 @@ RESULTS_BASE=${BENCH_RESULTS:-$BENCH_DIR/results}
 # ---------------------------------------------------------------------------
 # No server given: start a throw-away one and run again inside it.
 # ---------------------------------------------------------------------------
-if [[ -z ${PGHOST:-} && -z ${PGPORT:-} ]]; then
-	if ! command -v pg_virtualenv >/dev/null 2>&1; then
-		echo "bench: neither PGHOST/PGPORT nor pg_virtualenv (postgresql-common) is available" >&2
-		exit 1
-	fi
-	preload=wfengine,pg_cron
-	opts=()
-	if [[ -e $("$PG_CONFIG" --pkglibdir)/pg_stat_statements.so ]]; then
-		preload=$preload,pg_stat_statements
-		opts+=(-o "pg_stat_statements.track=none")
-	fi
-	echo "bench: starting a throw-away PostgreSQL $PG_MAJOR cluster (pg_virtualenv)"
-	# -t: temporary cluster directory even as root; stale PG* must not leak in
-	exec env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD \
-		-u PGDATABASE -u PGSERVICE -u PGCLUSTER \
-		pg_virtualenv -t -v "$PG_MAJOR" \
-		-o "shared_preload_libraries=$preload" \
-		-o "cron.database_name=postgres" \
-		-o "fsync=on" \
-		-o "synchronous_commit=on" \
-		-o "full_page_writes=on" \
-		-o "shared_buffers=1GB" \
-		-o "max_wal_size=4GB" \
-		"${opts[@]}" \
-		-- bash "${BASH_SOURCE[0]}" "$@"
+# pg_stat_statements, when installed, for the per-statement attribution
+BENCH_EXTRA_OPTS=()
+if [[ -e $("$PG_CONFIG" --pkglibdir)/pg_stat_statements.so ]]; then
+	BENCH_PRELOAD=pg_stat_statements
+	BENCH_EXTRA_OPTS=(-o "pg_stat_statements.track=none")
 fi
+bench_in_virtualenv bench "${BASH_SOURCE[0]}" "$@"
 
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-MAINDB=${PGDATABASE:-postgres}
 TPL=${DB}_tpl
 CASEDB=${DB}_case
 
-q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$MAINDB" "$@"; }
 qdb() {
 	local db=$1
 	shift
@@ -111,11 +91,8 @@ cleanup() {
 	psql -X -q -d "$MAINDB" -c "DROP DATABASE IF EXISTS $TPL" >/dev/null 2>&1 || true
 }
 
-# Busy CPU ticks of the whole machine (user+nice+system+irq+softirq+steal):
-# server, pgbench and anything else running, so meaningful on a quiet box.
-CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+# cores, to turn busy ticks (common.sh) into a share of the machine
 NPROC=$(nproc 2>/dev/null || echo 1)
-cpu_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 
 # ---------------------------------------------------------------------------
 # Preconditions

@@ -32,7 +32,8 @@
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PG_MAJOR=15
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$BENCH_DIR/common.sh"
 export PATH=/usr/lib/postgresql/$PG_MAJOR/bin:$PATH
 
 RATE=${BENCH_RATE:-50}
@@ -43,21 +44,9 @@ B_CONSUMERS=${BENCH_B_CONSUMERS:-2}
 DB=${BENCH_DB:-wffair}
 RESULTS_BASE=${BENCH_RESULTS:-$BENCH_DIR/results}
 
-if [[ -z ${PGHOST:-} && -z ${PGPORT:-} ]]; then
-	echo "tenant_fairness: starting a throw-away PostgreSQL $PG_MAJOR cluster (pg_virtualenv)"
-	exec env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD \
-		-u PGDATABASE -u PGSERVICE -u PGCLUSTER \
-		pg_virtualenv -t -v "$PG_MAJOR" \
-		-o "shared_preload_libraries=wfengine,pg_cron" -o "cron.database_name=postgres" \
-		-o "fsync=on" -o "synchronous_commit=on" \
-		-o "shared_buffers=1GB" -o "max_wal_size=4GB" \
-		-- bash "${BASH_SOURCE[0]}" "$@"
-fi
+bench_in_virtualenv tenant_fairness "${BASH_SOURCE[0]}" "$@"
 
-MAINDB=${PGDATABASE:-postgres}
-q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$MAINDB" "$@"; }
 qdb() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 
 stamp=$(date -u +%Y%m%d-%H%M%S)
 RES=$RESULTS_BASE/fairness-$stamp

@@ -16,19 +16,15 @@
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$BENCH_DIR/common.sh"
 export PATH=/usr/lib/postgresql/15/bin:$PATH
 BACKLOG=${BACKLOG:-100000}
 DUE=${DUE:-2000}
 SPREAD=${SPREAD:-30}
 IDLE_SECONDS=${IDLE_SECONDS:-60}
 
-if [[ -z ${PGHOST:-}${PGPORT:-} ]]; then
-	exec pg_virtualenv -t -v 15 \
-		-o "shared_preload_libraries=wfengine,pg_cron" \
-		-o "cron.database_name=postgres" \
-		-o "fsync=on" -o "shared_buffers=1GB" -o "max_wal_size=4GB" \
-		-- bash "${BASH_SOURCE[0]}" "$@"
-fi
+bench_in_virtualenv timer_lag "${BASH_SOURCE[0]}" "$@"
 
 db=wf_timer_lag
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
