@@ -393,7 +393,9 @@ WfParseEnvelope(const char *text, int len, int32 *key_id, size_t *boxlen)
 damaged:
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("a sealed value is damaged")));
+			 errmsg("a sealed value is damaged"),
+			 errdetail("A sealed value has the form %s<key id>:<base64 of nonce, ciphertext and tag>.",
+					   WF_ENVELOPE_PREFIX)));
 	pg_unreachable();
 }
 
