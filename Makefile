@@ -43,7 +43,8 @@ OBJS = \
 	src/notify.o \
 	src/schedule.o \
 	src/timer.o \
-	src/worker.o
+	src/worker.o \
+	src/sqlcheck.o
 
 PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
 SHLIB_LINK += -lsodium

@@ -101,7 +101,7 @@ COMMENT ON TABLE wf.events IS
 CREATE FUNCTION wf.refuse_change()
 RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- wf.purge_runs() deletes the history of runs past their retention
@@ -259,7 +259,10 @@ COMMENT ON TABLE wf.approvals IS
 'Approvers of approval steps; only keyed hashes of their one-time tokens are stored.';
 
 -- What waits for whom: one row per approver still to decide, with its age.
-CREATE VIEW wf.pending_approvals AS
+-- Views read with the caller's rights (security_invoker: row-level
+-- security applies as the caller) and as barriers, so that a function in
+-- the caller's WHERE clause never sees a row of another tenant.
+CREATE VIEW wf.pending_approvals WITH (security_invoker = true, security_barrier = true) AS
 SELECT a.tenant_id, a.run_id, r.definition_name, a.step, a.visit, a.approver,
        a.created_at AS requested_at,
        pg_catalog.now() OPERATOR(pg_catalog.-) a.created_at AS age,
@@ -437,7 +440,7 @@ CREATE FUNCTION wf._batch(batch text, command text, statuses text[], reason text
                           filter jsonb, max_runs integer, after uuid)
 RETURNS TABLE (run_id uuid, outcome text, detail text)
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     k        text;
@@ -517,7 +520,7 @@ CREATE FUNCTION wf.cancel_runs(reason text, filter jsonb DEFAULT '{}',
                                max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
 RETURNS TABLE (run_id uuid, outcome text, detail text)
 LANGUAGE sql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM wf._batch('cancel_runs', 'cancel_run', ARRAY['running', 'paused'], reason, filter, max_runs, after) $$;
 COMMENT ON FUNCTION wf.cancel_runs(text, jsonb, integer, uuid) IS
 'wf.cancel_run over the running and paused runs a filter selects (definition, version, status, started_*/finished_*), at most max_runs after the run id "after"; one row per run: done with its new status, or refused with why.';
@@ -526,7 +529,7 @@ CREATE FUNCTION wf.retry_runs(reason text, filter jsonb DEFAULT '{}',
                               max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
 RETURNS TABLE (run_id uuid, outcome text, detail text)
 LANGUAGE sql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM wf._batch('retry_runs', 'retry_step', ARRAY['failed', 'compensation_failed'], reason, filter, max_runs, after) $$;
 COMMENT ON FUNCTION wf.retry_runs(text, jsonb, integer, uuid) IS
 'wf.retry_step over the failed (and compensation_failed) runs a filter selects (definition, version, status, failure_code, started_*/finished_*), at most max_runs after the run id "after"; one row per run.';
@@ -535,7 +538,7 @@ CREATE FUNCTION wf.resume_runs(reason text, filter jsonb DEFAULT '{}',
                                max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
 RETURNS TABLE (run_id uuid, outcome text, detail text)
 LANGUAGE sql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM wf._batch('resume_runs', 'resume_run', ARRAY['paused'], reason, filter, max_runs, after) $$;
 COMMENT ON FUNCTION wf.resume_runs(text, jsonb, integer, uuid) IS
 'wf.resume_run over the paused runs a filter selects (definition, version, started_*/finished_*), at most max_runs after the run id "after"; one row per run.';
@@ -548,7 +551,7 @@ COMMENT ON FUNCTION wf.resume_runs(text, jsonb, integer, uuid) IS
 CREATE FUNCTION wf._migration_problem(run uuid, target bigint)
 RETURNS text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r         wf.runs;
@@ -663,7 +666,7 @@ COMMENT ON FUNCTION wf.migrate_run(uuid, integer, text) IS
 CREATE FUNCTION wf._stop_children(parent uuid, reason text, terminate boolean)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     child uuid;
@@ -750,7 +753,7 @@ CREATE FUNCTION wf.send_event(correlation_key text, name text, payload jsonb DEF
                               event_id text DEFAULT NULL)
 RETURNS TABLE (run_id uuid, outcome text)
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     rid uuid;
@@ -805,7 +808,7 @@ RETURNS TABLE (seq integer,
                created_at timestamptz,
                hash text)
 LANGUAGE plpgsql STABLE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM wf.runs r
@@ -828,7 +831,7 @@ $$;
 CREATE FUNCTION wf.explain(run uuid)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r       wf.runs;
@@ -1027,7 +1030,7 @@ COMMENT ON FUNCTION wf.explain(uuid) IS
 CREATE FUNCTION wf._graph_render(title text, spec jsonb, format text, run jsonb DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     steps    jsonb := spec->'steps';
@@ -1386,7 +1389,7 @@ CREATE FUNCTION wf.definition_graph(definition text, version integer DEFAULT NUL
                                     format text DEFAULT 'mermaid')
 RETURNS text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     d wf.definitions;
@@ -1426,7 +1429,7 @@ COMMENT ON FUNCTION wf.definition_graph(text, integer, text) IS
 CREATE FUNCTION wf.run_graph(run uuid, format text DEFAULT 'mermaid')
 RETURNS text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r        wf.runs;
@@ -1539,6 +1542,14 @@ REVOKE ALL ON FUNCTION wf._stop_children(uuid, text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.revoke_approval_tokens(uuid, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.reissue_approval_tokens(uuid, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.set_approvers(uuid, text, text[], text) FROM PUBLIC;
+
+-- Every name in the engine's statements is schema-qualified (sqlcheck.c);
+-- this lists those that are not (nothing), or those of the statement given.
+CREATE FUNCTION wf._unqualified_names(sql text DEFAULT NULL)
+RETURNS TABLE (statement integer, kind text, name text)
+AS 'MODULE_PATHNAME', 'wfengine_unqualified_names'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION wf._unqualified_names(text) FROM PUBLIC;
 
 CREATE FUNCTION wf.preloaded()
 RETURNS boolean
@@ -1656,7 +1667,7 @@ COMMENT ON FUNCTION wf._cron_next(text, timestamptz, text) IS
 CREATE FUNCTION wf._cron_timezone()
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT COALESCE(NULLIF(pg_catalog.current_setting('cron.timezone', true), ''), 'GMT')
 $$;
@@ -1665,7 +1676,7 @@ $$;
 CREATE FUNCTION wf._fire_schedule(schedule_id bigint)
 RETURNS uuid
 LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_sched     wf.schedules;
@@ -1715,7 +1726,7 @@ CREATE FUNCTION wf.schedule(name text,
                             version integer DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_tenant    text := wf.current_tenant();
@@ -1802,7 +1813,7 @@ COMMENT ON FUNCTION wf.schedule(text, text, text, jsonb, integer) IS
 CREATE FUNCTION wf.unschedule(name text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_owner     name;
@@ -1840,7 +1851,7 @@ $$;
 COMMENT ON FUNCTION wf.unschedule(text) IS
 'Removes a schedule and its pg_cron job; false when there is no schedule of that name.';
 
-CREATE VIEW wf.schedule_list AS
+CREATE VIEW wf.schedule_list WITH (security_invoker = true, security_barrier = true) AS
 SELECT s.name,
        s.cron,
        s.definition,
@@ -1876,7 +1887,7 @@ SELECT pg_catalog.pg_extension_config_dump('wf.schedules_schedule_id_seq', '');
 CREATE FUNCTION wf.create_tenant(tenant text)
 RETURNS name
 LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF tenant !~ '^[a-z][a-z0-9_]{0,39}$' OR tenant OPERATOR(pg_catalog.=) 'default' THEN
@@ -1898,7 +1909,7 @@ COMMENT ON FUNCTION wf.create_tenant(text) IS
 CREATE FUNCTION wf._require_tenant(tenant text)
 RETURNS void
 LANGUAGE plpgsql STABLE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
@@ -1914,7 +1925,7 @@ COMMENT ON FUNCTION wf._require_tenant(text) IS
 CREATE FUNCTION wf.add_tenant_member(tenant text, member regrole)
 RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM wf._require_tenant(tenant);
@@ -1928,7 +1939,7 @@ COMMENT ON FUNCTION wf.add_tenant_member(text, regrole) IS
 CREATE FUNCTION wf.remove_tenant_member(tenant text, member regrole)
 RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM wf._require_tenant(tenant);
@@ -1992,7 +2003,7 @@ COMMENT ON TABLE wf.tenant_policies IS
 CREATE FUNCTION wf.set_tenant_policy(tenant text, policy jsonb)
 RETURNS wf.tenant_policies
 LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     k       text;
@@ -2090,7 +2101,7 @@ COMMENT ON FUNCTION wf.purge_runs(integer) IS
 CREATE FUNCTION wf.schedule_purge(cron text DEFAULT '*/10 * * * *', max_runs integer DEFAULT 1000)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron') THEN

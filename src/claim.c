@@ -99,18 +99,7 @@ PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 /* how often a waiting claim looks for the queue's next available task */
 #define WF_CLAIM_LOOK_MS 1000
 
-/*
- * The earliest available_at of a ready task of a queue: how long a waiting
- * claim may sleep.  Runs on the wait path only.
- */
-static const char *const next_available_sql =
-"SELECT pg_catalog.min(t.available_at) FROM wf.tasks t"
-" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
-"  AND t.status OPERATOR(pg_catalog.=) 'ready'";
-
 /* backend state of waiting claims */
-static SPIPlanPtr next_available_plan = NULL;
-static bool reset_callback_registered = false;
 #if PG_VERSION_NUM >= 170000
 static uint32 claim_wait_event = 0;
 #endif
@@ -118,7 +107,6 @@ static uint32 claim_wait_event = 0;
 /* forward declarations */
 static int64 claim_wait_us(FunctionCallInfo fcinfo);
 static TimestampTz claim_next_wake(Datum tenant, Datum queue, TimestampTz now);
-static void forget_next_available_plan(void);
 static uint32 claim_wait_event_info(void);
 
 /*
@@ -153,18 +141,6 @@ claim_wait_us(FunctionCallInfo fcinfo)
 }
 
 /*
- * forget_next_available_plan drops the kept plan; registered with
- * WfRegisterResetCallback, so it runs when the extension was reinstalled.
- */
-static void
-forget_next_available_plan(void)
-{
-	if (next_available_plan != NULL)
-		SPI_freeplan(next_available_plan);
-	next_available_plan = NULL;
-}
-
-/*
  * claim_next_wake returns when a waiting claim that found nothing at now
  * must look again even if no commit wakes it: when the earliest ready task
  * of the queue becomes available, WF_CLAIM_RECHECK_MS from now when one is
@@ -179,31 +155,11 @@ claim_next_wake(Datum tenant, Datum queue, TimestampTz now)
 	bool		isnull;
 	Datum		d;
 
-	if (next_available_plan == NULL)
-	{
-		Oid			argtypes[2] = {TEXTOID, TEXTOID};
-		SPIPlanPtr	plan;
-
-		if (!reset_callback_registered)
-		{
-			WfRegisterResetCallback(forget_next_available_plan);
-			reset_callback_registered = true;
-		}
-		plan = SPI_prepare(next_available_sql, 2, argtypes);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed for the next available task: %s",
-				 SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_keepplan failed");
-		next_available_plan = plan;
-	}
-
 	values[0] = tenant;
 	values[1] = queue;
-	if (SPI_execute_plan(next_available_plan, values, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
+	if (WfExecPlan(WF_PLAN_NEXT_AVAILABLE, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		elog(ERROR, "could not read the next available task");
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	d = WfGetDatum(0, 1, &isnull);
 	if (!isnull)
 	{
 		TimestampTz avail = DatumGetTimestampTz(d);

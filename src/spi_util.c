@@ -176,7 +176,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"UPDATE wf.tasks t SET status = $3, output = $4, error = $5, finished_at = $6,"
 		" deadline_at = NULL "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.fence OPERATOR(pg_catalog.=) $2 "
-		"AND t.status IN ('ready', 'leased')",
+		"AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])",
 		6, {INT8OID, INT8OID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID}
 	},
 	[WF_PLAN_TASKS_OF_RUN] = {
@@ -244,7 +244,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	[WF_PLAN_TASK_WITHDRAW] = {
 		"UPDATE wf.tasks t SET status = 'cancelled', finished_at = $2, deadline_at = NULL,"
 		" lease_expirations = GREATEST(t.lease_expirations, $3) "
-		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased')",
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])",
 		3, {INT8OID, TIMESTAMPTZOID, INT4OID}
 	},
 	[WF_PLAN_TIMERS_CANCEL] = {
@@ -260,7 +260,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	},
 	[WF_PLAN_DEADLINES_DUE] = {
 		"SELECT t.task_id, t.tenant_id FROM wf.tasks t "
-		"WHERE t.status IN ('ready', 'leased') AND t.deadline_at IS NOT NULL "
+		"WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL "
 		"AND t.deadline_at OPERATOR(pg_catalog.<=) $1 "
 		"ORDER BY t.deadline_at LIMIT $2",
 		2, {TIMESTAMPTZOID, INT8OID}
@@ -270,7 +270,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" (SELECT pg_catalog.min(tm.fire_at) FROM wf.timers tm"
 		"  WHERE tm.status OPERATOR(pg_catalog.=) 'pending'),"
 		" (SELECT pg_catalog.min(t.deadline_at) FROM wf.tasks t"
-		"  WHERE t.status IN ('ready', 'leased') AND t.deadline_at IS NOT NULL))",
+		"  WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL))",
 		0, {InvalidOid}
 	},
 	[WF_PLAN_TIMER_PEEK] = {
@@ -303,7 +303,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	},
 	[WF_PLAN_TASK_SET_DEADLINE] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
-		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased')",
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])",
 		2, {INT8OID, TIMESTAMPTZOID}
 	},
 	[WF_PLAN_TASK_REQUEUE] = {
@@ -327,7 +327,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	[WF_PLAN_TASK_TIME_OUT] = {
 		"UPDATE wf.tasks t SET status = 'failed', error = $2, finished_at = $3,"
 		" deadline_at = NULL, fence = t.fence OPERATOR(pg_catalog.+) 1 "
-		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status IN ('ready', 'leased') "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) "
 		"RETURNING t.fence",
 		3, {INT8OID, JSONBOID, TIMESTAMPTZOID}
 	},
@@ -519,17 +519,17 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" ON p.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
 		" WHERE r.finished_at IS NOT NULL AND p.retention IS NOT NULL"
 		" AND r.finished_at OPERATOR(pg_catalog.<) ($1 OPERATOR(pg_catalog.-) p.retention)"
-		" AND r.status IN ('completed', 'failed', 'terminated', 'cancelled')"
+		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'terminated', 'cancelled'])"
 		" AND NOT r.legal_hold"
 		" ORDER BY r.finished_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED),"
-		" e AS (DELETE FROM wf.events x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
-		" t AS (DELETE FROM wf.tasks x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
-		" tm AS (DELETE FROM wf.timers x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
-		" a AS (DELETE FROM wf.approvals x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
-		" aa AS (DELETE FROM wf.approval_attempts x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
-		" s AS (DELETE FROM wf.signals x WHERE x.run_id IN (SELECT v.run_id FROM victims v)),"
-		" c AS (DELETE FROM wf.correlations x WHERE x.run_id IN (SELECT v.run_id FROM victims v)) "
-		"DELETE FROM wf.runs r WHERE r.run_id IN (SELECT v.run_id FROM victims v) RETURNING r.run_id",
+		" e AS (DELETE FROM wf.events x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" t AS (DELETE FROM wf.tasks x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" tm AS (DELETE FROM wf.timers x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" a AS (DELETE FROM wf.approvals x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" aa AS (DELETE FROM wf.approval_attempts x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" s AS (DELETE FROM wf.signals x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" c AS (DELETE FROM wf.correlations x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)) "
+		"DELETE FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v) RETURNING r.run_id",
 		2, {TIMESTAMPTZOID, INT4OID}
 	},
 	[WF_PLAN_RUN_SET_HOLD] = {
@@ -548,7 +548,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	[WF_PLAN_LIVE_RUNS] = {
 		"SELECT pg_catalog.count(*) FROM (SELECT 1 FROM wf.runs r"
 		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1"
-		" AND r.status IN ('running', 'paused', 'cancelling') LIMIT $2) x",
+		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused', 'cancelling']) LIMIT $2) x",
 		2, {TEXTOID, INT4OID}
 	},
 	[WF_PLAN_TASKS_IN_FLIGHT] = {
@@ -567,7 +567,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		/* earlier timers of the same kind and step: stale once a new one is set */
 		"UPDATE wf.timers tm SET status = 'cancelled', fired_at = $5, outcome = 'superseded' "
 		"WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'"
-		" AND tm.kind OPERATOR(pg_catalog.=) $2 AND tm.step IS NOT DISTINCT FROM $3"
+		" AND tm.kind OPERATOR(pg_catalog.=) $2 AND (tm.step OPERATOR(pg_catalog.=) $3 OR (tm.step IS NULL AND $3 IS NULL))"
 		" AND tm.generation OPERATOR(pg_catalog.<) $4",
 		5, {UUIDOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
 	},
@@ -616,6 +616,16 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",
 		2, {INT8OID, TIMESTAMPTZOID}
+	},
+	/*
+	 * The earliest available_at of a ready task of a queue: how long a
+	 * waiting claim may sleep.  Runs on the wait path only.
+	 */
+	[WF_PLAN_NEXT_AVAILABLE] = {
+		"SELECT pg_catalog.min(t.available_at) FROM wf.tasks t"
+		" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
+		" AND t.status OPERATOR(pg_catalog.=) 'ready'",
+		2, {TEXTOID, TEXTOID}
 	},
 };
 
@@ -812,6 +822,17 @@ WfParseTimestamp(const char *text, TimestampTz *result)
 		return false;
 	*result = a.result;
 	return true;
+}
+
+/*
+ * WfPlanSql returns the text of one statement of the plan table (for the
+ * check that every name in it is schema-qualified, sqlcheck.c).
+ */
+const char *
+WfPlanSql(WfPlanId id)
+{
+	Assert(id >= 0 && id < WF_PLAN_COUNT);
+	return plan_specs[id].sql;
 }
 
 /*

@@ -95,9 +95,11 @@ typedef enum WfPlanId
 	WF_PLAN_TENANT_KEY_CURRENT,
 	WF_PLAN_TENANT_KEYS_LIVE,
 	WF_PLAN_TENANT_KEYS_DESTROY,
+	WF_PLAN_NEXT_AVAILABLE,
 	WF_PLAN_COUNT				/* must be last */
 } WfPlanId;
 
+extern const char *WfPlanSql(WfPlanId id);
 extern void WfApiBegin(void);
 extern void WfApiEnd(void);
 extern Oid	WfTaskIdSequence(void);

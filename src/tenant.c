@@ -17,9 +17,12 @@
  * The API functions are not SECURITY DEFINER: they check who calls them
  * (EXECUTE privilege, the tenant), and then run their statements as the
  * extension's owner (WfApiBegin), which the roles of applications, workers
- * and operators have no table privileges for.  Every statement names the
- * tenant; row-level security on every table is the second wall, for
- * direct SQL.  The actor recorded in events is the role that called the
+ * and operators have no table privileges for.  While it does, search_path
+ * is pinned to "pg_catalog, pg_temp", so that no type, operator, function
+ * or relation the caller defined (in a schema of its own or in pg_temp)
+ * is ever resolved by a statement running with the owner's rights.  Every
+ * statement names the tenant; row-level security on every table is the
+ * second wall, for direct SQL.  The actor recorded in events is the role that called the
  * outermost API function, also when one API call makes another on its
  * behalf (a parent cancelling its child runs).  The calls in progress are
  * a stack; the frames of calls that an error ended are dropped when their
@@ -43,6 +46,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -52,6 +56,16 @@
 
 /* the tenant of a superuser or of the owner that belongs to no tenant */
 #define WF_DEFAULT_TENANT "default"
+
+/*
+ * The search_path every API call runs with: nothing of the caller's (its
+ * schemas, or types and relations it made in pg_temp, which are searched
+ * first unless pg_temp is named) can be found by the engine's statements,
+ * which run as the extension's owner.  Temporary objects come last, so
+ * they never shadow a catalog name; functions and operators are never
+ * looked up in pg_temp at all.
+ */
+#define WF_SAFE_SEARCH_PATH "pg_catalog, pg_temp"
 
 /* how deep API calls may nest (a parent stopping its children, ...) */
 #define WF_MAX_API_DEPTH 32
@@ -69,6 +83,7 @@ typedef struct ApiFrame
 	bool		switched;		/* this call switched to the owner */
 	Oid			save_userid;
 	int			save_sec_context;
+	int			guc_nestlevel;	/* the GUC nest level of the pinned search_path */
 } ApiFrame;
 
 static ApiFrame api_stack[WF_MAX_API_DEPTH];
@@ -261,7 +276,7 @@ WfCurrentActor(void)
 /*
  * WfApiSwitchIn is called at the start of every API call (WfApiBegin): it
  * learns the caller, then runs the rest of the call as the extension's
- * owner.
+ * owner with the search_path pinned to WF_SAFE_SEARCH_PATH.
  */
 void
 WfApiSwitchIn(Oid owner)
@@ -284,6 +299,18 @@ WfApiSwitchIn(Oid owner)
 	f->switched = f->save_userid != owner;
 	if (f->switched)
 		SetUserIdAndSecContext(owner, f->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+
+	/*
+	 * Pin the search_path for the call, as a SET clause of a function
+	 * would: a GUC nest level of its own, undone by WfApiSwitchOut or, when
+	 * an error ends the call, by the (sub)transaction's abort.  Every
+	 * statement is schema-qualified as well; the pin is what holds where one
+	 * is not.
+	 */
+	f->guc_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", WF_SAFE_SEARCH_PATH,
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	api_depth++;
 }
 
@@ -298,6 +325,7 @@ WfApiSwitchOut(void)
 	if (api_depth == 0)
 		elog(ERROR, "wfengine API call ended that never began");
 	f = &api_stack[--api_depth];
+	AtEOXact_GUC(true, f->guc_nestlevel);
 	if (f->switched)
 		SetUserIdAndSecContext(f->save_userid, f->save_sec_context);
 }

@@ -1271,6 +1271,13 @@ WfWorkerMain(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("wfengine worker");
 
+	/*
+	 * The worker runs as the bootstrap superuser: whatever search_path the
+	 * database or role settings give it, its statements resolve nothing
+	 * outside pg_catalog (and pg_temp, last), as API calls do (tenant.c).
+	 */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+
 	StartTransactionCommand();
 	worker_dbname = get_database_name(MyDatabaseId);
 	if (worker_dbname != NULL)
