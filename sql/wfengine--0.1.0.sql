@@ -2230,6 +2230,9 @@ GRANT SELECT ON ALL TABLES IN SCHEMA wf TO wfengine_app, wfengine_worker,
     wfengine_approver, wfengine_operator, wfengine_admin;
 REVOKE ALL ON wf.secrets, wf.tenant_keys FROM wfengine_app, wfengine_worker, wfengine_approver,
     wfengine_operator, wfengine_admin;
+-- wf.schedule_list reads as its caller and computes the next instant.
+GRANT EXECUTE ON FUNCTION wf._cron_next(text, timestamptz, text), wf._cron_timezone()
+    TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator;
 GRANT USAGE ON SCHEMA wf TO wfengine_sensitive;
 GRANT EXECUTE ON FUNCTION wf.decrypt(jsonb) TO wfengine_sensitive;
 GRANT INSERT, UPDATE, DELETE ON wf.schedules TO wfengine_admin;

@@ -265,13 +265,14 @@ WfCheckStartQuota(const char *tenant)
 
 		/*
 		 * Starts of the tenant take turns, so that two at once cannot both
-		 * take the last place; the count runs with a fresh snapshot that
-		 * sees the runs of the start we waited for.
+		 * take the last place; the count runs with the latest snapshot, which
+		 * sees the runs of the start we waited for under every isolation
+		 * level (a REPEATABLE READ transaction's own snapshot would not).
 		 */
 		quota_lock(tenant, "live runs", true);
 		values[0] = CStringGetTextDatum(tenant);
 		values[1] = Int32GetDatum(p->max_live_runs);
-		WfExecPlan(WF_PLAN_LIVE_RUNS, values, NULL, false, 1, SPI_OK_SELECT);
+		WfExecPlanFresh(WF_PLAN_LIVE_RUNS, values, NULL, 1);
 		live = DatumGetInt64(WfGetDatumNotNull(0, 1));
 		if (live >= p->max_live_runs)
 			ereport(ERROR,
@@ -373,11 +374,11 @@ WfClaimRoom(const char *tenant, const char *queue, int32 want, bool wait)
 	if (!quota_lock(tenant, queue, wait))
 		return 0;
 
-	/* not read-only: a fresh snapshot sees the leases of the claim we waited for */
+	/* the latest snapshot sees the leases of the claim we waited for */
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(queue);
 	values[2] = Int32GetDatum(p->max_tasks_in_flight);
-	WfExecPlan(WF_PLAN_TASKS_IN_FLIGHT, values, NULL, false, 1, SPI_OK_SELECT);
+	WfExecPlanFresh(WF_PLAN_TASKS_IN_FLIGHT, values, NULL, 1);
 	leased = DatumGetInt64(WfGetDatumNotNull(0, 1));
 	SPI_freetuptable(SPI_tuptable);
 	return (int32) Min((int64) want, Max((int64) 0, p->max_tasks_in_flight - leased));

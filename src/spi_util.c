@@ -35,6 +35,7 @@
 #include "access/xact.h"
 #include "utils/builtins.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -836,16 +837,12 @@ WfPlanSql(WfPlanId id)
 }
 
 /*
- * WfExecPlan runs one statement of the plan table, preparing and keeping
- * it on first use, and returns the number of rows processed.  Any result
- * code other than expected_rc is an internal error.
+ * WfPreparePlan returns the kept plan of one statement of the plan table,
+ * preparing and keeping it on first use.
  */
-uint64
-WfExecPlan(WfPlanId id, Datum *values, const char *nulls,
-		   bool read_only, long tcount, int expected_rc)
+static SPIPlanPtr
+WfPreparePlan(WfPlanId id)
 {
-	int			rc;
-
 	if (plans[id] == NULL)
 	{
 		const WfPlanSpec *spec = &plan_specs[id];
@@ -863,9 +860,43 @@ WfExecPlan(WfPlanId id, Datum *values, const char *nulls,
 			elog(ERROR, "SPI_keepplan failed");
 		plans[id] = plan;
 	}
+	return plans[id];
+}
 
-	rc = SPI_execute_plan(plans[id], values, nulls, read_only, tcount);
+/*
+ * WfExecPlan runs one statement of the plan table, preparing and keeping
+ * it on first use, and returns the number of rows processed.  Any result
+ * code other than expected_rc is an internal error.
+ */
+uint64
+WfExecPlan(WfPlanId id, Datum *values, const char *nulls,
+		   bool read_only, long tcount, int expected_rc)
+{
+	int			rc;
+
+	rc = SPI_execute_plan(WfPreparePlan(id), values, nulls, read_only, tcount);
 	if (rc != expected_rc)
+		elog(ERROR, "wfengine statement %d failed: %s",
+			 (int) id, SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/*
+ * WfExecPlanFresh runs a read-only statement of the plan table with the
+ * latest snapshot, also under REPEATABLE READ and SERIALIZABLE, whose
+ * transaction snapshot would not show what transactions committed after
+ * it began: for counts that a quota compares with its limit after taking
+ * the quota's lock (quota.c), as the RI triggers check for new rows.
+ */
+uint64
+WfExecPlanFresh(WfPlanId id, Datum *values, const char *nulls, long tcount)
+{
+	int			rc;
+
+	(void) WfPreparePlan(id);
+	rc = SPI_execute_snapshot(plans[id], values, nulls, GetLatestSnapshot(),
+							  InvalidSnapshot, true, false, tcount);
+	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "wfengine statement %d failed: %s",
 			 (int) id, SPI_result_code_string(rc));
 	return SPI_processed;

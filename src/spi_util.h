@@ -105,6 +105,7 @@ extern void WfApiEnd(void);
 extern Oid	WfTaskIdSequence(void);
 extern uint64 WfExecPlan(WfPlanId id, Datum *values, const char *nulls,
 						 bool read_only, long tcount, int expected_rc);
+extern uint64 WfExecPlanFresh(WfPlanId id, Datum *values, const char *nulls, long tcount);
 extern Datum WfGetDatum(int row, int col, bool *isnull);
 extern Datum WfGetDatumNotNull(int row, int col);
 extern char *WfGetTextOrNull(int row, int col);
