@@ -80,6 +80,7 @@ REGRESS = \
 	280_policies \
 	290_priority \
 	300_sensitive \
+	310_hostile \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.
