@@ -828,6 +828,20 @@ DO $$ DECLARE r uuid := '00000000-0000-0000-0000-000000000000'; BEGIN END $$;
 SET search_path = pg_catalog, pg_temp;
 SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END OPERATOR(pg_catalog.>) 0 AS shadows_counted FROM evil.shadow_runs s;
 
+-- the mechanism behind it, in the engine's own statements: every name in the
+-- kept statements of the plan table is schema-qualified (the pin of
+-- search_path is the first wall, this the second); the check itself finds
+-- what it is meant to find
+RESET SESSION AUTHORIZATION;
+SET search_path = pg_catalog, pg_temp;
+SELECT u.statement, u.kind, u.name FROM wf._unqualified_names() u;
+SELECT u.kind, u.name FROM wf._unqualified_names($q$WITH c AS (SELECT 1 AS x)
+    SELECT now(), $1::jsonb, c.x FROM runs r JOIN c USING (x)
+    WHERE r.a = r.b AND r.s IN ('a') AND r.t IS DISTINCT FROM NULL AND r.u BETWEEN 1 AND 2
+      AND r.v LIKE 'x%' AND r.w OPERATOR(pg_catalog.=) ANY (SELECT 1) AND r.y = ANY (SELECT 1)
+      AND CASE r.z WHEN 1 THEN true END AND NULLIF(1, 2) IS NULL
+    ORDER BY r.q USING < FOR UPDATE OF r$q$) u;
+
 -- clean up
 RESET SESSION AUTHORIZATION;
 RESET search_path;
