@@ -79,6 +79,7 @@ REGRESS = \
 	280_policies \
 	290_priority \
 	300_sensitive \
+	320_sealed_inputs \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

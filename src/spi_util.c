@@ -138,18 +138,20 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" INSERT INTO wf.runs (run_id, tenant_id, definition_id, definition_name,"
 		"  definition_version, status, current_step, seq, input, context,"
 		"  idempotency_key, last_hash, created_at, updated_at, current_attempt,"
-		"  current_task, step_generation, wait_generation, output, finished_at)"
+		"  current_task, step_generation, wait_generation, output, finished_at,"
+		"  input_digest)"
 		" VALUES ($1, $2, $35, $36, $37, $23, $24, $25, $38, $26, $39, $28, $4, $4,"
-		"  $30, $31, $32, $33, $27, $29)"
+		"  $30, $31, $32, $33, $27, $29, $40)"
 		" ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
 		" RETURNING run_id),"
 		" e AS (" WF_EVENTS_INSERT("r.run_id", "r, ") "),"
 		" t AS (" WF_TASK_INSERT("r.run_id", "FROM r", "") ")"
 		" SELECT pg_catalog.count(*) FROM r",
-		39, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID}
+		40, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID, BYTEAOID}
 	},
 	[WF_PLAN_RUN_BY_KEY] = {
-		"SELECT r.run_id, r.definition_name, r.input, r.definition_version FROM wf.runs r "
+		"SELECT r.run_id, r.definition_name, r.input, r.definition_version, r.definition_id,"
+		" r.input_digest FROM wf.runs r "
 		"WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 "
 		"AND r.idempotency_key OPERATOR(pg_catalog.=) $2",
 		2, {TEXTOID, TEXTOID}
@@ -185,7 +187,8 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		1, {UUIDOID}
 	},
 	[WF_PLAN_RUN_IDENTITY] = {
-		"SELECT r.definition_name, r.definition_version, r.input, r.idempotency_key, r.created_at "
+		"SELECT r.definition_name, r.definition_version, r.input, r.idempotency_key, r.created_at,"
+		" pg_catalog.encode(r.input_digest, 'hex') "
 		"FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) $1",
 		1, {UUIDOID}
 	},
