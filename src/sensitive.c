@@ -63,6 +63,7 @@
 #include "catalog/pg_authid.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -736,20 +737,27 @@ typedef struct PathStep
 	int			keylen;
 } PathStep;
 
+/* the longest path a refusal names; a longer one keeps its two ends */
+#define WF_MAX_PATH_TEXT 200
+
 /*
  * path_text writes the JSON path of the value the steps lead to ($, .key,
- * ."odd key", [n]).
+ * ."odd key", [n]), shortened in the middle beyond WF_MAX_PATH_TEXT bytes
+ * (between two steps where it can).  On the error path only.
  */
 static char *
 path_text(PathStep *steps, int depth, bool raw_scalar)
 {
 	StringInfoData buf;
+	int		   *starts = palloc(sizeof(int) * (depth + 1));
+	int			nstarts = 0;
 	int			i;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '$');
 	for (i = raw_scalar ? 1 : 0; i < depth; i++)
 	{
+		starts[nstarts++] = buf.len;
 		if (steps[i].is_array)
 			appendStringInfo(&buf, "[%d]", steps[i].count - 1);
 		else
@@ -771,6 +779,28 @@ path_text(PathStep *steps, int depth, bool raw_scalar)
 			else
 				escape_json(&buf, pnstrdup(steps[i].key, steps[i].keylen));
 		}
+	}
+	if (buf.len > WF_MAX_PATH_TEXT)
+	{
+		int			head = 0;
+		int			tail = buf.len;
+
+		for (i = 0; i < nstarts; i++)
+		{
+			if (starts[i] <= WF_MAX_PATH_TEXT / 2)
+				head = starts[i];
+			if (buf.len - starts[i] <= WF_MAX_PATH_TEXT / 2 && tail == buf.len)
+				tail = starts[i];
+		}
+		if (head <= 1 || tail == buf.len)
+		{
+			/* a step longer than half the limit: cut between characters */
+			head = pg_mbcliplen(buf.data, buf.len, WF_MAX_PATH_TEXT / 2);
+			tail = head;
+			while (tail < buf.len - WF_MAX_PATH_TEXT / 2)
+				tail += pg_mblen(buf.data + tail);
+		}
+		return psprintf("%.*s...%s", head, buf.data, buf.data + tail);
 	}
 	return buf.data;
 }

@@ -891,8 +891,11 @@ WfGetTextOrNull(int row, int col)
 
 /*
  * WfChannelKey returns the key of the tenants' LISTEN channel names (kept
- * in wf.secrets, which only the extension's owner reads); inside an API
- * call.  It is read once per backend and install.
+ * in wf.secrets, which only the extension's owner reads; the keyed input
+ * digests of sensitive.c are derived from it too); inside an API call.  It
+ * is read once per backend and install.  A key this transaction had to
+ * make is not kept until it is read again: the transaction may still roll
+ * back, and another backend make a different one.
  */
 void
 WfChannelKey(const uint8 **key, size_t *keylen)
@@ -901,6 +904,7 @@ WfChannelKey(const uint8 **key, size_t *keylen)
 	{
 		bool		isnull;
 		Datum		d;
+		bool		made = false;
 
 		if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
 		{
@@ -916,10 +920,20 @@ WfChannelKey(const uint8 **key, size_t *keylen)
 			WfExecPlan(WF_PLAN_CHANNEL_KEY_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
 			if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
 				elog(ERROR, "the channel key of wfengine could not be made");
+			made = true;
 		}
 		d = WfGetDatum(0, 1, &isnull);
 		if (isnull)
 			elog(ERROR, "the channel key of wfengine is null");
+		if (made)
+		{
+			bytea	   *fresh = (bytea *) palloc(VARSIZE_ANY(DatumGetPointer(d)));
+
+			memcpy(fresh, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));
+			*key = (const uint8 *) VARDATA_ANY(fresh);
+			*keylen = VARSIZE_ANY_EXHDR(fresh);
+			return;
+		}
 		channel_key = (bytea *) MemoryContextAlloc(TopMemoryContext,
 												   VARSIZE_ANY(DatumGetPointer(d)));
 		memcpy(channel_key, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));
