@@ -500,17 +500,16 @@ open_envelope(const char *tenant, const char *text, int len, char **damage)
 	key = data_key(tenant, key_id, true);
 	if (key == NULL)
 	{
-		char	   *msg = psprintf("a sealed value names data key %d, which tenant \"%s\" does not have",
-								   key_id, tenant);
-
 		if (damage != NULL)
 		{
-			*damage = msg;
+			*damage = psprintf("a sealed value names data key %d, which tenant \"%s\" does not have",
+							   key_id, tenant);
 			return NULL;
 		}
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("%s", msg),
+				 errmsg("a sealed value names data key %d, which tenant \"%s\" does not have",
+						key_id, tenant),
 				 errdetail("It was changed, or sealed for another tenant.")));
 	}
 	initStringInfo(&ad);
@@ -518,17 +517,16 @@ open_envelope(const char *tenant, const char *text, int len, char **damage)
 	plain = WfOpenBox(box, boxlen, key, ad.data, ad.len);
 	if (plain == NULL)
 	{
-		char	   *msg = psprintf("a sealed value does not open with data key %d of tenant \"%s\"",
-								   key_id, tenant);
-
 		if (damage != NULL)
 		{
-			*damage = msg;
+			*damage = psprintf("a sealed value does not open with data key %d of tenant \"%s\"",
+							   key_id, tenant);
 			return NULL;
 		}
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("%s", msg),
+				 errmsg("a sealed value does not open with data key %d of tenant \"%s\"",
+						key_id, tenant),
 				 errdetail("It was changed, or sealed for another tenant.")));
 	}
 	result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plain)));
