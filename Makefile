@@ -81,6 +81,7 @@ REGRESS = \
 	290_priority \
 	300_sensitive \
 	310_hostile \
+	320_sealed_inputs \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

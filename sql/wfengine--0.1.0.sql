@@ -70,6 +70,7 @@ CREATE TABLE wf.runs (
     finished_at         timestamptz,
     parent_run_id       uuid,
     legal_hold          boolean NOT NULL DEFAULT false,
+    input_digest        bytea,
     UNIQUE (tenant_id, idempotency_key)
 );
 -- the child runs of a run (subworkflow and parallel steps)
@@ -79,6 +80,8 @@ CREATE INDEX runs_status_idx ON wf.runs (tenant_id, status, created_at);
 CREATE INDEX runs_finished_idx ON wf.runs (finished_at) WHERE finished_at IS NOT NULL;
 COMMENT ON TABLE wf.runs IS
 'Snapshot of every run; wf.verify_run() checks it against the replayed history.';
+COMMENT ON COLUMN wf.runs.input_digest IS
+'A run started with an idempotency key: keyed BLAKE2b of its plain input (bound to the tenant and the run), which a repeated start compares instead of opening sealed values.';
 
 -- Events: the append-only history.  (run_id, seq) is gap-free per run.
 CREATE TABLE wf.events (
@@ -749,6 +752,14 @@ SELECT pg_catalog.pg_extension_config_dump('wf.correlations', '');
 COMMENT ON TABLE wf.correlations IS
 'The correlation keys each run declared when it started; wf.send_event() finds runs here.';
 
+-- Strings beginning with "wfenc:" are reserved for sealed values (sensitive.c).
+CREATE FUNCTION wf._refuse_sealed_lookalikes(value jsonb, what text, owner text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'wfengine_refuse_sealed_lookalikes'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION wf._refuse_sealed_lookalikes(jsonb, text, text) IS
+'Internal: refuses (22023) a value holding a string that begins with "wfenc:", the prefix of sealed values; for wf.schedule and wf.send_event.';
+
 CREATE FUNCTION wf.send_event(correlation_key text, name text, payload jsonb DEFAULT '{}',
                               event_id text DEFAULT NULL)
 RETURNS TABLE (run_id uuid, outcome text)
@@ -766,6 +777,9 @@ BEGIN
     IF name IS NULL THEN
         RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    -- refused whether or not a run declared the key, as wf.signal refuses it
+    PERFORM wf._refuse_sealed_lookalikes(payload, 'signal payload',
+                                         pg_catalog.format('signal "%s"', name));
     -- in run id order, so that two senders lock the runs in the same order
     FOR rid IN
         SELECT c.run_id FROM wf.correlations c JOIN wf.runs r
@@ -1747,6 +1761,8 @@ BEGIN
                   HINT = 'A schedule name has 1 to 128 letters, digits, ''_'', ''-'', ''.'' or '':'' and starts with a letter or ''_''.';
     END IF;
     PERFORM wf._cron_check(cron);
+    PERFORM wf._refuse_sealed_lookalikes(input, 'input',
+                                         pg_catalog.format('schedule "%s"', name));
     IF NOT EXISTS (SELECT 1 FROM wf.definitions d
                    WHERE d.tenant_id OPERATOR(pg_catalog.=) v_tenant
                      AND d.name OPERATOR(pg_catalog.=) schedule.definition
@@ -2199,7 +2215,8 @@ GRANT EXECUTE ON FUNCTION
     wf.start_run(text, jsonb, text, integer), wf.run_status(uuid), wf.history(uuid),
     wf.explain(uuid), wf.verify_run(uuid), wf.signal(uuid, text, jsonb, text),
     wf.send_event(text, text, jsonb, text), wf.definition_graph(text, integer, text),
-    wf.run_graph(uuid, text), wf._graph_render(text, jsonb, text, jsonb)
+    wf.run_graph(uuid, text), wf._graph_render(text, jsonb, text, jsonb),
+    wf._refuse_sealed_lookalikes(jsonb, text, text)
     TO wfengine_app;
 GRANT EXECUTE ON FUNCTION
     wf.claim_tasks(text, text, integer, interval, interval),
@@ -2223,7 +2240,7 @@ GRANT EXECUTE ON FUNCTION
     wf.schedule(text, text, text, jsonb, integer), wf.unschedule(text),
     wf._fire_schedule(bigint), wf._cron_check(text),
     wf._cron_next(text, timestamptz, text), wf._cron_prev(text, timestamptz, text),
-    wf._cron_timezone()
+    wf._cron_timezone(), wf._refuse_sealed_lookalikes(jsonb, text, text)
     TO wfengine_admin;
 
 GRANT SELECT ON ALL TABLES IN SCHEMA wf TO wfengine_app, wfengine_worker,

@@ -71,6 +71,7 @@
 #include "crypto.h"
 #include "definition.h"
 #include "notify.h"
+#include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
@@ -667,6 +668,9 @@ wfengine_decide(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("approver must have 1 to 255 bytes")));
 	WfCheckPayloadSize(data, "decision data", "an approval");
+	WfRefuseSealedLookalikes(data, "decision data", "an approval");
+	if (comment != NULL)
+		WfRefuseSealedLookalikeText(text_to_cstring(comment), "comment", "an approval");
 
 	well_formed = WfHashToken(token, hash);
 	sodium_memzero(token, strlen(token));

@@ -24,6 +24,15 @@
  * deliveries), and the event that accepts a result names the lease that
  * produced it.
  *
+ * Sealed values.  A worker in wfengine_sensitive gets the task input with
+ * its envelopes opened.  An envelope that does not open (changed, or
+ * malformed) fails only its own task: that attempt is failed at once,
+ * not retryable, with the error code "sealed_value_damaged" (result.c's
+ * report path, as if the worker had reported it), and the other tasks of
+ * the batch are handed out.  A missing master key or a destroyed data key
+ * is an error of the whole claim: it is configuration, and nothing is
+ * claimed.
+ *
  * Waiting claims.  With a wait, a claim that finds nothing sleeps inside
  * the server and tries again after every wake-up, returning as soon as it
  * claims something, or empty at the deadline.  It sleeps on the condition
@@ -89,7 +98,9 @@
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 
 #define WF_CLAIM_COLUMNS 11
-#define WF_CLAIM_INPUT_COLUMN 6	/* t.input, in the order of WF_PLAN_CLAIM */
+#define WF_CLAIM_TASK_COLUMN 0	/* t.task_id, in the order of WF_PLAN_CLAIM */
+#define WF_CLAIM_FENCE_COLUMN 4	/* t.fence */
+#define WF_CLAIM_INPUT_COLUMN 6	/* t.input */
 #define WF_MAX_LEASE ((int64) 7 * USECS_PER_DAY)
 
 /* the longest wait of one claim */
@@ -256,6 +267,11 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	ConditionVariable *cv = NULL;
 	pg_atomic_uint64 *gen_counter = NULL;
 	TimestampTz next_wake = 0;	/* from the last look at the queue */
+	bool		open_sealed;	/* the caller gets sealed values opened */
+	int			ndamaged = 0;	/* claimed tasks whose input does not open */
+	int64	   *damaged_task = NULL;
+	int64	   *damaged_fence = NULL;
+	char	  **damaged_why = NULL;
 	TimestampTz looked_at = 0;	/* when that look was */
 	bool		timed_out = false;
 	bool		limited;		/* the tenant limits tasks in flight */
@@ -401,6 +417,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	if (cv_prepared)
 		ConditionVariableCancelSleep();
 
+	open_sealed = n > 0 && WfMaySeeSensitive(WfApiCaller());
 	for (i = 0; i < n; i++)
 	{
 		Datum		out[WF_CLAIM_COLUMNS];
@@ -412,10 +429,30 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		for (c = 0; c < WF_CLAIM_COLUMNS; c++)
 			out[c] = WfGetDatum(i, c + 1, &nulls[c]);
 		/* sealed values of the input, opened for a worker entitled to them */
-		if (!nulls[WF_CLAIM_INPUT_COLUMN])
-			out[WF_CLAIM_INPUT_COLUMN] =
-				JsonbPGetDatum(WfOpenForCaller(WfCurrentTenant(), WfApiCaller(),
-											   DatumGetJsonbP(out[WF_CLAIM_INPUT_COLUMN])));
+		if (open_sealed && !nulls[WF_CLAIM_INPUT_COLUMN])
+		{
+			char	   *damage = NULL;
+			Jsonb	   *opened = WfOpenForCaller(WfCurrentTenant(), WfApiCaller(),
+												 DatumGetJsonbP(out[WF_CLAIM_INPUT_COLUMN]),
+												 &damage);
+
+			if (opened == NULL)
+			{
+				/* failed below, once the rows of this claim are read */
+				if (damaged_task == NULL)
+				{
+					damaged_task = palloc(sizeof(int64) * n);
+					damaged_fence = palloc(sizeof(int64) * n);
+					damaged_why = palloc(sizeof(char *) * n);
+				}
+				damaged_task[ndamaged] = DatumGetInt64(out[WF_CLAIM_TASK_COLUMN]);
+				damaged_fence[ndamaged] = DatumGetInt64(out[WF_CLAIM_FENCE_COLUMN]);
+				damaged_why[ndamaged] = damage;
+				ndamaged++;
+				continue;
+			}
+			out[WF_CLAIM_INPUT_COLUMN] = JsonbPGetDatum(opened);
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 
 		/* the engine worker must look at this lease when it can expire */
@@ -423,6 +460,8 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		if (!isnull)
 			WfNoteTimer(DatumGetTimestampTz(deadline));
 	}
+	for (i = 0; i < (uint64) ndamaged; i++)
+		WfFailDamagedTask(damaged_task[i], damaged_fence[i], damaged_why[i]);
 
 	WfApiEnd();
 	return (Datum) 0;

@@ -48,6 +48,7 @@
 #include "definition.h"
 #include "guc.h"
 #include "jsonutil.h"
+#include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
@@ -1934,6 +1935,8 @@ wfengine_publish_definition(PG_FUNCTION_ARGS)
 				 errmsg("definition \"%s\" is %zu bytes, more than the limit of %d bytes",
 						name, (Size) VARSIZE(spec), wf_max_definition_size),
 				 errhint("The limit is set by wfengine.max_definition_size.")));
+	/* a literal of a mapping is copied into task inputs as it is */
+	WfRefuseSealedLookalikes(spec, "spec", psprintf("definition \"%s\"", name));
 
 	WfApiBegin();
 	(void) publish_spec(tenant, name, spec, &version, &def);

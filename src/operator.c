@@ -423,6 +423,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	output = PG_GETARG_JSONB_P(1);
 	reason = WfRequireReason(fcinfo, 2);
 	WfCheckPayloadSize(output, "output", "a skipped step");
+	WfRefuseSealedLookalikes(output, "output", "a skipped step");
 
 	WfApiBegin();
 	WfLockRun(run_id, &run);

@@ -11,12 +11,12 @@
  * it.  The state it rebuilds must then equal the snapshot in wf.runs
  * column by column, the snapshot's last_hash must be the hash of the
  * last event (so a removed tail is noticed), the run's immutable columns
- * (definition, version, input, idempotency key, start time) must be the
- * ones run_started recorded, and wf.tasks must hold exactly the attempts
- * the history scheduled, each in the state and with the result the
- * history gives it; the only live attempt is the current one.  The first
- * discrepancy is reported as a WARNING (the run id in its context line)
- * and the function returns false.
+ * (definition, version, input, idempotency key, input digest, start
+ * time) must be the ones run_started recorded, and wf.tasks must hold
+ * exactly the attempts the history scheduled, each in the state and with
+ * the result the history gives it; the only live attempt is the current
+ * one.  The first discrepancy is reported as a WARNING (the run id in its
+ * context line) and the function returns false.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -240,6 +240,8 @@ check_identity(const WfRunState *stored, ReplayLog *log)
 	TimestampTz created_at;
 	char	   *ev_def = WfJsonbGetText(log->started, "definition");
 	char	   *ev_key = WfJsonbGetText(log->started, "idempotency_key");
+	char	   *digest;
+	char	   *ev_digest = WfJsonbGetText(log->started, "input_digest");
 
 	values[0] = UUIDPGetDatum(&stored->run_id);
 	if (WfExecPlan(WF_PLAN_RUN_IDENTITY, values, NULL, true, 1, SPI_OK_SELECT) != 1)
@@ -249,6 +251,7 @@ check_identity(const WfRunState *stored, ReplayLog *log)
 	input = DatumGetJsonbP(WfGetDatumNotNull(0, 3));
 	key = WfGetTextOrNull(0, 4);
 	created_at = DatumGetTimestampTz(WfGetDatumNotNull(0, 5));
+	digest = WfGetTextOrNull(0, 6);
 
 	if (!str_equal(defname, ev_def) || version != log->version)
 		return "The run's definition or version differs from the one it was started or migrated with";
@@ -256,6 +259,8 @@ check_identity(const WfRunState *stored, ReplayLog *log)
 		return "The run's input differs from the one it was started with";
 	if (!str_equal(key, ev_key))
 		return "The run's idempotency key differs from the one it was started with";
+	if (!str_equal(digest, ev_digest))
+		return "The run's input digest differs from the one it was started with";
 	if (created_at != log->started_at)
 		return "The run's created_at differs from the time it was started";
 	return NULL;

@@ -253,6 +253,35 @@ report_result(const WfReport *rep)
 }
 
 /*
+ * WfFailDamagedTask fails the attempt task_id that wf.claim_tasks has just
+ * leased under fence, because its input holds a sealed value that does
+ * not open (message says why): the engine reports the failure for the
+ * worker, as wf.fail_task would, with the error code
+ * "sealed_value_damaged", not retryable (the input would not open on the
+ * next attempt either).  Called inside the claim's API call; it is an API
+ * call of its own (result.c's report path, so the run follows its failure
+ * rules: a catch, compensations, or failing).
+ */
+void
+WfFailDamagedTask(int64 task_id, int64 fence, const char *message)
+{
+	WfReport	rep;
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	WfJbText(&b, "code", "sealed_value_damaged");
+	WfJbText(&b, "message", message);
+	WfJbText(&b, "detail", "The task input holds a sealed value that does not open; the engine failed the attempt instead of handing it out.");
+	memset(&rep, 0, sizeof(rep));
+	rep.task_id = task_id;
+	rep.fence = fence;
+	rep.is_failure = true;
+	rep.error = WfJbEnd(&b);
+	rep.retryable = false;
+	(void) report_result(&rep);
+}
+
+/*
  * check_ids refuses NULL task ids and fences.
  */
 static void
@@ -288,6 +317,8 @@ wfengine_complete_task(PG_FUNCTION_ARGS)
 		rep.output = PG_GETARG_JSONB_P(2);
 	WfCheckPayloadSize(rep.output, "output",
 					   psprintf("task %lld", (long long) rep.task_id));
+	WfRefuseSealedLookalikes(rep.output, "output",
+							 psprintf("task %lld", (long long) rep.task_id));
 	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
 }
 
@@ -317,6 +348,8 @@ wfengine_fail_task(PG_FUNCTION_ARGS)
 	rep.retryable = PG_GETARG_BOOL(3);
 	WfCheckPayloadSize(rep.error, "error",
 					   psprintf("task %lld", (long long) rep.task_id));
+	WfRefuseSealedLookalikes(rep.error, "error",
+							 psprintf("task %lld", (long long) rep.task_id));
 	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
 }
 
@@ -349,6 +382,8 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 	fence = PG_GETARG_INT64(1);
 	WfCheckPayloadSize(details, "heartbeat details",
 					   psprintf("task %lld", (long long) task_id));
+	WfRefuseSealedLookalikes(details, "heartbeat details",
+							 psprintf("task %lld", (long long) task_id));
 
 	WfApiBegin();
 	memset(nulls, ' ', sizeof(nulls));

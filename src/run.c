@@ -11,7 +11,12 @@
  * key writes nothing and returns the first run, after checking that it
  * asked for the same definition, input and (when given) version.  Two concurrent starts with
  * one key are decided by the unique index: the second waits for the
- * first to commit and then finds its run.
+ * first to commit and then finds its run.  The input check never opens a
+ * sealed value: a keyed start records a keyed digest of its plain input
+ * (input_digest), which a repeated start by a member of wfengine_sensitive
+ * compares; anyone else's repeated start compares the input without its
+ * sealed values, so that no answer depends on a value the caller may not
+ * read (see same_input).
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -21,6 +26,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <sodium.h>
 
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -62,9 +69,38 @@ WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner)
 }
 
 /*
+ * same_input tells whether input is the input that run run_id (of
+ * definition definition_id) was started with, as far as the caller may
+ * know: a member of wfengine_sensitive compares the keyed digest of input
+ * with the one recorded at the start (stored_digest); anyone else compares
+ * input with the stored input, both without the values that are sealed
+ * (WfMaskSealed), so that the answer never depends on a sealed value the
+ * caller may not read.  No sealed value is opened.
+ */
+static bool
+same_input(const char *tenant, pg_uuid_t *run_id, int64 definition_id,
+		   Jsonb *stored, bytea *stored_digest, Jsonb *input)
+{
+	WfDefinition *def;
+
+	if (stored_digest != NULL && WfMaySeeSensitive(WfApiCaller()))
+	{
+		bytea	   *digest = WfInputDigest(tenant, run_id, input);
+
+		return VARSIZE_ANY_EXHDR(stored_digest) == VARSIZE_ANY_EXHDR(digest) &&
+			sodium_memcmp(VARDATA_ANY(stored_digest), VARDATA_ANY(digest),
+						  VARSIZE_ANY_EXHDR(digest)) == 0;
+	}
+	def = WfDefinitionGet(definition_id);
+	stored = WfMaskSealed(stored, def->sensitive_input, def->n_sensitive_input);
+	input = WfMaskSealed(input, def->sensitive_input, def->n_sensitive_input);
+	return compareJsonbContainers(&stored->root, &input->root) == 0;
+}
+
+/*
  * existing_run returns the run started earlier with key, after checking
- * that it was started for the same definition, input and (when given)
- * version.  NULL when there is none and !must_exist.
+ * that it was started for the same definition, input (see same_input)
+ * and (when given) version.  NULL when there is none and !must_exist.
  */
 static pg_uuid_t *
 existing_run(const char *tenant, const char *defname, const char *key,
@@ -75,6 +111,13 @@ existing_run(const char *tenant, const char *defname, const char *key,
 	char	   *old_def;
 	Jsonb	   *old_input;
 	int32		old_version;
+	int64		old_definition_id;
+	bytea	   *old_digest = NULL;
+	bool		isnull;
+	Datum		d;
+	bool		def_differs;
+	bool		version_differs;
+	bool		input_differs;
 
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(key);
@@ -90,21 +133,24 @@ existing_run(const char *tenant, const char *defname, const char *key,
 	old_def = WfGetTextOrNull(0, 2);
 	old_input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 3));
 	old_version = DatumGetInt32(WfGetDatumNotNull(0, 4));
+	old_definition_id = DatumGetInt64(WfGetDatumNotNull(0, 5));
+	d = WfGetDatum(0, 6, &isnull);
+	if (!isnull)
+		old_digest = DatumGetByteaPCopy(d);
 	run_id = palloc(sizeof(pg_uuid_t));
 	memcpy(run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 1)), sizeof(pg_uuid_t));
-	/* sealed values differ at every seal: compare what they hold */
-	old_input = WfOpenAll(tenant, old_input);
-	if (strcmp(old_def, defname) != 0 ||
-		compareJsonbContainers(&old_input->root, &input->root) != 0 ||
-		(version_given && old_version != version))
+
+	def_differs = strcmp(old_def, defname) != 0;
+	version_differs = version_given && old_version != version;
+	input_differs = !def_differs &&
+		!same_input(tenant, run_id, old_definition_id, old_input, old_digest, input);
+	if (def_differs || version_differs || input_differs)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("idempotency key \"%s\" was already used for a different run", key),
 				 errdetail("The key started a run of version %d of definition \"%s\"%s.",
 						   old_version, old_def,
-						   strcmp(old_def, defname) != 0 ? "" :
-						   compareJsonbContainers(&old_input->root, &input->root) != 0 ?
-						   " with a different input" : ""),
+						   input_differs ? " with a different input" : ""),
 				 errhint("Use a new idempotency key for a different request.")));
 	return run_id;
 }
@@ -202,6 +248,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 					 errmsg("idempotency key must have 1 to %d bytes", WF_MAX_IDEMPOTENCY_KEY_LEN)));
 	}
 	WfCheckPayloadSize(input, "input", psprintf("a run of definition \"%s\"", defname));
+	WfRefuseSealedLookalikes(input, "input", psprintf("a run of definition \"%s\"", defname));
 
 	WfApiBegin();
 
@@ -248,6 +295,9 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	WfNewRunId(&run.run_id);
 	run.tenant_id = (char *) tenant;
 	WfTransitionInit(&tr, &run, def, now);
+	/* what a repeated start compares with, without opening sealed values */
+	if (key != NULL)
+		tr.input_digest = WfInputDigest(tenant, &run.run_id, plain_input);
 
 	WfJbBegin(&b);
 	WfJbText(&b, "definition", defname);
@@ -255,6 +305,13 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	WfJbInt(&b, "definition_id", definition_id);
 	WfJbJsonb(&b, "input", input);
 	WfJbText(&b, "idempotency_key", key);
+	if (tr.input_digest != NULL)
+	{
+		char		hex[WF_HASH_LEN * 2 + 1];
+
+		sodium_bin2hex(hex, sizeof(hex), (const uint8 *) VARDATA(tr.input_digest), WF_HASH_LEN);
+		WfJbText(&b, "input_digest", pstrdup(hex));
+	}
 	WfAppendEvent(&tr, WF_EV_RUN_STARTED, NULL, 0, WfJbEnd(&b));
 	if (def->run_timeout > 0)
 		WfSetTimer(&tr, WF_TIMER_RUN_TIMEOUT, NULL, 1, now + def->run_timeout, NULL);
@@ -482,6 +539,7 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 				 errmsg("a context patch must be a non-empty JSON object"),
 				 errhint("Give the input keys to set, e.g. '{\"address\": \"...\"}'; a null value removes a key.")));
 	WfCheckPayloadSize(patch, "context patch", "a run");
+	WfRefuseSealedLookalikes(patch, "context patch", "a run");
 
 	WfApiBegin();
 	WfLockRun(run_id, &run);
@@ -565,6 +623,7 @@ wfengine_signal(PG_FUNCTION_ARGS)
 		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) :
 		PG_GETARG_JSONB_P(2);
 	WfCheckPayloadSize(payload, "signal payload", psprintf("signal \"%s\"", name));
+	WfRefuseSealedLookalikes(payload, "signal payload", psprintf("signal \"%s\"", name));
 	if (PG_ARGISNULL(3))
 	{
 		pg_uuid_t	id;

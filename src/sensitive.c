@@ -32,7 +32,22 @@
  * of their own tenant's envelopes from wf.claim_tasks (the task input)
  * and from wf.decrypt(jsonb); everyone else sees envelopes.  A missing or
  * wrong master key, or a destroyed data key, is an error that changes
- * nothing.
+ * nothing (a matter of configuration).  A damaged envelope (malformed,
+ * changed, naming a data key the tenant does not have) is data: wf.decrypt
+ * refuses it with 22P02, and wf.claim_tasks fails the one task whose input
+ * holds it (claim.c) instead of the whole batch.
+ *
+ * Envelopes are unambiguous: every API function that stores JSON a caller
+ * gives refuses a string value that begins with "wfenc:" (22023,
+ * WfRefuseSealedLookalikes), so the only strings of that form in the
+ * engine's tables are the ones it sealed (or a superuser wrote).
+ *
+ * Nothing compares sealed values by opening them for a caller who may not
+ * read them.  A keyed start records a keyed digest of its plain input
+ * (WfInputDigest: BLAKE2b keyed per tenant from the channel key of
+ * wf.secrets, over the run id and a canonical encoding of the input), and
+ * a repeated start compares digests for a member of wfengine_sensitive,
+ * and the input without its sealed values for anyone else (run.c).
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -48,12 +63,16 @@
 #include "catalog/pg_authid.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 #include "utils/syscache.h"
+#include "utils/uuid.h"
 
 #include "guc.h"
 #include "jsonutil.h"
@@ -65,8 +84,11 @@ PG_FUNCTION_INFO_V1(wfengine_decrypt);
 PG_FUNCTION_INFO_V1(wfengine_rotate_tenant_key);
 PG_FUNCTION_INFO_V1(wfengine_rewrap_tenant_keys);
 PG_FUNCTION_INFO_V1(wfengine_destroy_tenant_keys);
+PG_FUNCTION_INFO_V1(wfengine_refuse_sealed_lookalikes);
 
 #define WF_ENVELOPE_PREFIX "wfenc:v1:"
+#define WF_RESERVED_PREFIX "wfenc:"	/* of every envelope version */
+#define WF_RESERVED_PREFIX_LEN 6
 #define WF_DATA_KEY_BYTES crypto_aead_xchacha20poly1305_ietf_KEYBYTES
 #define WF_NONCE_BYTES crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
 #define WF_TAG_BYTES crypto_aead_xchacha20poly1305_ietf_ABYTES
@@ -88,14 +110,16 @@ static char *cached_master_keys = NULL;	/* wfengine.master_keys the cache is for
 /* forward declarations */
 static bool master_key(const char *id, uint8 *key, char *current_id);
 static void data_key_ad(const char *tenant, int32 key_id, StringInfo ad);
-static const uint8 *data_key(const char *tenant, int32 key_id);
+static const uint8 *data_key(const char *tenant, int32 key_id, bool missing_ok);
 static int32 current_data_key(const char *tenant);
 static int32 new_data_key(const char *tenant);
 static char *seal_value(const char *tenant, JsonbValue *v);
-static Jsonb *open_envelope(const char *tenant, const char *text, int len);
+static uint8 *parse_envelope(const char *text, int len, int32 *key_id, size_t *boxlen);
+static Jsonb *open_envelope(const char *tenant, const char *text, int len, char **damage);
 static bool is_envelope(const JsonbValue *v);
-static Jsonb *open_all(const char *tenant, Jsonb *value);
+static Jsonb *open_all(const char *tenant, Jsonb *value, char **damage);
 static bool has_envelope(Jsonb *value);
+static bool may_hold_reserved(Jsonb *value);
 
 /*
  * WfSensitiveReset forgets the cached data keys (wiping them).
@@ -168,10 +192,12 @@ data_key_ad(const char *tenant, int32 key_id, StringInfo ad)
 }
 
 /*
- * data_key returns data key key_id of tenant, unwrapped (cached).
+ * data_key returns data key key_id of tenant, unwrapped (cached).  A key
+ * the tenant does not have is an error, or NULL when missing_ok (an
+ * envelope naming it is damaged).
  */
 static const uint8 *
-data_key(const char *tenant, int32 key_id)
+data_key(const char *tenant, int32 key_id, bool missing_ok)
 {
 	Datum		values[2];
 	bool		isnull;
@@ -196,9 +222,13 @@ data_key(const char *tenant, int32 key_id)
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = Int32GetDatum(key_id);
 	if (WfExecPlan(WF_PLAN_TENANT_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	{
+		if (missing_ok)
+			return NULL;
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("data key %d of tenant \"%s\" does not exist", key_id, tenant)));
+	}
 	d = WfGetDatum(0, 2, &isnull);
 	if (isnull)
 		ereport(ERROR,
@@ -326,7 +356,7 @@ static char *
 seal_value(const char *tenant, JsonbValue *v)
 {
 	int32		key_id = current_data_key(tenant);
-	const uint8 *key = data_key(tenant, key_id);
+	const uint8 *key = data_key(tenant, key_id, false);
 	Jsonb	   *j = JsonbValueToJsonb(v);
 	char	   *plain = JsonbToCString(NULL, &j->root, VARSIZE(j));
 	size_t		plen = strlen(plain);
@@ -359,13 +389,13 @@ is_envelope(const JsonbValue *v)
 }
 
 /*
- * WfParseEnvelope splits an envelope "wfenc:v1:<key id>:<base64>" of len
+ * parse_envelope splits an envelope "wfenc:v1:<key id>:<base64>" of len
  * bytes into its key id and its box (nonce, ciphertext and tag), which it
- * returns palloc'd with its length in *boxlen.  It needs no key and runs
- * no query (the fuzz harness calls it).  Anything else is "damaged".
+ * returns palloc'd with its length in *boxlen; NULL when the text does not
+ * have that form.  Pure.
  */
-uint8 *
-WfParseEnvelope(const char *text, int len, int32 *key_id, size_t *boxlen)
+static uint8 *
+parse_envelope(const char *text, int len, int32 *key_id, size_t *boxlen)
 {
 	const char *p = text + strlen(WF_ENVELOPE_PREFIX);
 	const char *end = text + len;
@@ -375,28 +405,46 @@ WfParseEnvelope(const char *text, int len, int32 *key_id, size_t *boxlen)
 
 	if (len <= (int) strlen(WF_ENVELOPE_PREFIX) ||
 		strncmp(text, WF_ENVELOPE_PREFIX, strlen(WF_ENVELOPE_PREFIX)) != 0)
-		goto damaged;
+		return NULL;
 	while (p < end && *p >= '0' && *p <= '9' && p - digits < 9)
 		id = id * 10 + (*p++ - '0');
 	if (p == digits || p >= end || *p != ':' || id <= 0)
-		goto damaged;
+		return NULL;
 	p++;
 	box = palloc(len);
 	*boxlen = 0;
 	if (sodium_base642bin(box, len, p, end - p, NULL, boxlen, NULL,
 						  sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
 		*boxlen < WF_NONCE_BYTES + WF_TAG_BYTES)
-		goto damaged;
+	{
+		pfree(box);
+		return NULL;
+	}
 	*key_id = (int32) id;
 	return box;
+}
 
-damaged:
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("a sealed value is damaged"),
-			 errdetail("A sealed value has the form %s<key id>:<base64 of nonce, ciphertext and tag>.",
-					   WF_ENVELOPE_PREFIX)));
-	pg_unreachable();
+/* the message of a malformed envelope */
+#define WF_DAMAGED_MSG "a sealed value is damaged"
+#define WF_DAMAGED_DETAIL "A sealed value has the form " WF_ENVELOPE_PREFIX \
+	"<key id>:<base64 of nonce, ciphertext and tag>."
+
+/*
+ * WfParseEnvelope is parse_envelope for callers that want an error for a
+ * damaged envelope (22P02: it is data, which a user may have written).
+ * It needs no key and runs no query (the fuzz harness calls it).
+ */
+uint8 *
+WfParseEnvelope(const char *text, int len, int32 *key_id, size_t *boxlen)
+{
+	uint8	   *box = parse_envelope(text, len, key_id, boxlen);
+
+	if (box == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg(WF_DAMAGED_MSG),
+				 errdetail(WF_DAMAGED_DETAIL)));
+	return box;
 }
 
 /*
@@ -420,26 +468,67 @@ WfOpenBox(const uint8 *box, size_t boxlen, const uint8 *key, const char *ad, int
 
 /*
  * open_envelope returns the JSON value sealed in an envelope of tenant.
+ * A damaged envelope (malformed, naming a data key the tenant does not
+ * have, or not opening with it) is an error with a data-exception code,
+ * or, when damage is not NULL, gives NULL with the message in *damage.
+ * A missing or wrong master key and a destroyed data key are errors
+ * either way (configuration, not data).
  */
 static Jsonb *
-open_envelope(const char *tenant, const char *text, int len)
+open_envelope(const char *tenant, const char *text, int len, char **damage)
 {
-	int32		key_id;
+	int32		key_id = 0;
 	size_t		boxlen;
-	uint8	   *box = WfParseEnvelope(text, len, &key_id, &boxlen);
-	const uint8 *key = data_key(tenant, key_id);
+	uint8	   *box = parse_envelope(text, len, &key_id, &boxlen);
+	const uint8 *key;
 	char	   *plain;
 	StringInfoData ad;
 	Jsonb	   *result;
 
+	if (box == NULL)
+	{
+		if (damage != NULL)
+		{
+			*damage = pstrdup(WF_DAMAGED_MSG);
+			return NULL;
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg(WF_DAMAGED_MSG),
+				 errdetail(WF_DAMAGED_DETAIL)));
+	}
+	key = data_key(tenant, key_id, true);
+	if (key == NULL)
+	{
+		if (damage != NULL)
+		{
+			*damage = psprintf("a sealed value names data key %d, which tenant \"%s\" does not have",
+							   key_id, tenant);
+			return NULL;
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("a sealed value names data key %d, which tenant \"%s\" does not have",
+						key_id, tenant),
+				 errdetail("It was changed, or sealed for another tenant.")));
+	}
 	initStringInfo(&ad);
 	appendStringInfo(&ad, "wfengine-value:%s:%d", tenant, key_id);
 	plain = WfOpenBox(box, boxlen, key, ad.data, ad.len);
 	if (plain == NULL)
+	{
+		if (damage != NULL)
+		{
+			*damage = psprintf("a sealed value does not open with data key %d of tenant \"%s\"",
+							   key_id, tenant);
+			return NULL;
+		}
 		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("a sealed value does not open with data key %d of tenant \"%s\"", key_id, tenant),
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("a sealed value does not open with data key %d of tenant \"%s\"",
+						key_id, tenant),
 				 errdetail("It was changed, or sealed for another tenant.")));
+	}
 	result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plain)));
 	sodium_memzero(plain, strlen(plain));
 	return result;
@@ -492,10 +581,60 @@ WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
 }
 
 /*
- * open_all returns value with every envelope of tenant opened.
+ * WfMaskSealed returns obj (a run input) with every value that is or would
+ * be sealed replaced by the same marker: the non-null values of keys, and
+ * envelopes at any top-level key.  Two inputs that differ only in sealed
+ * values mask alike.  The marker begins with "wfenc:", which no input a
+ * caller gives may (WfRefuseSealedLookalikes), so it equals no real value.
+ */
+Jsonb *
+WfMaskSealed(Jsonb *obj, char **keys, int nkeys)
+{
+	JsonbParseState *state = NULL;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	JsonbValue *res = NULL;
+	bool		masking = false;
+	int			k;
+
+	if (obj == NULL || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj) ||
+		(nkeys == 0 && !has_envelope(obj)))
+		return obj;
+	it = JsonbIteratorInit(&obj->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			masking = false;
+			for (k = 0; k < nkeys; k++)
+				if ((size_t) v.val.string.len == strlen(keys[k]) &&
+					strncmp(v.val.string.val, keys[k], v.val.string.len) == 0)
+					masking = true;
+			res = pushJsonbValue(&state, tok, &v);
+		}
+		else if (tok == WJB_VALUE && ((masking && v.type != jbvNull) || is_envelope(&v)))
+		{
+			JsonbValue	mv;
+
+			mv.type = jbvString;
+			mv.val.string.val = WF_RESERVED_PREFIX "sealed";
+			mv.val.string.len = strlen(mv.val.string.val);
+			res = pushJsonbValue(&state, tok, &mv);
+		}
+		else
+			res = pushJsonbValue(&state, tok, (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT) ? NULL : &v);
+	}
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * open_all returns value with every envelope of tenant opened.  A damaged
+ * envelope is an error, or, when damage is not NULL, gives NULL with the
+ * message in *damage (see open_envelope).
  */
 static Jsonb *
-open_all(const char *tenant, Jsonb *value)
+open_all(const char *tenant, Jsonb *value, char **damage)
 {
 	JsonbParseState *state = NULL;
 	JsonbIterator *it;
@@ -510,7 +649,7 @@ open_all(const char *tenant, Jsonb *value)
 		JsonbValue	sv;
 
 		if (JsonbExtractScalar(&value->root, &sv) && is_envelope(&sv))
-			return open_envelope(tenant, sv.val.string.val, sv.val.string.len);
+			return open_envelope(tenant, sv.val.string.val, sv.val.string.len, damage);
 		return value;
 	}
 	it = JsonbIteratorInit(&value->root);
@@ -518,9 +657,11 @@ open_all(const char *tenant, Jsonb *value)
 	{
 		if ((tok == WJB_VALUE || tok == WJB_ELEM) && is_envelope(&v))
 		{
-			Jsonb	   *opened = open_envelope(tenant, v.val.string.val, v.val.string.len);
+			Jsonb	   *opened = open_envelope(tenant, v.val.string.val, v.val.string.len, damage);
 			JsonbValue	ov;
 
+			if (opened == NULL)
+				return NULL;
 			if (JB_ROOT_IS_SCALAR(opened))
 				(void) JsonbExtractScalar(&opened->root, &ov);
 			else
@@ -540,33 +681,358 @@ open_all(const char *tenant, Jsonb *value)
 }
 
 /*
- * WfOpenAll returns value with every envelope of tenant opened (whoever
- * calls: for the engine's own comparisons).
+ * find_bytes tells whether the len bytes at data hold the n bytes of pat
+ * (n > 0): a scan for the first byte, then a compare.
  */
-Jsonb *
-WfOpenAll(const char *tenant, Jsonb *value)
+static bool
+find_bytes(const char *data, size_t len, const char *pat, size_t n)
 {
-	if (value == NULL || !has_envelope(value))
-		return value;
-	return open_all(tenant, value);
+	const char *p = data;
+	const char *end = data + len;
+
+	while ((size_t) (end - p) >= n)
+	{
+		p = memchr(p, pat[0], (end - p) - n + 1);
+		if (p == NULL)
+			return false;
+		if (memcmp(p, pat, n) == 0)
+			return true;
+		p++;
+	}
+	return false;
 }
 
 /*
  * has_envelope tells whether value may hold an envelope: most values do
  * not, and looking for the prefix in the bytes is cheaper than walking it.
+ * (A jsonb holds its strings unescaped, so an envelope is always there as
+ * it is.)
  */
 static bool
 has_envelope(Jsonb *value)
 {
-	const char *data = (const char *) VARDATA(value);
-	size_t		len = VARSIZE(value) - VARHDRSZ;
-	size_t		plen = strlen(WF_ENVELOPE_PREFIX);
-	size_t		i;
+	return find_bytes((const char *) VARDATA(value), VARSIZE(value) - VARHDRSZ,
+					  WF_ENVELOPE_PREFIX, strlen(WF_ENVELOPE_PREFIX));
+}
 
-	for (i = 0; i + plen <= len; i++)
-		if (data[i] == 'w' && memcmp(data + i, WF_ENVELOPE_PREFIX, plen) == 0)
-			return true;
-	return false;
+/*
+ * may_hold_reserved tells whether value may hold a string that begins with
+ * the reserved prefix, by looking for the prefix in its bytes.
+ */
+static bool
+may_hold_reserved(Jsonb *value)
+{
+	return find_bytes((const char *) VARDATA(value), VARSIZE(value) - VARHDRSZ,
+					  WF_RESERVED_PREFIX, WF_RESERVED_PREFIX_LEN);
+}
+
+/* one container on the way to a value, for the path of a refusal */
+typedef struct PathStep
+{
+	bool		is_array;
+	int			count;			/* array: elements seen so far */
+	const char *key;			/* object: the current key (in the jsonb) */
+	int			keylen;
+} PathStep;
+
+/* the longest path a refusal names; a longer one keeps its two ends */
+#define WF_MAX_PATH_TEXT 200
+
+/*
+ * path_text writes the JSON path of the value the steps lead to ($, .key,
+ * ."odd key", [n]), shortened in the middle beyond WF_MAX_PATH_TEXT bytes
+ * (between two steps where it can).  On the error path only.
+ */
+static char *
+path_text(PathStep *steps, int depth, bool raw_scalar)
+{
+	StringInfoData buf;
+	int		   *starts = palloc(sizeof(int) * (depth + 1));
+	int			nstarts = 0;
+	int			i;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '$');
+	for (i = raw_scalar ? 1 : 0; i < depth; i++)
+	{
+		starts[nstarts++] = buf.len;
+		if (steps[i].is_array)
+			appendStringInfo(&buf, "[%d]", steps[i].count - 1);
+		else
+		{
+			bool		plain = steps[i].keylen > 0 &&
+				!(steps[i].key[0] >= '0' && steps[i].key[0] <= '9');
+			int			j;
+
+			for (j = 0; j < steps[i].keylen && plain; j++)
+			{
+				char		c = steps[i].key[j];
+
+				plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+					(c >= '0' && c <= '9') || c == '_';
+			}
+			appendStringInfoChar(&buf, '.');
+			if (plain)
+				appendBinaryStringInfo(&buf, steps[i].key, steps[i].keylen);
+			else
+				escape_json(&buf, pnstrdup(steps[i].key, steps[i].keylen));
+		}
+	}
+	if (buf.len > WF_MAX_PATH_TEXT)
+	{
+		int			head = 0;
+		int			tail = buf.len;
+
+		for (i = 0; i < nstarts; i++)
+		{
+			if (starts[i] <= WF_MAX_PATH_TEXT / 2)
+				head = starts[i];
+			if (buf.len - starts[i] <= WF_MAX_PATH_TEXT / 2 && tail == buf.len)
+				tail = starts[i];
+		}
+		if (head <= 1 || tail == buf.len)
+		{
+			/* a step longer than half the limit: cut between characters */
+			head = pg_mbcliplen(buf.data, buf.len, WF_MAX_PATH_TEXT / 2);
+			tail = head;
+			while (tail < buf.len - WF_MAX_PATH_TEXT / 2)
+				tail += pg_mblen(buf.data + tail);
+		}
+		return psprintf("%.*s...%s", head, buf.data, buf.data + tail);
+	}
+	return buf.data;
+}
+
+/*
+ * WfRefuseSealedLookalikes refuses a JSON value a caller gives (what of
+ * owner, as in "input" of "a run of definition \"x\"") that holds a string
+ * value, at any depth, beginning with "wfenc:": that prefix is reserved
+ * for the envelopes the engine seals, so that a value a caller gives is
+ * never taken for one.  Object keys are not values and may begin with it.
+ * A value whose bytes do not hold the prefix at all (nearly every value)
+ * is passed after one scan of its bytes; otherwise one pass of an
+ * iterator finds the value, allocating nothing per string.  Pure: called
+ * before an API call begins.
+ */
+void
+WfRefuseSealedLookalikes(Jsonb *value, const char *what, const char *owner)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	PathStep	local[32];
+	PathStep   *steps = local;
+	int			maxdepth = lengthof(local);
+	int			depth = 0;
+
+	if (value == NULL || !may_hold_reserved(value))
+		return;
+	it = JsonbIteratorInit(&value->root);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		switch (tok)
+		{
+			case WJB_BEGIN_ARRAY:
+			case WJB_BEGIN_OBJECT:
+				if (depth > 0 && steps[depth - 1].is_array)
+					steps[depth - 1].count++;
+				if (depth == maxdepth)
+				{
+					PathStep   *more = palloc(sizeof(PathStep) * maxdepth * 2);
+
+					memcpy(more, steps, sizeof(PathStep) * maxdepth);
+					if (steps != local)
+						pfree(steps);
+					steps = more;
+					maxdepth *= 2;
+				}
+				steps[depth].is_array = (tok == WJB_BEGIN_ARRAY);
+				steps[depth].count = 0;
+				steps[depth].key = NULL;
+				steps[depth].keylen = 0;
+				depth++;
+				break;
+			case WJB_END_ARRAY:
+			case WJB_END_OBJECT:
+				depth--;
+				break;
+			case WJB_KEY:
+				steps[depth - 1].key = v.val.string.val;
+				steps[depth - 1].keylen = v.val.string.len;
+				break;
+			case WJB_ELEM:
+			case WJB_VALUE:
+				if (tok == WJB_ELEM)
+					steps[depth - 1].count++;
+				if (v.type == jbvString && v.val.string.len >= WF_RESERVED_PREFIX_LEN &&
+					memcmp(v.val.string.val, WF_RESERVED_PREFIX, WF_RESERVED_PREFIX_LEN) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("%s of %s has a value at %s that begins with \"%s\"",
+									what, owner,
+									path_text(steps, depth, JB_ROOT_IS_SCALAR(value)),
+									WF_RESERVED_PREFIX),
+							 errhint("Strings beginning with \"%s\" are reserved for the values the engine seals; give the value in another form.",
+									 WF_RESERVED_PREFIX)));
+				break;
+			case WJB_DONE:
+				break;
+		}
+	}
+	if (steps != local)
+		pfree(steps);
+}
+
+/*
+ * WfRefuseSealedLookalikeText is WfRefuseSealedLookalikes for a text
+ * argument that the engine stores as a JSON string (what of owner).
+ */
+void
+WfRefuseSealedLookalikeText(const char *value, const char *what, const char *owner)
+{
+	if (value != NULL && strncmp(value, WF_RESERVED_PREFIX, WF_RESERVED_PREFIX_LEN) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s of %s begins with \"%s\"", what, owner, WF_RESERVED_PREFIX),
+				 errhint("Strings beginning with \"%s\" are reserved for the values the engine seals; give the value in another form.",
+						 WF_RESERVED_PREFIX)));
+}
+
+/*
+ * wfengine_refuse_sealed_lookalikes is wf._refuse_sealed_lookalikes(value,
+ * what, owner), WfRefuseSealedLookalikes for the functions written in
+ * PL/pgSQL (wf.schedule, wf.send_event).
+ */
+Datum
+wfengine_refuse_sealed_lookalikes(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_VOID();
+	WfRefuseSealedLookalikes(PG_GETARG_JSONB_P(0),
+							 PG_ARGISNULL(1) ? "value" : text_to_cstring(PG_GETARG_TEXT_PP(1)),
+							 PG_ARGISNULL(2) ? "an argument" : text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	PG_RETURN_VOID();
+}
+
+/*
+ * digest_key derives the key of tenant's input digests from the channel
+ * key of wf.secrets (32 random bytes made once per install, readable by
+ * the extension's owner only): BLAKE2b-256 keyed by it over a label and
+ * the tenant.  Inside an API call.
+ */
+static void
+digest_key(const char *tenant, uint8 *key)
+{
+	const uint8 *secret;
+	size_t		secretlen;
+	StringInfoData label;
+
+	WfChannelKey(&secret, &secretlen);
+	initStringInfo(&label);
+	appendStringInfo(&label, "wfengine-input-digest:v1:%s", tenant);
+	if (secretlen < crypto_generichash_KEYBYTES_MIN || secretlen > crypto_generichash_KEYBYTES_MAX ||
+		crypto_generichash(key, WF_HASH_LEN, (const uint8 *) label.data, label.len,
+						   secret, secretlen) != 0)
+		elog(ERROR, "could not derive the input digest key");
+}
+
+/*
+ * hash_len_bytes feeds a tag, a length and the bytes.
+ */
+static void
+hash_len_bytes(crypto_generichash_state *st, char tag, const char *data, size_t len)
+{
+	uint8		hdr[9];
+	uint64		n = len;
+	int			i;
+
+	hdr[0] = (uint8) tag;
+	for (i = 8; i >= 1; i--)
+	{
+		hdr[i] = (uint8) (n & 0xff);
+		n >>= 8;
+	}
+	crypto_generichash_update(st, hdr, sizeof(hdr));
+	if (len > 0)
+		crypto_generichash_update(st, (const uint8 *) data, len);
+}
+
+/*
+ * WfInputDigest returns the keyed digest (BLAKE2b-256, WF_HASH_LEN bytes in
+ * a bytea) of a run's plain input: keyed per tenant (digest_key), over the
+ * run id and a canonical encoding of the input (jsonb's own order of keys;
+ * each token tagged, strings and numbers length-delimited, numbers without
+ * insignificant zeros), so two inputs have one digest exactly when they
+ * are equal jsonb values.  The run id makes the digests of two runs
+ * incomparable, so that equal inputs of two runs cannot be told from the
+ * stored digests.  Inside an API call.
+ */
+bytea *
+WfInputDigest(const char *tenant, const pg_uuid_t *run_id, Jsonb *input)
+{
+	uint8		key[WF_HASH_LEN];
+	crypto_generichash_state st;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	bytea	   *out = palloc(VARHDRSZ + WF_HASH_LEN);
+
+	digest_key(tenant, key);
+	crypto_generichash_init(&st, key, sizeof(key), WF_HASH_LEN);
+	sodium_memzero(key, sizeof(key));
+	crypto_generichash_update(&st, run_id->data, UUID_LEN);
+	it = JsonbIteratorInit(&input->root);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		switch (tok)
+		{
+			case WJB_BEGIN_ARRAY:
+				hash_len_bytes(&st, v.val.array.rawScalar ? 's' : '[', NULL, 0);
+				break;
+			case WJB_END_ARRAY:
+				hash_len_bytes(&st, ']', NULL, 0);
+				break;
+			case WJB_BEGIN_OBJECT:
+				hash_len_bytes(&st, '{', NULL, 0);
+				break;
+			case WJB_END_OBJECT:
+				hash_len_bytes(&st, '}', NULL, 0);
+				break;
+			case WJB_KEY:
+				hash_len_bytes(&st, 'k', v.val.string.val, v.val.string.len);
+				break;
+			case WJB_VALUE:
+			case WJB_ELEM:
+				switch (v.type)
+				{
+					case jbvNull:
+						hash_len_bytes(&st, 'z', NULL, 0);
+						break;
+					case jbvBool:
+						hash_len_bytes(&st, v.val.boolean ? 't' : 'f', NULL, 0);
+						break;
+					case jbvString:
+						hash_len_bytes(&st, 'S', v.val.string.val, v.val.string.len);
+						break;
+					case jbvNumeric:
+						{
+							char	   *num = numeric_normalize(v.val.numeric);
+
+							hash_len_bytes(&st, 'n', num, strlen(num));
+							pfree(num);
+						}
+						break;
+					default:
+						elog(ERROR, "unexpected jsonb value type %d in a run input", (int) v.type);
+				}
+				break;
+			case WJB_DONE:
+				break;
+		}
+	}
+	SET_VARSIZE(out, VARHDRSZ + WF_HASH_LEN);
+	crypto_generichash_final(&st, (uint8 *) VARDATA(out), WF_HASH_LEN);
+	return out;
 }
 
 /*
@@ -583,14 +1049,16 @@ WfMaySeeSensitive(Oid caller)
 
 /*
  * WfOpenForCaller returns value with its envelopes opened when the caller
- * may see sensitive values, else value itself.
+ * may see sensitive values, else value itself.  A damaged envelope is an
+ * error, or, when damage is not NULL, gives NULL with the message in
+ * *damage.
  */
 Jsonb *
-WfOpenForCaller(const char *tenant, Oid caller, Jsonb *value)
+WfOpenForCaller(const char *tenant, Oid caller, Jsonb *value, char **damage)
 {
 	if (value == NULL || !has_envelope(value) || !WfMaySeeSensitive(caller))
 		return value;
-	return open_all(tenant, value);
+	return open_all(tenant, value, damage);
 }
 
 /*
@@ -612,7 +1080,7 @@ wfengine_decrypt(PG_FUNCTION_ARGS)
 						GetUserNameFromId(caller, false)),
 				 errhint("Members of wfengine_sensitive may.")));
 	WfApiBegin();
-	result = open_all(WfCurrentTenant(), value);
+	result = open_all(WfCurrentTenant(), value, NULL);
 	out = (Jsonb *) SPI_palloc(VARSIZE(result));
 	memcpy(out, result, VARSIZE(result));
 	WfApiEnd();
@@ -662,7 +1130,7 @@ wfengine_rewrap_tenant_keys(PG_FUNCTION_ARGS)
 	{
 		uint8		key[WF_DATA_KEY_BYTES];
 
-		memcpy(key, data_key(tenants[i], ids[i]), sizeof(key));
+		memcpy(key, data_key(tenants[i], ids[i], false), sizeof(key));
 		wrap_and_store(tenants[i], ids[i], key, true);
 		sodium_memzero(key, sizeof(key));
 		done++;

@@ -139,18 +139,20 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" INSERT INTO wf.runs (run_id, tenant_id, definition_id, definition_name,"
 		"  definition_version, status, current_step, seq, input, context,"
 		"  idempotency_key, last_hash, created_at, updated_at, current_attempt,"
-		"  current_task, step_generation, wait_generation, output, finished_at)"
+		"  current_task, step_generation, wait_generation, output, finished_at,"
+		"  input_digest)"
 		" VALUES ($1, $2, $35, $36, $37, $23, $24, $25, $38, $26, $39, $28, $4, $4,"
-		"  $30, $31, $32, $33, $27, $29)"
+		"  $30, $31, $32, $33, $27, $29, $40)"
 		" ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
 		" RETURNING run_id),"
 		" e AS (" WF_EVENTS_INSERT("r.run_id", "r, ") "),"
 		" t AS (" WF_TASK_INSERT("r.run_id", "FROM r", "") ")"
 		" SELECT pg_catalog.count(*) FROM r",
-		39, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID}
+		40, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID, BYTEAOID}
 	},
 	[WF_PLAN_RUN_BY_KEY] = {
-		"SELECT r.run_id, r.definition_name, r.input, r.definition_version FROM wf.runs r "
+		"SELECT r.run_id, r.definition_name, r.input, r.definition_version, r.definition_id,"
+		" r.input_digest FROM wf.runs r "
 		"WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 "
 		"AND r.idempotency_key OPERATOR(pg_catalog.=) $2",
 		2, {TEXTOID, TEXTOID}
@@ -186,7 +188,8 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		1, {UUIDOID}
 	},
 	[WF_PLAN_RUN_IDENTITY] = {
-		"SELECT r.definition_name, r.definition_version, r.input, r.idempotency_key, r.created_at "
+		"SELECT r.definition_name, r.definition_version, r.input, r.idempotency_key, r.created_at,"
+		" pg_catalog.encode(r.input_digest, 'hex') "
 		"FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) $1",
 		1, {UUIDOID}
 	},
@@ -940,8 +943,11 @@ WfGetTextOrNull(int row, int col)
 
 /*
  * WfChannelKey returns the key of the tenants' LISTEN channel names (kept
- * in wf.secrets, which only the extension's owner reads); inside an API
- * call.  It is read once per backend and install.
+ * in wf.secrets, which only the extension's owner reads; the keyed input
+ * digests of sensitive.c are derived from it too); inside an API call.  It
+ * is read once per backend and install.  A key this transaction had to
+ * make is not kept until it is read again: the transaction may still roll
+ * back, and another backend make a different one.
  */
 void
 WfChannelKey(const uint8 **key, size_t *keylen)
@@ -950,6 +956,7 @@ WfChannelKey(const uint8 **key, size_t *keylen)
 	{
 		bool		isnull;
 		Datum		d;
+		bool		made = false;
 
 		if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
 		{
@@ -965,10 +972,20 @@ WfChannelKey(const uint8 **key, size_t *keylen)
 			WfExecPlan(WF_PLAN_CHANNEL_KEY_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
 			if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
 				elog(ERROR, "the channel key of wfengine could not be made");
+			made = true;
 		}
 		d = WfGetDatum(0, 1, &isnull);
 		if (isnull)
 			elog(ERROR, "the channel key of wfengine is null");
+		if (made)
+		{
+			bytea	   *fresh = (bytea *) palloc(VARSIZE_ANY(DatumGetPointer(d)));
+
+			memcpy(fresh, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));
+			*key = (const uint8 *) VARDATA_ANY(fresh);
+			*keylen = VARSIZE_ANY_EXHDR(fresh);
+			return;
+		}
 		channel_key = (bytea *) MemoryContextAlloc(TopMemoryContext,
 												   VARSIZE_ANY(DatumGetPointer(d)));
 		memcpy(channel_key, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));

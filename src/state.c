@@ -1834,6 +1834,10 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 		values[WF_TRANSITION_NARGS + 4] = CStringGetTextDatum(key);
 	else
 		nulls[WF_TRANSITION_NARGS + 4] = 'n';
+	if (tr->input_digest != NULL)
+		values[WF_TRANSITION_NARGS + 5] = PointerGetDatum(tr->input_digest);
+	else
+		nulls[WF_TRANSITION_NARGS + 5] = 'n';
 
 	if (WfExecPlan(WF_PLAN_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
 		elog(ERROR, "could not insert run");

@@ -193,6 +193,7 @@ typedef struct WfTransition
 	bool		close_approvals;	/* close the current visit's tokens */
 	int32		withdraw_expirations;	/* its lease expirations, if counted */
 	int			stop_children;	/* WF_STOP_*: live child runs to stop */
+	bytea	   *input_digest;	/* a new keyed run: WfInputDigest, else NULL */
 } WfTransition;
 
 /* naming */
@@ -235,6 +236,7 @@ extern void WfApplyResult(WfTransition *tr, int step_index, int64 task_id,
 						  int64 fence, int32 visit, const char *worker,
 						  bool is_failure, Jsonb *output, Jsonb *error,
 						  bool retryable, Jsonb *input);
+extern void WfFailDamagedTask(int64 task_id, int64 fence, const char *message);
 
 /* children.c */
 extern void WfEnterChildren(WfTransition *tr, int step_index);
@@ -296,7 +298,7 @@ extern void WfRunValues(const WfRunState *run, Datum *values, char *nulls);
 #define WF_TASK_NVALUES 12
 #define WF_RUN_NVALUES 11
 #define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1)
-#define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 5)
+#define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 6)
 
 /* spi_util.c, for timers and timestamps */
 extern Oid	WfTimerIdSequence(void);

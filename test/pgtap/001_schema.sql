@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS wfengine;
 
-SELECT plan(203);
+SELECT plan(204);
 
 -- ---------------------------------------------------------------------
 -- extension and schema
@@ -98,7 +98,7 @@ SELECT has_column('wf', 'runs', c, 'wf.runs.' || c)
 FROM unnest(ARRAY['run_id', 'tenant_id', 'definition_id', 'definition_name', 'definition_version',
                   'status', 'current_step', 'current_attempt', 'current_task', 'seq', 'input',
                   'context', 'output', 'idempotency_key', 'last_hash', 'created_at', 'updated_at',
-                  'finished_at']) AS c;
+                  'finished_at', 'input_digest']) AS c;
 SELECT has_column('wf', 'events', c, 'wf.events.' || c)
 FROM unnest(ARRAY['run_id', 'seq', 'tenant_id', 'type', 'step', 'attempt', 'payload', 'actor',
                   'created_at', 'hash']) AS c;

@@ -256,6 +256,7 @@ INSERT INTO attacks VALUES
  ('wf.send_event(text,text,jsonb,text)', $q$SELECT count(*) FROM wf.send_event('k:same-key', 'go', '{}', 'ev-attack') s WHERE s.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
  ('wf.definition_graph(text,integer,text)', $q$SELECT wf.definition_graph('b_def', 1, 'mermaid')$q$, 'error'),
  ('wf._graph_render(text,jsonb,text,jsonb)', $q$SELECT 'rendered' FROM (SELECT wf._graph_render('x', '{"steps": []}', 'mermaid', NULL)) r$q$, '.*'),
+ ('wf._refuse_sealed_lookalikes(jsonb,text,text)', $q$SELECT wf._refuse_sealed_lookalikes('{"x": ["wfenc:v1:1:AAAA"]}', 'value', 'an attack')$q$, 'error'),
  ('wf.complete_task(bigint,bigint,jsonb)', $q$SELECT wf.complete_task(:task, :fence, '{}')$q$, 'error'),
  ('wf.fail_task(bigint,bigint,jsonb,boolean)', $q$SELECT wf.fail_task(:task, :fence, '{}', false)$q$, 'error'),
  ('wf.heartbeat(bigint,bigint,jsonb)', $q$SELECT wf.heartbeat(:task, :fence, '{}')$q$, 'error'),
