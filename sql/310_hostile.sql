@@ -105,7 +105,12 @@ GRANT SELECT ON evil.victim TO regress_hostile;
 
 -- scenario: the hostile login installs its shadows in a new session, before
 -- the engine runs anything in it
+SELECT pg_catalog.pg_stat_force_next_flush();
 \c
+-- count the calls of every function from here on (checked at the end)
+SET track_functions = 'all';
+CREATE TABLE public.h_calls_before AS
+SELECT s.funcid, s.calls FROM pg_catalog.pg_stat_user_functions s;
 SET wfengine.master_keys = 'k1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
 SET timezone = 'UTC';
 SET SESSION AUTHORIZATION regress_hostile;
@@ -827,6 +832,28 @@ SELECT NULL::uuid IS NULL AS temp_domain_shadow;
 DO $$ DECLARE r uuid := '00000000-0000-0000-0000-000000000000'; BEGIN END $$;
 SET search_path = pg_catalog, pg_temp;
 SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END OPERATOR(pg_catalog.>) 0 AS shadows_counted FROM evil.shadow_runs s;
+
+-- every function a job role may execute was driven above, directly or by the
+-- engine (calls that returned, counted since this session began): a new API
+-- function shows up here until the test drives it with the shadows in place.
+-- wf.schedule needs pg_cron in this database, which the regression database
+-- has not: only its refusals are driven (they return no call count).
+RESET SESSION AUTHORIZATION;
+SET search_path = pg_catalog, pg_temp;
+SELECT pg_catalog.pg_stat_force_next_flush();
+SELECT p.oid::pg_catalog.regprocedure AS never_driven
+FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) 'wf'
+  AND EXISTS (SELECT 1 FROM pg_catalog.unnest(ARRAY['wfengine_app', 'wfengine_worker', 'wfengine_approver',
+                  'wfengine_operator', 'wfengine_admin', 'wfengine_sensitive']) r(role)
+              WHERE pg_catalog.has_function_privilege(r.role, p.oid, 'EXECUTE'))
+  AND COALESCE((SELECT s.calls FROM pg_catalog.pg_stat_user_functions s
+                WHERE s.funcid OPERATOR(pg_catalog.=) p.oid), 0)
+      OPERATOR(pg_catalog.=)
+      COALESCE((SELECT b.calls FROM public.h_calls_before b
+                WHERE b.funcid OPERATOR(pg_catalog.=) p.oid), 0)
+ORDER BY 1;
+DROP TABLE public.h_calls_before;
 
 -- the mechanism behind it, in the engine's own statements: every name in the
 -- kept statements of the plan table is schema-qualified (the pin of
