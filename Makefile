@@ -26,6 +26,7 @@ OBJS = \
 	src/crypto.o \
 	src/definition.o \
 	src/jsonutil.o \
+	src/argcheck.o \
 	src/state.o \
 	src/run.o \
 	src/claim.o \
@@ -79,6 +80,7 @@ REGRESS = \
 	280_policies \
 	290_priority \
 	300_sensitive \
+	330_limits \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.
