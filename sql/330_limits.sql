@@ -104,6 +104,14 @@ SELECT count(*) AS claimed FROM wf.claim_tasks('lim_q', repeat('w', 200));
 SELECT wf.pause_run(:'run', repeat('r', 2000)), wf.resume_run(:'run', repeat('r', 2000));
 SELECT wf.start_run('lim', jsonb_build_object('k', repeat('v', 253)), repeat('k', 255)) IS NOT NULL AS started_at_limits;
 SELECT length(key) FROM wf.correlations WHERE length(key) > 200;
+-- a child run, started by its parent's transition, goes without a key too long
+SELECT wf.publish_definition('lim_child', '{"steps": [{"name": "c", "queue": "lim_c"}],
+  "correlation": {"k": "$.input.k"}}');
+SELECT wf.publish_definition('lim_parent', '{"steps": [
+  {"name": "sub", "type": "subworkflow", "definition": "lim_child", "version": 1, "input": {"k": "$.input.k"}}]}');
+SELECT wf.start_run('lim_parent', jsonb_build_object('k', repeat('v', 300))) AS parent \gset
+SELECT c.status, (SELECT count(*) FROM wf.correlations x WHERE x.run_id = c.run_id) AS keys
+FROM wf.runs c WHERE c.parent_run_id = :'parent';
 
 -- run input is a JSON object; SQL NULL keeps its meaning (refused, 22004)
 SELECT shape, pg_temp.err(format('SELECT wf.start_run(''lim'', %L::jsonb)', shape)) AS answer

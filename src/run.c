@@ -113,7 +113,9 @@ existing_run(const char *tenant, const char *defname, const char *key,
  * WfWriteCorrelations records the correlation keys of a new run: for each
  * named JSONPath of the definition, "<name>:<value>" for each string or
  * number it finds in {"input": ...}.  A path that finds nothing gives no
- * key.
+ * key.  A key longer than WF_ARG_MAX_KEY is refused for a run a caller
+ * starts; a child run (started by its parent's transition, which must not
+ * fail for it) is not given that key.
  */
 void
 WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
@@ -122,6 +124,7 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 	WfJsonBuilder b;
 	Jsonb	   *context;
 	int			c;
+	bool		child = WfJsonbGet(run->context, "parent") != NULL;
 
 	WfJbBegin(&b);
 	WfJbJsonb(&b, "input", input);
@@ -151,6 +154,9 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 			if (value == NULL || value[0] == '\0')
 				continue;
 			value = psprintf("%s:%s", def->correlation[c].key, value);
+			/* too long: refused at wf.start_run; a child run goes without */
+			if (child && strlen(value) > WF_ARG_MAX_KEY)
+				continue;
 			WfCheckCStringArg(value, psprintf("correlation key \"%s\" of the run",
 											  def->correlation[c].key), WF_ARG_KEY);
 			values[0] = CStringGetTextDatum(run->tenant_id);
