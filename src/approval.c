@@ -432,19 +432,23 @@ audit_attempt(const char *tenant, TimestampTz now, const char *approver,
  * approver_throttled tells whether the approver has had
  * wfengine.decide_failure_limit failures in the current window of its
  * wf.decide_failures row; if so the call is counted there (throttled).
- * One index probe, that writes nothing for an approver not locked out.
+ * For an approver not locked out, one index probe that writes nothing.
  */
 static bool
 approver_throttled(const char *tenant, const char *approver, TimestampTz now)
 {
-	Datum		values[5];
+	Datum		values[4];
 
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(approver);
+	values[2] = TimestampTzGetDatum(now - (TimestampTz) wf_decide_failure_window * USECS_PER_SEC);
+	values[3] = Int32GetDatum(wf_decide_failure_limit);
+	/* not read-only: it must see the failures of earlier calls of this statement */
+	if (WfExecPlan(WF_PLAN_DECIDE_LOCKED, values, NULL, false, 1, SPI_OK_SELECT) == 0)
+		return false;
 	values[2] = TimestampTzGetDatum(now);
-	values[3] = TimestampTzGetDatum(now - (TimestampTz) wf_decide_failure_window * USECS_PER_SEC);
-	values[4] = Int32GetDatum(wf_decide_failure_limit);
-	return WfExecPlan(WF_PLAN_DECIDE_THROTTLE, values, NULL, false, 0, SPI_OK_UPDATE) > 0;
+	WfExecPlan(WF_PLAN_DECIDE_THROTTLE, values, NULL, false, 0, SPI_OK_UPDATE);
+	return true;
 }
 
 /*

@@ -390,13 +390,20 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" outcome, run_id, step) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 		8, {TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, UUIDOID, TEXTOID}
 	},
-	/* an approver locked out in the current window: count the call */
+	/* is the approver locked out in the current window (one index probe)? */
+	[WF_PLAN_DECIDE_LOCKED] = {
+		"SELECT 1 FROM wf.decide_failures f "
+		"WHERE f.tenant_id OPERATOR(pg_catalog.=) $1 AND f.kind OPERATOR(pg_catalog.=) 'approver' "
+		"AND f.subject OPERATOR(pg_catalog.=) $2 AND f.window_start OPERATOR(pg_catalog.>) $3 "
+		"AND f.failures OPERATOR(pg_catalog.>=) $4",
+		4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID}
+	},
+	/* ... it is: count the call */
 	[WF_PLAN_DECIDE_THROTTLE] = {
 		"UPDATE wf.decide_failures f SET throttled = f.throttled OPERATOR(pg_catalog.+) 1, last_at = $3 "
 		"WHERE f.tenant_id OPERATOR(pg_catalog.=) $1 AND f.kind OPERATOR(pg_catalog.=) 'approver' "
-		"AND f.subject OPERATOR(pg_catalog.=) $2 AND f.window_start OPERATOR(pg_catalog.>) $4 "
-		"AND f.failures OPERATOR(pg_catalog.>=) $5",
-		5, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID}
+		"AND f.subject OPERATOR(pg_catalog.=) $2",
+		3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
 	},
 	/*
 	 * One failure of (tenant, kind, subject): a window older than $6 starts
