@@ -26,6 +26,7 @@ OBJS = \
 	src/crypto.o \
 	src/definition.o \
 	src/jsonutil.o \
+	src/argcheck.o \
 	src/state.o \
 	src/run.o \
 	src/claim.o \
@@ -82,6 +83,7 @@ REGRESS = \
 	300_sensitive \
 	310_hostile \
 	320_sealed_inputs \
+	330_limits \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

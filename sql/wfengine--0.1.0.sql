@@ -28,6 +28,22 @@ LANGUAGE C STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION wf.current_tenant() IS
 'The tenant of the calling session; every engine code path asks this one function.';
 
+-- The size checks of the C entry points (argcheck.c), for the PL/pgSQL
+-- ones: the same limits, SQLSTATEs and messages.
+CREATE FUNCTION wf._check_arg(argname text, value text, kind text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'wfengine_check_arg'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION wf._check_arg(text, text, text) IS
+'Internal: refuses (54000) a text argument longer than the limit of its kind (name 200, key 255, reason 2000, signal 63 bytes); NULL passes.';
+
+CREATE FUNCTION wf._check_payload(value jsonb, what text, owner text, run_input boolean)
+RETURNS void
+AS 'MODULE_PATHNAME', 'wfengine_check_payload'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION wf._check_payload(jsonb, text, text, boolean) IS
+'Internal: refuses (54000) a JSON argument larger than wfengine.max_payload_size and, with run_input, (22023) one that is not a JSON object; NULL passes.';
+
 -- Definitions: immutable versions, identified by (tenant, name, version).
 CREATE TABLE wf.definitions (
     definition_id   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -99,6 +115,21 @@ CREATE TABLE wf.events (
 );
 COMMENT ON TABLE wf.events IS
 'Append-only, hash-chained history of every run; UPDATE, DELETE and TRUNCATE are refused.';
+
+-- Events not appended because the run had max_events_per_run events and
+-- they only recorded a refusal (quota.c): counted per run and type.  They
+-- are outside the hash chain: wf.verify_run() does not look at them.
+CREATE TABLE wf.suppressed_events (
+    tenant_id       text NOT NULL,
+    run_id          uuid NOT NULL,
+    type            text NOT NULL,
+    count           bigint NOT NULL CHECK (count > 0),
+    first_at        timestamptz NOT NULL,
+    last_at         timestamptz NOT NULL,
+    PRIMARY KEY (run_id, type)
+);
+COMMENT ON TABLE wf.suppressed_events IS
+'Refusals (result_duplicate, result_stale, decision_refused, duplicate signal_received) a run at its max_events_per_run counted instead of appending; outside the hash chain.';
 
 -- Refuses changes to rows that must never change (history, definitions).
 CREATE FUNCTION wf.refuse_change()
@@ -295,6 +326,28 @@ CREATE INDEX approval_attempts_run_idx ON wf.approval_attempts (run_id) WHERE ru
 COMMENT ON TABLE wf.approval_attempts IS
 'Audit of every call of wf.decide(): who, when, for whom, and the answer; never the token.';
 
+-- Failed calls of wf.decide() per approver and per token (its keyed hash),
+-- in windows of wfengine.decide_failure_window: beyond
+-- wfengine.decide_failure_limit a failure is counted here (suppressed)
+-- instead of being stored, and a locked-out approver's calls answer
+-- "throttled" (counted in throttled).  A token's row belongs to its run.
+CREATE TABLE wf.decide_failures (
+    tenant_id       text NOT NULL,
+    kind            text NOT NULL CHECK (kind IN ('approver', 'token')),
+    subject         text NOT NULL,  -- the approver, or the hex of the token's keyed hash
+    run_id          uuid,           -- the token's run (kind token)
+    window_start    timestamptz NOT NULL,
+    failures        integer NOT NULL CHECK (failures > 0),
+    suppressed      bigint NOT NULL DEFAULT 0,
+    throttled       bigint NOT NULL DEFAULT 0,
+    last_at         timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, kind, subject)
+);
+CREATE INDEX decide_failures_run_idx ON wf.decide_failures (run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX decide_failures_stale_idx ON wf.decide_failures (last_at) WHERE run_id IS NULL;
+COMMENT ON TABLE wf.decide_failures IS
+'Failed wf.decide() calls per approver and per token in the current window, with the failures counted instead of stored and the calls throttled.';
+
 -- Signals sent to runs: kept until a wait_event step of the run consumes
 -- them (a signal may arrive before the run reaches the step); the event id
 -- makes a repeated delivery a duplicate.
@@ -483,6 +536,7 @@ BEGIN
         END IF;
         wanted := ARRAY[filter->>'status'];
     END IF;
+    PERFORM wf._check_arg('reason', reason, 'reason');
 
     FOR rid IN
         SELECT x.run_id FROM wf.runs x
@@ -777,6 +831,10 @@ BEGIN
     IF name IS NULL THEN
         RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM wf._check_arg('correlation key', correlation_key, 'key');
+    PERFORM wf._check_arg('signal name', name, 'signal');
+    PERFORM wf._check_arg('event id', event_id, 'key');
+    PERFORM wf._check_payload(payload, 'signal payload', pg_catalog.format('signal "%s"', name), false);
     -- refused whether or not a run declared the key, as wf.signal refuses it
     PERFORM wf._refuse_sealed_lookalikes(payload, 'signal payload',
                                          pg_catalog.format('signal "%s"', name));
@@ -1612,6 +1670,8 @@ SELECT pg_catalog.pg_extension_config_dump('wf.signals', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.signal_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approval_attempts_attempt_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.timer_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.suppressed_events', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.decide_failures', '');
 
 -- CREATE EXTENSION runs with client_min_messages at WARNING or above.
 DO $$
@@ -1755,6 +1815,10 @@ BEGIN
                  WHEN definition IS NULL THEN 'definition name' ELSE 'input' END
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM wf._check_arg('schedule name', name, 'name');
+    PERFORM wf._check_arg('cron expression', cron, 'name');
+    PERFORM wf._check_arg('definition name', definition, 'name');
+    PERFORM wf._check_payload(input, 'input', pg_catalog.format('schedule "%s"', name), true);
     IF name !~ '^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$' THEN
         RAISE EXCEPTION 'invalid schedule name "%"', name
             USING ERRCODE = 'invalid_parameter_value',
@@ -2211,6 +2275,9 @@ GRANT USAGE ON SCHEMA wf TO wfengine_app, wfengine_worker, wfengine_approver,
     wfengine_operator, wfengine_admin;
 GRANT EXECUTE ON FUNCTION wf.current_tenant(), wf.preloaded(), wf.channel(text, text)
     TO wfengine_app, wfengine_worker, wfengine_approver;
+-- the size checks of wf.send_event, the batch commands and wf.schedule
+GRANT EXECUTE ON FUNCTION wf._check_arg(text, text, text), wf._check_payload(jsonb, text, text, boolean)
+    TO wfengine_app, wfengine_operator, wfengine_admin;
 GRANT EXECUTE ON FUNCTION
     wf.start_run(text, jsonb, text, integer), wf.run_status(uuid), wf.history(uuid),
     wf.explain(uuid), wf.verify_run(uuid), wf.signal(uuid, text, jsonb, text),

@@ -68,8 +68,10 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "argcheck.h"
 #include "crypto.h"
 #include "definition.h"
+#include "guc.h"
 #include "notify.h"
 #include "sensitive.h"
 #include "spi_util.h"
@@ -94,6 +96,9 @@ static Datum hash_datum(const uint8 *hash);
 static void audit_attempt(const char *tenant, TimestampTz now, const char *approver,
 						  const char *decision, const char *outcome,
 						  pg_uuid_t *run_id, const char *step);
+static bool approver_throttled(const char *tenant, const char *approver, TimestampTz now);
+static bool note_failure(const char *tenant, const char *approver, const uint8 *hash,
+						 pg_uuid_t *run_id, TimestampTz now);
 
 /*
  * evaluate_approvers returns the approvers of a visit: the step's list, or
@@ -425,6 +430,75 @@ audit_attempt(const char *tenant, TimestampTz now, const char *approver,
 }
 
 /*
+ * approver_throttled tells whether the approver has had
+ * wfengine.decide_failure_limit failures in the current window of its
+ * wf.decide_failures row; if so the call is counted there (throttled).
+ * For an approver not locked out, one index probe that writes nothing.
+ */
+static bool
+approver_throttled(const char *tenant, const char *approver, TimestampTz now)
+{
+	Datum		values[4];
+
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = CStringGetTextDatum(approver);
+	values[2] = TimestampTzGetDatum(now - (TimestampTz) wf_decide_failure_window * USECS_PER_SEC);
+	values[3] = Int32GetDatum(wf_decide_failure_limit);
+	/* not read-only: it must see the failures of earlier calls of this statement */
+	if (WfExecPlan(WF_PLAN_DECIDE_LOCKED, values, NULL, false, 1, SPI_OK_SELECT) == 0)
+		return false;
+	values[2] = TimestampTzGetDatum(now);
+	WfExecPlan(WF_PLAN_DECIDE_THROTTLE, values, NULL, false, 0, SPI_OK_UPDATE);
+	return true;
+}
+
+/*
+ * note_failure counts a call of wf.decide that was not accepted against the
+ * approver and, for a token tied to a run (hash not NULL), against the
+ * token's hash, each in its row of wf.decide_failures.  Returns true when
+ * the failure is within wfengine.decide_failure_limit of both windows and
+ * is to be stored as usual (its wf.approval_attempts row and the run's
+ * event); false when it was only counted (suppressed).
+ */
+static bool
+note_failure(const char *tenant, const char *approver, const uint8 *hash,
+			 pg_uuid_t *run_id, TimestampTz now)
+{
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', 'n', ' ', ' ', ' '};
+	bool		store = true;
+	int			k;
+
+	values[0] = CStringGetTextDatum(tenant);
+	values[4] = TimestampTzGetDatum(now);
+	values[5] = TimestampTzGetDatum(now - (TimestampTz) wf_decide_failure_window * USECS_PER_SEC);
+	values[6] = Int32GetDatum(wf_decide_failure_limit);
+	for (k = 0; k < (hash != NULL ? 2 : 1); k++)
+	{
+		if (k == 0)
+		{
+			values[1] = CStringGetTextDatum("approver");
+			values[2] = CStringGetTextDatum(approver);
+		}
+		else
+		{
+			char		hex[WF_HASH_LEN * 2 + 1];
+
+			hex_encode((const char *) hash, WF_HASH_LEN, hex);
+			hex[WF_HASH_LEN * 2] = '\0';
+			values[1] = CStringGetTextDatum("token");
+			values[2] = CStringGetTextDatum(hex);
+			values[3] = UUIDPGetDatum(run_id);
+			nulls[3] = ' ';
+		}
+		WfExecPlan(WF_PLAN_DECIDE_FAILURE, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
+		if (DatumGetBool(WfGetDatumNotNull(0, 1)))
+			store = false;
+	}
+	return store;
+}
+
+/*
  * wfengine_issue_approval_tokens is wf.issue_approval_tokens(task_id,
  * fence): for the holder of the current lease of an approval step's
  * notification task, it mints a token for every approver still pending
@@ -450,6 +524,7 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 	TimestampTz *expires;
 	bool	   *expires_null;
 	int32		generation = 0;
+	bool		reissue = false;
 	WfJsonBuilder b;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -505,7 +580,12 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 		d = WfGetDatum(i, 3, &isnull);
 		expires_null[i] = isnull;
 		expires[i] = isnull ? 0 : DatumGetTimestampTz(d);
+		/* issuing again, which the holder could repeat without bound */
+		if (DatumGetBool(WfGetDatumNotNull(i, 4)))
+			reissue = true;
 	}
+	if (reissue)
+		WfCheckEventQuota(&run, "The tokens of this visit were issued already and are not issued again; wf.reissue_approval_tokens() does not apply either at this limit.");
 
 	for (i = 0; i < n; i++)
 	{
@@ -650,23 +730,25 @@ wfengine_decide(PG_FUNCTION_ARGS)
 	WfDefinition *def;
 	int			idx;
 	WfJsonBuilder b;
+	bool		stored = true;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("token, decision and approver must not be null")));
 	token = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	decision = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	approver = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	decision = WfTextArg(fcinfo, 1, "decision", WF_ARG_NAME);
+	approver = WfTextArg(fcinfo, 2, "approver", WF_ARG_KEY);
 	if (strcmp(decision, "approve") != 0 && strcmp(decision, "reject") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid decision \"%s\"", decision),
 				 errhint("A decision is \"approve\" or \"reject\".")));
-	if (strlen(approver) == 0 || strlen(approver) > 255)
+	if (approver[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("approver must have 1 to 255 bytes")));
+				 errmsg("approver must have 1 to %d bytes", WF_ARG_MAX_KEY)));
+	WfCheckTextArg(comment, "comment", WF_ARG_REASON);
 	WfCheckPayloadSize(data, "decision data", "an approval");
 	WfRefuseSealedLookalikes(data, "decision data", "an approval");
 	if (comment != NULL)
@@ -677,11 +759,19 @@ wfengine_decide(PG_FUNCTION_ARGS)
 
 	WfApiBegin();
 
+	/* an approver locked out for this window: the token is not looked at */
+	if (approver_throttled(tenant, approver, now))
+	{
+		WfApiEnd();
+		PG_RETURN_TEXT_P(cstring_to_text("throttled"));
+	}
+
 	values[0] = hash_datum(hash);
 	if (!well_formed ||
 		WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 	{
-		audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
+		if (note_failure(tenant, approver, NULL, NULL, now))
+			audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
 		WfApiEnd();
 		PG_RETURN_TEXT_P(cstring_to_text("invalid"));
 	}
@@ -694,7 +784,8 @@ wfengine_decide(PG_FUNCTION_ARGS)
 		!(token_matches(0, 9, hash, decision, "approve") ||
 		  token_matches(0, 10, hash, decision, "reject")))
 	{
-		audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
+		if (note_failure(tenant, approver, NULL, NULL, now))
+			audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
 		WfApiEnd();
 		PG_RETURN_TEXT_P(cstring_to_text("invalid"));
 	}
@@ -797,7 +888,8 @@ wfengine_decide(PG_FUNCTION_ARGS)
 			WfAdvance(&tr, idx);
 		}
 	}
-	else
+	else if ((stored = note_failure(tenant, approver, hash, &run_id, now)) &&
+			 !WfSuppressAuditEvent(&tr, WF_EV_DECISION_REFUSED))
 	{
 		WfJbBegin(&b);
 		WfJbText(&b, "approver", approver);
@@ -807,7 +899,8 @@ wfengine_decide(PG_FUNCTION_ARGS)
 	}
 
 	WfTransitionWrite(&tr);
-	audit_attempt(tenant, now, approver, decision, outcome, &run_id, step);
+	if (stored)
+		audit_attempt(tenant, now, approver, decision, outcome, &run_id, step);
 	if (strcmp(outcome, "accepted") == 0)
 		WfNoteRunChange(run.tenant_id, &run_id, run.status == WF_RUN_RUNNING ? "decided" :
 						WfRunStatusName(run.status));
@@ -843,7 +936,7 @@ begin_command(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
 				 errmsg("run and step must not be null")));
 	cmd->reason = WfRequireReason(fcinfo, reason_arg);
 	run_id = PG_GETARG_UUID_P(0);
-	cmd->step = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	cmd->step = WfTextArg(fcinfo, 1, "step", WF_ARG_NAME);
 
 	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &cmd->run))
 		WfUnknownRun(run_id);
@@ -865,6 +958,7 @@ begin_command(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
 						   cmd->run.current_step ? " at step \"" : "",
 						   cmd->run.current_step ? cmd->run.current_step : "",
 						   cmd->run.current_step ? "\"" : "")));
+	WfCheckEventQuota(&cmd->run, "The run takes no more changes of its approvers or tokens; decisions are still taken.");
 	cmd->visit = WfNextVisit(&cmd->run, cmd->step);
 	WfTransitionInit(&cmd->tr, &cmd->run, cmd->def, GetCurrentTimestamp());
 }
@@ -1017,11 +1111,12 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 			char	   *name;
 			bool		dup = false;
 
-			if (elem_nulls[i] || VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0 ||
-				VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) > 255)
+			if (!elem_nulls[i])
+				WfCheckTextArg(DatumGetTextPP(elems[i]), "approver name", WF_ARG_KEY);
+			if (elem_nulls[i] || VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("approver names must have 1 to 255 bytes")));
+						 errmsg("approver names must have 1 to %d bytes", WF_ARG_MAX_KEY)));
 			name = TextDatumGetCString(elems[i]);
 			for (k = 0; k < j; k++)
 				if (strcmp(names[k], name) == 0)

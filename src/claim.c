@@ -87,6 +87,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "argcheck.h"
 #include "guc.h"
 #include "notify.h"
 #include "shmem.h"
@@ -286,8 +287,8 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	for (i = 0; i < 4; i++)
 		if (PG_ARGISNULL(i))
 			return (Datum) 0;
-	queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	worker = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	queue = WfTextArg(fcinfo, 0, "queue name", WF_ARG_NAME);
+	worker = WfTextArg(fcinfo, 1, "worker name", WF_ARG_NAME);
 	max_tasks = PG_GETARG_INT32(2);
 	lease = PG_GETARG_INTERVAL_P(3);
 

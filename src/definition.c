@@ -44,6 +44,7 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
+#include "argcheck.h"
 #include "crypto.h"
 #include "definition.h"
 #include "guc.h"
@@ -156,6 +157,8 @@ static double get_number(const ValidateCtx *cx, JsonbContainer *obj,
 						 const char *key, const char *field,
 						 double min, double max, double dflt, bool integral);
 static bool valid_identifier(const char *s, int maxlen, bool allow_punct);
+static void check_activity_size(const ValidateCtx *cx, const char *field,
+								const char *activity);
 static Datum compile_jsonpath(const ValidateCtx *cx, const char *field,
 							  const char *text);
 static WfMapping *compile_mapping(const ValidateCtx *cx, const char *field,
@@ -333,6 +336,19 @@ get_string(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
 		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "must be a non-empty string");
 	return value_cstring(v);
+}
+
+/*
+ * check_activity_size refuses an activity name longer than the name limit
+ * of API arguments (argcheck.h): every task row of the step stores it.
+ */
+static void
+check_activity_size(const ValidateCtx *cx, const char *field, const char *activity)
+{
+	if (activity != NULL && strlen(activity) > WF_ARG_MAX_NAME)
+		def_error(cx, field, ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
+				  "is %zu bytes, more than the limit of %d bytes",
+				  strlen(activity), WF_ARG_MAX_NAME);
 }
 
 /*
@@ -966,6 +982,7 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 				  "A queue name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
 				  "invalid queue name \"%s\"", sd->queue);
 	sd->activity = get_string(cx, s, "activity", "activity", false);
+	check_activity_size(cx, "activity", sd->activity);
 	(void) get_string(cx, s, "description", "description", false);
 
 	input = obj_get(s, "input");
@@ -1087,6 +1104,7 @@ compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 				  "A queue name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
 				  "invalid queue name \"%s\"", comp->queue);
 	comp->activity = get_string(&ccx, c, "activity", "activity", false);
+	check_activity_size(&ccx, "activity", comp->activity);
 	input = obj_get(c, "input");
 	comp->has_input = (input != NULL);
 	if (input != NULL)
@@ -1918,7 +1936,7 @@ WfPathMatches(Datum path, Jsonb *context)
 Datum
 wfengine_publish_definition(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *name = WfTextArg(fcinfo, 0, "definition name", WF_ARG_NAME);
 	Jsonb	   *spec = PG_GETARG_JSONB_P(1);
 	const char *tenant = WfCurrentTenant();
 	WfDefinition *def;

@@ -45,6 +45,8 @@ check_quarantine_delays(char **newval, void **extra, GucSource source)
 char	   *wf_approval_key = NULL;
 char	   *wf_master_keys = NULL;
 char	   *wf_databases = NULL;
+int			wf_decide_failure_limit = 10;
+int			wf_decide_failure_window = 60;
 bool		wf_enabled = true;
 int			wf_launcher_naptime = 30;
 int			wf_max_claim_batch = 1000;
@@ -85,6 +87,22 @@ WfGucInit(void)
 							   "",
 							   PGC_SIGHUP, GUC_LIST_INPUT,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wfengine.decide_failure_limit",
+							gettext_noop("Sets how many failed wf.decide calls per token and per approver are recorded in a window."),
+							gettext_noop("Beyond it, failures are only counted in wf.decide_failures, and the approver's further calls in the window answer \"throttled\". Range 1 to 1000000."),
+							&wf_decide_failure_limit,
+							10, 1, 1000000,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wfengine.decide_failure_window",
+							gettext_noop("Sets the window in which wfengine.decide_failure_limit counts failed wf.decide calls."),
+							gettext_noop("A window starts with the first failure after the previous one ended. Range 1s to 1d."),
+							&wf_decide_failure_window,
+							60, 1, 86400,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("wfengine.enabled",
 							 gettext_noop("Enables the engine workers, which fire timers and expire leases."),

@@ -17,6 +17,8 @@
 extern char *wf_approval_key;
 extern char *wf_master_keys;
 extern char *wf_databases;
+extern int	wf_decide_failure_limit;
+extern int	wf_decide_failure_window;
 extern bool wf_enabled;
 extern int	wf_launcher_naptime;
 extern int	wf_max_claim_batch;

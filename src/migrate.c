@@ -74,6 +74,7 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
 		WfRefuseRun(run_id, &run, "migrate", "Only running and paused runs can be migrated.");
+	WfCheckEventQuota(&run, "The run takes no more migrations.");
 	from = WfDefinitionGet(run.definition_id);
 
 	values[0] = CStringGetTextDatum(run.tenant_id);

@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "argcheck.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
@@ -110,6 +111,7 @@ wfengine_pause_run(PG_FUNCTION_ARGS)
 			   run.status == WF_RUN_PAUSED ?
 			   "It is paused already; wf.resume_run() resumes it." :
 			   "Only running runs can be paused.");
+	WfCheckEventQuota(&run, "The run takes no more pauses; wf.terminate_run() and wf.cancel_run() still stop it.");
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
 
 	if (run.current_task != 0)
@@ -356,6 +358,8 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 
 	WfApiBegin();
 	WfLockRun(run_id, &run);
+	if (run.status == WF_RUN_FAILED || run.status == WF_RUN_COMPENSATION_FAILED)
+		WfCheckEventQuota(&run, "The run takes no more retries; wf.skip_step() still moves it on.");
 	if (run.status == WF_RUN_COMPENSATION_FAILED)
 		PG_RETURN_DATUM(retry_compensation(reason, &run));
 	if (run.status != WF_RUN_FAILED)
@@ -406,7 +410,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
 	Jsonb	   *output;
 	char	   *reason;
-	char	   *expected = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));
+	char	   *expected = WfTextArg(fcinfo, 3, "step", WF_ARG_NAME);
 	WfRunState	run;
 	WfTransition tr;
 	WfJsonBuilder b;

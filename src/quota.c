@@ -40,13 +40,32 @@
  *							new timer supersedes the pending ones of the same
  *							kind and step (they could only fire stale), so a
  *							loop does not pile them up.
- *	max_events_per_run		refused: wf.signal (and so wf.send_event): signals
- *							are the one source of events a definition does
- *							not bound.  Everything else a run records is
- *							bounded by its definition (steps, attempts,
- *							visits), except duplicate and stale reports,
- *							which are recorded whatever the limit (they are
- *							the audit).
+ *	max_events_per_run		covers every event a caller can cause, in three
+ *							classes (WfCheckEventQuota, WfSuppressAuditEvent):
+ *							- refused: commands that append to a run without
+ *							  moving it on, which a caller can repeat without
+ *							  bound: wf.signal (and so wf.send_event),
+ *							  wf.update_context, wf.pause_run,
+ *							  wf.migrate_run, wf.retry_step, the approval
+ *							  token commands, a re-issue of tokens by
+ *							  wf.issue_approval_tokens, and wf.set_legal_hold
+ *							  but for placing a hold on a run without one;
+ *							- counted, not appended: events that only record
+ *							  a refusal (result_duplicate, result_stale,
+ *							  decision_refused, signal_received of a
+ *							  duplicate): once the run has the limit, each
+ *							  adds to its row of wf.suppressed_events instead,
+ *							  and the caller gets the same answer;
+ *							- never refused: worker results, engine
+ *							  transitions (bounded by the definition),
+ *							  accepted decisions, and the commands that end
+ *							  or move on a run or undo a refused one
+ *							  (wf.terminate_run, wf.cancel_run,
+ *							  wf.skip_step, wf.resume_run, placing a hold),
+ *							  so that a run at the limit can always be
+ *							  finished.  Each of the last two needs a refused
+ *							  command before it, so they add at most one
+ *							  event each beyond the limit.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -291,20 +310,53 @@ WfCheckStartQuota(const char *tenant)
 }
 
 /*
- * WfCheckEventQuota refuses a signal to a run that has max_events_per_run
- * events already.  Inside an API call.
+ * WfEventsAtLimit tells whether a run has max_events_per_run events of its
+ * tenant already.  Inside an API call.
+ */
+bool
+WfEventsAtLimit(const WfRunState *run)
+{
+	const WfPolicy *p = tenant_policy(run->tenant_id);
+
+	return p->max_events_per_run > 0 && run->seq >= p->max_events_per_run;
+}
+
+/*
+ * WfCheckEventQuota refuses a command that would append to a run that has
+ * max_events_per_run events already, with hint saying what the run no
+ * longer takes.  Inside an API call, with the run locked.
  */
 void
-WfCheckEventQuota(const char *tenant, pg_uuid_t *run_id, int32 seq)
+WfCheckEventQuota(WfRunState *run, const char *hint)
 {
-	const WfPolicy *p = tenant_policy(tenant);
-
-	if (p->max_events_per_run > 0 && seq >= p->max_events_per_run)
+	if (WfEventsAtLimit(run))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("run %s has %d events, the limit of tenant \"%s\"",
-						WfRunIdText(run_id), seq, tenant),
-				 errhint("The run takes no more signals.")));
+						WfRunIdText(&run->run_id), run->seq, run->tenant_id),
+				 errhint("%s", hint)));
+}
+
+/*
+ * WfSuppressAuditEvent is called instead of appending an event that only
+ * records a refusal (see the top of this file): when the run has
+ * max_events_per_run events already, the event is counted in its row of
+ * wf.suppressed_events and true is returned, and the caller appends
+ * nothing; otherwise false.  Inside an API call, with the run locked.
+ */
+bool
+WfSuppressAuditEvent(WfTransition *tr, WfEventType type)
+{
+	Datum		values[4];
+
+	if (!WfEventsAtLimit(tr->run))
+		return false;
+	values[0] = CStringGetTextDatum(tr->run->tenant_id);
+	values[1] = UUIDPGetDatum(&tr->run->run_id);
+	values[2] = CStringGetTextDatum(WfEventTypeName(type));
+	values[3] = TimestampTzGetDatum(tr->now);
+	WfExecPlan(WF_PLAN_SUPPRESSED_EVENT, values, NULL, false, 0, SPI_OK_INSERT);
+	return true;
 }
 
 /*

@@ -14,7 +14,9 @@
  *	 stale		an older fence (the task was claimed again after the lease
  *				expired) or an attempt that is no longer current.
  *
- * Neither changes the snapshot beyond appending its event.  A fence the
+ * Neither changes the snapshot beyond appending its event (once the run
+ * has max_events_per_run events, not even that: the report is counted in
+ * wf.suppressed_events, and the answer is the same).  A fence the
  * engine never issued is an error: it can only come from a bug or a
  * forgery, and answering it would leak nothing useful.
  *
@@ -221,13 +223,21 @@ report_result(const WfReport *rep)
 	else
 	{
 		WfJsonBuilder b;
+		WfEventType type;
 
 		if (rep->fence == task.fence &&
 			(strcmp(task.status, "completed") == 0 || strcmp(task.status, "failed") == 0))
 			verdict = "duplicate";
 		else
 			verdict = "stale";
+		type = strcmp(verdict, "duplicate") == 0 ? WF_EV_RESULT_DUPLICATE : WF_EV_RESULT_STALE;
 
+		/* a run at max_events_per_run only counts it (quota.c) */
+		if (WfSuppressAuditEvent(&tr, type))
+		{
+			WfApiEnd();
+			return verdict;
+		}
 		WfJbBegin(&b);
 		WfJbInt(&b, "task_id", rep->task_id);
 		WfJbInt(&b, "fence", rep->fence);
@@ -238,9 +248,7 @@ report_result(const WfReport *rep)
 			WfJbJsonb(&b, "error", rep->error);
 		else
 			WfJbJsonb(&b, "output", rep->output);
-		WfAppendEvent(&tr, strcmp(verdict, "duplicate") == 0 ?
-					  WF_EV_RESULT_DUPLICATE : WF_EV_RESULT_STALE,
-					  task.step, task.attempt, WfJbEnd(&b));
+		WfAppendEvent(&tr, type, task.step, task.attempt, WfJbEnd(&b));
 	}
 
 	WfTransitionWrite(&tr);

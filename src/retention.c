@@ -13,7 +13,11 @@
  * engine never wait for each other.  wf.events is append-only: its trigger
  * lets a DELETE through only while this module purges (wf._purging(),
  * which nothing else can switch on).  wf.schedule_purge() installs the
- * pg_cron job that calls it.
+ * pg_cron job that calls it.  What belongs to a run includes its counts of
+ * events not appended (wf.suppressed_events) and the wf.decide counters of
+ * its tokens (wf.decide_failures); the same statement also deletes the
+ * counters of approvers whose last failure is older than
+ * wfengine.decide_failure_window and that kept nothing out of the audit.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -30,6 +34,7 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "guc.h"
 #include "jsonutil.h"
 #include "spi_util.h"
 #include "state.h"
@@ -58,7 +63,7 @@ Datum
 wfengine_purge_runs(PG_FUNCTION_ARGS)
 {
 	int32		max_runs = PG_ARGISNULL(0) ? 1000 : PG_GETARG_INT32(0);
-	Datum		values[2];
+	Datum		values[3];
 	uint64		n;
 
 	if (max_runs < 1 || max_runs > 100000)
@@ -69,6 +74,8 @@ wfengine_purge_runs(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[1] = Int32GetDatum(max_runs);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp() -
+									(TimestampTz) wf_decide_failure_window * USECS_PER_SEC);
 	purging = true;
 	PG_TRY();
 	{
@@ -116,6 +123,14 @@ wfengine_set_legal_hold(PG_FUNCTION_ARGS)
 	if (WfExecPlan(WF_PLAN_RUN_SET_HOLD, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
 		WfUnknownRun(run_id);
 	old = DatumGetBool(WfGetDatumNotNull(0, 1));
+
+	/*
+	 * A run at its event limit can always be put under hold; a release, or
+	 * a repeat, is refused (the error undoes the update): else the hold
+	 * could be toggled without bound.
+	 */
+	if (!hold || old)
+		WfCheckEventQuota(&run, "At this limit a hold can still be placed on the run, but not released or placed again.");
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);

@@ -36,6 +36,7 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "argcheck.h"
 #include "crypto.h"
 #include "definition.h"
 #include "guc.h"
@@ -51,7 +52,6 @@ PG_FUNCTION_INFO_V1(wfengine_terminate_run);
 PG_FUNCTION_INFO_V1(wfengine_update_context);
 PG_FUNCTION_INFO_V1(wfengine_signal);
 
-#define WF_MAX_IDEMPOTENCY_KEY_LEN 255
 
 
 /*
@@ -159,7 +159,9 @@ existing_run(const char *tenant, const char *defname, const char *key,
  * WfWriteCorrelations records the correlation keys of a new run: for each
  * named JSONPath of the definition, "<name>:<value>" for each string or
  * number it finds in {"input": ...}.  A path that finds nothing gives no
- * key.
+ * key.  A key longer than WF_ARG_MAX_KEY is refused for a run a caller
+ * starts; a child run (started by its parent's transition, which must not
+ * fail for it) is not given that key.
  */
 void
 WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
@@ -168,6 +170,7 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 	WfJsonBuilder b;
 	Jsonb	   *context;
 	int			c;
+	bool		child = WfJsonbGet(run->context, "parent") != NULL;
 
 	WfJbBegin(&b);
 	WfJbJsonb(&b, "input", input);
@@ -196,8 +199,14 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 															NumericGetDatum(v.val.numeric)));
 			if (value == NULL || value[0] == '\0')
 				continue;
+			value = psprintf("%s:%s", def->correlation[c].key, value);
+			/* too long: refused at wf.start_run; a child run goes without */
+			if (child && strlen(value) > WF_ARG_MAX_KEY)
+				continue;
+			WfCheckCStringArg(value, psprintf("correlation key \"%s\" of the run",
+											  def->correlation[c].key), WF_ARG_KEY);
 			values[0] = CStringGetTextDatum(run->tenant_id);
-			values[1] = CStringGetTextDatum(psprintf("%s:%s", def->correlation[c].key, value));
+			values[1] = CStringGetTextDatum(value);
 			values[2] = UUIDPGetDatum(&run->run_id);
 			values[3] = TimestampTzGetDatum(now);
 			WfExecPlan(WF_PLAN_CORRELATION_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
@@ -237,17 +246,15 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("run input must not be null"),
 				 errhint("Pass '{}' for a run without input.")));
-	defname = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	defname = WfTextArg(fcinfo, 0, "definition name", WF_ARG_NAME);
 	input = PG_GETARG_JSONB_P(1);
-	if (!PG_ARGISNULL(2))
-	{
-		key = text_to_cstring(PG_GETARG_TEXT_PP(2));
-		if (strlen(key) == 0 || strlen(key) > WF_MAX_IDEMPOTENCY_KEY_LEN)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("idempotency key must have 1 to %d bytes", WF_MAX_IDEMPOTENCY_KEY_LEN)));
-	}
+	key = WfTextArg(fcinfo, 2, "idempotency key", WF_ARG_KEY);
+	if (key != NULL && key[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idempotency key must have 1 to %d bytes", WF_ARG_MAX_KEY)));
 	WfCheckPayloadSize(input, "input", psprintf("a run of definition \"%s\"", defname));
+	WfCheckRunInput(input, "input");
 	WfRefuseSealedLookalikes(input, "input", psprintf("a run of definition \"%s\"", defname));
 
 	WfApiBegin();
@@ -392,13 +399,12 @@ WfRunArgument(FunctionCallInfo fcinfo)
 
 /*
  * WfRequireReason returns the reason argument argno of an operator
- * command, refusing a missing or empty one.
+ * command, refusing a missing or empty one, or one over WF_ARG_MAX_REASON.
  */
 char *
 WfRequireReason(FunctionCallInfo fcinfo, int argno)
 {
-	char	   *reason = PG_ARGISNULL(argno) ? NULL :
-		text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	char	   *reason = WfTextArg(fcinfo, argno, "reason", WF_ARG_REASON);
 
 	if (reason == NULL || reason[0] == '\0')
 		ereport(ERROR,
@@ -547,6 +553,7 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 		run.status != WF_RUN_FAILED)
 		WfRefuseRun(run_id, &run, "update the context of",
 					"Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).");
+	WfCheckEventQuota(&run, "The run takes no more context updates.");
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 	/* new values of sensitive input keys are sealed like the input was */
@@ -591,7 +598,9 @@ wfengine_update_context(PG_FUNCTION_ARGS)
  * that name, the signal is consumed at once and the run goes on
  * ("consumed"); otherwise it is kept for when the run gets there
  * ("stored").  A second signal with the same event id is recorded and
- * ignored ("duplicate").  Every call is a signal_received event.
+ * ignored ("duplicate").  Every call is a signal_received event, but for a
+ * run at max_events_per_run: a new signal is refused, and a duplicate only
+ * counted in wf.suppressed_events (quota.c).
  */
 Datum
 wfengine_signal(PG_FUNCTION_ARGS)
@@ -614,11 +623,11 @@ wfengine_signal(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("run and name must not be null")));
 	run_id = PG_GETARG_UUID_P(0);
-	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	if (strlen(name) == 0 || strlen(name) > 63)
+	name = WfTextArg(fcinfo, 1, "signal name", WF_ARG_SIGNAL);
+	if (name[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("a signal name must have 1 to 63 bytes")));
+				 errmsg("a signal name must have 1 to %d bytes", WF_ARG_MAX_SIGNAL)));
 	payload = PG_ARGISNULL(2) ?
 		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) :
 		PG_GETARG_JSONB_P(2);
@@ -633,16 +642,15 @@ wfengine_signal(PG_FUNCTION_ARGS)
 	}
 	else
 	{
-		event_id = text_to_cstring(PG_GETARG_TEXT_PP(3));
-		if (strlen(event_id) == 0 || strlen(event_id) > 255)
+		event_id = WfTextArg(fcinfo, 3, "event id", WF_ARG_KEY);
+		if (event_id[0] == '\0')
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("an event id must have 1 to 255 bytes")));
+					 errmsg("an event id must have 1 to %d bytes", WF_ARG_MAX_KEY)));
 	}
 
 	WfApiBegin();
 	lock_live_run(run_id, &run, "run %s has ended", NULL);
-	WfCheckEventQuota(run.tenant_id, run_id, run.seq);
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 
@@ -653,9 +661,19 @@ wfengine_signal(PG_FUNCTION_ARGS)
 	values[4] = JsonbPGetDatum(payload);
 	values[5] = TimestampTzGetDatum(tr.now);
 	if (WfExecPlan(WF_PLAN_SIGNAL_INSERT, values, NULL, false, 0, SPI_OK_INSERT_RETURNING) != 1)
+	{
+		/* a repeat only records that it was ignored: counted at the limit */
 		outcome = "duplicate";
+		if (WfSuppressAuditEvent(&tr, WF_EV_SIGNAL_RECEIVED))
+		{
+			WfApiEnd();
+			PG_RETURN_TEXT_P(cstring_to_text(outcome));
+		}
+	}
 	else
 	{
+		/* a new signal at the limit is refused (the error undoes the insert) */
+		WfCheckEventQuota(&run, "The run takes no more signals.");
 		/* does the run wait at a wait_event step for this name right now? */
 		if (run.status == WF_RUN_RUNNING && run.current_step != NULL && run.current_task == 0)
 			idx = WfDefinitionStepIndex(def, run.current_step);

@@ -347,7 +347,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		3, {UUIDOID, TEXTOID, INT4OID}
 	},
 	[WF_PLAN_APPROVALS_PENDING] = {
-		"SELECT ap.approval_id, ap.approver, ap.expires_at FROM wf.approvals ap "
+		"SELECT ap.approval_id, ap.approver, ap.expires_at, ap.approve_hash IS NOT NULL FROM wf.approvals ap "
 		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
 		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending' "
 		"ORDER BY ap.approver",
@@ -393,6 +393,39 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"INSERT INTO wf.approval_attempts (tenant_id, attempted_at, actor, approver, decision,"
 		" outcome, run_id, step) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 		8, {TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, UUIDOID, TEXTOID}
+	},
+	/* is the approver locked out in the current window (one index probe)? */
+	[WF_PLAN_DECIDE_LOCKED] = {
+		"SELECT 1 FROM wf.decide_failures f "
+		"WHERE f.tenant_id OPERATOR(pg_catalog.=) $1 AND f.kind OPERATOR(pg_catalog.=) 'approver' "
+		"AND f.subject OPERATOR(pg_catalog.=) $2 AND f.window_start OPERATOR(pg_catalog.>) $3 "
+		"AND f.failures OPERATOR(pg_catalog.>=) $4",
+		4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID}
+	},
+	/* ... it is: count the call */
+	[WF_PLAN_DECIDE_THROTTLE] = {
+		"UPDATE wf.decide_failures f SET throttled = f.throttled OPERATOR(pg_catalog.+) 1, last_at = $3 "
+		"WHERE f.tenant_id OPERATOR(pg_catalog.=) $1 AND f.kind OPERATOR(pg_catalog.=) 'approver' "
+		"AND f.subject OPERATOR(pg_catalog.=) $2",
+		3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	},
+	/*
+	 * One failure of (tenant, kind, subject): a window older than $6 starts
+	 * again; true when this failure is beyond the limit $7 of its window
+	 * (then it is counted in suppressed, and not stored otherwise).
+	 */
+	[WF_PLAN_DECIDE_FAILURE] = {
+		"INSERT INTO wf.decide_failures AS f (tenant_id, kind, subject, run_id, window_start,"
+		" failures, suppressed, throttled, last_at) VALUES ($1, $2, $3, $4, $5, 1, 0, 0, $5) "
+		"ON CONFLICT (tenant_id, kind, subject) DO UPDATE SET"
+		" window_start = CASE WHEN f.window_start OPERATOR(pg_catalog.<=) $6 THEN $5 ELSE f.window_start END,"
+		" failures = CASE WHEN f.window_start OPERATOR(pg_catalog.<=) $6 THEN 1"
+		"  ELSE f.failures OPERATOR(pg_catalog.+) 1 END,"
+		" suppressed = f.suppressed OPERATOR(pg_catalog.+) CASE WHEN f.window_start OPERATOR(pg_catalog.>) $6"
+		"  AND f.failures OPERATOR(pg_catalog.>=) $7 THEN 1 ELSE 0 END,"
+		" last_at = $5 "
+		"RETURNING f.failures OPERATOR(pg_catalog.>) $7",
+		7, {TEXTOID, TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID}
 	},
 	[WF_PLAN_APPROVALS_REVOKE_TOKENS] = {
 		"UPDATE wf.approvals ap SET approve_hash = NULL, reject_hash = NULL "
@@ -532,9 +565,17 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" a AS (DELETE FROM wf.approvals x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		" aa AS (DELETE FROM wf.approval_attempts x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		" s AS (DELETE FROM wf.signals x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
-		" c AS (DELETE FROM wf.correlations x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)) "
+		" c AS (DELETE FROM wf.correlations x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" se AS (DELETE FROM wf.suppressed_events x"
+		"  WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" df AS (DELETE FROM wf.decide_failures x"
+		"  WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		/* approver counters of a past window that kept nothing from the audit */
+		" dfa AS (DELETE FROM wf.decide_failures x WHERE x.run_id IS NULL"
+		"  AND x.last_at OPERATOR(pg_catalog.<=) $3 AND x.suppressed OPERATOR(pg_catalog.=) 0"
+		"  AND x.throttled OPERATOR(pg_catalog.=) 0) "
 		"DELETE FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v) RETURNING r.run_id",
-		2, {TIMESTAMPTZOID, INT4OID}
+		3, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
 	},
 	[WF_PLAN_RUN_SET_HOLD] = {
 		"UPDATE wf.runs r SET legal_hold = $2 FROM wf.runs o "
@@ -574,6 +615,12 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" AND tm.kind OPERATOR(pg_catalog.=) $2 AND (tm.step OPERATOR(pg_catalog.=) $3 OR (tm.step IS NULL AND $3 IS NULL))"
 		" AND tm.generation OPERATOR(pg_catalog.<) $4",
 		5, {UUIDOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_SUPPRESSED_EVENT] = {
+		"INSERT INTO wf.suppressed_events AS s (tenant_id, run_id, type, count, first_at, last_at) "
+		"VALUES ($1, $2, $3, 1, $4, $4) ON CONFLICT (run_id, type) DO UPDATE SET"
+		" count = s.count OPERATOR(pg_catalog.+) 1, last_at = $4",
+		4, {TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID}
 	},
 	[WF_PLAN_TENANT_KEY] = {
 		"SELECT k.master_key_id, k.wrapped FROM wf.tenant_keys k "

@@ -321,7 +321,9 @@ extern int32 WfClaimRoom(const char *tenant, const char *queue, int32 want, bool
 extern void WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 						const char *step, int32 generation, TimestampTz now);
 extern void WfQuotaReset(void);
-extern void WfCheckEventQuota(const char *tenant, pg_uuid_t *run_id, int32 seq);
+extern bool WfEventsAtLimit(const WfRunState *run);
+extern void WfCheckEventQuota(WfRunState *run, const char *hint);
+extern bool WfSuppressAuditEvent(WfTransition *tr, WfEventType type);
 
 /* operator.c */
 extern void WfRefuseRun(pg_uuid_t *run_id, const WfRunState *run, const char *what,

@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS wfengine;
 
-SELECT plan(204);
+SELECT plan(211);
 
 -- ---------------------------------------------------------------------
 -- extension and schema
@@ -89,6 +89,8 @@ SELECT has_table('wf', 'definitions', 'table wf.definitions');
 SELECT has_table('wf', 'runs', 'table wf.runs');
 SELECT has_table('wf', 'events', 'table wf.events');
 SELECT has_table('wf', 'tasks', 'table wf.tasks');
+SELECT has_table('wf', 'suppressed_events', 'table wf.suppressed_events');
+SELECT has_table('wf', 'decide_failures', 'table wf.decide_failures');
 SELECT has_sequence('wf', 'task_id_seq', 'sequence wf.task_id_seq');
 
 SELECT has_column('wf', 'definitions', c, 'wf.definitions.' || c)
@@ -117,7 +119,7 @@ SELECT col_type_is('wf', 'tasks', 'available_at', 'timestamp with time zone', 'w
 
 -- every table carries tenant_id, NOT NULL
 SELECT col_not_null('wf', t, 'tenant_id', 'wf.' || t || '.tenant_id is NOT NULL')
-FROM unnest(ARRAY['definitions', 'runs', 'events', 'tasks']) AS t;
+FROM unnest(ARRAY['definitions', 'runs', 'events', 'tasks', 'suppressed_events', 'decide_failures']) AS t;
 SELECT is((SELECT array_agg(c.relname::text ORDER BY c.relname)
            FROM pg_class c
            WHERE c.relnamespace = 'wf'::regnamespace AND c.relkind IN ('r', 'p')
@@ -269,8 +271,15 @@ SELECT throws_ok($$SELECT * FROM wf.claim_tasks('schema_q', 'w', 0)$$, '22023', 
 SELECT throws_ok($$SELECT * FROM wf.claim_tasks('schema_q', 'w', 1, '0 seconds')$$, '22023', NULL, 'a zero lease: 22023');
 SELECT throws_ok($$SELECT * FROM wf.claim_tasks('schema_q', 'w', 1, '8 days')$$, '22023', NULL, 'a lease over 7 days: 22023');
 SELECT throws_ok($$SELECT wf.start_run('schema_t', '{}', '')$$, '22023', NULL, 'an empty idempotency key: 22023');
-SELECT throws_ok($$SELECT wf.start_run('schema_t', '{}', repeat('k', 256))$$, '22023', NULL,
-                 'an idempotency key over 255 bytes: 22023');
+SELECT throws_ok($$SELECT wf.start_run('schema_t', '{}', repeat('k', 256))$$, '54000',
+                 'idempotency key is 256 bytes, more than the limit of 255 bytes',
+                 'an idempotency key over 255 bytes: 54000');
+SELECT throws_ok($$SELECT wf.start_run('schema_t', '[1]')$$, '22023',
+                 'input must be a JSON object, not an array', 'a run input that is not an object: 22023');
+SELECT throws_ok($$SELECT * FROM wf.claim_tasks(repeat('q', 201), 'w')$$, '54000',
+                 'queue name is 201 bytes, more than the limit of 200 bytes', 'a queue name over 200 bytes: 54000');
+SELECT throws_ok($$SELECT wf.cancel_run('00000000-0000-0000-0000-000000000000', repeat('x', 2001))$$, '54000',
+                 'reason is 2001 bytes, more than the limit of 2000 bytes', 'a reason over 2000 bytes: 54000');
 
 -- a fence that was never issued
 CREATE TEMP TABLE schema_claim AS
@@ -325,9 +334,12 @@ SELECT is((SELECT count(*)::int FROM wf.definitions WHERE name = 'schema_big'), 
 -- the limits are superuser settings: an ordinary role cannot raise them
 SELECT results_eq($$SELECT name::text, context::text FROM pg_settings
                     WHERE name IN ('wfengine.max_claim_batch', 'wfengine.max_definition_size',
-                                   'wfengine.max_payload_size', 'wfengine.max_steps')
+                                   'wfengine.max_payload_size', 'wfengine.max_steps',
+                                   'wfengine.decide_failure_limit', 'wfengine.decide_failure_window')
                     ORDER BY name$$,
-                  $$VALUES ('wfengine.max_claim_batch', 'superuser'),
+                  $$VALUES ('wfengine.decide_failure_limit', 'superuser'),
+                           ('wfengine.decide_failure_window', 'superuser'),
+                           ('wfengine.max_claim_batch', 'superuser'),
                            ('wfengine.max_definition_size', 'superuser'),
                            ('wfengine.max_payload_size', 'superuser'),
                            ('wfengine.max_steps', 'superuser')$$,

@@ -262,7 +262,9 @@ INSERT INTO attacks VALUES
  ('wf.heartbeat(bigint,bigint,jsonb)', $q$SELECT wf.heartbeat(:task, :fence, '{}')$q$, 'error'),
  ('wf.issue_approval_tokens(bigint,bigint)', $q$SELECT count(*) FROM wf.issue_approval_tokens(:mail_task, :mail_fence)$q$, 'error'),
  ('wf.decide(text,text,text,text,jsonb)', $q$SELECT wf.decide(':token', 'approve', 'alice')$q$, '^invalid$'),
- ('wf.decrypt(jsonb)', $q$SELECT wf.decrypt(':envelope')$q$, 'error');
+ ('wf.decrypt(jsonb)', $q$SELECT wf.decrypt(':envelope')$q$, 'error'),
+ ('wf._check_arg(text,text,text)', $q$SELECT wf._check_arg('reason', 'short', 'reason')$q$, '^$'),
+ ('wf._check_payload(jsonb,text,text,boolean)', $q$SELECT wf._check_payload('{}', 'input', 'a run', true)$q$, '^$');
 SET LOCAL SESSION AUTHORIZATION tap_t_two;
 INSERT INTO b_ids VALUES ('b_channel', wf.channel('queue', 'q'));
 RESET SESSION AUTHORIZATION;
