@@ -535,6 +535,21 @@ open_envelope(const char *tenant, const char *text, int len, char **damage)
 }
 
 /*
+ * key_is_one_of tells whether the object key k is one of keys.
+ */
+static bool
+key_is_one_of(const JsonbValue *k, char **keys, int nkeys)
+{
+	int			i;
+
+	for (i = 0; i < nkeys; i++)
+		if ((size_t) k->val.string.len == strlen(keys[i]) &&
+			strncmp(k->val.string.val, keys[i], k->val.string.len) == 0)
+			return true;
+	return false;
+}
+
+/*
  * WfSealKeys returns obj with the values of keys sealed (values that are
  * envelopes already, null or absent are left as they are).  Inside an API
  * call.
@@ -548,7 +563,6 @@ WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
 	JsonbIteratorToken tok;
 	JsonbValue *res = NULL;
 	bool		sealing = false;
-	int			k;
 
 	if (obj == NULL || nkeys == 0 || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj))
 		return obj;
@@ -557,11 +571,7 @@ WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
 	{
 		if (tok == WJB_KEY)
 		{
-			sealing = false;
-			for (k = 0; k < nkeys; k++)
-				if ((size_t) v.val.string.len == strlen(keys[k]) &&
-					strncmp(v.val.string.val, keys[k], v.val.string.len) == 0)
-					sealing = true;
+			sealing = key_is_one_of(&v, keys, nkeys);
 			res = pushJsonbValue(&state, tok, &v);
 		}
 		else if (tok == WJB_VALUE && sealing && v.type != jbvNull && !is_envelope(&v))
@@ -596,7 +606,6 @@ WfMaskSealed(Jsonb *obj, char **keys, int nkeys)
 	JsonbIteratorToken tok;
 	JsonbValue *res = NULL;
 	bool		masking = false;
-	int			k;
 
 	if (obj == NULL || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj) ||
 		(nkeys == 0 && !has_envelope(obj)))
@@ -606,11 +615,7 @@ WfMaskSealed(Jsonb *obj, char **keys, int nkeys)
 	{
 		if (tok == WJB_KEY)
 		{
-			masking = false;
-			for (k = 0; k < nkeys; k++)
-				if ((size_t) v.val.string.len == strlen(keys[k]) &&
-					strncmp(v.val.string.val, keys[k], v.val.string.len) == 0)
-					masking = true;
+			masking = key_is_one_of(&v, keys, nkeys);
 			res = pushJsonbValue(&state, tok, &v);
 		}
 		else if (tok == WJB_VALUE && ((masking && v.type != jbvNull) || is_envelope(&v)))
