@@ -994,9 +994,11 @@ BEGIN
         SELECT * INTO tm FROM wf.timers x
         WHERE x.run_id OPERATOR(pg_catalog.=) run AND x.status OPERATOR(pg_catalog.=) 'pending'
           AND x.generation OPERATOR(pg_catalog.=) r.wait_generation;
-        waiting := CASE tm.kind WHEN 'retry' THEN 'retry_backoff' ELSE tm.kind END;
-        details := jsonb_build_object('until', tm.fire_at, 'timer_id', tm.timer_id,
-                                      'next_attempt', tm.payload->'attempt');
+        IF FOUND THEN
+            waiting := CASE tm.kind WHEN 'retry' THEN 'retry_backoff' ELSE tm.kind END;
+            details := jsonb_build_object('until', tm.fire_at, 'timer_id', tm.timer_id,
+                                          'next_attempt', tm.payload->'attempt');
+        END IF;
     ELSIF r.current_step IS NOT NULL AND r.context->'children' ? r.current_step THEN
         -- a subworkflow or parallel step: its child runs
         waiting := 'children';
@@ -1025,22 +1027,67 @@ BEGIN
         END IF;
     END IF;
 
-    IF r.status OPERATOR(pg_catalog.=) 'running' AND EXISTS (
+    IF r.status OPERATOR(pg_catalog.=) 'running' AND r.current_step IS NOT NULL THEN
+        SELECT s INTO step_def FROM wf.definitions d, jsonb_array_elements(d.spec->'steps') s
+        WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id
+          AND s->>'name' OPERATOR(pg_catalog.=) r.current_step;
+    END IF;
+    IF r.status OPERATOR(pg_catalog.=) 'running' AND (step_def->>'type' OPERATOR(pg_catalog.=) 'approval' OR EXISTS (
         SELECT 1 FROM wf.approvals a WHERE a.run_id OPERATOR(pg_catalog.=) run
-          AND a.step OPERATOR(pg_catalog.=) r.current_step AND a.status OPERATOR(pg_catalog.=) 'pending') THEN
+          AND a.step OPERATOR(pg_catalog.=) r.current_step AND a.status OPERATOR(pg_catalog.=) 'pending')) THEN
         -- a live task at an approval step is its notification task
         IF waiting IS NOT NULL THEN
             details := jsonb_build_object('notification', details || jsonb_build_object('waiting_for', waiting));
         END IF;
         waiting := 'approval';
         details := details || jsonb_build_object('approval', (
-            SELECT jsonb_build_object('pending', jsonb_agg(a.approver ORDER BY a.approver),
+            SELECT jsonb_build_object('pending', coalesce(jsonb_agg(a.approver ORDER BY a.approver), '[]'),
                                       'since', min(a.created_at), 'expires_at', max(a.expires_at),
-                                      'tokens_issued', bool_or(a.approve_hash IS NOT NULL))
+                                      'tokens_issued', coalesce(bool_or(a.approve_hash IS NOT NULL), false))
             FROM wf.approvals a WHERE a.run_id OPERATOR(pg_catalog.=) run
               AND a.step OPERATOR(pg_catalog.=) r.current_step AND a.status OPERATOR(pg_catalog.=) 'pending'));
         commands := commands || ARRAY['wf.decide', 'wf.revoke_approval_tokens',
                                       'wf.reissue_approval_tokens', 'wf.set_approvers'];
+    END IF;
+
+    -- a timer whose transition max_timers_per_run refused (timer.c): it stays pending,
+    -- tried again every 10 seconds, and the run cannot move on until there is room
+    IF r.status IN ('running', 'cancelling') THEN
+        SELECT * INTO tm FROM wf.timers x
+        WHERE x.run_id OPERATOR(pg_catalog.=) run AND x.status OPERATOR(pg_catalog.=) 'pending'
+          AND x.outcome OPERATOR(pg_catalog.=) 'quota_refused'
+        ORDER BY x.due_at, x.timer_id LIMIT 1;
+        IF FOUND THEN
+            SELECT p.max_timers_per_run INTO in_flight_limit FROM wf.tenant_policies p
+            WHERE p.tenant_id OPERATOR(pg_catalog.=) r.tenant_id;
+            IF waiting IS NOT NULL THEN
+                details := jsonb_build_object('refused_wait', details || jsonb_build_object('waiting_for', waiting));
+            END IF;
+            waiting := 'tenant_quota';
+            details := details || jsonb_build_object(
+                'quota', 'max_timers_per_run',
+                'max_timers_per_run', in_flight_limit,
+                'pending_timers', (SELECT count(*) FROM wf.timers x
+                                   WHERE x.run_id OPERATOR(pg_catalog.=) run
+                                     AND x.status OPERATOR(pg_catalog.=) 'pending'
+                                     AND x.kind OPERATOR(pg_catalog.<>) 'child_done'),
+                'timer', jsonb_build_object('timer_id', tm.timer_id, 'kind', tm.kind, 'step', tm.step,
+                                            'due_at', tm.due_at, 'next_try_at', tm.fire_at,
+                                            'tries', tm.errors, 'error', tm.last_error),
+                'reason', pg_catalog.format('the %s timer%s fired, but what it does would set a timer beyond the tenant''s max_timers_per_run of %s',
+                                            tm.kind, coalesce(pg_catalog.format(' of step "%s"', tm.step), ''),
+                                            coalesce(in_flight_limit::text, 'none (raised since: the next try applies it)')),
+                'way_out', 'raise max_timers_per_run (wf.set_tenant_policy; the next try, within 10 seconds, applies it), or wf.migrate_run the run to a version published under the limit, or wf.terminate_run it');
+            commands := commands || ARRAY['wf.set_tenant_policy', 'wf.migrate_run'];
+        END IF;
+    END IF;
+
+    -- a live run always says what it waits for: one that waits for nothing the engine
+    -- tracks (no live task, timer, approval, signal or child run) needs an operator
+    IF waiting IS NULL AND r.status IN ('running', 'paused', 'cancelling') THEN
+        waiting := 'operator';
+        details := details || jsonb_build_object('stuck', true,
+            'reason', 'the run has no live task, timer, approval, awaited signal or child run: nothing moves it on but an operator');
     END IF;
 
     IF r.context ? 'compensation' THEN
@@ -1061,6 +1108,7 @@ BEGIN
         commands := commands || ARRAY['wf.retry_step', 'wf.skip_step'];
     END IF;
     IF r.status IN ('running', 'failed') AND r.current_step IS NOT NULL THEN
+        step_def := NULL;
         SELECT s INTO step_def FROM wf.definitions d, jsonb_array_elements(d.spec->'steps') s
         WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id
           AND s->>'name' OPERATOR(pg_catalog.=) r.current_step;
@@ -1081,7 +1129,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION wf.explain(uuid) IS
-'Where a run is, what it waits for (a worker on a queue and how many are ahead, a worker''s result, a retry backoff, a sleep, a quarantine, approvers, a signal, an operator) and which commands apply now.';
+'Where a run is, what it waits for (a worker on a queue and how many are ahead, a worker''s result, a retry backoff, a sleep, a quarantine, approvers, a signal, child runs, a tenant quota, an operator; never nothing while the run is live) and which commands apply now.';
 
 -- Graphs of definitions and runs: Mermaid flowcharts and Graphviz DOT.
 --

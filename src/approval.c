@@ -92,6 +92,8 @@ static int	needed_approvals(const WfStepDef *sd, int napprovers);
 static Jsonb *text_array_jsonb(char **items, int n);
 static void complete_approval(WfTransition *tr, int step_index, int32 visit,
 							  const char *outcome, Jsonb *decisions);
+static const char *evaluate_policy(WfTransition *tr, int step_index, int32 visit,
+								   const char *approver);
 static Datum hash_datum(const uint8 *hash);
 static void audit_attempt(const char *tenant, TimestampTz now, const char *approver,
 						  const char *decision, const char *outcome,
@@ -358,6 +360,89 @@ complete_approval(WfTransition *tr, int step_index, int32 visit,
 	WfJbInt(&b, "visit", visit);
 	WfJbJsonb(&b, "output", WfJbEnd(&ob));
 	WfAppendEvent(tr, WF_EV_APPROVAL_COMPLETED, sd->name, 0, WfJbEnd(&b));
+}
+
+/*
+ * evaluate_policy tallies the current visit of the approval step at
+ * step_index and ends it when its policy is decided.  It is the one
+ * evaluation of the policy: wf.decide calls it after each accepted
+ * decision (approver is who decided), wf.set_approvers after each change of
+ * the approvers (approver NULL).  The tally counts the rows that are not
+ * revoked: the listed approvers and those who have decided.  The step ends
+ *
+ *	rejected	with the step's "rejections" rejects (at most as many as
+ *				there are approvers), or with so many rejects that the
+ *				approvers left can no longer approve: the run fails with
+ *				reason "rejected";
+ *	failed		with fewer approvers left than the policy needs and no
+ *				reject (only a change of approvers can cause it): the run
+ *				fails with reason "not_enough_approvers", or
+ *				"no_approvers" with none;
+ *	approved	with the approvals the policy needs: the run goes on.
+ *
+ * Returns the outcome ("approved", "rejected" or the failure's reason), or
+ * NULL when the step goes on waiting.
+ */
+static const char *
+evaluate_policy(WfTransition *tr, int step_index, int32 visit, const char *approver)
+{
+	const WfStepDef *sd = &tr->def->steps[step_index];
+	Datum		values[3];
+	int64		total;
+	int64		approvals;
+	int64		rejections;
+	int			needed;
+	Jsonb	   *decisions;
+	WfJsonBuilder eb;
+
+	values[0] = UUIDPGetDatum(&tr->run->run_id);
+	values[1] = CStringGetTextDatum(sd->name);
+	values[2] = Int32GetDatum(visit);
+	WfExecPlan(WF_PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
+	total = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	approvals = DatumGetInt64(WfGetDatumNotNull(0, 2));
+	rejections = DatumGetInt64(WfGetDatumNotNull(0, 3));
+	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
+	needed = needed_approvals(sd, (int) total);
+
+	if (rejections == 0 && (total == 0 || total < needed))
+	{
+		/* no reject, but too few approvers left: the approvers changed */
+		const char *code = total == 0 ? "no_approvers" : "not_enough_approvers";
+
+		complete_approval(tr, step_index, visit, "failed", decisions);
+		WfJbBegin(&eb);
+		WfJbText(&eb, "code", code);
+		WfJbText(&eb, "message",
+				 psprintf("the approval step has %lld approvers left, its policy needs %d approvals",
+						  (long long) total, needed));
+		WfJbInt(&eb, "needed", needed);
+		WfJbInt(&eb, "approvers", total);
+		WfFailRun(tr, sd->name, code, WfJbEnd(&eb));
+		return code;
+	}
+	if (rejections >= Min(sd->rejections, total) || total - rejections < needed)
+	{
+		/* enough rejects, or too few approvers left to approve */
+		complete_approval(tr, step_index, visit, "rejected", decisions);
+		WfJbBegin(&eb);
+		WfJbText(&eb, "code", "rejected");
+		if (approver != NULL)
+			WfJbText(&eb, "message", psprintf("rejected by %s", approver));
+		else
+			WfJbText(&eb, "message",
+					 psprintf("rejected: %lld rejects of the %lld approvers left, who can no longer meet the policy",
+							  (long long) rejections, (long long) total));
+		WfFailRun(tr, sd->name, "rejected", WfJbEnd(&eb));
+		return "rejected";
+	}
+	if (approvals >= needed)
+	{
+		complete_approval(tr, step_index, visit, "approved", decisions);
+		WfAdvance(tr, step_index);
+		return "approved";
+	}
+	return NULL;
 }
 
 /*
@@ -847,11 +932,6 @@ wfengine_decide(PG_FUNCTION_ARGS)
 
 	if (outcome == NULL)
 	{
-		int64		total;
-		int64		approvals;
-		int64		rejections;
-		Jsonb	   *decisions;
-
 		outcome = "accepted";
 		WfJbBegin(&b);
 		WfJbText(&b, "approver", approver);
@@ -861,32 +941,7 @@ wfengine_decide(PG_FUNCTION_ARGS)
 		WfJbJsonb(&b, "data", data);
 		WfAppendEvent(&tr, WF_EV_APPROVAL_DECIDED, step, 0, WfJbEnd(&b));
 
-		values[0] = UUIDPGetDatum(&run_id);
-		values[1] = CStringGetTextDatum(step);
-		values[2] = Int32GetDatum(visit);
-		WfExecPlan(WF_PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
-		total = DatumGetInt64(WfGetDatumNotNull(0, 1));
-		approvals = DatumGetInt64(WfGetDatumNotNull(0, 2));
-		rejections = DatumGetInt64(WfGetDatumNotNull(0, 3));
-		decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
-
-		if (rejections >= Min(def->steps[idx].rejections, total) ||
-			total - rejections < needed_approvals(&def->steps[idx], (int) total))
-		{
-			/* enough rejects, or too few approvers left to approve */
-			WfJsonBuilder eb;
-
-			complete_approval(&tr, idx, visit, "rejected", decisions);
-			WfJbBegin(&eb);
-			WfJbText(&eb, "code", "rejected");
-			WfJbText(&eb, "message", psprintf("rejected by %s", approver));
-			WfFailRun(&tr, step, "rejected", WfJbEnd(&eb));
-		}
-		else if (approvals >= needed_approvals(&def->steps[idx], (int) total))
-		{
-			complete_approval(&tr, idx, visit, "approved", decisions);
-			WfAdvance(&tr, idx);
-		}
+		evaluate_policy(&tr, idx, visit, approver);
 	}
 	else if ((stored = note_failure(tenant, approver, hash, &run_id, now)) &&
 			 !WfSuppressAuditEvent(&tr, WF_EV_DECISION_REFUSED))
@@ -1085,6 +1140,7 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 	uint64		i;
 	bool		isnull;
 	Datum		d;
+	bool		ended;
 
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -1168,7 +1224,13 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 	WfJbJsonb(&b, "added", text_array_jsonb(added, (int) na));
 	WfJbText(&b, "reason", cmd.reason);
 	WfAppendEvent(&cmd.tr, WF_EV_APPROVERS_CHANGED, cmd.step, 0, WfJbEnd(&b));
+	/* the policy counts the new approvers at once: the step may end here */
+	ended = evaluate_policy(&cmd.tr, cmd.idx, cmd.visit, NULL) != NULL;
 	WfTransitionWrite(&cmd.tr);
+	if (ended)
+		WfNoteRunChange(cmd.run.tenant_id, &cmd.run.run_id,
+						cmd.run.status == WF_RUN_RUNNING ? "step_done" :
+						WfRunStatusName(cmd.run.status));
 	WfApiEnd();
 	PG_RETURN_VOID();
 }

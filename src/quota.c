@@ -39,7 +39,11 @@
  *							this (see WfDefinitionTimerBound).  At run time a
  *							new timer supersedes the pending ones of the same
  *							kind and step (they could only fire stale), so a
- *							loop does not pile them up.
+ *							loop does not pile them up.  A transition still
+ *							over the limit is refused; when a timer caused
+ *							it, the timer stays pending with outcome
+ *							"quota_refused" (wf.explain: tenant_quota) and
+ *							is tried again every 10 seconds.
  *	max_events_per_run		covers every event a caller can cause, in three
  *							classes (WfCheckEventQuota, WfSuppressAuditEvent):
  *							- refused: commands that append to a run without
@@ -436,6 +440,23 @@ WfClaimRoom(const char *tenant, const char *queue, int32 want, bool wait)
 	return (int32) Min((int64) want, Max((int64) 0, p->max_tasks_in_flight - leased));
 }
 
+/* set when WfTimerRoom refuses a transition, until WfTakeTimerRefusal */
+static bool timer_refused = false;
+
+/*
+ * WfTakeTimerRefusal tells whether WfTimerRoom has refused a transition
+ * since the last call, and clears it.  The timer tick clears it before
+ * each timer and reads it when the timer's handling failed.
+ */
+bool
+WfTakeTimerRefusal(void)
+{
+	bool		refused = timer_refused;
+
+	timer_refused = false;
+	return refused;
+}
+
 /*
  * WfTimerRoom makes room for a new timer of a run when the tenant limits
  * its pending timers: at the limit, the pending timers of the same kind
@@ -472,6 +493,8 @@ WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 	values[4] = TimestampTzGetDatum(now);
 	pending -= WfExecPlan(WF_PLAN_TIMERS_SUPERSEDE, values, nulls, false, 0, SPI_OK_UPDATE);
 	if (pending >= p->max_timers_per_run)
+	{
+		timer_refused = true;
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("run %s has %lld pending timers, the limit of tenant \"%s\"",
@@ -480,6 +503,7 @@ WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 				 errdetail("The transition would set a %s timer of step \"%s\".", kind, step) :
 				 errdetail("The transition would set a %s timer.", kind),
 				 errhint("Raise max_timers_per_run of the tenant's policy, or migrate the run to a version published under it.")));
+	}
 }
 
 PG_FUNCTION_INFO_V1(wfengine_policy_changed);

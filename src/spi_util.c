@@ -300,10 +300,11 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		3, {INT8OID, TIMESTAMPTZOID, TEXTOID}
 	},
 	[WF_PLAN_TIMER_ERROR] = {
+		/* $4: 'quota_refused' when max_timers_per_run refused it, else NULL */
 		"UPDATE wf.timers tm SET errors = tm.errors OPERATOR(pg_catalog.+) 1, last_error = $3,"
-		" fire_at = $2 "
+		" fire_at = $2, outcome = $4 "
 		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'",
-		3, {INT8OID, TIMESTAMPTZOID, TEXTOID}
+		4, {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}
 	},
 	[WF_PLAN_TASK_SET_DEADLINE] = {
 		"UPDATE wf.tasks t SET deadline_at = $2 "

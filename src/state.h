@@ -318,6 +318,7 @@ extern void WfCheckDefinitionQuota(const char *tenant, const char *name, int ste
 								   int depth, int timers);
 extern bool WfClaimLimited(const char *tenant);
 extern int32 WfClaimRoom(const char *tenant, const char *queue, int32 want, bool wait);
+extern bool WfTakeTimerRefusal(void);
 extern void WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 						const char *step, int32 generation, TimestampTz now);
 extern void WfQuotaReset(void);

@@ -27,7 +27,10 @@
  * consumed by the conditional update of its status, and a deadline is
  * re-read under the task lock, so two workers, a restart or a concurrent
  * report never fire one twice.  A timer whose handling fails is logged,
- * counted and retried later; it does not stop the others.
+ * counted and retried later; it does not stop the others.  A timer whose
+ * transition max_timers_per_run refused (WfTimerRoom) is retried the same
+ * way, and is marked outcome "quota_refused" while it stays pending, so
+ * that wf.explain says tenant_quota and the refused timers can be counted.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -123,6 +126,7 @@ fire_batch(WfPlanId due_plan,
 		char	   *failure = NULL;
 
 		CHECK_FOR_INTERRUPTS();
+		(void) WfTakeTimerRefusal();
 		if (WfTryInSubxact(fire_item, &a, &failure))
 			continue;
 		ereport(WARNING,
@@ -140,12 +144,18 @@ fire_batch(WfPlanId due_plan,
 static void
 put_off_timer(int64 timer_id, TimestampTz retry_at, const char *failure)
 {
-	Datum		values[3];
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 
 	values[0] = Int64GetDatum(timer_id);
 	values[1] = TimestampTzGetDatum(retry_at);
 	values[2] = CStringGetTextDatum(failure);
-	WfExecPlan(WF_PLAN_TIMER_ERROR, values, NULL, false, 0, SPI_OK_UPDATE);
+	/* refused by max_timers_per_run: wf.explain answers tenant_quota */
+	if (WfTakeTimerRefusal())
+		values[3] = CStringGetTextDatum("quota_refused");
+	else
+		nulls[3] = 'n';
+	WfExecPlan(WF_PLAN_TIMER_ERROR, values, nulls, false, 0, SPI_OK_UPDATE);
 }
 
 /*
