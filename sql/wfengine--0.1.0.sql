@@ -208,6 +208,13 @@ CREATE TABLE wf.tasks (
     priority            integer NOT NULL DEFAULT 0
 );
 ALTER SEQUENCE wf.task_id_seq OWNED BY wf.tasks.task_id;
+-- Fencing tokens: a claim (and the engine taking a lease over at a timeout)
+-- draws the next value, on top of the server's timeline in the bits above
+-- 2^44 (src/spi_util.c, WfFenceBase).  Not rolled back and never
+-- repeated, so that a fence names one delivery.
+CREATE SEQUENCE wf.fence_seq AS bigint MAXVALUE 17592186044415;
+COMMENT ON SEQUENCE wf.fence_seq IS
+'Fencing tokens: every lease of a task gets the next value (plus the timeline id - 1 times 2^44); unique per delivery across rolled-back claims, crashes and promotions.';
 COMMENT ON TABLE wf.tasks IS
 'One row per attempt of a task step: the queue, the lease and the fencing token.';
 COMMENT ON COLUMN wf.tasks.available_at IS
@@ -1662,6 +1669,7 @@ SELECT pg_catalog.pg_extension_config_dump('wf.runs', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.events', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.tasks', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.task_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.fence_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.timers', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approvals', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approval_id_seq', '');
