@@ -85,6 +85,7 @@ REGRESS = \
 	320_sealed_inputs \
 	330_limits \
 	340_fences \
+	341_pause_attempts \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -689,6 +689,19 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" AND t.status OPERATOR(pg_catalog.=) 'ready'",
 		2, {TEXTOID, TEXTOID}
 	},
+	/*
+	 * The attempts of a visit of a step that count against max_attempts:
+	 * all but those withdrawn before any worker claimed them (a pause, a
+	 * migration).
+	 */
+	[WF_PLAN_COUNTED_ATTEMPTS] = {
+		"SELECT pg_catalog.count(*)::pg_catalog.int4 FROM wf.tasks t"
+		" WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.step OPERATOR(pg_catalog.=) $2"
+		" AND t.visit OPERATOR(pg_catalog.=) $3"
+		" AND (t.deliveries OPERATOR(pg_catalog.>) 0"
+		"  OR t.status OPERATOR(pg_catalog.<>) 'cancelled')",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
 };
 
 /* shared state of this backend */

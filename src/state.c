@@ -1338,9 +1338,32 @@ enter_choice(WfTransition *tr, int step_index)
 }
 
 /*
+ * counted_attempts returns how many attempts of visit of the step count
+ * against its max_attempts, the failing one included: every attempt but
+ * those withdrawn before any worker claimed them (wf.pause_run,
+ * wf.migrate_run).  Such an attempt keeps its attempt number (the next
+ * one takes the number after it), but it has used up nothing.
+ */
+static int32
+counted_attempts(WfTransition *tr, const char *step, int32 visit)
+{
+	Datum		values[3];
+
+	values[0] = UUIDPGetDatum(&tr->run->run_id);
+	values[1] = CStringGetTextDatum(step);
+	values[2] = Int32GetDatum(visit);
+	if (WfExecPlan(WF_PLAN_COUNTED_ATTEMPTS, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		elog(ERROR, "could not count the attempts of step \"%s\"", step);
+	return DatumGetInt32(WfGetDatumNotNull(0, 1));
+}
+
+/*
  * WfFailAttempt records the failure (or timeout) of an attempt, then
  * waits for a retry on a timer or fails the step and the run, following
- * the step's retry policy.
+ * the step's retry policy.  The policy counts attempts that a worker
+ * claimed or the engine failed (counted_attempts), not attempt numbers:
+ * an attempt a pause withdrew before any claim is not counted, neither
+ * against max_attempts nor in the backoff.
  */
 void
 WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
@@ -1353,6 +1376,7 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 	TimestampTz next_at = 0;
 	WfJsonBuilder b;
 	int			i;
+	int32		counted = attempt;
 
 	if (tr->run->status == WF_RUN_CANCELLING && !WfIsCompensation(sd->name))
 		reason = "cancelled";	/* in flight when the run was cancelled */
@@ -1363,11 +1387,13 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 		for (i = 0; code != NULL && i < rp->n_non_retryable; i++)
 			if (strcmp(code, rp->non_retryable[i]) == 0)
 				reason = "non_retryable_error";
-		if (reason == NULL && attempt >= rp->max_attempts)
+		if (reason == NULL)
+			counted = counted_attempts(tr, sd->name, visit);
+		if (reason == NULL && counted >= rp->max_attempts)
 			reason = "attempts_exhausted";
 	}
 	if (reason == NULL)
-		next_at = tr->now + WfRetryDelay(rp, attempt);
+		next_at = tr->now + WfRetryDelay(rp, counted);
 
 	WfJbBegin(&b);
 	WfJbInt(&b, "task_id", task_id);
