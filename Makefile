@@ -86,6 +86,8 @@ REGRESS = \
 	330_limits \
 	340_fences \
 	341_pause_attempts \
+	342_retry_run_timeout \
+	343_failed_attempt \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -770,12 +770,12 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.resume_run(uuid, text) IS
 'Resumes a paused run: applies a held result, makes held timers due, schedules a withdrawn attempt again; returns the run''s status.';
 
-CREATE FUNCTION wf.retry_step(run uuid, reason text)
+CREATE FUNCTION wf.retry_step(run uuid, reason text, run_timeout interval DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_retry_step'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION wf.retry_step(uuid, text) IS
-'Runs a failed run again from the task step it failed at: one new attempt of the same visit (same idempotency key), input mapped from the current context; returns "running".';
+COMMENT ON FUNCTION wf.retry_step(uuid, text, interval) IS
+'Runs a failed run again from the task step it failed at: one new attempt of the same visit (same idempotency key), input mapped from the current context; the run''s time limit starts again from the retry (run_timeout, or the definition''s timeout when NULL); returns "running".';
 
 CREATE FUNCTION wf.skip_step(run uuid, output jsonb, reason text, step text DEFAULT NULL)
 RETURNS text
@@ -1609,7 +1609,7 @@ REVOKE ALL ON FUNCTION wf.terminate_run(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.update_context(uuid, jsonb, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.pause_run(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.resume_run(uuid, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION wf.retry_step(uuid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.retry_step(uuid, text, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.skip_step(uuid, jsonb, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.cancel_run(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.migrate_run(uuid, integer, text) FROM PUBLIC;
@@ -2301,7 +2301,7 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION wf.decide(text, text, text, text, jsonb) TO wfengine_approver;
 GRANT EXECUTE ON FUNCTION
     wf.terminate_run(uuid, text), wf.update_context(uuid, jsonb, text),
-    wf.pause_run(uuid, text), wf.resume_run(uuid, text), wf.retry_step(uuid, text),
+    wf.pause_run(uuid, text), wf.resume_run(uuid, text), wf.retry_step(uuid, text, interval),
     wf.skip_step(uuid, jsonb, text, text), wf.cancel_run(uuid, text),
     wf.migrate_run(uuid, integer, text),
     wf.cancel_runs(text, jsonb, integer, uuid), wf.retry_runs(text, jsonb, integer, uuid),

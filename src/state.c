@@ -131,6 +131,8 @@ static void note_new_task(WfTransition *tr);
 static int32 task_priority(const WfStepDef *sd, Jsonb *context);
 static void enter_choice(WfTransition *tr, int step_index);
 static void withdraw_task(WfTransition *tr);
+static void fail_run(WfTransition *tr, const char *step, const char *reason,
+					 Jsonb *error, int32 attempt);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Jsonb *context_set_key(Jsonb *context, const char *key, Jsonb *value);
 static Jsonb *context_set_path(Jsonb *context, const char *a, const char *b,
@@ -1422,25 +1424,51 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 	else if (WfIsCompensation(sd->name))
 		WfCompensationFailed(tr, reason, error);
 	else
-		WfFailRun(tr, sd->name, reason, error);
+		fail_run(tr, sd->name, reason, error, attempt);	/* the attempt that failed */
 }
 
 /*
- * WfFailRun ends the run as failed at step (NULL for the run as a whole),
- * withdrawing its live task first.
+ * fail_run ends the run as failed at step, naming attempt of the step as
+ * the one it failed at, withdrawing its live task first.
  */
-void
-WfFailRun(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
+static void
+fail_run(WfTransition *tr, const char *step, const char *reason, Jsonb *error,
+		 int32 attempt)
 {
 	WfJsonBuilder b;
 
 	WfWithdrawCurrentTask(tr, reason);
 	WfJbBegin(&b);
 	WfJbText(&b, "step", step);
-	WfJbInt(&b, "attempt", tr->run->current_attempt);
+	WfJbInt(&b, "attempt", attempt);
 	WfJbText(&b, "reason", reason);
 	WfJbJsonb(&b, "error", error);
 	WfAppendEvent(tr, WF_EV_RUN_FAILED, NULL, 0, WfJbEnd(&b));
+}
+
+/*
+ * WfFailRun ends the run as failed at step (NULL for the run as a whole),
+ * withdrawing its live task first.  run_failed names the attempt of the
+ * step the run failed at: its live attempt, or, when it has none (it
+ * waits for a retry), the last attempt of the step's current visit; 0
+ * when the step has no attempt (or the run failed as a whole).
+ */
+void
+WfFailRun(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
+{
+	int32		attempt = tr->run->current_attempt;
+
+	if (attempt == 0 && step != NULL)
+	{
+		Datum		values[2];
+
+		values[0] = UUIDPGetDatum(&tr->run->run_id);
+		values[1] = CStringGetTextDatum(step);
+		if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+			DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(tr->run, step))
+			attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
+	}
+	fail_run(tr, step, reason, error, attempt);
 }
 
 /*
