@@ -84,6 +84,10 @@ REGRESS = \
 	310_hostile \
 	320_sealed_inputs \
 	330_limits \
+	340_fences \
+	341_pause_attempts \
+	342_retry_run_timeout \
+	343_failed_attempt \
 	350_waits \
 	190_signals \
 	090_errors

@@ -458,7 +458,7 @@ SELECT c.task_id AS t, c.fence AS f, c.attempt AS attempt FROM wf.claim_tasks('s
 \echo :attempt
 SELECT wf.complete_task(:t, :f, '{"a": "done"}');
 SELECT wf.complete_task(:t, :f, '{"a": "done"}');
-SELECT pg_temp.code(pg_catalog.format('SELECT wf.complete_task(%s, %s, %L)', :t, :f OPERATOR(pg_catalog.-) 1, '{"a": "old"}')) AS old_fence;
+SELECT pg_temp.code(pg_catalog.format('SELECT wf.complete_task(%s, %s, %L)', :t, :f OPERATOR(pg_catalog.+) 1, '{"a": "unissued"}')) AS unissued_fence;
 SELECT wf.complete_task(:t, :f, '{"a": "different"}');
 SELECT c.task_id AS t, c.fence AS f, c.input AS input FROM wf.claim_tasks('h_b', 'h_worker') c \gset
 \echo :input

@@ -208,6 +208,13 @@ CREATE TABLE wf.tasks (
     priority            integer NOT NULL DEFAULT 0
 );
 ALTER SEQUENCE wf.task_id_seq OWNED BY wf.tasks.task_id;
+-- Fencing tokens: a claim (and the engine taking a lease over at a timeout)
+-- draws the next value, on top of the server's timeline in the bits above
+-- 2^44 (src/spi_util.c, WfFenceBase).  Not rolled back and never
+-- repeated, so that a fence names one delivery.
+CREATE SEQUENCE wf.fence_seq AS bigint MAXVALUE 17592186044415;
+COMMENT ON SEQUENCE wf.fence_seq IS
+'Fencing tokens: every lease of a task gets the next value (plus the timeline id - 1 times 2^44); unique per delivery across rolled-back claims, crashes and promotions.';
 COMMENT ON TABLE wf.tasks IS
 'One row per attempt of a task step: the queue, the lease and the fencing token.';
 COMMENT ON COLUMN wf.tasks.available_at IS
@@ -763,12 +770,12 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.resume_run(uuid, text) IS
 'Resumes a paused run: applies a held result, makes held timers due, schedules a withdrawn attempt again; returns the run''s status.';
 
-CREATE FUNCTION wf.retry_step(run uuid, reason text)
+CREATE FUNCTION wf.retry_step(run uuid, reason text, run_timeout interval DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_retry_step'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION wf.retry_step(uuid, text) IS
-'Runs a failed run again from the task step it failed at: one new attempt of the same visit (same idempotency key), input mapped from the current context; returns "running".';
+COMMENT ON FUNCTION wf.retry_step(uuid, text, interval) IS
+'Runs a failed run again from the task step it failed at: one new attempt of the same visit (same idempotency key), input mapped from the current context; the run''s time limit starts again from the retry (run_timeout, or the definition''s timeout when NULL); returns "running".';
 
 CREATE FUNCTION wf.skip_step(run uuid, output jsonb, reason text, step text DEFAULT NULL)
 RETURNS text
@@ -1650,7 +1657,7 @@ REVOKE ALL ON FUNCTION wf.terminate_run(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.update_context(uuid, jsonb, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.pause_run(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.resume_run(uuid, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION wf.retry_step(uuid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wf.retry_step(uuid, text, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.skip_step(uuid, jsonb, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.cancel_run(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.migrate_run(uuid, integer, text) FROM PUBLIC;
@@ -1710,6 +1717,7 @@ SELECT pg_catalog.pg_extension_config_dump('wf.runs', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.events', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.tasks', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.task_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.fence_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.timers', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approvals', '');
 SELECT pg_catalog.pg_extension_config_dump('wf.approval_id_seq', '');
@@ -2341,7 +2349,7 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION wf.decide(text, text, text, text, jsonb) TO wfengine_approver;
 GRANT EXECUTE ON FUNCTION
     wf.terminate_run(uuid, text), wf.update_context(uuid, jsonb, text),
-    wf.pause_run(uuid, text), wf.resume_run(uuid, text), wf.retry_step(uuid, text),
+    wf.pause_run(uuid, text), wf.resume_run(uuid, text), wf.retry_step(uuid, text, interval),
     wf.skip_step(uuid, jsonb, text, text), wf.cancel_run(uuid, text),
     wf.migrate_run(uuid, integer, text),
     wf.cancel_runs(text, jsonb, integer, uuid), wf.retry_runs(text, jsonb, integer, uuid),

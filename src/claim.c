@@ -14,12 +14,17 @@
  * One statement claims a batch: the CTE picks rows in index order with
  * FOR UPDATE SKIP LOCKED (so concurrent claimers never block on, or
  * receive, the same row) and the UPDATE hands out a new lease and a new
- * fencing token (fence + 1), and sets the attempt's deadline (the
- * earliest of lease expiry, start-to-close and heartbeat timeouts), which
- * wakes the engine worker at commit if it sleeps past it.  A re-claim
- * after an expired lease is the same attempt with a higher fence; the old
- * holder's late result then carries an old fence and is recorded as
- * stale.  Claims are not run
+ * fencing token, and sets the attempt's deadline (the earliest of lease
+ * expiry, start-to-close and heartbeat timeouts), which wakes the engine
+ * worker at commit if it sleeps past it.  A fence is drawn from
+ * wf.fence_seq with the server's timeline in its high bits (WfFenceBase):
+ * it is unique per delivery even when a claim rolls back, the server
+ * crashes, or a standby that never saw a claim is promoted, and it is
+ * higher than every earlier fence of the task.  A re-claim after an
+ * expired lease is the same attempt with a higher fence; the old holder's
+ * late result then carries an old fence and is recorded as stale, and a
+ * fence of a claim that never committed is older than the next claim's
+ * (stale) or newer than the task's current fence (never issued).  Claims are not run
  * events: the task row is the record of each delivery (worker, fence,
  * deliveries), and the event that accepts a result names the lease that
  * produced it.
@@ -260,7 +265,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	Interval   *lease;
 	int64		lease_us;
 	int64		wait_us;
-	Datum		values[6];
+	Datum		values[7];
 	uint64		n;
 	uint64		i;
 	TimestampTz now;
@@ -329,6 +334,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	values[2] = Int64GetDatum((int64) max_tasks);
 	values[3] = CStringGetTextDatum(worker);
 	values[5] = IntervalPGetDatum(lease);
+	values[6] = Int64GetDatum(WfFenceBase());
 	limited = WfClaimLimited(WfCurrentTenant());
 
 	if (wait_us > 0)

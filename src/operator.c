@@ -334,14 +334,45 @@ retry_compensation(const char *reason, WfRunState *run)
 	return finish_command(&tr, "retried");
 }
 
+/* the longest run_timeout wf.retry_step takes: a definition's longest timeout */
+#define WF_MAX_RETRY_RUN_TIMEOUT ((double) 366 * USECS_PER_DAY)
+
 /*
- * wfengine_retry_step is wf.retry_step(run, reason): a run that failed at
- * a task step runs again from that step.  The new attempt keeps the
- * visit (and so the idempotency key) of the failed one and takes the next
- * attempt number; its input is mapped from the context as it is now, so
- * that a wf.update_context() made to repair the run takes effect.  It is
- * one attempt: if it fails, the run fails again, unless the step's retry
- * policy has attempts left.  Returns "running".
+ * retry_run_timeout validates the run_timeout argument of wf.retry_step
+ * (the third; NULL when not given) and returns it in microseconds, or 0
+ * when it is not given.
+ */
+static int64
+retry_run_timeout(FunctionCallInfo fcinfo)
+{
+	Interval   *iv;
+	double		us;
+
+	if (PG_NARGS() < 3 || PG_ARGISNULL(2))
+		return 0;
+	iv = PG_GETARG_INTERVAL_P(2);
+	/* in double first: months and days of a huge interval overflow int64 */
+	us = (double) iv->time + (double) iv->day * USECS_PER_DAY +
+		(double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (us <= 0 || us > WF_MAX_RETRY_RUN_TIMEOUT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run_timeout must be positive and at most 366 days"),
+				 errhint("Leave run_timeout out (NULL) to count the definition's \"timeout\", if it has one, from the retry.")));
+	return (int64) us;
+}
+
+/*
+ * wfengine_retry_step is wf.retry_step(run, reason, run_timeout): a run
+ * that failed at a task step runs again from that step.  The new attempt
+ * keeps the visit (and so the idempotency key) of the failed one and
+ * takes the next attempt number; its input is mapped from the context as
+ * it is now, so that a wf.update_context() made to repair the run takes
+ * effect.  It is one attempt: if it fails, the run fails again, unless the
+ * step's retry policy has attempts left.  The retried run has a time
+ * limit again (a failed run's timers are gone, its run timeout with
+ * them): run_timeout from now when given, else the definition's
+ * "timeout" from now, else none.  Returns "running".
  */
 Datum
 wfengine_retry_step(PG_FUNCTION_ARGS)
@@ -355,11 +386,18 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 	int32		attempt;
 	int32		visit;
 	int			idx;
+	int64		run_timeout = retry_run_timeout(fcinfo);
 
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status == WF_RUN_FAILED || run.status == WF_RUN_COMPENSATION_FAILED)
 		WfCheckEventQuota(&run, "The run takes no more retries; wf.skip_step() still moves it on.");
+	if (run.status == WF_RUN_COMPENSATION_FAILED && run_timeout > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run_timeout does not apply to run %s", WfRunIdText(run_id)),
+				 errdetail("Its compensation is retried, and a cancelling run has no run timeout."),
+				 errhint("Call wf.retry_step() without run_timeout.")));
 	if (run.status == WF_RUN_COMPENSATION_FAILED)
 		PG_RETURN_DATUM(retry_compensation(reason, &run));
 	if (run.status != WF_RUN_FAILED)
@@ -390,6 +428,11 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 	WfJbInt(&b, "visit", visit);
 	WfJbInt(&b, "attempt", attempt);
 	WfAppendEvent(&tr, WF_EV_STEP_RETRIED, sd->name, 0, WfJbEnd(&b));
+	/* the run's time limit, counted afresh from the retry */
+	if (run_timeout == 0)
+		run_timeout = tr.def->run_timeout;
+	if (run_timeout > 0)
+		WfSetTimer(&tr, WF_TIMER_RUN_TIMEOUT, NULL, 1, tr.now + run_timeout, NULL);
 	WfScheduleStep(&tr, idx, attempt, tr.now, NULL);
 	PG_RETURN_DATUM(finish_command(&tr, "retried"));
 }

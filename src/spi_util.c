@@ -33,6 +33,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "utils/builtins.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -94,6 +95,16 @@ typedef struct WfPlanSpec
 	INTERVALOID, INTERVALOID, INTERVALOID, \
 	TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
 	INT4OID, INT4OID, INT4OID
+
+/*
+ * A new fence of the task row t: the next value of wf.fence_seq on top of
+ * the timeline bits base (a parameter, from WfFenceBase()), and never
+ * below the task's last fence plus one.  See WfFenceBase.
+ */
+#define WF_NEW_FENCE(base) \
+	"GREATEST(" base " OPERATOR(pg_catalog.+)" \
+	" pg_catalog.nextval('wf.fence_seq'::pg_catalog.regclass)," \
+	" t.fence OPERATOR(pg_catalog.+) 1)"
 
 /* the columns of a live task that the deadline handler reads */
 #define WF_TASK_DEADLINE_COLUMNS \
@@ -212,7 +223,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		 * would otherwise plan it again on every call (see WfPlanSpec).
 		 */
 		"UPDATE wf.tasks t SET status = 'leased',"
-		"  fence = t.fence OPERATOR(pg_catalog.+) 1,"
+		"  fence = " WF_NEW_FENCE("$7") ","
 		"  deliveries = t.deliveries OPERATOR(pg_catalog.+) 1,"
 		"  worker = $4, claimed_at = $5, lease = $6, last_heartbeat_at = NULL,"
 		"  lease_expires_at = $5 OPERATOR(pg_catalog.+) $6,"
@@ -230,7 +241,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		"  FOR UPDATE SKIP LOCKED))"
 		" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key,"
 		"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at",
-		6, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID},
+		7, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID},
 		true
 	},
 	[WF_PLAN_EVENTS_GET] = {
@@ -331,10 +342,10 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	},
 	[WF_PLAN_TASK_TIME_OUT] = {
 		"UPDATE wf.tasks t SET status = 'failed', error = $2, finished_at = $3,"
-		" deadline_at = NULL, fence = t.fence OPERATOR(pg_catalog.+) 1 "
+		" deadline_at = NULL, fence = " WF_NEW_FENCE("$4") " "
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) "
 		"RETURNING t.fence",
-		3, {INT8OID, JSONBOID, TIMESTAMPTZOID}
+		4, {INT8OID, JSONBOID, TIMESTAMPTZOID, INT8OID}
 	},
 	[WF_PLAN_APPROVALS_INSERT] = {
 		"INSERT INTO wf.approvals (tenant_id, run_id, step, visit, approver, expires_at, created_at) "
@@ -679,6 +690,19 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" AND t.status OPERATOR(pg_catalog.=) 'ready'",
 		2, {TEXTOID, TEXTOID}
 	},
+	/*
+	 * The attempts of a visit of a step that count against max_attempts:
+	 * all but those withdrawn before any worker claimed them (a pause, a
+	 * migration).
+	 */
+	[WF_PLAN_COUNTED_ATTEMPTS] = {
+		"SELECT pg_catalog.count(*)::pg_catalog.int4 FROM wf.tasks t"
+		" WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.step OPERATOR(pg_catalog.=) $2"
+		" AND t.visit OPERATOR(pg_catalog.=) $3"
+		" AND (t.deliveries OPERATOR(pg_catalog.>) 0"
+		"  OR t.status OPERATOR(pg_catalog.<>) 'cancelled')",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
 };
 
 /* shared state of this backend */
@@ -800,6 +824,42 @@ WfTimerIdSequence(void)
 	if (!OidIsValid(cached_timer_seq))
 		elog(ERROR, "sequence wf.timer_id_seq does not exist");
 	return cached_timer_seq;
+}
+
+/*
+ * WfFenceBase returns the high bits of every fence this server hands out
+ * now: its timeline id minus one, shifted above the WF_FENCE_SEQ_BITS of
+ * wf.fence_seq.  A fence is that base plus the next value of the sequence
+ * (WF_NEW_FENCE), so fences are unique and increasing per server history:
+ *
+ *	- nextval is not rolled back, so a claim that rolls back leaves its
+ *	  fence behind, and the next claim of the task gets a higher one;
+ *	- a crash restarts the sequence past every value a committed
+ *	  transaction drew (its WAL was flushed at that commit);
+ *	- a promoted standby is on a new, higher timeline, so its fences are
+ *	  above every fence the old primary handed out, even those after the
+ *	  last WAL the standby replayed (claims it never saw).
+ *
+ * On a fresh cluster (timeline 1) the base is 0 and fences are the
+ * sequence's values.  In recovery nothing can be claimed (the statement
+ * is refused as read-only); the base is 0 then.
+ */
+int64
+WfFenceBase(void)
+{
+	TimeLineID	tli;
+
+	if (RecoveryInProgress())
+		return 0;
+	tli = GetWALInsertionTimeLine();
+	if (tli < 1 || (uint64) (tli - 1) >= (UINT64CONST(1) << (63 - WF_FENCE_SEQ_BITS)))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("timeline %u is beyond the timelines wfengine fences can name", tli),
+				 errdetail("Fences name timelines 1 to %llu in their high bits.",
+						   (unsigned long long) (UINT64CONST(1) << (63 - WF_FENCE_SEQ_BITS))),
+				 errhint("Restore the database with pg_dump into a fresh cluster, whose timeline starts at 1.")));
+	return (int64) (tli - 1) << WF_FENCE_SEQ_BITS;
 }
 
 /*

@@ -100,6 +100,7 @@ typedef enum WfPlanId
 	WF_PLAN_TENANT_KEYS_LIVE,
 	WF_PLAN_TENANT_KEYS_DESTROY,
 	WF_PLAN_NEXT_AVAILABLE,
+	WF_PLAN_COUNTED_ATTEMPTS,
 	WF_PLAN_COUNT				/* must be last */
 } WfPlanId;
 
@@ -107,6 +108,10 @@ extern const char *WfPlanSql(WfPlanId id);
 extern void WfApiBegin(void);
 extern void WfApiEnd(void);
 extern Oid	WfTaskIdSequence(void);
+
+/* the low bits of a fence: a value of wf.fence_seq (see WfFenceBase) */
+#define WF_FENCE_SEQ_BITS 44
+extern int64 WfFenceBase(void);
 extern uint64 WfExecPlan(WfPlanId id, Datum *values, const char *nulls,
 						 bool read_only, long tcount, int expected_rc);
 extern uint64 WfExecPlanFresh(WfPlanId id, Datum *values, const char *nulls, long tcount);

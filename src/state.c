@@ -131,6 +131,8 @@ static void note_new_task(WfTransition *tr);
 static int32 task_priority(const WfStepDef *sd, Jsonb *context);
 static void enter_choice(WfTransition *tr, int step_index);
 static void withdraw_task(WfTransition *tr);
+static void fail_run(WfTransition *tr, const char *step, const char *reason,
+					 Jsonb *error, int32 attempt);
 static Jsonb *context_set_step(Jsonb *context, const char *step, Jsonb *value);
 static Jsonb *context_set_key(Jsonb *context, const char *key, Jsonb *value);
 static Jsonb *context_set_path(Jsonb *context, const char *a, const char *b,
@@ -1338,9 +1340,32 @@ enter_choice(WfTransition *tr, int step_index)
 }
 
 /*
+ * counted_attempts returns how many attempts of visit of the step count
+ * against its max_attempts, the failing one included: every attempt but
+ * those withdrawn before any worker claimed them (wf.pause_run,
+ * wf.migrate_run).  Such an attempt keeps its attempt number (the next
+ * one takes the number after it), but it has used up nothing.
+ */
+static int32
+counted_attempts(WfTransition *tr, const char *step, int32 visit)
+{
+	Datum		values[3];
+
+	values[0] = UUIDPGetDatum(&tr->run->run_id);
+	values[1] = CStringGetTextDatum(step);
+	values[2] = Int32GetDatum(visit);
+	if (WfExecPlan(WF_PLAN_COUNTED_ATTEMPTS, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		elog(ERROR, "could not count the attempts of step \"%s\"", step);
+	return DatumGetInt32(WfGetDatumNotNull(0, 1));
+}
+
+/*
  * WfFailAttempt records the failure (or timeout) of an attempt, then
  * waits for a retry on a timer or fails the step and the run, following
- * the step's retry policy.
+ * the step's retry policy.  The policy counts attempts that a worker
+ * claimed or the engine failed (counted_attempts), not attempt numbers:
+ * an attempt a pause withdrew before any claim is not counted, neither
+ * against max_attempts nor in the backoff.
  */
 void
 WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
@@ -1353,6 +1378,7 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 	TimestampTz next_at = 0;
 	WfJsonBuilder b;
 	int			i;
+	int32		counted = attempt;
 
 	if (tr->run->status == WF_RUN_CANCELLING && !WfIsCompensation(sd->name))
 		reason = "cancelled";	/* in flight when the run was cancelled */
@@ -1363,11 +1389,13 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 		for (i = 0; code != NULL && i < rp->n_non_retryable; i++)
 			if (strcmp(code, rp->non_retryable[i]) == 0)
 				reason = "non_retryable_error";
-		if (reason == NULL && attempt >= rp->max_attempts)
+		if (reason == NULL)
+			counted = counted_attempts(tr, sd->name, visit);
+		if (reason == NULL && counted >= rp->max_attempts)
 			reason = "attempts_exhausted";
 	}
 	if (reason == NULL)
-		next_at = tr->now + WfRetryDelay(rp, attempt);
+		next_at = tr->now + WfRetryDelay(rp, counted);
 
 	WfJbBegin(&b);
 	WfJbInt(&b, "task_id", task_id);
@@ -1396,25 +1424,51 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 	else if (WfIsCompensation(sd->name))
 		WfCompensationFailed(tr, reason, error);
 	else
-		WfFailRun(tr, sd->name, reason, error);
+		fail_run(tr, sd->name, reason, error, attempt);	/* the attempt that failed */
 }
 
 /*
- * WfFailRun ends the run as failed at step (NULL for the run as a whole),
- * withdrawing its live task first.
+ * fail_run ends the run as failed at step, naming attempt of the step as
+ * the one it failed at, withdrawing its live task first.
  */
-void
-WfFailRun(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
+static void
+fail_run(WfTransition *tr, const char *step, const char *reason, Jsonb *error,
+		 int32 attempt)
 {
 	WfJsonBuilder b;
 
 	WfWithdrawCurrentTask(tr, reason);
 	WfJbBegin(&b);
 	WfJbText(&b, "step", step);
-	WfJbInt(&b, "attempt", tr->run->current_attempt);
+	WfJbInt(&b, "attempt", attempt);
 	WfJbText(&b, "reason", reason);
 	WfJbJsonb(&b, "error", error);
 	WfAppendEvent(tr, WF_EV_RUN_FAILED, NULL, 0, WfJbEnd(&b));
+}
+
+/*
+ * WfFailRun ends the run as failed at step (NULL for the run as a whole),
+ * withdrawing its live task first.  run_failed names the attempt of the
+ * step the run failed at: its live attempt, or, when it has none (it
+ * waits for a retry), the last attempt of the step's current visit; 0
+ * when the step has no attempt (or the run failed as a whole).
+ */
+void
+WfFailRun(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
+{
+	int32		attempt = tr->run->current_attempt;
+
+	if (attempt == 0 && step != NULL)
+	{
+		Datum		values[2];
+
+		values[0] = UUIDPGetDatum(&tr->run->run_id);
+		values[1] = CStringGetTextDatum(step);
+		if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+			DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(tr->run, step))
+			attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
+	}
+	fail_run(tr, step, reason, error, attempt);
 }
 
 /*

@@ -433,7 +433,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 static void
 fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 {
-	Datum		values[3];
+	Datum		values[4];
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
@@ -527,6 +527,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 		values[0] = Int64GetDatum(task_id);
 		values[1] = JsonbPGetDatum(error);
 		values[2] = TimestampTzGetDatum(now);
+		values[3] = Int64GetDatum(WfFenceBase());
 		if (WfExecPlan(WF_PLAN_TASK_TIME_OUT, values, NULL, false, 0,
 					   SPI_OK_UPDATE_RETURNING) != 1)
 			elog(ERROR, "task %lld changed while locked", (long long) task_id);

@@ -224,7 +224,7 @@ INSERT INTO attacks VALUES
  ('wf.verify_run(uuid)', $q$SELECT wf.verify_run(':claimed_run')$q$, 'error'),
  ('wf.run_graph(uuid,text)', $q$SELECT wf.run_graph(':claimed_run', 'mermaid')$q$, 'error'),
  ('wf.terminate_run(uuid,text)', $q$SELECT wf.terminate_run(':claimed_run', 'attack')$q$, 'error'),
- ('wf.retry_step(uuid,text)', $q$SELECT wf.retry_step(':claimed_run', 'attack')$q$, 'error'),
+ ('wf.retry_step(uuid,text,interval)', $q$SELECT wf.retry_step(':claimed_run', 'attack')$q$, 'error'),
  ('wf.skip_step(uuid,jsonb,text,text)', $q$SELECT wf.skip_step(':approval_run', '{}', 'attack')$q$, 'error'),
  ('wf.cancel_run(uuid,text)', $q$SELECT wf.cancel_run(':ready_run', 'attack')$q$, 'error'),
  ('wf.migrate_run(uuid,integer,text)', $q$SELECT wf.migrate_run(':ready_run', 1, 'attack')$q$, 'error'),
