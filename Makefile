@@ -84,6 +84,7 @@ REGRESS = \
 	310_hostile \
 	320_sealed_inputs \
 	330_limits \
+	360_saga \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -395,6 +395,8 @@ compensation_done(WfRunState *run, const WfEvent *ev)
 	WfJbJsonb(&b, "done",
 			  DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(done),
 												 JsonbPGetDatum(JsonbValueToJsonb(arr)))));
+	if (WfJsonbGetText(comp, "cause") != NULL)
+		WfJbText(&b, "cause", WfJsonbGetText(comp, "cause"));
 	run->context = context_set_key(run->context, "compensation", WfJbEnd(&b));
 	return NULL;
 }
