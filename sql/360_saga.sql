@@ -183,6 +183,22 @@ SELECT wf.run_status(:'run');
 SELECT kind, status, outcome FROM wf.timers WHERE run_id = :'run' ORDER BY timer_id;
 SELECT wf.verify_run(:'run');
 
+-- a run timeout while a worker holds the attempt: that step is undone too; while the
+-- attempt waits for a worker: it did nothing, only the steps before are undone
+SELECT wf.publish_definition('late2', '{"on_failure": "compensate", "timeout": "100ms", "steps": [
+  {"name": "hold", "queue": "late2_q", "compensate": {"activity": "unhold"}},
+  {"name": "pay", "queue": "late2_q", "compensate": {"activity": "refund"}}]}');
+SELECT wf.start_run('late2', '{"claimed": true}') AS run \gset
+SELECT wf.start_run('late2', '{"claimed": false}') AS run2 \gset
+SELECT pg_temp.work('late2_q');
+SELECT pg_temp.work('late2_q');
+SELECT count(*) FROM wf.claim_tasks('late2_q', 'w') t WHERE t.run_id = :'run';
+SELECT pg_sleep(0.15);
+SELECT wf.tick() > 0 AS fired;
+SELECT input->>'claimed' AS claimed, status, jsonb_path_query_array(context, '$.compensation.pending[*].step') AS pending
+FROM wf.runs WHERE run_id IN (:'run', :'run2') ORDER BY 1 DESC;
+SELECT wf.verify_run(:'run') AND wf.verify_run(:'run2') AS verified;
+
 -- without "on_failure" a run fails as before ...
 SELECT wf.publish_definition('trip', '{"steps": [
   {"name": "flight", "queue": "trip_q", "compensate": {"activity": "cancel_flight"}},

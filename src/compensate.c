@@ -286,8 +286,10 @@ WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error)
  * first, as after wf.cancel_run(), and it ends "compensated", or
  * "compensation_failed" for an operator.  The failing step is undone too
  * when nobody knows whether it did its work: its attempt timed out after
- * a worker had claimed it (any timeout but schedule_to_start), as a lost
- * attempt of a cancelled run is.  Live child runs are cancelled (they
+ * a worker had claimed it (start_to_close, heartbeat; for a step's total
+ * or the run's timeout, the attempt live then was leased, or its
+ * completion was held by a pause), as a lost attempt of a cancelled run
+ * is.  Live child runs are cancelled (they
  * undo their own work).
  */
 void
@@ -313,6 +315,25 @@ WfCompensateFailure(WfTransition *tr, const char *step, const char *reason, Json
 	undo_step = sd != NULL && sd->type == WF_STEP_TASK && sd->compensate != NULL &&
 		code != NULL && strcmp(code, "timed_out") == 0 &&
 		(timeout == NULL || strcmp(timeout, "schedule_to_start") != 0);
+	if (undo_step && timeout != NULL &&
+		(strcmp(timeout, "run") == 0 || strcmp(timeout, "total") == 0))
+	{
+		/* a step or run timeout: only an attempt a worker held may have worked */
+		undo_step = false;
+		if (run->current_task != 0)
+		{
+			Datum		values[1];
+			char	   *task_status;
+
+			values[0] = Int64GetDatum(run->current_task);
+			if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+				elog(ERROR, "the live task of a run is missing");
+			task_status = WfGetTextOrNull(0, 1);
+			/* leased, or a completion held while the run was paused */
+			undo_step = strcmp(task_status, "leased") == 0 ||
+				strcmp(task_status, "completed") == 0;
+		}
+	}
 	if (undo_step)
 		visit = WfNextVisit(run, step);
 
