@@ -89,6 +89,7 @@ REGRESS = \
 	342_retry_run_timeout \
 	343_failed_attempt \
 	350_waits \
+	360_saga \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

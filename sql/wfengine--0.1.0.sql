@@ -69,7 +69,8 @@ CREATE TABLE wf.runs (
     definition_version  integer NOT NULL,
     status              text NOT NULL
                         CHECK (status IN ('running', 'paused', 'completed', 'failed', 'terminated',
-                                          'cancelling', 'cancelled', 'compensation_failed')),
+                                          'cancelling', 'cancelled', 'compensation_failed',
+                                          'compensating', 'compensated')),
     current_step        text,
     current_attempt     integer,
     current_task        bigint,
@@ -491,7 +492,7 @@ RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_cancel_run'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.cancel_run(uuid, text) IS
-'Cancels a running or paused run with compensation: unstarted work is withdrawn, an attempt in flight settles, then the compensations of completed steps run newest first; the run ends cancelled, or compensation_failed for an operator.';
+'Cancels a running, paused or failed run with compensation: unstarted work is withdrawn, an attempt in flight settles, then the compensations of completed steps run newest first; the run ends cancelled, or compensation_failed for an operator.';
 
 -- Batch forms of the operator commands: one command over the runs a
 -- filter selects, at most max_runs of them per call, in run id order after
@@ -930,11 +931,12 @@ BEGIN
         RAISE EXCEPTION 'run % does not exist', run USING ERRCODE = 'undefined_object';
     END IF;
 
-    IF r.status IN ('completed', 'failed', 'terminated', 'cancelled', 'compensation_failed') THEN
+    IF r.status IN ('completed', 'failed', 'terminated', 'cancelled', 'compensation_failed',
+                    'compensated') THEN
         SELECT * INTO ev FROM wf.events e
         WHERE e.run_id OPERATOR(pg_catalog.=) run
           AND e.type IN ('run_completed', 'run_failed', 'run_terminated', 'run_cancelled',
-                         'compensation_failed')
+                         'compensation_failed', 'run_compensated')
         ORDER BY e.seq DESC LIMIT 1;
         details := jsonb_build_object('finished_at', r.finished_at,
                                       'reason', ev.payload->'reason', 'at_step', ev.payload->'step');
@@ -1100,12 +1102,18 @@ BEGIN
     IF r.context ? 'compensation' THEN
         details := details || jsonb_build_object('compensation', r.context->'compensation');
     END IF;
+    -- on_failure "compensate": the failure its compensations undo
+    IF r.context ? 'failure' THEN
+        details := details || jsonb_build_object('failure', r.context->'failure');
+    END IF;
 
     IF r.status IN ('running', 'paused') THEN
         commands := commands || ARRAY['wf.signal', 'wf.terminate_run', 'wf.update_context',
                                       'wf.cancel_run'];
-    ELSIF r.status IN ('cancelling', 'compensation_failed') THEN
+    ELSIF r.status IN ('cancelling', 'compensating', 'compensation_failed') THEN
         commands := commands || ARRAY['wf.terminate_run'];
+    ELSIF r.status OPERATOR(pg_catalog.=) 'failed' THEN
+        commands := commands || ARRAY['wf.cancel_run'];
     END IF;
     IF r.status OPERATOR(pg_catalog.=) 'running' THEN
         commands := commands || ARRAY['wf.pause_run'];
@@ -1618,7 +1626,8 @@ BEGIN
     ELSE
         SELECT * INTO ev FROM wf.events e
         WHERE e.run_id OPERATOR(pg_catalog.=) run
-          AND e.type IN ('run_failed', 'run_terminated', 'cancel_requested')
+          AND e.type IN ('run_failed', 'run_terminated', 'cancel_requested',
+                         'compensation_requested')
         ORDER BY e.seq DESC LIMIT 1;
         -- a cancelled run stopped where wf.cancel_run found it
         stopped := COALESCE(ev.payload->>'step', r.current_step);

@@ -18,6 +18,18 @@
  * "compensation_failed" for an operator, who may wf.retry_step() or
  * wf.skip_step() it (the run goes on cancelling) or wf.terminate_run().
  *
+ * A failed run can be cancelled too: it has nothing in flight, so its
+ * compensations start at once, and it ends "cancelled" like any other.
+ *
+ * A definition with "on_failure": "compensate" does the same by itself
+ * when the run would fail (WfFailRun calls WfCompensateFailure): the
+ * failure is recorded (compensation_requested, $.failure), the run is
+ * "compensating" rather than "cancelling", and it ends "compensated"
+ * (run_compensated), or "compensation_failed"; a retry or a skip of the
+ * compensation that gave up goes back to "compensating" ($.compensation
+ * .cause is "failure").  So a cancelled run was stopped by an operator,
+ * and a compensated one failed and was undone.
+ *
  * The pending and done compensations live in the run's context
  * ($.compensation), so replay rebuilds them like any other state.
  *
@@ -123,7 +135,8 @@ WfScheduleCompensation(WfTransition *tr, int32 attempt)
 
 /*
  * WfNextCompensation schedules the next pending compensation, or ends the
- * run as cancelled when none is left.
+ * run when none is left: as cancelled after wf.cancel_run(), as
+ * compensated after a failure of a saga (WfCompensateFailure).
  */
 void
 WfNextCompensation(WfTransition *tr)
@@ -138,19 +151,29 @@ WfNextCompensation(WfTransition *tr)
 	{
 		Jsonb	   *comp = WfJsonbGetJsonb(tr->run->context, "compensation");
 		Jsonb	   *done = comp ? WfJsonbGetJsonb(comp, "done") : NULL;
+		Jsonb	   *failure = WfJsonbGetJsonb(tr->run->context, "failure");
 		WfJsonBuilder b;
 
 		WfJbBegin(&b);
 		WfJbInt(&b, "compensated", done && JB_ROOT_IS_ARRAY(done) ? JB_ROOT_COUNT(done) : 0);
-		WfAppendEvent(tr, WF_EV_RUN_CANCELLED, NULL, 0, WfJbEnd(&b));
+		if (tr->run->status == WF_RUN_COMPENSATING)
+		{
+			/* a saga: the failure it undid, for wf.explain() */
+			WfJbText(&b, "step", failure ? WfJsonbGetText(failure, "step") : NULL);
+			WfJbText(&b, "reason", failure ? WfJsonbGetText(failure, "reason") : NULL);
+			WfAppendEvent(tr, WF_EV_RUN_COMPENSATED, NULL, 0, WfJbEnd(&b));
+		}
+		else
+			WfAppendEvent(tr, WF_EV_RUN_CANCELLED, NULL, 0, WfJbEnd(&b));
 	}
 }
 
 /*
  * WfStartCompensation fixes the list of compensations and starts the
  * first.  settled_step/settled_visit name a step whose completion (or lost
- * attempt) is part of this transition and so not yet in wf.events; it is
- * undone first.
+ * attempt) is part of this transition; it is undone first.  Completions
+ * appended earlier in this transition are not yet in wf.events either:
+ * they come next, newest first, then those of wf.events.
  */
 void
 WfStartCompensation(WfTransition *tr, const char *settled_step, int32 settled_visit)
@@ -161,15 +184,16 @@ WfStartCompensation(WfTransition *tr, const char *settled_step, int32 settled_vi
 	uint64		n;
 	uint64		i;
 	int			npending = 0;
+	int			nlocal = tr->nevents;
 	char	  **steps;
 	int32	   *visits;
 	WfJsonBuilder b;
 
 	values[0] = UUIDPGetDatum(&tr->run->run_id);
 	n = WfExecPlan(WF_PLAN_COMPLETED_STEPS, values, NULL, false, 0, SPI_OK_SELECT);
-	steps = palloc(sizeof(char *) * (n + 1));
-	visits = palloc(sizeof(int32) * (n + 1));
-	for (i = 0; i <= n; i++)
+	steps = palloc(sizeof(char *) * (n + 1 + nlocal));
+	visits = palloc(sizeof(int32) * (n + 1 + nlocal));
+	for (i = 0; i <= n + nlocal; i++)
 	{
 		char	   *step;
 		int32		visit;
@@ -184,10 +208,19 @@ WfStartCompensation(WfTransition *tr, const char *settled_step, int32 settled_vi
 			step = pstrdup(settled_step);
 			visit = settled_visit;
 		}
+		else if (i <= (uint64) nlocal)
+		{
+			const WfEvent *ev = &tr->events[nlocal - i];
+
+			if (ev->type != WF_EV_TASK_COMPLETED || ev->step == NULL)
+				continue;
+			step = pstrdup(ev->step);
+			visit = (int32) WfJsonbGetInt(ev->payload, "visit", 1);
+		}
 		else
 		{
-			step = WfGetTextOrNull(i - 1, 1);
-			visit = DatumGetInt32(WfGetDatumNotNull(i - 1, 2));
+			step = WfGetTextOrNull(i - 1 - nlocal, 1);
+			visit = DatumGetInt32(WfGetDatumNotNull(i - 1 - nlocal, 2));
 		}
 		idx = WfDefinitionStepIndex(tr->def, step);
 		if (idx < 0 || tr->def->steps[idx].compensate == NULL)
@@ -245,9 +278,86 @@ WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error)
 }
 
 /*
- * WfRequestCancel records wf.cancel_run() on a running or paused run (see
- * the header comment) and, unless an attempt is in flight, starts the
- * compensations.
+ * WfCompensateFailure is WfFailRun for a definition with "on_failure":
+ * "compensate" (a saga): the run does not end failed.  The live task, if
+ * any, is withdrawn, compensation_requested records the failure (step,
+ * attempt, reason, error; the reducer keeps it in $.failure) and the run
+ * is "compensating": the compensations of its completed steps run newest
+ * first, as after wf.cancel_run(), and it ends "compensated", or
+ * "compensation_failed" for an operator.  The failing step is undone too
+ * when nobody knows whether it did its work: its attempt timed out after
+ * a worker had claimed it (start_to_close, heartbeat; for a step's total
+ * or the run's timeout, the attempt live then was leased, or its
+ * completion was held by a pause), as a lost attempt of a cancelled run
+ * is.  Live child runs are cancelled (they
+ * undo their own work).
+ */
+void
+WfCompensateFailure(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
+{
+	WfRunState *run = tr->run;
+	const char *old_status = WfRunStatusName(run->status);
+	int32		attempt = run->current_attempt;
+	int			idx = step != NULL ? WfDefinitionStepIndex(tr->def, step) : -1;
+	const WfStepDef *sd = idx >= 0 ? &tr->def->steps[idx] : NULL;
+	char	   *code = error != NULL ? WfJsonbGetText(error, "code") : NULL;
+	char	   *timeout = error != NULL ? WfJsonbGetText(error, "timeout") : NULL;
+	bool		undo_step;
+	int32		visit = 0;
+	int			i;
+	WfJsonBuilder b;
+
+	/* the attempt that failed for good: task_failed cleared it from the run */
+	for (i = tr->nevents - 1; attempt == 0 && i >= 0; i--)
+		if (tr->events[i].type == WF_EV_TASK_FAILED && step != NULL &&
+			tr->events[i].step != NULL && strcmp(tr->events[i].step, step) == 0)
+			attempt = tr->events[i].attempt;
+	undo_step = sd != NULL && sd->type == WF_STEP_TASK && sd->compensate != NULL &&
+		code != NULL && strcmp(code, "timed_out") == 0 &&
+		(timeout == NULL || strcmp(timeout, "schedule_to_start") != 0);
+	if (undo_step && timeout != NULL &&
+		(strcmp(timeout, "run") == 0 || strcmp(timeout, "total") == 0))
+	{
+		/* a step or run timeout: only an attempt a worker held may have worked */
+		undo_step = false;
+		if (run->current_task != 0)
+		{
+			Datum		values[1];
+			char	   *task_status;
+
+			values[0] = Int64GetDatum(run->current_task);
+			if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+				elog(ERROR, "the live task of a run is missing");
+			task_status = WfGetTextOrNull(0, 1);
+			/* leased, or a completion held while the run was paused */
+			undo_step = strcmp(task_status, "leased") == 0 ||
+				strcmp(task_status, "completed") == 0;
+		}
+	}
+	if (undo_step)
+		visit = WfNextVisit(run, step);
+
+	WfWithdrawCurrentTask(tr, reason);
+	if (tr->def->has_children && tr->stop_children == WF_STOP_NONE)
+		tr->stop_children = WF_STOP_CANCEL;	/* they undo their own work */
+	WfJbBegin(&b);
+	WfJbText(&b, "step", step);
+	WfJbInt(&b, "attempt", attempt);
+	WfJbText(&b, "reason", reason);
+	WfJbJsonb(&b, "error", error);
+	WfJbText(&b, "old_status", old_status);
+	WfJbText(&b, "new_status", "compensating");
+	if (undo_step)
+		WfJbInt(&b, "undo_visit", visit);
+	WfAppendEvent(tr, WF_EV_COMPENSATION_REQUESTED, NULL, 0, WfJbEnd(&b));
+	WfStartCompensation(tr, undo_step ? step : NULL, visit);
+}
+
+/*
+ * WfRequestCancel records wf.cancel_run() on a running, paused or failed
+ * run (see the header comment) and, unless an attempt is in flight,
+ * starts the compensations.  A failed run has no live task: the
+ * compensations of its completed steps start at once.
  */
 void
 WfRequestCancel(WfTransition *tr, const char *reason)
@@ -277,7 +387,7 @@ WfRequestCancel(WfTransition *tr, const char *reason)
 		else
 			in_flight = run->current_task;
 	}
-	if (sd != NULL && sd->type == WF_STEP_APPROVAL)
+	if (sd != NULL && sd->type == WF_STEP_APPROVAL && run->status != WF_RUN_FAILED)
 	{
 		/* the tokens of the waiting approval stop working */
 		tr->close_approvals = true;
@@ -346,10 +456,10 @@ WfRequestCancel(WfTransition *tr, const char *reason)
 }
 
 /*
- * wfengine_cancel_run is wf.cancel_run(run, reason): it cancels a running
- * or paused run with compensation.  Returns the run's status afterwards:
- * "cancelling" while an attempt in flight settles or compensations run,
- * "cancelled" when there was nothing to undo.
+ * wfengine_cancel_run is wf.cancel_run(run, reason): it cancels a running,
+ * paused or failed run with compensation.  Returns the run's status
+ * afterwards: "cancelling" while an attempt in flight settles or
+ * compensations run, "cancelled" when there was nothing to undo.
  */
 Datum
 wfengine_cancel_run(PG_FUNCTION_ARGS)
@@ -366,11 +476,14 @@ wfengine_cancel_run(PG_FUNCTION_ARGS)
 
 	WfApiBegin();
 	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
+		run.status != WF_RUN_FAILED)
 		WfRefuseRun(run_id, &run, "cancel",
 					run.status == WF_RUN_CANCELLING ?
 					"It is being cancelled already; wf.explain() shows its compensations." :
-					"Only running and paused runs can be cancelled.");
+					run.status == WF_RUN_COMPENSATING ?
+					"It is undoing its completed steps after a failure already; wf.explain() shows its compensations." :
+					"Only running, paused and failed runs can be cancelled.");
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
 	WfRequestCancel(&tr, reason);
 	WfTransitionWrite(&tr);

@@ -93,7 +93,8 @@ static HTAB *def_cache = NULL;
 static Jsonb *empty_object = NULL;
 
 static const char *const top_fields[] = {
-	"correlation", "description", "output", "sensitive", "steps", "timeout", NULL
+	"correlation", "description", "on_failure", "output", "sensitive", "steps",
+	"timeout", NULL
 };
 static const char *const task_fields[] = {
 	"activity", "compensate", "description", "end", "input", "name", "next",
@@ -1590,6 +1591,17 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 
 	(void) get_string(&cx, &spec->root, "description", "description", false);
 	def->run_timeout = get_duration(&cx, &spec->root, "timeout", "timeout");
+	{
+		/* what a failure does: end the run, or undo its steps first (a saga) */
+		char	   *on_failure = get_string(&cx, &spec->root, "on_failure", "on_failure", false);
+
+		if (on_failure != NULL && strcmp(on_failure, "fail") != 0 &&
+			strcmp(on_failure, "compensate") != 0)
+			def_error(&cx, "on_failure", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "\"fail\" (the default) ends a run that fails as failed; \"compensate\" runs the compensations of its completed steps, newest first, and ends it compensated.",
+					  "must be \"fail\" or \"compensate\", not \"%s\"", on_failure);
+		def->compensate_on_failure = on_failure != NULL && strcmp(on_failure, "compensate") == 0;
+	}
 	v = obj_get(&spec->root, "correlation");
 	if (v != NULL)
 	{
@@ -1733,6 +1745,18 @@ compile_definition(const char *name, Jsonb *spec, bool enforce_limits)
 
 	cx.step = NULL;
 	cx.step_pos = 0;
+	if (def->compensate_on_failure)
+	{
+		bool		any = false;
+
+		for (i = 0; i < n; i++)
+			if (def->steps[i].compensate != NULL)
+				any = true;
+		if (!any)
+			def_error(&cx, "on_failure", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Give the task steps that a failure must undo a \"compensate\" activity, e.g. {\"compensate\": {\"activity\": \"refund\"}}, or leave \"on_failure\" out.",
+					  "is \"compensate\", but no step has a \"compensate\" activity");
+	}
 	check_graph(&cx, def, next_names, expiry_names);
 	return def;
 }

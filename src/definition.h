@@ -147,6 +147,7 @@ typedef struct WfDefinition
 	int			n_output;
 	WfMapping  *output;
 	int64		run_timeout;	/* microseconds, 0 = none */
+	bool		compensate_on_failure;	/* "on_failure": "compensate" (a saga) */
 	int			n_sensitive_input;	/* keys of the run input sealed as sensitive */
 	char	  **sensitive_input;
 	int			n_correlation;	/* wf.send_event() keys: name -> JSONPath */

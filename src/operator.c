@@ -302,7 +302,8 @@ WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit)
 /*
  * retry_compensation is wf.retry_step() for a run whose compensation gave
  * up: the compensation runs again (next attempt, same visit and
- * idempotency key) and the run goes on cancelling.
+ * idempotency key) and the run goes on cancelling (or compensating, when
+ * its compensations undo a failure).
  */
 static Datum
 retry_compensation(const char *reason, WfRunState *run)
@@ -326,7 +327,7 @@ retry_compensation(const char *reason, WfRunState *run)
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", "compensation_failed");
-	WfJbText(&b, "new_status", "cancelling");
+	WfJbText(&b, "new_status", WfRunStatusName(WfUndoingStatus(run)));
 	WfJbInt(&b, "visit", visit);
 	WfJbInt(&b, "attempt", attempt);
 	WfAppendEvent(&tr, WF_EV_STEP_RETRIED, run->current_step, 0, WfJbEnd(&b));
@@ -513,7 +514,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 		WfJbBegin(&b);
 		WfJbText(&b, "reason", reason);
 		WfJbText(&b, "old_status", old_status);
-		WfJbText(&b, "new_status", "cancelling");
+		WfJbText(&b, "new_status", WfRunStatusName(WfUndoingStatus(&run)));
 		WfJbInt(&b, "visit", visit);
 		WfJbJsonb(&b, "output", output);
 		WfAppendEvent(&tr, WF_EV_STEP_SKIPPED, sd->name, 0, WfJbEnd(&b));

@@ -13,7 +13,7 @@
  * wait:
  *
  *	max_live_runs			refused: wf.start_run counts the tenant's running,
- *							paused and cancelling runs (up to the limit, so
+ *							paused, cancelling and compensating runs (up to the limit, so
  *							the check costs at most that many index entries),
  *							after the tenant's lock for it, so that starts
  *							at the same time take turns.
@@ -301,7 +301,7 @@ WfCheckStartQuota(const char *tenant)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("tenant \"%s\" has %d live runs, its limit", tenant, p->max_live_runs),
-					 errdetail("Running, paused and cancelling runs count against max_live_runs of wf.tenant_policies."),
+					 errdetail("Running, paused, cancelling and compensating runs count against max_live_runs of wf.tenant_policies."),
 					 errhint("Start the run when one of them has finished, or ask an administrator to raise the limit.")));
 	}
 	if (p->max_starts_per_second > 0 &&

@@ -165,7 +165,7 @@ report_result(const WfReport *rep)
 	}
 
 	if ((run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED ||
-		 run.status == WF_RUN_CANCELLING) &&
+		 WF_RUN_UNDOING(run.status)) &&
 		strcmp(task.status, "leased") == 0 && rep->fence == task.fence)
 	{
 		int			idx = -1;

@@ -450,6 +450,11 @@ lock_live_run(pg_uuid_t *run_id, WfRunState *run, const char *refusal, const cha
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("run %s is being cancelled", WfRunIdText(run_id)),
 				 errdetail("Its compensations are running; it takes no more signals or changes.")));
+	if (run->status == WF_RUN_COMPENSATING)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run %s is being compensated", WfRunIdText(run_id)),
+				 errdetail("It failed, and the compensations of its completed steps are running; it takes no more signals or changes.")));
 	if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -484,9 +489,9 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
-		run.status != WF_RUN_CANCELLING && run.status != WF_RUN_COMPENSATION_FAILED)
+		!WF_RUN_UNDOING(run.status) && run.status != WF_RUN_COMPENSATION_FAILED)
 		WfRefuseRun(run_id, &run, "terminate",
-					"Only running, paused, cancelling and compensation_failed runs can be terminated.");
+					"Only running, paused, cancelling, compensating and compensation_failed runs can be terminated.");
 	old_status = WfRunStatusName(run.status);
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());

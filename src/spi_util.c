@@ -568,7 +568,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" ON p.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
 		" WHERE r.finished_at IS NOT NULL AND p.retention IS NOT NULL"
 		" AND r.finished_at OPERATOR(pg_catalog.<) ($1 OPERATOR(pg_catalog.-) p.retention)"
-		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'terminated', 'cancelled'])"
+		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'terminated', 'cancelled', 'compensated'])"
 		" AND NOT r.legal_hold"
 		" ORDER BY r.finished_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED),"
 		" e AS (DELETE FROM wf.events x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
@@ -605,7 +605,7 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	[WF_PLAN_LIVE_RUNS] = {
 		"SELECT pg_catalog.count(*) FROM (SELECT 1 FROM wf.runs r"
 		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1"
-		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused', 'cancelling']) LIMIT $2) x",
+		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused', 'cancelling', 'compensating']) LIMIT $2) x",
 		2, {TEXTOID, INT4OID}
 	},
 	[WF_PLAN_TASKS_IN_FLIGHT] = {

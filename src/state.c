@@ -67,6 +67,8 @@ static const char *const run_status_names[] = {
 	[WF_RUN_CANCELLING] = "cancelling",
 	[WF_RUN_CANCELLED] = "cancelled",
 	[WF_RUN_COMPENSATION_FAILED] = "compensation_failed",
+	[WF_RUN_COMPENSATING] = "compensating",
+	[WF_RUN_COMPENSATED] = "compensated",
 };
 
 /* names of the event types, indexed by WfEventType */
@@ -114,6 +116,8 @@ static const char *const event_type_names[] = {
 	[WF_EV_CHILD_FINISHED] = "child_finished",
 	[WF_EV_CHILDREN_JOINED] = "children_joined",
 	[WF_EV_LEGAL_HOLD_SET] = "legal_hold_set",
+	[WF_EV_COMPENSATION_REQUESTED] = "compensation_requested",
+	[WF_EV_RUN_COMPENSATED] = "run_compensated",
 };
 
 /* names of the timer kinds, indexed by WfTimerKind */
@@ -393,8 +397,25 @@ compensation_done(WfRunState *run, const WfEvent *ev)
 	WfJbJsonb(&b, "done",
 			  DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(done),
 												 JsonbPGetDatum(JsonbValueToJsonb(arr)))));
+	if (WfJsonbGetText(comp, "cause") != NULL)
+		WfJbText(&b, "cause", WfJsonbGetText(comp, "cause"));
 	run->context = context_set_key(run->context, "compensation", WfJbEnd(&b));
 	return NULL;
+}
+
+/*
+ * WfUndoingStatus returns the status a run whose compensations go on again
+ * (after a retry or a skip of the one that gave up) takes: "compensating"
+ * when they undo a failure ($.compensation.cause), else "cancelling".
+ */
+WfRunStatus
+WfUndoingStatus(const WfRunState *run)
+{
+	Jsonb	   *comp = WfJsonbGetJsonb(run->context, "compensation");
+	char	   *cause = comp ? WfJsonbGetText(comp, "cause") : NULL;
+
+	return (cause != NULL && strcmp(cause, "failure") == 0) ?
+		WF_RUN_COMPENSATING : WF_RUN_CANCELLING;
 }
 
 /*
@@ -467,7 +488,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_TASK_SCHEDULED:
 			if (!(run->status == WF_RUN_RUNNING ||
-				  (run->status == WF_RUN_CANCELLING && WfIsCompensation(ev->step))) ||
+				  (WF_RUN_UNDOING(run->status) && WfIsCompensation(ev->step))) ||
 				ev->step == NULL || ev->attempt <= 0 || run->current_task != 0)
 				return "\"task_scheduled\" while the run is not running or has a live task";
 			run->current_step = pstrdup(ev->step);
@@ -523,7 +544,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			{
 				char	   *kind = WfJsonbGetText(p, "kind");
 
-				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_CANCELLING) ||
+				if ((run->status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run->status)) ||
 					kind == NULL)
 					return "\"timer_set\" while the run is not running";
 				/* a retry backoff or a sleep is what the run now waits for */
@@ -665,7 +686,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_RUN_TERMINATED:
 			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED &&
-				 run->status != WF_RUN_CANCELLING &&
+				 !WF_RUN_UNDOING(run->status) &&
 				 run->status != WF_RUN_COMPENSATION_FAILED) ||
 				run->current_task != 0)
 				return "\"run_terminated\" while the run has ended or has a live task";
@@ -699,7 +720,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				  (run->status == WF_RUN_COMPENSATION_FAILED && WfIsCompensation(ev->step))) ||
 				ev->step == NULL || run->current_task != 0)
 				return "\"step_retried\" while the run has not failed";
-			run->status = (run->status == WF_RUN_FAILED) ? WF_RUN_RUNNING : WF_RUN_CANCELLING;
+			run->status = (run->status == WF_RUN_FAILED) ? WF_RUN_RUNNING : WfUndoingStatus(run);
 			run->current_step = pstrdup(ev->step);
 			run->current_attempt = 0;
 			run->step_generation = ev->seq;
@@ -724,7 +745,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 
 					if (problem != NULL)
 						return problem;
-					run->status = WF_RUN_CANCELLING;
+					run->status = WfUndoingStatus(run);
 					run->current_step = NULL;
 					run->current_attempt = 0;
 					run->wait_generation = 0;
@@ -752,7 +773,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			{
 				WfJsonBuilder b;
 
-				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_CANCELLING) ||
+				if ((run->status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run->status)) ||
 					run->current_step == NULL ||
 					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
 					ev->attempt != run->current_attempt)
@@ -780,7 +801,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			}
 
 		case WF_EV_TASK_FAILED:
-			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_CANCELLING) ||
+			if ((run->status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run->status)) ||
 				run->current_step == NULL ||
 				ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
 				ev->attempt != run->current_attempt)
@@ -867,24 +888,54 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			}
 
 		case WF_EV_CANCEL_REQUESTED:
-			if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
-				return "\"cancel_requested\" while the run is not running or paused";
+			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED &&
+				 run->status != WF_RUN_FAILED) ||
+				(run->status == WF_RUN_FAILED && run->current_task != 0))
+				return "\"cancel_requested\" while the run is not running, paused or failed";
 			run->status = WF_RUN_CANCELLING;
 			run->wait_generation = 0;
+			/* a failed run is live again until its compensations have run */
+			run->finished = false;
+			run->finished_at = 0;
 			break;
+
+		case WF_EV_COMPENSATION_REQUESTED:
+			{
+				/* on_failure "compensate": the failure is kept in $.failure */
+				WfJsonBuilder b;
+
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+					run->current_task != 0)
+					return "\"compensation_requested\" while the run is not running or paused, or has a live task";
+				WfJbBegin(&b);
+				WfJbText(&b, "step", WfJsonbGetText(p, "step"));
+				WfJbInt(&b, "attempt", WfJsonbGetInt(p, "attempt", 0));
+				WfJbText(&b, "reason", WfJsonbGetText(p, "reason"));
+				WfJbJsonb(&b, "error", WfJsonbGetJsonb(p, "error"));
+				WfJbTimestamp(&b, "at", ev->created_at);
+				run->context = context_set_key(run->context, "failure", WfJbEnd(&b));
+				run->status = WF_RUN_COMPENSATING;
+				run->current_step = WfJsonbGetText(p, "step");
+				run->current_attempt = 0;
+				run->wait_generation = 0;
+				break;
+			}
 
 		case WF_EV_COMPENSATION_STARTED:
 			{
 				WfJsonBuilder b;
 				Jsonb	   *pending = WfJsonbGetJsonb(p, "pending");
 
-				if (run->status != WF_RUN_CANCELLING || run->current_task != 0 ||
+				if (!WF_RUN_UNDOING(run->status) || run->current_task != 0 ||
 					pending == NULL || !JB_ROOT_IS_ARRAY(pending))
 					return "\"compensation_started\" while the run is not cancelling or has a live task";
 				WfJbBegin(&b);
 				WfJbJsonb(&b, "pending", pending);
 				WfJbJsonb(&b, "done", DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 																		 CStringGetDatum("[]"))));
+				/* what they undo; absent: a wf.cancel_run() */
+				if (run->status == WF_RUN_COMPENSATING)
+					WfJbText(&b, "cause", "failure");
 				run->context = context_set_key(run->context, "compensation", WfJbEnd(&b));
 				run->current_step = NULL;
 				run->current_attempt = 0;
@@ -903,8 +954,18 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			run->finished_at = ev->created_at;
 			break;
 
+		case WF_EV_RUN_COMPENSATED:
+			if (run->status != WF_RUN_COMPENSATING || run->current_task != 0)
+				return "\"run_compensated\" while the run is not compensating or has a live task";
+			run->status = WF_RUN_COMPENSATED;
+			run->current_step = NULL;
+			run->wait_generation = 0;
+			run->finished = true;
+			run->finished_at = ev->created_at;
+			break;
+
 		case WF_EV_COMPENSATION_FAILED:
-			if (run->status != WF_RUN_CANCELLING || run->current_task != 0 ||
+			if (!WF_RUN_UNDOING(run->status) || run->current_task != 0 ||
 				ev->step == NULL || !WfIsCompensation(ev->step))
 				return "\"compensation_failed\" while the run is not compensating";
 			run->status = WF_RUN_COMPENSATION_FAILED;
@@ -1429,13 +1490,21 @@ WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id, int64 fence,
 
 /*
  * fail_run ends the run as failed at step, naming attempt of the step as
- * the one it failed at, withdrawing its live task first.
+ * the one it failed at, withdrawing its live task first.  A definition
+ * with "on_failure": "compensate" undoes the run's completed steps instead
+ * (compensate.c).
  */
 static void
 fail_run(WfTransition *tr, const char *step, const char *reason, Jsonb *error,
 		 int32 attempt)
 {
 	WfJsonBuilder b;
+
+	if (tr->def->compensate_on_failure)
+	{
+		WfCompensateFailure(tr, step, reason, error);
+		return;
+	}
 
 	WfWithdrawCurrentTask(tr, reason);
 	WfJbBegin(&b);
@@ -1768,9 +1837,9 @@ write_side_effects(WfTransition *tr)
 	}
 	if (tr->n_approvers > 0 || tr->close_approvals)
 		WfWriteApprovals(tr);
-	if (run->finished && tr->def->has_approvals)
+	if ((run->finished || WF_RUN_UNDOING(run->status)) && tr->def->has_approvals)
 	{
-		/* a run that stops while an approval waits closes its tokens */
+		/* a run that stops (or undoes) while an approval waits closes its tokens */
 		Datum		values[1];
 
 		values[0] = UUIDPGetDatum(&run->run_id);

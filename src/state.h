@@ -32,10 +32,15 @@ typedef enum WfRunStatus
 	WF_RUN_TERMINATED = 5,
 	WF_RUN_CANCELLING = 6,		/* wf.cancel_run: compensating */
 	WF_RUN_CANCELLED = 7,
-	WF_RUN_COMPENSATION_FAILED = 8
+	WF_RUN_COMPENSATION_FAILED = 8,
+	WF_RUN_COMPENSATING = 9,	/* on_failure "compensate": undoing a failure */
+	WF_RUN_COMPENSATED = 10		/* failed, and its compensations all ran */
 } WfRunStatus;
 
-#define WF_RUN_LAST WF_RUN_COMPENSATION_FAILED
+#define WF_RUN_LAST WF_RUN_COMPENSATED
+
+/* the run is undoing its steps: after wf.cancel_run, or a failure (saga) */
+#define WF_RUN_UNDOING(s) ((s) == WF_RUN_CANCELLING || (s) == WF_RUN_COMPENSATING)
 
 /* event types, as stored in wf.events.type */
 typedef enum WfEventType
@@ -82,10 +87,12 @@ typedef enum WfEventType
 	WF_EV_CHILDREN_STARTED = 40,
 	WF_EV_CHILD_FINISHED = 41,
 	WF_EV_CHILDREN_JOINED = 42,
-	WF_EV_LEGAL_HOLD_SET = 43
+	WF_EV_LEGAL_HOLD_SET = 43,
+	WF_EV_COMPENSATION_REQUESTED = 44,	/* a saga's failure: undo, not fail */
+	WF_EV_RUN_COMPENSATED = 45
 } WfEventType;
 
-#define WF_EV_LAST WF_EV_LEGAL_HOLD_SET
+#define WF_EV_LAST WF_EV_RUN_COMPENSATED
 
 /* kinds of timers, as stored in wf.timers.kind */
 typedef enum WfTimerKind
@@ -253,6 +260,9 @@ extern void WfStartCompensation(WfTransition *tr, const char *settled_step,
 extern void WfNextCompensation(WfTransition *tr);
 extern void WfScheduleCompensation(WfTransition *tr, int32 attempt);
 extern void WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error);
+extern WfRunStatus WfUndoingStatus(const WfRunState *run);
+extern void WfCompensateFailure(WfTransition *tr, const char *step,
+								const char *reason, Jsonb *error);
 
 /* approval.c */
 extern void WfEnterApproval(WfTransition *tr, int step_index);

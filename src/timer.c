@@ -312,8 +312,8 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	{
 		case WF_TIMER_RETRY:
 		case WF_TIMER_SLEEP:
-			/* while a run is cancelled, only its compensations are retried */
-			applies = (run.status == WF_RUN_CANCELLING ?
+			/* while a run is undone, only its compensations are retried */
+			applies = (WF_RUN_UNDOING(run.status) ?
 					   kind == WF_TIMER_RETRY && WfIsCompensation(step) : live) &&
 				sd != NULL && run.wait_generation == generation;
 			break;
@@ -349,7 +349,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	outcome = applies ? "applied" : held ? "held" : "stale";
 
 	/* a timer of a finished run is consumed without touching its history */
-	if (live || run.status == WF_RUN_CANCELLING)
+	if (live || WF_RUN_UNDOING(run.status))
 	{
 		WfJbBegin(&b);
 		WfJbInt(&b, "timer_id", timer_id);
@@ -473,7 +473,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 
 	if (deadline > now || (strcmp(task.status, "ready") != 0 && strcmp(task.status, "leased") != 0))
 		return;					/* moved by a heartbeat, or no longer live */
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_CANCELLING)
+	if (run.status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run.status))
 	{
 		/* a paused run decides nothing: wf.resume_run() sets it again */
 		values[0] = Int64GetDatum(task_id);
@@ -573,7 +573,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 			tr.withdraw_task = task_id;
 			tr.withdraw_expirations = expirations;
 			WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, task.step, task.attempt, WfJbEnd(&b));
-			if (run.status == WF_RUN_CANCELLING)
+			if (WF_RUN_UNDOING(run.status))
 			{
 				/* a compensation that keeps crashing its workers */
 				WfJbBegin(&b);
