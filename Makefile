@@ -45,7 +45,8 @@ OBJS = \
 	src/schedule.o \
 	src/timer.o \
 	src/worker.o \
-	src/sqlcheck.o
+	src/sqlcheck.o \
+	src/events.o
 
 PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
 SHLIB_LINK += -lsodium
@@ -84,6 +85,8 @@ REGRESS = \
 	310_hostile \
 	320_sealed_inputs \
 	330_limits \
+	370_buffered_events \
+	380_anchors \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.
