@@ -45,7 +45,8 @@ OBJS = \
 	src/schedule.o \
 	src/timer.o \
 	src/worker.o \
-	src/sqlcheck.o
+	src/sqlcheck.o \
+	src/events.o
 
 PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
 SHLIB_LINK += -lsodium
@@ -90,6 +91,8 @@ REGRESS = \
 	343_failed_attempt \
 	350_waits \
 	360_saga \
+	370_buffered_events \
+	380_anchors \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -29,17 +29,17 @@ SELECT CASE run_id WHEN :'a' THEN 'a' WHEN :'b' THEN 'b' ELSE 'c' END AS run, ou
 FROM wf.send_event('order:12', 'carrier.delivered', '{"at": "locker"}', 'ups-7') ORDER BY 1;
 SELECT CASE run_id WHEN :'a' THEN 'a' WHEN :'b' THEN 'b' ELSE 'c' END AS run, status, current_step
 FROM wf.runs ORDER BY 1;
--- no run declared the key: nothing is kept
-SELECT count(*) FROM wf.send_event('shipment:SH-404', 'carrier.delivered');
+-- no run declared the key: kept for the first that will (370_buffered_events)
+SELECT run_id, outcome FROM wf.send_event('shipment:SH-404', 'carrier.delivered');
 -- run c waits; nothing comes within 150ms: it goes on to "chase"
 SELECT pg_sleep(0.2);
 SELECT wf.tick() > 0 AS fired;
 SELECT status, current_step, context->'steps'->'delivered'->'output' AS output FROM wf.runs WHERE run_id = :'c';
 SELECT type, step, payload->>'next' AS next FROM wf.history(:'c') WHERE type IN ('wait_timed_out', 'timer_fired');
 SELECT bool_and(wf.verify_run(run_id)) AS verified FROM wf.runs;
--- a run that has ended is not sent to
+-- a run that has ended is not sent to: no live run has the key, it is kept
 SELECT wf.terminate_run(:'b', 'test');
-SELECT count(*) FROM wf.send_event('shipment:SH-2', 'carrier.delivered');
+SELECT run_id, outcome FROM wf.send_event('shipment:SH-2', 'carrier.delivered');
 
 -- errors
 SELECT * FROM wf.send_event('', 'x');

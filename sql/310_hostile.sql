@@ -82,6 +82,8 @@ SELECT t.token AS victim_token FROM victim_tokens t
 WHERE t.approver OPERATOR(pg_catalog.=) 'victim_approver' AND t.decision OPERATOR(pg_catalog.=) 'approve' \gset
 SELECT wf.start_run('victim_wait', '{"corr": "victim-corr-3"}') AS victim_wait_run \gset
 SELECT wf.signal(:'victim_wait_run', 'victim_early', '{"victim": "signal-payload"}', 'victim-event-1');
+SELECT e.outcome FROM wf.send_event('victim_corr:victim-corr-9', 'victim_event', '{"victim": "buffered-payload"}',
+                                    'victim-buffered-1') e;
 SELECT wf.start_run('victim_nap', '{"victim": "nap"}') AS victim_nap_run \gset
 SELECT wf.start_run('victim_par', '{"victim": "parallel"}') AS victim_par_run \gset
 SELECT wf.start_run('victim_fail', '{"victim": "failed"}') AS victim_failed_run \gset
@@ -180,6 +182,7 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['runs', 'tasks', 'events', 'timers', 'approvals', 'approval_attempts',
                              'signals', 'definitions', 'correlations', 'schedules', 'schedule_list',
                              'pending_approvals', 'tenant_policies', 'secrets', 'tenant_keys', 'job',
+                             'buffered_events',
                              'pg_roles', 'pg_authid', 'pg_auth_members', 'pg_extension', 'pg_class',
                              'pg_namespace', 'pg_proc', 'pg_settings', 'pg_database'] LOOP
         FOREACH s IN ARRAY ARRAY['pg_temp', 'evil'] LOOP
@@ -464,6 +467,8 @@ SELECT c.task_id AS t, c.fence AS f, c.input AS input FROM wf.claim_tasks('h_b',
 \echo :input
 SELECT wf.complete_task(:t, :f, '{"b": "done"}');
 SELECT wf.run_status(:'r1'), wf.verify_run(:'r1');
+SELECT wf.verify_run(:'r1', pg_catalog.to_jsonb(h)) AS extends_head
+FROM wf.chain_heads() h WHERE h.run_id OPERATOR(pg_catalog.=) :'r1';
 SELECT h.seq, h.type, h.step, h.attempt, h.actor FROM wf.history(:'r1') h ORDER BY h.seq;
 SELECT wf.explain(:'r1') OPERATOR(pg_catalog.->>) 'status' AS status;
 -- a waiting claim that finds nothing
@@ -491,7 +496,11 @@ SELECT wf.signal(:'w1', 'other', '{"n": 1}', 'e-1');
 SELECT wf.signal(:'w1', 'other', '{"n": 1}', 'e-1');
 SELECT wf.explain(:'w1') OPERATOR(pg_catalog.->>) 'waiting_for' AS waiting_for;
 SELECT e.run_id OPERATOR(pg_catalog.=) :'w1' AS mine, e.outcome FROM wf.send_event('h_corr:h-w1', 'h_go', '{"ok": true}') e;
-SELECT pg_catalog.count(*) AS victim_runs_reached FROM wf.send_event('victim_corr:victim-corr-3', 'victim_event', '{}');
+-- the victim's key reaches no run of the victim: kept in the hostile tenant's own buffer
+SELECT pg_catalog.count(e.run_id) AS victim_runs_reached, pg_catalog.string_agg(e.outcome, ',') AS outcome
+FROM wf.send_event('victim_corr:victim-corr-3', 'victim_event', '{}') e;
+SELECT pg_catalog.count(*) AS victim_events_seen FROM wf.buffered_events b
+WHERE b.tenant_id OPERATOR(pg_catalog.<>) wf.current_tenant();
 SELECT wf.send_event('', 'x');
 SELECT pg_temp.err(pg_catalog.format('SELECT wf.signal(%L, %L)', :'w1', ''));
 SELECT pg_temp.err(pg_catalog.format('SELECT wf.signal(%L, %L)', :'victim_wait_run', 'victim_event'));
@@ -646,6 +655,8 @@ SELECT wf.definition_graph('h_choice', NULL, 'svg');
 SELECT wf.definition_graph('victim_order');
 SELECT pg_temp.err(pg_catalog.format('SELECT wf.%s(%L)', c, :'victim_run')) AS refused
 FROM pg_catalog.unnest(ARRAY['run_status', 'explain', 'history', 'verify_run', 'run_graph']) c;
+SELECT pg_temp.err(pg_catalog.format('SELECT wf.verify_run(%L, %L)', :'victim_run',
+       pg_catalog.jsonb_build_object('seq', 1, 'head_hash', pg_catalog.repeat('0', 64)))) AS refused;
 SELECT wf.channel() OPERATOR(pg_catalog.<>) :'victim_channel' AS own_channel,
        wf.channel('queue', 'shared_q') IS NOT NULL AS queue_channel;
 SELECT wf.channel('bogus');
@@ -751,6 +762,10 @@ SELECT pg_catalog.count(*) AS rows FROM wf.claim_tasks('h_mail', 'h_mailer') c,
 WHERE evil.leak(i.approver) AND evil.leak(i.decision) AND evil.leak(i.token) AND evil.leak(i.expires_at);
 SELECT pg_catalog.count(*) AS rows FROM wf.send_event('victim_corr:victim-corr-3', 'victim_event') e
 WHERE evil.leak(e.run_id) AND evil.leak(e.outcome);
+SELECT pg_catalog.count(*) AS rows FROM wf.chain_heads() h
+WHERE evil.leak(h.tenant_id) AND evil.leak(h.run_id) AND evil.leak(h.seq) AND evil.leak(h.head_hash)
+  AND evil.leak(h.signature IS NULL)
+  AND h.run_id OPERATOR(pg_catalog.=) ANY (SELECT r.run_id FROM wf.runs r);
 SELECT pg_catalog.count(*) AS rows FROM wf.cancel_runs('probe', '{"definition": "victim_order"}') b
 WHERE evil.leak(b.run_id) AND evil.leak(b.outcome) AND evil.leak(b.detail);
 SELECT pg_catalog.count(*) AS rows FROM wf.retry_runs('probe', '{}') b
@@ -762,6 +777,11 @@ WHERE evil.leak(w.role) AND evil.leak(w.database) AND evil.leak(w.pid) AND evil.
   AND evil.leak(w.next_due) AND evil.leak(w.ticks) AND evil.leak(w.fired);
 SELECT evil.leak(wf.explain(:'a4')) AND evil.leak(wf.run_graph(:'a4')) AND evil.leak(wf.channel())
        AND evil.leak(wf.channel('queue', 'shared_q')) AND evil.leak(wf.current_tenant()) AS probed;
+-- the hostile tenant's own buffered copies of the victim's key and event name
+-- (sent above, they match the probe's pattern): the superuser removes them
+RESET SESSION AUTHORIZATION;
+DELETE FROM wf.buffered_events b WHERE b.tenant_id OPERATOR(pg_catalog.=) 'hostile';
+SET SESSION AUTHORIZATION regress_hostile;
 SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 AS own_rows FROM (
     SELECT 1 FROM wf.runs x WHERE evil.leak(x.*)
     UNION ALL SELECT 1 FROM wf.tasks x WHERE evil.leak(x.*)
@@ -773,7 +793,8 @@ SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 AS own_rows FROM (
     UNION ALL SELECT 1 FROM wf.definitions x WHERE evil.leak(x.*)
     UNION ALL SELECT 1 FROM wf.correlations x WHERE evil.leak(x.*)
     UNION ALL SELECT 1 FROM wf.schedules x WHERE evil.leak(x.*)
-    UNION ALL SELECT 1 FROM wf.tenant_policies x WHERE evil.leak(x.*)) t;
+    UNION ALL SELECT 1 FROM wf.tenant_policies x WHERE evil.leak(x.*)
+    UNION ALL SELECT 1 FROM wf.buffered_events x WHERE evil.leak(x.*)) t;
 
 RESET enable_indexscan;
 RESET enable_bitmapscan;

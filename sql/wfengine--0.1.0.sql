@@ -822,14 +822,62 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION wf._refuse_sealed_lookalikes(jsonb, text, text) IS
 'Internal: refuses (22023) a value holding a string that begins with "wfenc:", the prefix of sealed values; for wf.schedule and wf.send_event.';
 
+-- Events sent to a correlation key that no live run had declared: kept
+-- until their retention (given at send) passes, and delivered to the first
+-- run that declares the key at wf.start_run and waits for the event's name
+-- (events.c).  A delivered row stays until it expires, so that a repeated
+-- event id is a duplicate for as long as the event was to be kept.
+CREATE SEQUENCE wf.buffered_event_id_seq AS bigint;
+
+CREATE TABLE wf.buffered_events (
+    buffer_id       bigint PRIMARY KEY DEFAULT pg_catalog.nextval('wf.buffered_event_id_seq'),
+    tenant_id       text NOT NULL,
+    key             text NOT NULL,
+    name            text NOT NULL,
+    event_id        text NOT NULL,
+    payload         jsonb NOT NULL,
+    sent_by         text NOT NULL,
+    received_at     timestamptz NOT NULL,
+    expires_at      timestamptz NOT NULL,
+    delivered_at    timestamptz,
+    delivered_to    uuid,
+    CHECK (expires_at OPERATOR(pg_catalog.>) received_at),
+    CHECK ((delivered_at IS NULL) OPERATOR(pg_catalog.=) (delivered_to IS NULL)),
+    UNIQUE (tenant_id, key, event_id)
+);
+ALTER SEQUENCE wf.buffered_event_id_seq OWNED BY wf.buffered_events.buffer_id;
+CREATE INDEX buffered_events_waiting_idx ON wf.buffered_events (tenant_id, key, buffer_id)
+    WHERE delivered_at IS NULL;
+CREATE INDEX buffered_events_expiry_idx ON wf.buffered_events (expires_at);
+SELECT pg_catalog.pg_extension_config_dump('wf.buffered_events', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.buffered_event_id_seq', '');
+COMMENT ON TABLE wf.buffered_events IS
+'Events wf.send_event() kept for a correlation key no live run had declared; delivered to the first run that declares the key and waits for the name, removed by wf.purge_runs() once expired.';
+
+CREATE FUNCTION wf._event_runs(correlation_key text)
+RETURNS uuid[]
+AS 'MODULE_PATHNAME', 'wfengine_event_runs'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION wf._event_runs(text) IS
+'Internal, for wf.send_event: takes the lock of the correlation key (which wf.start_run takes to declare it) and returns the live runs of the session''s tenant that declared it, in run id order.';
+
+CREATE FUNCTION wf._buffer_event(correlation_key text, name text, payload jsonb,
+                                 event_id text, keep interval)
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_buffer_event'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf._buffer_event(text, text, jsonb, text, interval) IS
+'Internal, for wf.send_event: keeps an event for a key no live run declared (buffered), or answers duplicate or dropped; within the tenant''s max_buffered_events.';
+
 CREATE FUNCTION wf.send_event(correlation_key text, name text, payload jsonb DEFAULT '{}',
-                              event_id text DEFAULT NULL)
+                              event_id text DEFAULT NULL, keep interval DEFAULT '1 day')
 RETURNS TABLE (run_id uuid, outcome text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     rid uuid;
+    delivered boolean := false;
 BEGIN
     IF correlation_key IS NULL OR correlation_key OPERATOR(pg_catalog.=) '' THEN
         RAISE EXCEPTION 'a correlation key must not be empty'
@@ -839,6 +887,12 @@ BEGIN
     IF name IS NULL THEN
         RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    IF keep IS NULL OR keep OPERATOR(pg_catalog.<=) interval '0'
+       OR keep OPERATOR(pg_catalog.>) interval '30 days' THEN
+        RAISE EXCEPTION 'keep must be between 1 microsecond and 30 days, not %', keep
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'keep is how long an event no run has declared the key for waits for one, e.g. ''1 day''.';
+    END IF;
     PERFORM wf._check_arg('correlation key', correlation_key, 'key');
     PERFORM wf._check_arg('signal name', name, 'signal');
     PERFORM wf._check_arg('event id', event_id, 'key');
@@ -846,27 +900,29 @@ BEGIN
     -- refused whether or not a run declared the key, as wf.signal refuses it
     PERFORM wf._refuse_sealed_lookalikes(payload, 'signal payload',
                                          pg_catalog.format('signal "%s"', name));
-    -- in run id order, so that two senders lock the runs in the same order
-    FOR rid IN
-        SELECT c.run_id FROM wf.correlations c JOIN wf.runs r
-          ON r.run_id OPERATOR(pg_catalog.=) c.run_id
-        WHERE c.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
-          AND c.key OPERATOR(pg_catalog.=) correlation_key
-          AND r.status IN ('running', 'paused')
-        ORDER BY c.run_id
+    -- under the key's lock, which a start declaring the key takes too; in
+    -- run id order, so that two senders lock the runs in the same order
+    FOREACH rid IN ARRAY wf._event_runs(correlation_key)
     LOOP
         run_id := rid;
         BEGIN
             outcome := wf.signal(rid, name, payload, event_id);
+            delivered := true;
         EXCEPTION WHEN object_not_in_prerequisite_state THEN
             outcome := 'ended';     -- it ended meanwhile
         END;
         RETURN NEXT;
     END LOOP;
+    -- no live run has the key (yet): kept for the first run that declares it
+    IF NOT delivered THEN
+        run_id := NULL;
+        outcome := wf._buffer_event(correlation_key, name, payload, event_id, keep);
+        RETURN NEXT;
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION wf.send_event(text, text, jsonb, text) IS
-'Sends a signal to every running or paused run that declared the correlation key ("<name>:<value>"); one row per run with wf.signal''s outcome (consumed, stored, duplicate) or ended.';
+COMMENT ON FUNCTION wf.send_event(text, text, jsonb, text, interval) IS
+'Sends a signal to every running or paused run that declared the correlation key ("<name>:<value>"): one row per run with wf.signal''s outcome (consumed, stored, duplicate) or ended; when no live run has the key, one row with a null run id: buffered (kept for keep, for the first run that declares the key and waits for the name), duplicate or dropped.';
 
 CREATE FUNCTION wf.run_status(run uuid)
 RETURNS text
@@ -877,6 +933,22 @@ CREATE FUNCTION wf.verify_run(run uuid)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'wfengine_verify_run'
 LANGUAGE C VOLATILE STRICT;
+
+-- Anchors of the hash chains (replay.c): what an auditor exports on a
+-- schedule, and later checks with wf.verify_run(run, anchor).
+CREATE FUNCTION wf.verify_run(run uuid, anchor jsonb)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'wfengine_verify_run_anchor'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION wf.verify_run(uuid, jsonb) IS
+'wf.verify_run(run), and the history still extends the anchor (a row of wf.chain_heads() as JSON): the event at the anchor''s seq has its hash, and a signed anchor was signed with wfengine.anchor_key.';
+
+CREATE FUNCTION wf.chain_heads()
+RETURNS TABLE (tenant_id text, run_id uuid, seq integer, head_hash text, signature text)
+AS 'MODULE_PATHNAME', 'wfengine_chain_heads'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.chain_heads() IS
+'The head of the hash chain of every run of the session''s tenant (last seq and the hash of that event, hex), signed with wfengine.anchor_key (keyed BLAKE2b, hex) when it is set; export it to keep anchors outside the database.';
 
 CREATE FUNCTION wf.history(run uuid)
 RETURNS TABLE (seq integer,
@@ -2139,6 +2211,8 @@ CREATE TABLE wf.tenant_policies (
     max_tasks_in_flight     integer CHECK (max_tasks_in_flight > 0),
     max_timers_per_run      integer CHECK (max_timers_per_run > 0),
     max_definition_depth    integer CHECK (max_definition_depth > 0),
+    -- null: the default of 10000 (0: events for an undeclared key are dropped)
+    max_buffered_events     integer CHECK (max_buffered_events >= 0),
     updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
 SELECT pg_catalog.pg_extension_config_dump('wf.tenant_policies', '');
@@ -2163,10 +2237,11 @@ BEGIN
     FOR k IN SELECT jsonb_object_keys(policy) LOOP
         IF k NOT IN ('retention', 'max_live_runs', 'max_starts_per_second', 'start_burst',
                      'max_definition_steps', 'max_definition_bytes', 'max_definition_depth',
-                     'max_events_per_run', 'max_timers_per_run', 'max_tasks_in_flight') THEN
+                     'max_events_per_run', 'max_timers_per_run', 'max_tasks_in_flight',
+                     'max_buffered_events') THEN
             RAISE EXCEPTION 'unknown tenant policy key "%"', k
                 USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'Valid keys: retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes, max_definition_depth, max_events_per_run, max_timers_per_run, max_tasks_in_flight; null removes a limit.';
+                      HINT = 'Valid keys: retention, max_live_runs, max_starts_per_second, start_burst, max_definition_steps, max_definition_bytes, max_definition_depth, max_events_per_run, max_timers_per_run, max_tasks_in_flight, max_buffered_events; null removes a limit (max_buffered_events: back to the default of 10000).';
         END IF;
     END LOOP;
     FOR k IN SELECT jsonb_object_keys(policy) LOOP
@@ -2176,6 +2251,15 @@ BEGIN
                OR (policy->>k)::interval OPERATOR(pg_catalog.<=) interval '0' THEN
                 RAISE EXCEPTION 'tenant policy "retention" must be a positive interval, not %', policy->k
                     USING ERRCODE = 'invalid_parameter_value', HINT = 'For example "90 days".';
+            END IF;
+        ELSIF k OPERATOR(pg_catalog.=) 'max_buffered_events' THEN
+            IF jsonb_typeof(policy->k) OPERATOR(pg_catalog.<>) 'number'
+               OR (policy->>k)::numeric OPERATOR(pg_catalog.<) 0
+               OR (policy->>k)::numeric OPERATOR(pg_catalog.>) 2147483647
+               OR (policy->>k)::numeric OPERATOR(pg_catalog.<>) pg_catalog.trunc((policy->>k)::numeric) THEN
+                RAISE EXCEPTION 'tenant policy "max_buffered_events" must be an integer of 0 or more, not %', policy->k
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = '0 drops events sent to a key no live run has declared; null restores the default of 10000.';
             END IF;
         ELSIF jsonb_typeof(policy->k) OPERATOR(pg_catalog.<>) 'number'
               OR (policy->>k)::numeric OPERATOR(pg_catalog.<=) 0
@@ -2208,6 +2292,8 @@ BEGIN
                                   THEN (policy->>'max_timers_per_run')::integer ELSE p.max_timers_per_run END,
         max_definition_depth = CASE WHEN policy ? 'max_definition_depth'
                                     THEN (policy->>'max_definition_depth')::integer ELSE p.max_definition_depth END,
+        max_buffered_events = CASE WHEN policy ? 'max_buffered_events'
+                                   THEN (policy->>'max_buffered_events')::integer ELSE p.max_buffered_events END,
         updated_at = pg_catalog.clock_timestamp()
     WHERE p.tenant_id OPERATOR(pg_catalog.=) tenant
     RETURNING * INTO result;
@@ -2346,9 +2432,11 @@ GRANT EXECUTE ON FUNCTION wf._check_arg(text, text, text), wf._check_payload(jso
 GRANT EXECUTE ON FUNCTION
     wf.start_run(text, jsonb, text, integer), wf.run_status(uuid), wf.history(uuid),
     wf.explain(uuid), wf.verify_run(uuid), wf.signal(uuid, text, jsonb, text),
-    wf.send_event(text, text, jsonb, text), wf.definition_graph(text, integer, text),
+    wf.send_event(text, text, jsonb, text, interval), wf.definition_graph(text, integer, text),
     wf.run_graph(uuid, text), wf._graph_render(text, jsonb, text, jsonb),
-    wf._refuse_sealed_lookalikes(jsonb, text, text)
+    wf._refuse_sealed_lookalikes(jsonb, text, text),
+    wf._event_runs(text), wf._buffer_event(text, text, jsonb, text, interval),
+    wf.verify_run(uuid, jsonb), wf.chain_heads()
     TO wfengine_app;
 GRANT EXECUTE ON FUNCTION
     wf.claim_tasks(text, text, integer, interval, interval),

@@ -149,6 +149,52 @@ WfRandomFraction(void)
 }
 
 /*
+ * WfAnchorSign signs the head of a run's hash chain (tenant, run, seq and
+ * the hash of event seq) with wfengine.anchor_key: keyed BLAKE2b-256 of a
+ * versioned, unambiguous message, written to signature (WF_HASH_LEN
+ * bytes).  Returns false, writing nothing, when no usable key is set (at
+ * least crypto_generichash_KEYBYTES bytes in hex).
+ */
+bool
+WfAnchorSign(const char *tenant, const pg_uuid_t *run_id, int32 seq,
+			 const uint8 *hash, uint8 *signature)
+{
+	uint8		key[crypto_generichash_KEYBYTES_MAX];
+	size_t		keylen = 0;
+	crypto_generichash_state st;
+	uint32		tlen = (uint32) strlen(tenant);
+	uint8		buf[4];
+
+	if (wf_anchor_key == NULL || wf_anchor_key[0] == '\0' ||
+		sodium_hex2bin(key, sizeof(key), wf_anchor_key, strlen(wf_anchor_key),
+					   NULL, &keylen, NULL) != 0 ||
+		keylen < crypto_generichash_KEYBYTES)
+	{
+		sodium_memzero(key, sizeof(key));
+		return false;
+	}
+	crypto_generichash_init(&st, key, keylen, WF_HASH_LEN);
+	crypto_generichash_update(&st, (const uint8 *) "wfengine anchor 1", 17);
+	buf[0] = (uint8) (tlen >> 24);
+	buf[1] = (uint8) (tlen >> 16);
+	buf[2] = (uint8) (tlen >> 8);
+	buf[3] = (uint8) tlen;
+	crypto_generichash_update(&st, buf, 4);
+	crypto_generichash_update(&st, (const uint8 *) tenant, tlen);
+	crypto_generichash_update(&st, run_id->data, UUID_LEN);
+	buf[0] = (uint8) ((uint32) seq >> 24);
+	buf[1] = (uint8) ((uint32) seq >> 16);
+	buf[2] = (uint8) ((uint32) seq >> 8);
+	buf[3] = (uint8) seq;
+	crypto_generichash_update(&st, buf, 4);
+	crypto_generichash_update(&st, hash, WF_HASH_LEN);
+	crypto_generichash_final(&st, signature, WF_HASH_LEN);
+	sodium_memzero(key, sizeof(key));
+	sodium_memzero(&st, sizeof(st));
+	return true;
+}
+
+/*
  * The approval token key: wfengine.approval_key, 32 or more bytes written
  * in hex, readable by superusers only.  Tokens are hashed with BLAKE2b
  * keyed by it, so that the stored hashes are worthless without the key.

@@ -50,6 +50,10 @@ extern bool WfTokenKeyConfigured(void);
 extern void WfMintToken(char *text, uint8 *hash);
 extern bool WfHashToken(const char *text, uint8 *hash);
 
+/* anchors of the hash chains (replay.c): keyed BLAKE2b-256 */
+extern bool WfAnchorSign(const char *tenant, const pg_uuid_t *run_id, int32 seq,
+						 const uint8 *hash, uint8 *signature);
+
 /* the tenant part of LISTEN channel names (notify.c) */
 #define WF_CHANNEL_TAG_LEN 12
 extern void WfChannelTag(const uint8 *key, size_t keylen, const char *tenant, char *tag);

@@ -42,6 +42,7 @@ check_quarantine_delays(char **newval, void **extra, GucSource source)
 }
 
 /* GUC variables */
+char	   *wf_anchor_key = NULL;
 char	   *wf_approval_key = NULL;
 char	   *wf_master_keys = NULL;
 char	   *wf_databases = NULL;
@@ -64,6 +65,14 @@ int			wf_timer_batch = 100;
 void
 WfGucInit(void)
 {
+	DefineCustomStringVariable("wfengine.anchor_key",
+							   gettext_noop("Sets the key that wf.chain_heads() signs the heads of the hash chains with."),
+							   gettext_noop("32 to 64 random bytes written in hex; empty: the heads are not signed. wf.verify_run(run, anchor) checks a signed anchor with it."),
+							   &wf_anchor_key,
+							   "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
+
 	DefineCustomStringVariable("wfengine.approval_key",
 							   gettext_noop("Sets the key that approval tokens are hashed with."),
 							   gettext_noop("32 to 64 random bytes written in hex. Only keyed hashes of tokens are stored; changing the key invalidates every outstanding token."),

@@ -14,6 +14,7 @@
 #define WF_GUC_H
 
 /* GUC variables (alphabetical, as in guc.c) */
+extern char *wf_anchor_key;
 extern char *wf_approval_key;
 extern char *wf_master_keys;
 extern char *wf_databases;

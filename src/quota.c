@@ -99,6 +99,9 @@
 /* how long a backend trusts the policy it read */
 #define WF_POLICY_TTL_USEC 1000000
 
+/* max_buffered_events of a tenant that did not set it */
+#define WF_DEFAULT_MAX_BUFFERED_EVENTS 10000
+
 /* the cached policy of one tenant; 0 = no limit */
 typedef struct WfPolicy
 {
@@ -113,6 +116,7 @@ typedef struct WfPolicy
 	int32		max_tasks_in_flight;
 	int32		max_timers_per_run;
 	int32		max_definition_depth;
+	int32		max_buffered_events;	/* -1: not set (the default) */
 } WfPolicy;
 
 /* lock tag field 4 of the quota locks: apart from the advisory locks of SQL */
@@ -181,7 +185,11 @@ tenant_policy(const char *tenant)
 		policy.max_tasks_in_flight = policy_int(7);
 		policy.max_timers_per_run = policy_int(8);
 		policy.max_definition_depth = policy_int(9);
+		d = WfGetDatum(0, 10, &isnull);
+		policy.max_buffered_events = isnull ? -1 : DatumGetInt32(d);
 	}
+	else
+		policy.max_buffered_events = -1;
 	return &policy;
 }
 
@@ -311,6 +319,39 @@ WfCheckStartQuota(const char *tenant)
 				 errmsg("tenant \"%s\" starts runs faster than its limit of %g per second",
 						tenant, p->max_starts_per_second),
 				 errhint("Retry in %.0f ms.", wait_ms)));
+}
+
+/*
+ * WfCheckBufferQuota returns the number of events that tenant may keep
+ * buffered (max_buffered_events, WF_DEFAULT_MAX_BUFFERED_EVENTS when not
+ * set; 0: none), and refuses a new one when that many are buffered,
+ * unexpired and undelivered at now.  Buffering sends of the tenant take
+ * turns on the quota's lock and count with the latest snapshot, as starts
+ * do for max_live_runs.  Inside an API call.
+ */
+int32
+WfCheckBufferQuota(const char *tenant, TimestampTz now)
+{
+	const WfPolicy *p = tenant_policy(tenant);
+	int32		limit = p->max_buffered_events < 0 ?
+		WF_DEFAULT_MAX_BUFFERED_EVENTS : p->max_buffered_events;
+	Datum		values[2];
+	int64		buffered;
+
+	if (limit == 0)
+		return 0;
+	quota_lock(tenant, "buffered events", true);
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = TimestampTzGetDatum(now);
+	WfExecPlanFresh(WF_PLAN_BUFFERED_COUNT, values, NULL, 1);
+	buffered = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	if (buffered >= limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("tenant \"%s\" has %d buffered events, its limit", tenant, limit),
+				 errdetail("Events sent to a correlation key no live run has declared are kept in wf.buffered_events until a run declares the key or they expire; max_buffered_events of wf.tenant_policies limits them."),
+				 errhint("Send it again later or with a shorter keep, start the runs that wait for these events, or ask an administrator to raise the limit.")));
+	return limit;
 }
 
 /*

@@ -27,17 +27,34 @@
  */
 #include "postgres.h"
 
+#include <sodium.h>
+
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
+#include "utils/uuid.h"
 
+#include "crypto.h"
+#include "jsonutil.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_verify_run);
+PG_FUNCTION_INFO_V1(wfengine_verify_run_anchor);
+PG_FUNCTION_INFO_V1(wfengine_chain_heads);
+
+/* an exported head of the run's chain the history must still extend */
+typedef struct Anchor
+{
+	int32		seq;
+	uint8		hash[WF_HASH_LEN];
+	bool		signed_ok;		/* its signature was checked and is good */
+	const char *problem;		/* set when its signature is bad */
+} Anchor;
 
 /* what the history says about one task attempt */
 typedef struct ExpectedTask
@@ -64,7 +81,7 @@ typedef struct ReplayLog
 
 /* forward declarations */
 static const char *replay_events(WfRunState *state, const WfRunState *stored,
-								 ReplayLog *log);
+								 ReplayLog *log, const Anchor *anchor);
 static void log_event(ReplayLog *log, const WfEvent *ev);
 static const char *check_identity(const WfRunState *stored, ReplayLog *log);
 static const char *check_tasks(const WfRunState *stored, ReplayLog *log);
@@ -166,7 +183,8 @@ log_event(ReplayLog *log, const WfEvent *ev)
 }
 
 static const char *
-replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log)
+replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
+			  const Anchor *anchor)
 {
 	Datum		values[1];
 	uint64		n;
@@ -218,11 +236,20 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log)
 			return psprintf("Event %d does not match its hash: the event or one before it was changed",
 							ev.seq);
 
+		/* the chain holds up to here: is this the head that was exported? */
+		if (anchor != NULL && ev.seq == anchor->seq &&
+			memcmp(ev.hash, anchor->hash, WF_HASH_LEN) != 0)
+			return psprintf("Event %d does not have the anchor's hash: the history was rolled back or rewritten after the anchor was exported",
+							ev.seq);
+
 		problem = WfApplyEvent(state, &ev);
 		if (problem != NULL)
 			return psprintf("Event %d cannot be replayed: %s", ev.seq, problem);
 		log_event(log, &ev);
 	}
+	if (anchor != NULL && state->seq < anchor->seq)
+		return psprintf("The history ends at event %d, before the anchor's event %d: its tail was removed after the anchor was exported",
+						state->seq, anchor->seq);
 	return NULL;
 }
 
@@ -378,20 +405,20 @@ compare_snapshots(const WfRunState *rebuilt, const WfRunState *stored)
 }
 
 /*
- * wfengine_verify_run is wf.verify_run(run): true when the history is an
- * intact hash chain that replays to exactly the stored snapshot.
+ * verify_run checks run_id of the session's tenant (see the top of this
+ * file) and, when anchor is not NULL, that its history still extends the
+ * anchor.  Inside an API call.  Reports the first problem as a WARNING and
+ * returns false, or returns true.
  */
-Datum
-wfengine_verify_run(PG_FUNCTION_ARGS)
+static bool
+verify_run(pg_uuid_t *run_id, const Anchor *anchor)
 {
-	pg_uuid_t  *run_id = PG_GETARG_UUID_P(0);
 	Datum		values[2];
 	WfRunState	stored;
 	WfRunState	rebuilt;
-	const char *problem;
+	const char *problem = NULL;
 	ReplayLog	log;
 
-	WfApiBegin();
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(WfCurrentTenant());
 	if (WfExecPlan(WF_PLAN_RUN_GET, values, NULL, true, 1, SPI_OK_SELECT) != 1)
@@ -399,7 +426,10 @@ wfengine_verify_run(PG_FUNCTION_ARGS)
 	WfRunStateFromTuple(&stored, 0);
 
 	memset(&log, 0, sizeof(log));
-	problem = replay_events(&rebuilt, &stored, &log);
+	if (anchor != NULL)
+		problem = anchor->problem;
+	if (problem == NULL)
+		problem = replay_events(&rebuilt, &stored, &log, anchor);
 	if (problem == NULL)
 		problem = compare_snapshots(&rebuilt, &stored);
 	if (problem == NULL)
@@ -414,7 +444,167 @@ wfengine_verify_run(PG_FUNCTION_ARGS)
 				 errdetail("%s.", problem),
 				 errcontext("run %s",
 							DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))))));
+	return problem == NULL;
+}
 
+/*
+ * wfengine_verify_run is wf.verify_run(run): true when the history is an
+ * intact hash chain that replays to exactly the stored snapshot.
+ */
+Datum
+wfengine_verify_run(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = PG_GETARG_UUID_P(0);
+	bool		ok;
+
+	WfApiBegin();
+	ok = verify_run(run_id, NULL);
 	WfApiEnd();
-	PG_RETURN_BOOL(problem == NULL);
+	PG_RETURN_BOOL(ok);
+}
+
+/*
+ * bad_anchor refuses an anchor that is not a row of wf.chain_heads().
+ */
+static void
+bad_anchor(const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid anchor"),
+			 errdetail("%s", detail),
+			 errhint("An anchor is a row of wf.chain_heads() as JSON, e.g. SELECT to_jsonb(h) FROM wf.chain_heads() h: {\"run_id\": ..., \"seq\": ..., \"head_hash\": \"<hex>\", \"signature\": \"<hex>\" or null}.")));
+}
+
+/*
+ * parse_anchor reads anchor (a row of wf.chain_heads() as JSON) for run
+ * run_id of tenant into a, checking its signature when it has one.  A
+ * malformed anchor, one of another run or tenant, and a signed anchor
+ * without wfengine.anchor_key to check it are errors; a signature that
+ * does not match is a problem verify_run reports (a forged anchor).
+ */
+static void
+parse_anchor(Jsonb *anchor, pg_uuid_t *run_id, const char *tenant, Anchor *a)
+{
+	JsonbValue *v;
+	char	   *text;
+	char	   *sig;
+	size_t		len = 0;
+	uint8		given[WF_HASH_LEN];
+	uint8		expected[WF_HASH_LEN];
+
+	memset(a, 0, sizeof(Anchor));
+	if (!JB_ROOT_IS_OBJECT(anchor) || JB_ROOT_IS_SCALAR(anchor))
+		bad_anchor("The anchor is not a JSON object.");
+	text = WfJsonbGetText(anchor, "run_id");
+	if (text != NULL &&
+		strcmp(text, WfRunIdText(run_id)) != 0)
+		bad_anchor(psprintf("The anchor is of run %s, not of run %s.", text, WfRunIdText(run_id)));
+	text = WfJsonbGetText(anchor, "tenant_id");
+	if (text != NULL && strcmp(text, tenant) != 0)
+		bad_anchor(psprintf("The anchor is of tenant \"%s\", not of the session's tenant \"%s\".",
+							text, tenant));
+	v = WfJsonbGet(anchor, "seq");
+	if (v == NULL || v->type != jbvNumeric)
+		bad_anchor("The anchor has no \"seq\" number.");
+	a->seq = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
+	if (a->seq < 1)
+		bad_anchor("The anchor's \"seq\" is not positive.");
+	text = WfJsonbGetText(anchor, "head_hash");
+	if (text == NULL || strlen(text) != WF_HASH_LEN * 2 ||
+		sodium_hex2bin(a->hash, WF_HASH_LEN, text, strlen(text), NULL, &len, NULL) != 0 ||
+		len != WF_HASH_LEN)
+		bad_anchor(psprintf("The anchor's \"head_hash\" is not %d bytes in hex.", WF_HASH_LEN));
+
+	sig = WfJsonbGetText(anchor, "signature");
+	if (sig == NULL)
+		return;					/* unsigned: taken as it is */
+	if (strlen(sig) != WF_HASH_LEN * 2 ||
+		sodium_hex2bin(given, WF_HASH_LEN, sig, strlen(sig), NULL, &len, NULL) != 0 ||
+		len != WF_HASH_LEN)
+		bad_anchor(psprintf("The anchor's \"signature\" is not %d bytes in hex.", WF_HASH_LEN));
+	if (!WfAnchorSign(tenant, run_id, a->seq, a->hash, expected))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot check the signature of an anchor without wfengine.anchor_key"),
+				 errhint("A superuser sets wfengine.anchor_key to the key the anchor was signed with (32 to 64 bytes in hex).")));
+	if (sodium_memcmp(given, expected, WF_HASH_LEN) != 0)
+		a->problem = "The anchor's signature does not match: it was not signed with wfengine.anchor_key for this run, seq and hash (a forged or altered anchor)";
+	else
+		a->signed_ok = true;
+}
+
+/*
+ * wfengine_verify_run_anchor is wf.verify_run(run, anchor): wf.verify_run
+ * (run), and the history still extends what wf.chain_heads() exported
+ * (anchor: one of its rows as JSON): the event at the anchor's seq has the
+ * anchor's hash, and a signed anchor's signature matches
+ * wfengine.anchor_key.  A removed or replaced tail, rolled back to before
+ * the anchor, is found; one after it is not (docs/architecture.md).
+ */
+Datum
+wfengine_verify_run_anchor(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = PG_GETARG_UUID_P(0);
+	Jsonb	   *anchor = PG_GETARG_JSONB_P(1);
+	const char *tenant = WfCurrentTenant();
+	Anchor		a;
+	bool		ok;
+
+	parse_anchor(anchor, run_id, tenant, &a);
+	WfApiBegin();
+	ok = verify_run(run_id, &a);
+	WfApiEnd();
+	PG_RETURN_BOOL(ok);
+}
+
+/*
+ * wfengine_chain_heads is wf.chain_heads(): for every run of the session's
+ * tenant, its last seq and the hash of that event (hex), signed with
+ * wfengine.anchor_key when it is set (else signature is null), in run id
+ * order.
+ */
+Datum
+wfengine_chain_heads(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *tenant = WfCurrentTenant();
+	Datum		values[5];
+	bool		nulls[5];
+	Datum		arg[1];
+	uint64		n;
+	uint64		i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	WfApiBegin();
+	arg[0] = CStringGetTextDatum(tenant);
+	n = WfExecPlan(WF_PLAN_CHAIN_HEADS, arg, NULL, true, 0, SPI_OK_SELECT);
+	for (i = 0; i < n; i++)
+	{
+		pg_uuid_t  *run_id = DatumGetUUIDP(WfGetDatumNotNull(i, 1));
+		int32		seq = DatumGetInt32(WfGetDatumNotNull(i, 2));
+		bytea	   *hash = DatumGetByteaPP(WfGetDatumNotNull(i, 3));
+		char		hex[WF_HASH_LEN * 2 + 1];
+		uint8		sig[WF_HASH_LEN];
+
+		if (VARSIZE_ANY_EXHDR(hash) != WF_HASH_LEN)
+			elog(ERROR, "event %d of run %s has a hash of %d bytes",
+				 seq, WfRunIdText(run_id), (int) VARSIZE_ANY_EXHDR(hash));
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(tenant);
+		values[1] = UUIDPGetDatum(run_id);
+		values[2] = Int32GetDatum(seq);
+		sodium_bin2hex(hex, sizeof(hex), (const uint8 *) VARDATA_ANY(hash), WF_HASH_LEN);
+		values[3] = CStringGetTextDatum(hex);
+		if (WfAnchorSign(tenant, run_id, seq, (const uint8 *) VARDATA_ANY(hash), sig))
+		{
+			sodium_bin2hex(hex, sizeof(hex), sig, WF_HASH_LEN);
+			values[4] = CStringGetTextDatum(hex);
+		}
+		else
+			nulls[4] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	WfApiEnd();
+	return (Datum) 0;
 }

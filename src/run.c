@@ -155,15 +155,26 @@ existing_run(const char *tenant, const char *defname, const char *key,
 	return run_id;
 }
 
+/* list_sort comparator of correlation keys */
+static int
+key_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp((const char *) lfirst(a), (const char *) lfirst(b));
+}
+
 /*
  * WfWriteCorrelations records the correlation keys of a new run: for each
  * named JSONPath of the definition, "<name>:<value>" for each string or
  * number it finds in {"input": ...}.  A path that finds nothing gives no
  * key.  A key longer than WF_ARG_MAX_KEY is refused for a run a caller
  * starts; a child run (started by its parent's transition, which must not
- * fail for it) is not given that key.
+ * fail for it) is not given that key.  A run a caller starts takes the
+ * lock of each key (in key order, so that two starts cannot deadlock)
+ * before it declares it, the lock wf.send_event takes before it looks for
+ * the runs of a key (events.c).  Returns the keys, sorted, without
+ * repeats.
  */
-void
+List *
 WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 					TimestampTz now)
 {
@@ -171,6 +182,9 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 	Jsonb	   *context;
 	int			c;
 	bool		child = WfJsonbGet(run->context, "parent") != NULL;
+	List	   *keys = NIL;
+	List	   *unique = NIL;
+	ListCell   *lc;
 
 	WfJbBegin(&b);
 	WfJbJsonb(&b, "input", input);
@@ -188,7 +202,6 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 		{
 			char	   *value = NULL;
-			Datum		values[4];
 
 			if (tok != WJB_ELEM && tok != WJB_VALUE)
 				continue;
@@ -205,13 +218,27 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 				continue;
 			WfCheckCStringArg(value, psprintf("correlation key \"%s\" of the run",
 											  def->correlation[c].key), WF_ARG_KEY);
-			values[0] = CStringGetTextDatum(run->tenant_id);
-			values[1] = CStringGetTextDatum(value);
-			values[2] = UUIDPGetDatum(&run->run_id);
-			values[3] = TimestampTzGetDatum(now);
-			WfExecPlan(WF_PLAN_CORRELATION_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+			keys = lappend(keys, value);
 		}
 	}
+	list_sort(keys, key_cmp);
+	foreach(lc, keys)
+	{
+		char	   *value = (char *) lfirst(lc);
+		Datum		values[4];
+
+		if (unique != NIL && strcmp((char *) llast(unique), value) == 0)
+			continue;
+		unique = lappend(unique, value);
+		if (!child)
+			WfLockCorrelationKey(run->tenant_id, value);
+		values[0] = CStringGetTextDatum(run->tenant_id);
+		values[1] = CStringGetTextDatum(value);
+		values[2] = UUIDPGetDatum(&run->run_id);
+		values[3] = TimestampTzGetDatum(now);
+		WfExecPlan(WF_PLAN_CORRELATION_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+	}
+	return unique;
 }
 
 /*
@@ -329,9 +356,11 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	{
 		result = palloc(sizeof(pg_uuid_t));
 		memcpy(result, &run.run_id, sizeof(pg_uuid_t));
-		if (def->n_correlation > 0)
-			WfWriteCorrelations(def, &run, input, now);
 		WfNoteRunChange(run.tenant_id, &run.run_id, "started");
+		/* the events sent to its keys before it declared them (events.c) */
+		if (def->n_correlation > 0)
+			WfDeliverBufferedEvents(def, &run.run_id, tenant,
+									WfWriteCorrelations(def, &run, input, now));
 	}
 	else
 		result = existing_run(tenant, defname, key, plain_input,
@@ -598,22 +627,24 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 }
 
 /*
- * wfengine_signal is wf.signal(run, name, payload, event_id): it delivers
- * a named signal to a run.  When the run waits at a wait_event step for
- * that name, the signal is consumed at once and the run goes on
- * ("consumed"); otherwise it is kept for when the run gets there
- * ("stored").  A second signal with the same event id is recorded and
- * ignored ("duplicate").  Every call is a signal_received event, but for a
- * run at max_events_per_run: a new signal is refused, and a duplicate only
- * counted in wf.suppressed_events (quota.c).
+ * WfDeliverSignal delivers a named signal to a run of the session's tenant,
+ * inside an API call: when the run waits at a wait_event step for that
+ * name, the signal is consumed at once and the run goes on ("consumed");
+ * otherwise it is kept for when the run gets there ("stored").  A second
+ * signal with the same event id is recorded and ignored ("duplicate").
+ * Every call is a signal_received event, but for a run at
+ * max_events_per_run: a new signal is refused, and a duplicate only
+ * counted in wf.suppressed_events (quota.c).  buffered, when not NULL,
+ * describes the wf.buffered_events row the signal comes from (key and
+ * buffered_at, recorded in signal_received); such a delivery to a run at
+ * its event limit is not made: NULL is returned instead of an error, and
+ * the caller leaves the event buffered.
  */
-Datum
-wfengine_signal(PG_FUNCTION_ARGS)
+const char *
+WfDeliverSignal(pg_uuid_t *run_id, const char *name, Jsonb *payload,
+				const char *event_id, const char *buffered_key,
+				TimestampTz buffered_at)
 {
-	pg_uuid_t  *run_id;
-	char	   *name;
-	Jsonb	   *payload;
-	char	   *event_id;
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
@@ -622,6 +653,72 @@ wfengine_signal(PG_FUNCTION_ARGS)
 	const char *outcome;
 	bool		consume = false;
 	int			idx = -1;
+
+	lock_live_run(run_id, &run, "run %s has ended", NULL);
+	if (buffered_key != NULL && WfEventsAtLimit(&run))
+		return NULL;
+	def = WfDefinitionGet(run.definition_id);
+	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
+
+	values[0] = CStringGetTextDatum(run.tenant_id);
+	values[1] = UUIDPGetDatum(run_id);
+	values[2] = CStringGetTextDatum(name);
+	values[3] = CStringGetTextDatum(event_id);
+	values[4] = JsonbPGetDatum(payload);
+	values[5] = TimestampTzGetDatum(tr.now);
+	if (WfExecPlan(WF_PLAN_SIGNAL_INSERT, values, NULL, false, 0, SPI_OK_INSERT_RETURNING) != 1)
+	{
+		/* a repeat only records that it was ignored: counted at the limit */
+		outcome = "duplicate";
+		if (WfSuppressAuditEvent(&tr, WF_EV_SIGNAL_RECEIVED))
+			return outcome;
+	}
+	else
+	{
+		/* a new signal at the limit is refused (the error undoes the insert) */
+		WfCheckEventQuota(&run, "The run takes no more signals.");
+		/* does the run wait at a wait_event step for this name right now? */
+		if (run.status == WF_RUN_RUNNING && run.current_step != NULL && run.current_task == 0)
+			idx = WfDefinitionStepIndex(def, run.current_step);
+		consume = idx >= 0 && def->steps[idx].type == WF_STEP_WAIT_EVENT &&
+			strcmp(def->steps[idx].event_name, name) == 0;
+		outcome = consume ? "consumed" : "stored";
+	}
+
+	WfJbBegin(&b);
+	WfJbText(&b, "name", name);
+	WfJbText(&b, "event_id", event_id);
+	WfJbText(&b, "outcome", outcome);
+	if (buffered_key != NULL)
+	{
+		/* sent before the run declared the key, kept in wf.buffered_events */
+		WfJbText(&b, "buffered_key", buffered_key);
+		WfJbText(&b, "buffered_at",
+				 DatumGetCString(DirectFunctionCall1(timestamptz_out,
+													 TimestampTzGetDatum(buffered_at))));
+	}
+	WfAppendEvent(&tr, WF_EV_SIGNAL_RECEIVED, NULL, 0, WfJbEnd(&b));
+	if (consume && !WfTakeSignal(&tr, idx))
+		elog(ERROR, "the signal just stored could not be consumed");
+	WfTransitionWrite(&tr);
+	if (consume)
+		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
+						WfRunStatusName(run.status));
+	return outcome;
+}
+
+/*
+ * wfengine_signal is wf.signal(run, name, payload, event_id): it delivers
+ * a named signal to a run (WfDeliverSignal) and returns the outcome.
+ */
+Datum
+wfengine_signal(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	char	   *name;
+	Jsonb	   *payload;
+	char	   *event_id;
+	const char *outcome;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -655,49 +752,7 @@ wfengine_signal(PG_FUNCTION_ARGS)
 	}
 
 	WfApiBegin();
-	lock_live_run(run_id, &run, "run %s has ended", NULL);
-	def = WfDefinitionGet(run.definition_id);
-	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
-
-	values[0] = CStringGetTextDatum(run.tenant_id);
-	values[1] = UUIDPGetDatum(run_id);
-	values[2] = CStringGetTextDatum(name);
-	values[3] = CStringGetTextDatum(event_id);
-	values[4] = JsonbPGetDatum(payload);
-	values[5] = TimestampTzGetDatum(tr.now);
-	if (WfExecPlan(WF_PLAN_SIGNAL_INSERT, values, NULL, false, 0, SPI_OK_INSERT_RETURNING) != 1)
-	{
-		/* a repeat only records that it was ignored: counted at the limit */
-		outcome = "duplicate";
-		if (WfSuppressAuditEvent(&tr, WF_EV_SIGNAL_RECEIVED))
-		{
-			WfApiEnd();
-			PG_RETURN_TEXT_P(cstring_to_text(outcome));
-		}
-	}
-	else
-	{
-		/* a new signal at the limit is refused (the error undoes the insert) */
-		WfCheckEventQuota(&run, "The run takes no more signals.");
-		/* does the run wait at a wait_event step for this name right now? */
-		if (run.status == WF_RUN_RUNNING && run.current_step != NULL && run.current_task == 0)
-			idx = WfDefinitionStepIndex(def, run.current_step);
-		consume = idx >= 0 && def->steps[idx].type == WF_STEP_WAIT_EVENT &&
-			strcmp(def->steps[idx].event_name, name) == 0;
-		outcome = consume ? "consumed" : "stored";
-	}
-
-	WfJbBegin(&b);
-	WfJbText(&b, "name", name);
-	WfJbText(&b, "event_id", event_id);
-	WfJbText(&b, "outcome", outcome);
-	WfAppendEvent(&tr, WF_EV_SIGNAL_RECEIVED, NULL, 0, WfJbEnd(&b));
-	if (consume && !WfTakeSignal(&tr, idx))
-		elog(ERROR, "the signal just stored could not be consumed");
-	WfTransitionWrite(&tr);
-	if (consume)
-		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
-						WfRunStatusName(run.status));
+	outcome = WfDeliverSignal(run_id, name, payload, event_id, NULL, 0);
 	WfApiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(outcome));
 }

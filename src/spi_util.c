@@ -578,6 +578,8 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" aa AS (DELETE FROM wf.approval_attempts x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		" s AS (DELETE FROM wf.signals x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		" c AS (DELETE FROM wf.correlations x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		/* buffered events past their retention, of every tenant (events.c) */
+		" be AS (DELETE FROM wf.buffered_events x WHERE x.expires_at OPERATOR(pg_catalog.<=) $1),"
 		" se AS (DELETE FROM wf.suppressed_events x"
 		"  WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		" df AS (DELETE FROM wf.decide_failures x"
@@ -598,7 +600,8 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 	[WF_PLAN_TENANT_POLICY] = {
 		"SELECT p.max_live_runs, p.max_starts_per_second, p.start_burst,"
 		" p.max_definition_steps, p.max_definition_bytes, p.max_events_per_run,"
-		" p.max_tasks_in_flight, p.max_timers_per_run, p.max_definition_depth "
+		" p.max_tasks_in_flight, p.max_timers_per_run, p.max_definition_depth,"
+		" p.max_buffered_events "
 		"FROM wf.tenant_policies p WHERE p.tenant_id OPERATOR(pg_catalog.=) $1",
 		1, {TEXTOID}
 	},
@@ -702,6 +705,58 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		" AND (t.deliveries OPERATOR(pg_catalog.>) 0"
 		"  OR t.status OPERATOR(pg_catalog.<>) 'cancelled')",
 		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[WF_PLAN_EVENT_RUNS] = {
+		"SELECT c.run_id FROM wf.correlations c JOIN wf.runs r"
+		" ON r.run_id OPERATOR(pg_catalog.=) c.run_id"
+		" WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.key OPERATOR(pg_catalog.=) $2"
+		" AND r.tenant_id OPERATOR(pg_catalog.=) $1"
+		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused'])"
+		" ORDER BY c.run_id",
+		2, {TEXTOID, TEXTOID}
+	},
+	[WF_PLAN_BUFFERED_COUNT] = {
+		"SELECT pg_catalog.count(*) FROM wf.buffered_events b"
+		" WHERE b.tenant_id OPERATOR(pg_catalog.=) $1 AND b.delivered_at IS NULL"
+		" AND b.expires_at OPERATOR(pg_catalog.>) $2",
+		2, {TEXTOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_BUFFERED_EXISTS] = {
+		"SELECT 1 FROM wf.buffered_events b"
+		" WHERE b.tenant_id OPERATOR(pg_catalog.=) $1 AND b.key OPERATOR(pg_catalog.=) $2"
+		" AND b.event_id OPERATOR(pg_catalog.=) $3 AND b.expires_at OPERATOR(pg_catalog.>) $4",
+		4, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_BUFFERED_INSERT] = {
+		/* an expired row of the same event id is as good as none */
+		"INSERT INTO wf.buffered_events AS x (tenant_id, key, name, event_id, payload,"
+		" sent_by, received_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+		"ON CONFLICT (tenant_id, key, event_id) DO UPDATE SET name = excluded.name,"
+		" payload = excluded.payload, sent_by = excluded.sent_by,"
+		" received_at = excluded.received_at, expires_at = excluded.expires_at,"
+		" delivered_at = NULL, delivered_to = NULL"
+		" WHERE x.expires_at OPERATOR(pg_catalog.<=) excluded.received_at "
+		"RETURNING x.buffer_id",
+		8, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[WF_PLAN_BUFFERED_FOR_KEY] = {
+		"SELECT b.buffer_id, b.name, b.event_id, b.payload, b.received_at"
+		" FROM wf.buffered_events b"
+		" WHERE b.tenant_id OPERATOR(pg_catalog.=) $1 AND b.key OPERATOR(pg_catalog.=) $2"
+		" AND b.delivered_at IS NULL AND b.expires_at OPERATOR(pg_catalog.>) $3"
+		" AND b.name OPERATOR(pg_catalog.=) ANY ($4) ORDER BY b.buffer_id",
+		4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTARRAYOID}
+	},
+	[WF_PLAN_BUFFERED_DELIVER] = {
+		"UPDATE wf.buffered_events b SET delivered_at = $2, delivered_to = $3"
+		" WHERE b.buffer_id OPERATOR(pg_catalog.=) $1 AND b.delivered_at IS NULL",
+		3, {INT8OID, TIMESTAMPTZOID, UUIDOID}
+	},
+	[WF_PLAN_CHAIN_HEADS] = {
+		"SELECT r.run_id, e.seq, e.hash FROM wf.runs r JOIN wf.events e"
+		" ON e.run_id OPERATOR(pg_catalog.=) r.run_id AND e.seq OPERATOR(pg_catalog.=) r.seq"
+		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 ORDER BY r.run_id",
+		1, {TEXTOID}
 	},
 };
 

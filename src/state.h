@@ -13,6 +13,7 @@
 #ifndef WF_STATE_H
 #define WF_STATE_H
 
+#include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -250,8 +251,8 @@ extern void WfEnterChildren(WfTransition *tr, int step_index);
 extern void WfChildFinished(WfTransition *tr, int step_index, Jsonb *payload);
 extern void WfNoteChildEnd(WfTransition *tr);
 extern void WfStopChildren(WfRunState *run, int how);
-extern void WfWriteCorrelations(const WfDefinition *def, WfRunState *run,
-								Jsonb *input, TimestampTz now);
+extern List *WfWriteCorrelations(const WfDefinition *def, WfRunState *run,
+								 Jsonb *input, TimestampTz now);
 
 /* compensate.c */
 extern void WfRequestCancel(WfTransition *tr, const char *reason);
@@ -320,6 +321,14 @@ extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
 extern pg_uuid_t *WfRunArgument(FunctionCallInfo fcinfo);
 extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
 extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
+extern const char *WfDeliverSignal(pg_uuid_t *run_id, const char *name, Jsonb *payload,
+								   const char *event_id, const char *buffered_key,
+								   TimestampTz buffered_at);
+
+/* events.c */
+extern void WfLockCorrelationKey(const char *tenant, const char *key);
+extern void WfDeliverBufferedEvents(const WfDefinition *def, pg_uuid_t *run_id,
+									const char *tenant, List *keys);
 
 /* quota.c */
 extern bool WfStartQuotaSet(const char *tenant);
@@ -335,6 +344,7 @@ extern void WfQuotaReset(void);
 extern bool WfEventsAtLimit(const WfRunState *run);
 extern void WfCheckEventQuota(WfRunState *run, const char *hint);
 extern bool WfSuppressAuditEvent(WfTransition *tr, WfEventType type);
+extern int32 WfCheckBufferQuota(const char *tenant, TimestampTz now);
 
 /* operator.c */
 extern void WfRefuseRun(pg_uuid_t *run_id, const WfRunState *run, const char *what,

@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS wfengine;
 
-SELECT plan(211);
+SELECT plan(234);
 
 -- ---------------------------------------------------------------------
 -- extension and schema
@@ -57,6 +57,24 @@ SELECT function_returns('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'
 SELECT function_returns('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boolean'], 'text');
 SELECT function_returns('wf', 'run_status', ARRAY['uuid'], 'text');
 SELECT function_returns('wf', 'verify_run', ARRAY['uuid'], 'boolean');
+-- the tamper anchors: the heads of the chains, and a check against an exported one
+SELECT has_function('wf', 'verify_run', ARRAY['uuid', 'jsonb'], 'wf.verify_run(uuid, jsonb)');
+SELECT function_returns('wf', 'verify_run', ARRAY['uuid', 'jsonb'], 'boolean');
+SELECT has_function('wf', 'chain_heads', ARRAY[]::text[], 'wf.chain_heads()');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'wf.chain_heads()'::regprocedure),
+          ARRAY['tenant_id', 'run_id', 'seq', 'head_hash', 'signature']::text[],
+          'wf.chain_heads() returns tenant_id, run_id, seq, head_hash, signature');
+-- buffered correlated events: wf.send_event gained keep, with a default
+SELECT has_function('wf', 'send_event', ARRAY['text', 'text', 'jsonb', 'text', 'interval'],
+                    'wf.send_event(text, text, jsonb, text, interval)');
+SELECT hasnt_function('wf', 'send_event', ARRAY['text', 'text', 'jsonb', 'text'],
+                      'no second wf.send_event without keep (one function, so calls stay unambiguous)');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc
+           WHERE oid = 'wf.send_event(text, text, jsonb, text, interval)'::regprocedure),
+          3, 'wf.send_event(): payload, event_id and keep are optional');
+SELECT ok(pg_get_function_arguments('wf.send_event(text, text, jsonb, text, interval)'::regprocedure)
+          LIKE '%keep interval DEFAULT ''1 day''::interval',
+          'wf.send_event(): keep defaults to 1 day');
 SELECT function_returns('wf', 'history', ARRAY['uuid'], 'setof record');
 SELECT function_returns('wf', 'refuse_change', ARRAY[]::text[], 'trigger');
 
@@ -91,6 +109,13 @@ SELECT has_table('wf', 'events', 'table wf.events');
 SELECT has_table('wf', 'tasks', 'table wf.tasks');
 SELECT has_table('wf', 'suppressed_events', 'table wf.suppressed_events');
 SELECT has_table('wf', 'decide_failures', 'table wf.decide_failures');
+SELECT has_table('wf', 'buffered_events', 'table wf.buffered_events');
+SELECT has_column('wf', 'buffered_events', c, 'wf.buffered_events.' || c)
+FROM unnest(ARRAY['buffer_id', 'tenant_id', 'key', 'name', 'event_id', 'payload', 'sent_by',
+                  'received_at', 'expires_at', 'delivered_at', 'delivered_to']) AS c;
+SELECT col_is_unique('wf', 'buffered_events', ARRAY['tenant_id', 'key', 'event_id'],
+                     'a buffered event id is unique per tenant and key');
+SELECT has_column('wf', 'tenant_policies', 'max_buffered_events', 'wf.tenant_policies.max_buffered_events');
 SELECT has_sequence('wf', 'task_id_seq', 'sequence wf.task_id_seq');
 
 SELECT has_column('wf', 'definitions', c, 'wf.definitions.' || c)
@@ -119,7 +144,8 @@ SELECT col_type_is('wf', 'tasks', 'available_at', 'timestamp with time zone', 'w
 
 -- every table carries tenant_id, NOT NULL
 SELECT col_not_null('wf', t, 'tenant_id', 'wf.' || t || '.tenant_id is NOT NULL')
-FROM unnest(ARRAY['definitions', 'runs', 'events', 'tasks', 'suppressed_events', 'decide_failures']) AS t;
+FROM unnest(ARRAY['definitions', 'runs', 'events', 'tasks', 'suppressed_events', 'decide_failures',
+                  'buffered_events']) AS t;
 SELECT is((SELECT array_agg(c.relname::text ORDER BY c.relname)
            FROM pg_class c
            WHERE c.relnamespace = 'wf'::regnamespace AND c.relkind IN ('r', 'p')

@@ -84,6 +84,7 @@ BEGIN
         END IF;
     END LOOP;
     PERFORM wf.send_event('k:same-key', 'go', '{}', 'ev-1');
+    PERFORM wf.send_event('k:nobody-yet', 'go', '{}', 'ev-buffered');   -- kept: wf.buffered_events
     PERFORM wf.complete_task(c.task_id, c.fence, '{}') FROM wf.claim_tasks('q', 'w', n) c;
 END
 $$;
@@ -188,6 +189,9 @@ INSERT INTO b_ids SELECT 'token', token FROM wf.issue_approval_tokens(
     (SELECT v::bigint FROM b_ids WHERE k = 'mail_task'), (SELECT v::bigint FROM b_ids WHERE k = 'mail_fence'))
 WHERE decision = 'approve';
 INSERT INTO b_ids SELECT 'envelope', input->'secret' FROM wf.runs WHERE run_id = (SELECT v::uuid FROM b_ids WHERE k = 'claimed_run');
+SELECT outcome FROM wf.send_event('k:b-only', 'go', '{"b": 1}', 'b-buffered');
+INSERT INTO b_ids SELECT 'anchor', to_jsonb(h)::text FROM wf.chain_heads() h
+WHERE h.run_id = (SELECT v::uuid FROM b_ids WHERE k = 'claimed_run');
 RESET SESSION AUTHORIZATION;
 INSERT INTO wf.schedules (tenant_id, name, cron, definition, input) VALUES ('t_two', 'b_sched', '* * * * *', 'b_def', '{}');
 INSERT INTO b_ids SELECT 'sched', schedule_id FROM wf.schedules WHERE tenant_id = 't_two';
@@ -253,7 +257,11 @@ INSERT INTO attacks VALUES
  ('wf.current_tenant()', $q$SELECT wf.current_tenant()$q$, '^t_one$'),
  ('wf.preloaded()', $q$SELECT wf.preloaded()$q$, '.*'),
  ('wf.channel(text,text)', $q$SELECT wf.channel('queue', 'q') = (SELECT v FROM b_ids WHERE k = 'b_channel')$q$, '^false$'),
- ('wf.send_event(text,text,jsonb,text)', $q$SELECT count(*) FROM wf.send_event('k:same-key', 'go', '{}', 'ev-attack') s WHERE s.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
+ ('wf.send_event(text,text,jsonb,text,interval)', $q$SELECT count(*) FROM wf.send_event('k:same-key', 'go', '{}', 'ev-attack') s WHERE s.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
+ ('wf._event_runs(text)', $q$SELECT count(*) FROM unnest(wf._event_runs('k:same-key')) r WHERE r IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
+ ('wf._buffer_event(text,text,jsonb,text,interval)', $q$SELECT wf._buffer_event('k:b-only', 'go', '{}', 'b-buffered', '1 day')$q$, '^buffered$'),
+ ('wf.chain_heads()', $q$SELECT count(*) FROM wf.chain_heads() h WHERE h.tenant_id <> 't_one' OR h.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
+ ('wf.verify_run(uuid,jsonb)', $q$SELECT wf.verify_run(':claimed_run', ':anchor')$q$, 'error'),
  ('wf.definition_graph(text,integer,text)', $q$SELECT wf.definition_graph('b_def', 1, 'mermaid')$q$, 'error'),
  ('wf._graph_render(text,jsonb,text,jsonb)', $q$SELECT 'rendered' FROM (SELECT wf._graph_render('x', '{"steps": []}', 'mermaid', NULL)) r$q$, '.*'),
  ('wf._refuse_sealed_lookalikes(jsonb,text,text)', $q$SELECT wf._refuse_sealed_lookalikes('{"x": ["wfenc:v1:1:AAAA"]}', 'value', 'an attack')$q$, 'error'),
