@@ -183,26 +183,7 @@ wfengine_buffer_event(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a correlation key and a signal name must not be empty")));
-	payload = PG_ARGISNULL(2) ?
-		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) :
-		PG_GETARG_JSONB_P(2);
-	WfCheckPayloadSize(payload, "signal payload", psprintf("signal \"%s\"", name));
-	WfRefuseSealedLookalikes(payload, "signal payload", psprintf("signal \"%s\"", name));
-	if (PG_ARGISNULL(3))
-	{
-		pg_uuid_t	id;
-
-		WfNewRunId(&id);		/* a fresh id: no deduplication asked for */
-		event_id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&id)));
-	}
-	else
-	{
-		event_id = WfTextArg(fcinfo, 3, "event id", WF_ARG_KEY);
-		if (event_id[0] == '\0')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("an event id must have 1 to %d bytes", WF_ARG_MAX_KEY)));
-	}
+	WfSignalPayloadAndId(fcinfo, 2, name, &payload, &event_id);
 	keep = PG_GETARG_INTERVAL_P(4);
 	expires = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													  TimestampTzGetDatum(now),

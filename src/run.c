@@ -627,6 +627,40 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 }
 
 /*
+ * WfSignalPayloadAndId reads the payload (argument argno, '{}' when NULL)
+ * and the event id (argument argno + 1, a fresh one when NULL: no
+ * deduplication asked for) of wf.signal and wf.send_event, with the checks
+ * of both: the payload's size and reserved strings, the event id's size.
+ */
+void
+WfSignalPayloadAndId(FunctionCallInfo fcinfo, int argno, const char *name,
+					 Jsonb **payload, char **event_id)
+{
+	char	   *owner = psprintf("signal \"%s\"", name);
+
+	*payload = PG_ARGISNULL(argno) ?
+		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) :
+		PG_GETARG_JSONB_P(argno);
+	WfCheckPayloadSize(*payload, "signal payload", owner);
+	WfRefuseSealedLookalikes(*payload, "signal payload", owner);
+	if (PG_ARGISNULL(argno + 1))
+	{
+		pg_uuid_t	id;
+
+		WfNewRunId(&id);
+		*event_id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&id)));
+	}
+	else
+	{
+		*event_id = WfTextArg(fcinfo, argno + 1, "event id", WF_ARG_KEY);
+		if ((*event_id)[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("an event id must have 1 to %d bytes", WF_ARG_MAX_KEY)));
+	}
+}
+
+/*
  * WfDeliverSignal delivers a named signal to a run of the session's tenant,
  * inside an API call: when the run waits at a wait_event step for that
  * name, the signal is consumed at once and the run goes on ("consumed");
@@ -730,26 +764,7 @@ wfengine_signal(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a signal name must have 1 to %d bytes", WF_ARG_MAX_SIGNAL)));
-	payload = PG_ARGISNULL(2) ?
-		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) :
-		PG_GETARG_JSONB_P(2);
-	WfCheckPayloadSize(payload, "signal payload", psprintf("signal \"%s\"", name));
-	WfRefuseSealedLookalikes(payload, "signal payload", psprintf("signal \"%s\"", name));
-	if (PG_ARGISNULL(3))
-	{
-		pg_uuid_t	id;
-
-		WfNewRunId(&id);		/* a fresh id: no deduplication asked for */
-		event_id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&id)));
-	}
-	else
-	{
-		event_id = WfTextArg(fcinfo, 3, "event id", WF_ARG_KEY);
-		if (event_id[0] == '\0')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("an event id must have 1 to %d bytes", WF_ARG_MAX_KEY)));
-	}
+	WfSignalPayloadAndId(fcinfo, 2, name, &payload, &event_id);
 
 	WfApiBegin();
 	outcome = WfDeliverSignal(run_id, name, payload, event_id, NULL, 0);

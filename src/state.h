@@ -324,6 +324,8 @@ extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
 extern const char *WfDeliverSignal(pg_uuid_t *run_id, const char *name, Jsonb *payload,
 								   const char *event_id, const char *buffered_key,
 								   TimestampTz buffered_at);
+extern void WfSignalPayloadAndId(FunctionCallInfo fcinfo, int argno, const char *name,
+								 Jsonb **payload, char **event_id);
 
 /* events.c */
 extern void WfLockCorrelationKey(const char *tenant, const char *key);
