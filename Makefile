@@ -144,3 +144,13 @@ fuzz:
 
 fuzz-long:
 	@FUZZ_SECONDS=600 bash test/scripts/fuzz.sh
+
+# soak: the crash loop of test/t/100_crash_loop.pl with SOAK_KILLS kills of
+# the postmaster (1000 unless told); `make test` runs it with 20.  Run it
+# as a non-root user, as prove_installcheck.
+.PHONY: soak
+SOAK_KILLS ?= 1000
+
+soak:
+	WF_CRASH_KILLS=$(SOAK_KILLS) $(MAKE) --no-print-directory prove_installcheck \
+		PROVE_TESTS=test/t/100_crash_loop.pl PROVE_FLAGS='$(PROVE_FLAGS)'
