@@ -146,11 +146,10 @@ fuzz-long:
 	@FUZZ_SECONDS=600 bash test/scripts/fuzz.sh
 
 # soak: the crash loop of test/t/100_crash_loop.pl with SOAK_KILLS kills of
-# the postmaster (1000 unless told); `make test` runs it with 20.  Run it
-# as a non-root user, as prove_installcheck.
+# the postmaster (1000 unless told); `make test` runs it with 20.  Sets up
+# like `make test` (test/scripts/soak.sh), as root too.
 .PHONY: soak
 SOAK_KILLS ?= 1000
 
 soak:
-	WF_CRASH_KILLS=$(SOAK_KILLS) $(MAKE) --no-print-directory prove_installcheck \
-		PROVE_TESTS=test/t/100_crash_loop.pl PROVE_FLAGS='$(PROVE_FLAGS)'
+	@SOAK_KILLS=$(SOAK_KILLS) bash test/scripts/soak.sh
