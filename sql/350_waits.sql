@@ -244,5 +244,5 @@ SELECT p.label, r.status, r.current_step AS step, e->>'waiting_for' AS waiting_f
 FROM probe p JOIN wf.runs r ON r.run_id = p.run, wf.explain(p.run) e ORDER BY p.label;
 -- the assertion: no live run of the database answers null
 SELECT r.status, count(*) AS runs, count(*) FILTER (WHERE wf.explain(r.run_id)->>'waiting_for' IS NULL) AS null_answers
-FROM wf.runs r WHERE r.status IN ('running', 'paused', 'cancelling') GROUP BY r.status ORDER BY r.status;
+FROM wf.runs r WHERE r.status IN ('running', 'paused', 'cancelling', 'compensating') GROUP BY r.status ORDER BY r.status;
 SELECT e->'details' AS details FROM wf.explain((SELECT run FROM probe WHERE label = 'lost timer')) e;

@@ -1133,7 +1133,7 @@ BEGIN
 
     -- a timer whose transition max_timers_per_run refused (timer.c): it stays pending,
     -- tried again every 10 seconds, and the run cannot move on until there is room
-    IF r.status IN ('running', 'cancelling') THEN
+    IF r.status IN ('running', 'cancelling', 'compensating') THEN
         SELECT * INTO tm FROM wf.timers x
         WHERE x.run_id OPERATOR(pg_catalog.=) run AND x.status OPERATOR(pg_catalog.=) 'pending'
           AND x.outcome OPERATOR(pg_catalog.=) 'quota_refused'
@@ -1165,7 +1165,7 @@ BEGIN
 
     -- a live run always says what it waits for: one that waits for nothing the engine
     -- tracks (no live task, timer, approval, signal or child run) needs an operator
-    IF waiting IS NULL AND r.status IN ('running', 'paused', 'cancelling') THEN
+    IF waiting IS NULL AND r.status IN ('running', 'paused', 'cancelling', 'compensating') THEN
         waiting := 'operator';
         details := details || jsonb_build_object('stuck', true,
             'reason', 'the run has no live task, timer, approval, awaited signal or child run: nothing moves it on but an operator');
