@@ -14,7 +14,7 @@
  * The limits are fixed (WF_ARG_MAX_*): they bound what one call can make
  * the engine store, and none refuses anything a valid definition can
  * contain.  JSON arguments are limited by wfengine.max_payload_size with
- * WfCheckPayloadSize (run.c); a run's input must moreover be a JSON object
+ * WfCheckPayloadSize; a run's input must moreover be a JSON object
  * (WfCheckRunInput, SQLSTATE 22023).  The PL/pgSQL entry points (wf.schedule,
  * wf.send_event, the batch commands) call the same checks through
  * wf._check_arg and wf._check_payload, so their messages are the same.
@@ -36,7 +36,7 @@
 #include "utils/jsonb.h"
 
 #include "argcheck.h"
-#include "state.h"
+#include "guc.h"
 
 PG_FUNCTION_INFO_V1(wfengine_check_arg);
 PG_FUNCTION_INFO_V1(wfengine_check_payload);
@@ -63,6 +63,20 @@ WfArgLimit(WfArgKind kind)
 	}
 	elog(ERROR, "unknown argument kind %d", (int) kind);
 	return 0;					/* keep the compiler quiet */
+}
+
+/*
+ * WfCheckPayloadSize refuses a payload larger than wfengine.max_payload_size.
+ */
+void
+WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner)
+{
+	if (payload != NULL && VARSIZE(payload) > (Size) wf_max_payload_size)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s of %s is %zu bytes, more than the limit of %d bytes",
+						what, owner, (Size) VARSIZE(payload), wf_max_payload_size),
+				 errhint("The limit is set by wfengine.max_payload_size. Store large data elsewhere and pass a reference.")));
 }
 
 /*

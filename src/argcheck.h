@@ -38,6 +38,7 @@ typedef enum WfArgKind
 #define WF_ARG_MAX_SIGNAL 63
 
 extern int	WfArgLimit(WfArgKind kind);
+extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner);
 extern void WfCheckTextArg(text *value, const char *argname, WfArgKind kind);
 extern void WfCheckCStringArg(const char *value, const char *argname, WfArgKind kind);
 extern char *WfTextArg(FunctionCallInfo fcinfo, int argno, const char *argname,

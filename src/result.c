@@ -40,6 +40,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "argcheck.h"
 #include "crypto.h"
 #include "definition.h"
 #include "notify.h"

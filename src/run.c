@@ -55,20 +55,6 @@ PG_FUNCTION_INFO_V1(wfengine_signal);
 
 
 /*
- * WfCheckPayloadSize refuses a payload larger than wfengine.max_payload_size.
- */
-void
-WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner)
-{
-	if (payload != NULL && VARSIZE(payload) > (Size) wf_max_payload_size)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("%s of %s is %zu bytes, more than the limit of %d bytes",
-						what, owner, (Size) VARSIZE(payload), wf_max_payload_size),
-				 errhint("The limit is set by wfengine.max_payload_size. Store large data elsewhere and pass a reference.")));
-}
-
-/*
  * same_input tells whether input is the input that run run_id (of
  * definition definition_id) was started with, as far as the caller may
  * know: a member of wfengine_sensitive compares the keyed digest of input

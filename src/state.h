@@ -316,7 +316,6 @@ extern Oid	WfTimerIdSequence(void);
 extern bool WfParseTimestamp(const char *text, TimestampTz *result);
 
 /* run.c */
-extern void WfCheckPayloadSize(Jsonb *payload, const char *what, const char *owner);
 extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
 extern pg_uuid_t *WfRunArgument(FunctionCallInfo fcinfo);
 extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
