@@ -279,7 +279,8 @@ WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error)
 
 /*
  * WfCompensateFailure is WfFailRun for a definition with "on_failure":
- * "compensate" (a saga): the run does not end failed.  The live task, if
+ * "compensate" (a saga): the run does not end failed.  attempt is the one
+ * the step failed at (as WfFailRun finds it).  The live task, if
  * any, is withdrawn, compensation_requested records the failure (step,
  * attempt, reason, error; the reducer keeps it in $.failure) and the run
  * is "compensating": the compensations of its completed steps run newest
@@ -293,25 +294,19 @@ WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error)
  * undo their own work).
  */
 void
-WfCompensateFailure(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
+WfCompensateFailure(WfTransition *tr, const char *step, int32 attempt,
+					const char *reason, Jsonb *error)
 {
 	WfRunState *run = tr->run;
 	const char *old_status = WfRunStatusName(run->status);
-	int32		attempt = run->current_attempt;
 	int			idx = step != NULL ? WfDefinitionStepIndex(tr->def, step) : -1;
 	const WfStepDef *sd = idx >= 0 ? &tr->def->steps[idx] : NULL;
 	char	   *code = error != NULL ? WfJsonbGetText(error, "code") : NULL;
 	char	   *timeout = error != NULL ? WfJsonbGetText(error, "timeout") : NULL;
 	bool		undo_step;
 	int32		visit = 0;
-	int			i;
 	WfJsonBuilder b;
 
-	/* the attempt that failed for good: task_failed cleared it from the run */
-	for (i = tr->nevents - 1; attempt == 0 && i >= 0; i--)
-		if (tr->events[i].type == WF_EV_TASK_FAILED && step != NULL &&
-			tr->events[i].step != NULL && strcmp(tr->events[i].step, step) == 0)
-			attempt = tr->events[i].attempt;
 	undo_step = sd != NULL && sd->type == WF_STEP_TASK && sd->compensate != NULL &&
 		code != NULL && strcmp(code, "timed_out") == 0 &&
 		(timeout == NULL || strcmp(timeout, "schedule_to_start") != 0);

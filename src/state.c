@@ -1502,7 +1502,7 @@ fail_run(WfTransition *tr, const char *step, const char *reason, Jsonb *error,
 
 	if (tr->def->compensate_on_failure)
 	{
-		WfCompensateFailure(tr, step, reason, error);
+		WfCompensateFailure(tr, step, attempt, reason, error);
 		return;
 	}
 

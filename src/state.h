@@ -262,7 +262,7 @@ extern void WfNextCompensation(WfTransition *tr);
 extern void WfScheduleCompensation(WfTransition *tr, int32 attempt);
 extern void WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error);
 extern WfRunStatus WfUndoingStatus(const WfRunState *run);
-extern void WfCompensateFailure(WfTransition *tr, const char *step,
+extern void WfCompensateFailure(WfTransition *tr, const char *step, int32 attempt,
 								const char *reason, Jsonb *error);
 
 /* approval.c */
