@@ -34,6 +34,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;
 
 my $node = PostgreSQL::Test::Cluster->new('wf_publish');
 $node->init;
@@ -56,23 +59,6 @@ sub spec
      {"steps": [{"name": "pick", "queue": "$pick_queue"}]},
      {"steps": [{"name": "label", "queue": "label_q"}]}]},
   {"name": "bill", "queue": "bill_q"}]});
-}
-
-# the processes of the server other than the postmaster
-sub server_children
-{
-	my ($ppid) = @_;
-	my @kids;
-	opendir(my $dh, '/proc') or die "cannot read /proc: $!";
-	for my $pid (grep { /^\d+$/ } readdir $dh)
-	{
-		open(my $fh, '<', "/proc/$pid/stat") or next;
-		my $stat = <$fh>;
-		close $fh;
-		push @kids, $pid if defined $stat && $stat =~ /^\d+ \(.*\) \S (\d+)/ && $1 == $ppid;
-	}
-	closedir $dh;
-	return @kids;
 }
 
 is($node->safe_psql('wf', "SELECT wf.publish_definition('order', '" . spec('pick_q') . "')"),

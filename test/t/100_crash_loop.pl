@@ -40,6 +40,9 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;
 use Time::HiRes qw(time usleep);
 
 my $kills = $ENV{WF_CRASH_KILLS} // 20;
@@ -137,23 +140,6 @@ my $clean = 'unverified=0 twice_completed=0 twice_fired=0 twice_ledger=0 backwar
 
 my $script = "$PostgreSQL::Test::Utils::tmp_check/crash_loop_step.sql";
 PostgreSQL::Test::Utils::append_to_file($script, "SELECT test_step(1, 10);\n");
-
-# the processes of the server other than the postmaster
-sub server_children
-{
-	my ($ppid) = @_;
-	my @kids;
-	opendir(my $dh, '/proc') or die "cannot read /proc: $!";
-	for my $pid (grep { /^\d+$/ } readdir $dh)
-	{
-		open(my $fh, '<', "/proc/$pid/stat") or next;
-		my $stat = <$fh>;
-		close $fh;
-		push @kids, $pid if defined $stat && $stat =~ /^\d+ \(.*\) \S (\d+)/ && $1 == $ppid;
-	}
-	closedir $dh;
-	return @kids;
-}
 
 my ($bad_rounds, $recovery_secs_max, $recovery_secs_sum) = (0, 0, 0);
 for my $round (1 .. $kills)
