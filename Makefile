@@ -27,19 +27,29 @@ OBJS = \
 	src/definition.o \
 	src/jsonutil.o \
 	src/argcheck.o \
+	src/api.o \
 	src/state.o \
+	src/stepkind.o \
+	src/runstore.o \
+	src/transition.o \
+	src/quota.o \
+	src/step_task.o \
+	src/step_sleep.o \
+	src/step_choice.o \
+	src/step_wait.o \
+	src/step_approval.o \
+	src/step_children.o \
+	src/step_compensate.o \
+	src/correlate.o \
 	src/run.o \
 	src/claim.o \
 	src/result.o \
 	src/operator.o \
-	src/compensate.o \
 	src/migrate.o \
-	src/children.o \
 	src/retention.o \
-	src/quota.o \
 	src/sensitive.o \
 	src/replay.o \
-	src/approval.o \
+	src/approval_api.o \
 	src/shmem.o \
 	src/notify.o \
 	src/schedule.o \

@@ -95,10 +95,11 @@
 #include "argcheck.h"
 #include "guc.h"
 #include "notify.h"
-#include "shmem.h"
+#include "quota.h"
+#include "result.h"
 #include "sensitive.h"
+#include "shmem.h"
 #include "spi_util.h"
-#include "state.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks);

@@ -49,9 +49,9 @@
 #include "definition.h"
 #include "guc.h"
 #include "jsonutil.h"
+#include "quota.h"
 #include "sensitive.h"
 #include "spi_util.h"
-#include "state.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_publish_definition);
@@ -1096,7 +1096,7 @@ compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 
 	comp = palloc0(sizeof(WfStepDef));
 	comp->name = psprintf("%s%s", WF_COMPENSATE_PREFIX, sd->name);
-	comp->type = WF_STEP_TASK;
+	comp->type = WF_STEP_COMPENSATION;
 	comp->queue = get_string(&ccx, c, "queue", "queue", false);
 	if (comp->queue == NULL)
 		comp->queue = sd->queue;

@@ -33,7 +33,8 @@ typedef enum WfStepType
 	WF_STEP_CHOICE = 4,
 	WF_STEP_WAIT_EVENT = 5,
 	WF_STEP_SUBWORKFLOW = 6,
-	WF_STEP_PARALLEL = 7
+	WF_STEP_PARALLEL = 7,
+	WF_STEP_COMPENSATION = 8		/* "compensate:<step>": the undoing of a task step */
 } WfStepType;
 
 /* task priorities run from -WF_MAX_PRIORITY to WF_MAX_PRIORITY; 0 by default */

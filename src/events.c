@@ -54,51 +54,16 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "api.h"
 #include "argcheck.h"
-#include "crypto.h"
-#include "definition.h"
-#include "sensitive.h"
+#include "correlate.h"
+#include "quota.h"
 #include "spi_util.h"
-#include "state.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_event_runs);
 PG_FUNCTION_INFO_V1(wfengine_buffer_event);
 
-/* lock tag field 4 of the correlation key locks: apart from SQL's and quota.c's */
-#define WF_CORRELATION_LOCK 0x5747
-
-/*
- * WfLockCorrelationKey takes the transaction-level lock of a correlation
- * key of tenant, which wf.send_event and a wf.start_run declaring the key
- * take in turn.  Two keys may share a lock (a hash collision): they then
- * only take turns needlessly.
- */
-void
-WfLockCorrelationKey(const char *tenant, const char *key)
-{
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
-						 hash_bytes((const unsigned char *) tenant, strlen(tenant)),
-						 hash_bytes((const unsigned char *) key, strlen(key)),
-						 WF_CORRELATION_LOCK);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-}
-
-/*
- * serialization_failure reports that the transaction's snapshot does not
- * show what a concurrent send or start of the key committed.
- */
-static void
-serialization_failure(const char *key, const char *what)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not serialize access to correlation key \"%s\"", key),
-			 errdetail("%s committed after this transaction's snapshot was taken.", what),
-			 errhint("Retry the transaction.")));
-}
 
 /*
  * wfengine_event_runs is wf._event_runs(correlation_key), for
@@ -135,10 +100,10 @@ wfengine_event_runs(PG_FUNCTION_ARGS)
 		uint64		m = WfExecPlan(WF_PLAN_EVENT_RUNS, values, NULL, true, 0, SPI_OK_SELECT);
 
 		if (m != n)
-			serialization_failure(key, "A run that declared the key");
+			WfSerializationFailure(key, "A run that declared the key");
 		for (i = 0; i < m; i++)
 			if (memcmp(&runs[i], DatumGetUUIDP(WfGetDatumNotNull(i, 1)), sizeof(pg_uuid_t)) != 0)
-				serialization_failure(key, "A run that declared the key");
+				WfSerializationFailure(key, "A run that declared the key");
 	}
 	WfApiEnd();
 
@@ -218,88 +183,4 @@ wfengine_buffer_event(PG_FUNCTION_ARGS)
 	}
 	WfApiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(outcome));
-}
-
-/*
- * WfDeliverBufferedEvents delivers to run run_id, just started by
- * wf.start_run with the correlation keys keys (their locks held), the
- * buffered events of those keys whose name a wait_event step of def waits
- * for, oldest first: each is marked delivered to the run and signalled to
- * it (WfDeliverSignal).  Stops when the run has ended, or reached its
- * event limit (the rest stays buffered).  Inside an API call.
- */
-void
-WfDeliverBufferedEvents(const WfDefinition *def, pg_uuid_t *run_id, const char *tenant,
-						List *keys)
-{
-	Datum	   *names;
-	int			nnames = 0;
-	ArrayType  *name_array;
-	ListCell   *lc;
-	int			i;
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (keys == NIL)
-		return;
-	names = palloc(sizeof(Datum) * Max(def->nsteps, 1));
-	for (i = 0; i < def->nsteps; i++)
-		if (def->steps[i].type == WF_STEP_WAIT_EVENT && def->steps[i].event_name != NULL)
-			names[nnames++] = CStringGetTextDatum(def->steps[i].event_name);
-	if (nnames == 0)
-		return;					/* the run waits for no event */
-	name_array = construct_array(names, nnames, TEXTOID, -1, false, TYPALIGN_INT);
-
-	foreach(lc, keys)
-	{
-		char	   *key = (char *) lfirst(lc);
-		Datum		values[4];
-		uint64		n;
-		uint64		r;
-		int64	   *ids;
-		char	  **evnames;
-		char	  **event_ids;
-		Jsonb	  **payloads;
-		TimestampTz *received;
-
-		values[0] = CStringGetTextDatum(tenant);
-		values[1] = CStringGetTextDatum(key);
-		values[2] = TimestampTzGetDatum(now);
-		values[3] = PointerGetDatum(name_array);
-		n = WfExecPlanFresh(WF_PLAN_BUFFERED_FOR_KEY, values, NULL, 0);
-		if (n == 0)
-			continue;
-		ids = palloc(sizeof(int64) * n);
-		evnames = palloc(sizeof(char *) * n);
-		event_ids = palloc(sizeof(char *) * n);
-		payloads = palloc(sizeof(Jsonb *) * n);
-		received = palloc(sizeof(TimestampTz) * n);
-		for (r = 0; r < n; r++)
-		{
-			ids[r] = DatumGetInt64(WfGetDatumNotNull(r, 1));
-			evnames[r] = WfGetTextOrNull(r, 2);
-			event_ids[r] = WfGetTextOrNull(r, 3);
-			payloads[r] = DatumGetJsonbPCopy(WfGetDatumNotNull(r, 4));
-			received[r] = DatumGetTimestampTz(WfGetDatumNotNull(r, 5));
-		}
-		for (r = 0; r < n; r++)
-		{
-			WfRunState	run;
-			Datum		dv[3];
-
-			/* the run may have ended or paused at the previous signal */
-			WfLockRun(run_id, &run);
-			if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
-				return;
-			if (WfEventsAtLimit(&run))
-				return;
-			dv[0] = Int64GetDatum(ids[r]);
-			dv[1] = TimestampTzGetDatum(now);
-			dv[2] = UUIDPGetDatum(run_id);
-			if (WfExecPlan(WF_PLAN_BUFFERED_DELIVER, dv, NULL, false, 0, SPI_OK_UPDATE) != 1)
-				serialization_failure(key, "An event buffered for the key");
-			if (WfDeliverSignal(run_id, evnames[r], payloads[r], event_ids[r],
-								key, received[r]) == NULL)
-				elog(ERROR, "a buffered event could not be delivered");
-		}
-	}
 }

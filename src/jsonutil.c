@@ -173,3 +173,24 @@ WfJbEnd(WfJsonBuilder *b)
 	return JsonbValueToJsonb(pushJsonbValue(&b->state, WJB_END_OBJECT, NULL));
 }
 
+/*
+ * WfJsonbTextArray returns a jsonb array of n strings.
+ */
+Jsonb *
+WfJsonbTextArray(char **items, int n)
+{
+	JsonbParseState *state = NULL;
+	int			i;
+
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue	v;
+
+		v.type = jbvString;
+		v.val.string.val = items[i];
+		v.val.string.len = strlen(items[i]);
+		pushJsonbValue(&state, WJB_ELEM, &v);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+}

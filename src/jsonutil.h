@@ -21,6 +21,7 @@ extern JsonbValue *WfJsonbGet(Jsonb *obj, const char *key);
 extern Jsonb *WfJsonbGetJsonb(Jsonb *obj, const char *key);
 extern char *WfJsonbGetText(Jsonb *obj, const char *key);
 extern int64 WfJsonbGetInt(Jsonb *obj, const char *key, int64 missing);
+extern Jsonb *WfJsonbTextArray(char **items, int n);
 
 /* building small jsonb objects */
 typedef struct WfJsonBuilder

@@ -30,12 +30,15 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "api.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
+#include "quota.h"
+#include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
-#include "wfengine.h"
+#include "transition.h"
 
 PG_FUNCTION_INFO_V1(wfengine_migrate_run);
 
@@ -73,7 +76,7 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
-		WfRefuseRun(run_id, &run, "migrate", "Only running and paused runs can be migrated.");
+		WfRefuseRun(run_id, WfRunStatusName(run.status), "migrate", "Only running and paused runs can be migrated.");
 	WfCheckEventQuota(&run, "The run takes no more migrations.");
 	from = WfDefinitionGet(run.definition_id);
 

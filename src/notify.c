@@ -67,8 +67,8 @@
 #include "crypto.h"
 #include "guc.h"
 #include "notify.h"
-#include "spi_util.h"
 #include "shmem.h"
+#include "spi_util.h"
 #include "wfengine.h"
 
 /* a queue that gets a claimable task when the transaction commits */

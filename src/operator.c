@@ -34,15 +34,20 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "api.h"
 #include "argcheck.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
+#include "quota.h"
+#include "runstore.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
-#include "wfengine.h"
+#include "step_compensate.h"
+#include "transition.h"
 
+PG_FUNCTION_INFO_V1(wfengine_cancel_run);
 PG_FUNCTION_INFO_V1(wfengine_pause_run);
 PG_FUNCTION_INFO_V1(wfengine_resume_run);
 PG_FUNCTION_INFO_V1(wfengine_retry_step);
@@ -50,23 +55,8 @@ PG_FUNCTION_INFO_V1(wfengine_skip_step);
 
 /* forward declarations */
 static void resume_live_task(WfTransition *tr, int idx);
-static void resume_waiting_step(WfTransition *tr, int idx);
 static Datum finish_command(WfTransition *tr, const char *kind);
 static Datum retry_compensation(const char *reason, WfRunState *run);
-
-/*
- * WfRefuseRun reports that an operator command ("pause", "resume", ...)
- * does not apply to the run in its present state.
- */
-void
-WfRefuseRun(pg_uuid_t *run_id, const WfRunState *run, const char *what, const char *hint)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("cannot %s run %s", what, WfRunIdText(run_id)),
-			 errdetail("The run is \"%s\".", WfRunStatusName(run->status)),
-			 hint != NULL ? errhint("%s", hint) : 0));
-}
 
 /*
  * finish_command writes the transition, tells subscribers and returns the
@@ -107,7 +97,7 @@ wfengine_pause_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING)
-		WfRefuseRun(run_id, &run, "pause",
+		WfRefuseRun(run_id, WfRunStatusName(run.status), "pause",
 			   run.status == WF_RUN_PAUSED ?
 			   "It is paused already; wf.resume_run() resumes it." :
 			   "Only running runs can be paused.");
@@ -151,88 +141,21 @@ static void
 resume_live_task(WfTransition *tr, int idx)
 {
 	WfRunState *run = tr->run;
+	WfLockedTask task;
 	Datum		values[2];
-	char	   *status;
-	int64		fence;
-	int32		visit;
-	char	   *worker;
-	Jsonb	   *input;
-	Jsonb	   *held;
-	char	   *report;
-	JsonbValue *retryable;
 
-	values[0] = Int64GetDatum(run->current_task);
-	if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (!WfReadTask(run->current_task, &task))
 		elog(ERROR, "the live task of a paused run is missing");
-	status = WfGetTextOrNull(0, 1);
-	fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
-	visit = DatumGetInt32(WfGetDatumNotNull(0, 3));
-	worker = WfGetTextOrNull(0, 4);
-	input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 5));
-
-	if (strcmp(status, "completed") != 0 && strcmp(status, "failed") != 0)
+	if (strcmp(task.status, "completed") == 0 || strcmp(task.status, "failed") == 0)
 	{
-		/* still with its worker: the deadlines were suspended */
-		values[1] = TimestampTzGetDatum(tr->now);
-		if (WfExecPlan(WF_PLAN_TASK_RESUME, values, NULL, false, 0, SPI_OK_UPDATE) == 1)
-			WfNoteTimer(tr->now);
+		WfApplyHeldResult(tr, idx, task.status);
 		return;
 	}
-
-	values[0] = UUIDPGetDatum(&run->run_id);
-	if (WfExecPlan(WF_PLAN_LAST_HELD_RESULT, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-		elog(ERROR, "task %lld is \"%s\" but its run holds no result for it",
-			 (long long) run->current_task, status);
-	held = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
-	if (WfJsonbGetInt(held, "task_id", 0) != run->current_task)
-		elog(ERROR, "the held result is not for task %lld", (long long) run->current_task);
-	report = WfJsonbGetText(held, "report");
-	retryable = WfJsonbGet(held, "retryable");
-	WfApplyResult(tr, idx, run->current_task, fence, visit, worker,
-				  strcmp(report, "failure") == 0,
-				  WfJsonbGetJsonb(held, "output"), WfJsonbGetJsonb(held, "error"),
-				  retryable == NULL || retryable->type != jbvBool || retryable->val.boolean,
-				  input);
-}
-
-/*
- * resume_waiting_step: the paused run has no live attempt.  An attempt
- * withdrawn by the pause (or
- * by a poison-task pause, or a migration) is scheduled again, with the
- * next attempt number; a wait_event step takes a signal that came
- * meanwhile.
- */
-static void
-resume_waiting_step(WfTransition *tr, int idx)
-{
-	WfRunState *run = tr->run;
-	const WfStepDef *sd = &tr->def->steps[idx];
-	Datum		values[2];
-
-	values[0] = UUIDPGetDatum(&run->run_id);
-	if ((sd->type == WF_STEP_TASK || sd->type == WF_STEP_APPROVAL) &&
-		run->wait_generation == 0)
-	{
-		values[1] = CStringGetTextDatum(sd->name);
-		if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-			(strcmp(WfGetTextOrNull(0, 1), "cancelled") == 0 ||
-			 strcmp(WfGetTextOrNull(0, 1), "failed") == 0) &&
-			DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(run, sd->name))
-		{
-			int32		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
-
-			/*
-			 * A task step's input is mapped again (a wf.update_context() or a
-			 * wf.migrate_run() while paused takes effect); an approval's
-			 * notification task gets the input it had.
-			 */
-			WfScheduleStep(tr, idx, attempt + 1, tr->now,
-						   sd->type == WF_STEP_TASK ? NULL :
-						   DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4)));
-		}
-	}
-	else if (sd->type == WF_STEP_WAIT_EVENT)
-		(void) WfTakeSignal(tr, idx);
+	/* still with its worker: the deadlines were suspended */
+	values[0] = Int64GetDatum(run->current_task);
+	values[1] = TimestampTzGetDatum(tr->now);
+	if (WfExecPlan(WF_PLAN_TASK_RESUME, values, NULL, false, 0, SPI_OK_UPDATE) == 1)
+		WfNoteTimer(tr->now);
 }
 
 /*
@@ -253,7 +176,7 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_PAUSED)
-		WfRefuseRun(run_id, &run, "resume", "Only paused runs can be resumed.");
+		WfRefuseRun(run_id, WfRunStatusName(run.status), "resume", "Only paused runs can be resumed.");
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
 	if (run.current_step != NULL)
 		idx = WfDefinitionStepIndex(tr.def, run.current_step);
@@ -277,26 +200,8 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
 	if (idx >= 0 && run.current_task != 0)
 		resume_live_task(&tr, idx);
 	else if (idx >= 0)
-		resume_waiting_step(&tr, idx);
+		WfResumeStep(&tr, idx);	/* the step's kind takes up what the pause stopped */
 	PG_RETURN_DATUM(finish_command(&tr, "resumed"));
-}
-
-/*
- * WfNextAttempt returns the attempt number for a new attempt of visit of
- * the task step named step: one more than the last attempt of that visit,
- * or 1.
- */
-int32
-WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit)
-{
-	Datum		values[2];
-
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = CStringGetTextDatum(step);
-	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
-		return DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
-	return 1;
 }
 
 /*
@@ -402,7 +307,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 	if (run.status == WF_RUN_COMPENSATION_FAILED)
 		PG_RETURN_DATUM(retry_compensation(reason, &run));
 	if (run.status != WF_RUN_FAILED)
-		WfRefuseRun(run_id, &run, "retry a step of",
+		WfRefuseRun(run_id, WfRunStatusName(run.status), "retry a step of",
 			   "Only a failed run can have its step retried; a paused run is resumed with wf.resume_run().");
 	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
 	idx = run.current_step ? WfDefinitionStepIndex(tr.def, run.current_step) : -1;
@@ -477,7 +382,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_FAILED &&
 		run.status != WF_RUN_COMPENSATION_FAILED)
-		WfRefuseRun(run_id, &run, "skip a step of",
+		WfRefuseRun(run_id, WfRunStatusName(run.status), "skip a step of",
 			   run.status == WF_RUN_PAUSED ?
 			   "Resume the run with wf.resume_run() first." :
 			   "Only running and failed runs have a step to skip.");
@@ -526,15 +431,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 		output = WfSealKeys(run.tenant_id, output, sd->sensitive_output, sd->n_sensitive_output);
 	visit = WfNextVisit(&run, sd->name);
 	WfWithdrawCurrentTask(&tr, "skipped");
-	if (sd->type == WF_STEP_SUBWORKFLOW || sd->type == WF_STEP_PARALLEL)
-		tr.stop_children = WF_STOP_CANCEL;
-	if (sd->type == WF_STEP_APPROVAL)
-	{
-		/* the tokens of the visit stop working */
-		tr.close_approvals = true;
-		tr.approval_step = sd->name;
-		tr.approval_visit = visit;
-	}
+	WfLeaveStep(&tr, idx, "skipped");	/* its tokens, its child runs */
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbText(&b, "old_status", old_status);
@@ -544,4 +441,45 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	WfAppendEvent(&tr, WF_EV_STEP_SKIPPED, sd->name, 0, WfJbEnd(&b));
 	WfAdvance(&tr, idx);
 	PG_RETURN_DATUM(finish_command(&tr, "step_done"));
+}
+
+/*
+ * wfengine_cancel_run is wf.cancel_run(run, reason): it cancels a running,
+ * paused or failed run with compensation.  Returns the run's status
+ * afterwards: "cancelling" while an attempt in flight settles or
+ * compensations run, "cancelled" when there was nothing to undo.
+ */
+Datum
+wfengine_cancel_run(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id;
+	char	   *reason;
+	WfRunState	run;
+	WfTransition tr;
+	const char *status;
+	text	   *result;
+
+	run_id = WfRunArgument(fcinfo);
+	reason = WfRequireReason(fcinfo, 1);
+
+	WfApiBegin();
+	WfLockRun(run_id, &run);
+	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
+		run.status != WF_RUN_FAILED)
+		WfRefuseRun(run_id, WfRunStatusName(run.status), "cancel",
+					run.status == WF_RUN_CANCELLING ?
+					"It is being cancelled already; wf.explain() shows its compensations." :
+					run.status == WF_RUN_COMPENSATING ?
+					"It is undoing its completed steps after a failure already; wf.explain() shows its compensations." :
+					"Only running, paused and failed runs can be cancelled.");
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+	WfRequestCancel(&tr, reason);
+	WfTransitionWrite(&tr);
+	status = WfRunStatusName(run.status);
+	WfNoteRunChange(run.tenant_id, &run.run_id, status);
+	result = (text *) SPI_palloc(VARHDRSZ + strlen(status));
+	SET_VARSIZE(result, VARHDRSZ + strlen(status));
+	memcpy(VARDATA(result), status, strlen(status));
+	WfApiEnd();
+	PG_RETURN_TEXT_P(result);
 }

@@ -91,10 +91,12 @@
 #include "storage/lock.h"
 #include "utils/timestamp.h"
 
+#include "api.h"
+#include "quota.h"
 #include "shmem.h"
 #include "spi_util.h"
 #include "state.h"
-#include "wfengine.h"
+#include "transition.h"
 
 /* how long a backend trusts the policy it read */
 #define WF_POLICY_TTL_USEC 1000000

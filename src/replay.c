@@ -37,8 +37,10 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "api.h"
 #include "crypto.h"
 #include "jsonutil.h"
+#include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
 #include "wfengine.h"

@@ -21,7 +21,7 @@
  * forgery, and answering it would leak nothing useful.
  *
  * One statement locks the task row and then its run row (FOR UPDATE OF
- * t, r, in that order: the lock order documented in state.c) and reads
+ * t, r, in that order: the lock order documented in runstore.c) and reads
  * both.  Under those locks the verdict is decided in C: the report wins
  * when the task is leased, carries this fence and the run is running.
  *
@@ -41,12 +41,16 @@
 #include "utils/timestamp.h"
 
 #include "argcheck.h"
-#include "crypto.h"
 #include "definition.h"
+#include "jsonutil.h"
 #include "notify.h"
+#include "quota.h"
+#include "result.h"
+#include "runstore.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
+#include "transition.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_complete_task);
@@ -68,54 +72,6 @@ typedef struct WfReport
 static const char *report_result(const WfReport *rep);
 
 /*
- * WfApplyResult applies the accepted result of the run's current attempt
- * (of the step at step_index, or of its compensation): a completion
- * records task_completed and moves the run on (an approval step's
- * notification task goes on to wait for decisions; a compensation goes on
- * to the next); a failure follows the retry policy.  While the run is
- * being cancelled, the attempt that was in flight when wf.cancel_run()
- * came settles here and the compensations begin.  It serves a worker's
- * report and wf.resume_run() applying a result held while the run was
- * paused.
- */
-void
-WfApplyResult(WfTransition *tr, int step_index, int64 task_id, int64 fence,
-			  int32 visit, const char *worker, bool is_failure, Jsonb *output,
-			  Jsonb *error, bool retryable, Jsonb *input)
-{
-	const WfStepDef *sd = WfTaskStepDef(tr->def, tr->run->current_step, &step_index);
-	bool		compensation = WfIsCompensation(sd->name);
-	bool		cancelling = tr->run->status == WF_RUN_CANCELLING;
-	WfJsonBuilder b;
-	int32		attempt = tr->run->current_attempt;
-
-	if (is_failure)
-	{
-		WfFailAttempt(tr, sd, task_id, fence, attempt, visit, worker,
-					  error, retryable, input);
-		return;
-	}
-	if (sd->type == WF_STEP_APPROVAL)
-	{
-		WfApprovalNotified(tr, step_index, task_id, fence, worker, output);
-		return;
-	}
-	WfJbBegin(&b);
-	WfJbInt(&b, "task_id", task_id);
-	WfJbInt(&b, "fence", fence);
-	WfJbText(&b, "worker", worker);
-	WfJbInt(&b, "visit", visit);
-	WfJbJsonb(&b, "output", output);
-	WfAppendEvent(tr, WF_EV_TASK_COMPLETED, sd->name, attempt, WfJbEnd(&b));
-	if (compensation)
-		WfNextCompensation(tr);
-	else if (cancelling)
-		WfStartCompensation(tr, sd->name, visit);	/* it did its work: undo it too */
-	else
-		WfAdvance(tr, step_index);
-}
-
-/*
  * report_result applies or records one report and returns the verdict:
  * "accepted", "duplicate" or "stale".
  */
@@ -135,7 +91,7 @@ report_result(const WfReport *rep)
 	WfApiBegin();
 
 	/*
-	 * Lock the task row, then its run row (the lock order of state.c), and
+	 * Lock the task row, then its run row (the lock order of runstore.c), and
 	 * read both under the locks: from here on nothing can change either.
 	 */
 	if (!WfLockTaskAndRun(rep->task_id, tenant, &run, &task))
@@ -214,9 +170,20 @@ report_result(const WfReport *rep)
 			WfAppendEvent(&tr, WF_EV_RESULT_HELD, task.step, task.attempt, WfJbEnd(&b));
 		}
 		else
-			WfApplyResult(&tr, idx, rep->task_id, rep->fence, task.visit, task.worker,
-						  rep->is_failure, rep->output, rep->error,
-						  rep->retryable, task.input);
+		{
+			WfTaskResult res;
+
+			res.task_id = rep->task_id;
+			res.fence = rep->fence;
+			res.visit = task.visit;
+			res.worker = task.worker;
+			res.is_failure = rep->is_failure;
+			res.output = rep->output;
+			res.error = rep->error;
+			res.retryable = rep->retryable;
+			res.input = task.input;
+			WfApplyResult(&tr, idx, &res);
+		}
 		/* recorded, but the run is being cancelled: no work follows from it */
 		verdict = (was_cancelling && !WfIsCompensation(task.step)) ?
 			"cancel_requested" : "accepted";

@@ -34,11 +34,15 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "api.h"
+#include "definition.h"
 #include "guc.h"
 #include "jsonutil.h"
+#include "quota.h"
+#include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
-#include "wfengine.h"
+#include "transition.h"
 
 PG_FUNCTION_INFO_V1(wfengine_purging);
 PG_FUNCTION_INFO_V1(wfengine_purge_runs);

@@ -36,14 +36,20 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "api.h"
 #include "argcheck.h"
+#include "correlate.h"
 #include "crypto.h"
 #include "definition.h"
-#include "guc.h"
+#include "jsonutil.h"
 #include "notify.h"
+#include "quota.h"
+#include "runstore.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
+#include "step_wait.h"
+#include "transition.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_start_run);
@@ -139,92 +145,6 @@ existing_run(const char *tenant, const char *defname, const char *key,
 						   input_differs ? " with a different input" : ""),
 				 errhint("Use a new idempotency key for a different request.")));
 	return run_id;
-}
-
-/* list_sort comparator of correlation keys */
-static int
-key_cmp(const ListCell *a, const ListCell *b)
-{
-	return strcmp((const char *) lfirst(a), (const char *) lfirst(b));
-}
-
-/*
- * WfWriteCorrelations records the correlation keys of a new run: for each
- * named JSONPath of the definition, "<name>:<value>" for each string or
- * number it finds in {"input": ...}.  A path that finds nothing gives no
- * key.  A key longer than WF_ARG_MAX_KEY is refused for a run a caller
- * starts; a child run (started by its parent's transition, which must not
- * fail for it) is not given that key.  A run a caller starts takes the
- * lock of each key (in key order, so that two starts cannot deadlock)
- * before it declares it, the lock wf.send_event takes before it looks for
- * the runs of a key (events.c).  Returns the keys, sorted, without
- * repeats.
- */
-List *
-WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
-					TimestampTz now)
-{
-	WfJsonBuilder b;
-	Jsonb	   *context;
-	int			c;
-	bool		child = WfJsonbGet(run->context, "parent") != NULL;
-	List	   *keys = NIL;
-	List	   *unique = NIL;
-	ListCell   *lc;
-
-	WfJbBegin(&b);
-	WfJbJsonb(&b, "input", input);
-	context = WfJbEnd(&b);
-	for (c = 0; c < def->n_correlation; c++)
-	{
-		Jsonb	   *found = WfEvaluatePathAll(def->correlation[c].path, context);
-		JsonbIterator *it;
-		JsonbValue	v;
-		JsonbIteratorToken tok;
-
-		if (found == NULL)
-			continue;
-		it = JsonbIteratorInit(&found->root);
-		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		{
-			char	   *value = NULL;
-
-			if (tok != WJB_ELEM && tok != WJB_VALUE)
-				continue;
-			if (v.type == jbvString)
-				value = pnstrdup(v.val.string.val, v.val.string.len);
-			else if (v.type == jbvNumeric)
-				value = DatumGetCString(DirectFunctionCall1(numeric_out,
-															NumericGetDatum(v.val.numeric)));
-			if (value == NULL || value[0] == '\0')
-				continue;
-			value = psprintf("%s:%s", def->correlation[c].key, value);
-			/* too long: refused at wf.start_run; a child run goes without */
-			if (child && strlen(value) > WF_ARG_MAX_KEY)
-				continue;
-			WfCheckCStringArg(value, psprintf("correlation key \"%s\" of the run",
-											  def->correlation[c].key), WF_ARG_KEY);
-			keys = lappend(keys, value);
-		}
-	}
-	list_sort(keys, key_cmp);
-	foreach(lc, keys)
-	{
-		char	   *value = (char *) lfirst(lc);
-		Datum		values[4];
-
-		if (unique != NIL && strcmp((char *) llast(unique), value) == 0)
-			continue;
-		unique = lappend(unique, value);
-		if (!child)
-			WfLockCorrelationKey(run->tenant_id, value);
-		values[0] = CStringGetTextDatum(run->tenant_id);
-		values[1] = CStringGetTextDatum(value);
-		values[2] = UUIDPGetDatum(&run->run_id);
-		values[3] = TimestampTzGetDatum(now);
-		WfExecPlan(WF_PLAN_CORRELATION_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
-	}
-	return unique;
 }
 
 /*
@@ -365,18 +285,6 @@ done:
 }
 
 /*
- * WfUnknownRun reports a run id that does not exist for this tenant.
- */
-void
-WfUnknownRun(pg_uuid_t *run_id)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("run %s does not exist",
-					DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))))));
-}
-
-/*
  * wfengine_run_status is wf.run_status(run): the status of the run.
  */
 Datum
@@ -399,86 +307,6 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 }
 
 /*
- * WfRunArgument returns the run id of argument 0 of an operator command,
- * which must not be null.
- */
-pg_uuid_t *
-WfRunArgument(FunctionCallInfo fcinfo)
-{
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run must not be null")));
-	return PG_GETARG_UUID_P(0);
-}
-
-/*
- * WfRequireReason returns the reason argument argno of an operator
- * command, refusing a missing or empty one, or one over WF_ARG_MAX_REASON.
- */
-char *
-WfRequireReason(FunctionCallInfo fcinfo, int argno)
-{
-	char	   *reason = WfTextArg(fcinfo, argno, "reason", WF_ARG_REASON);
-
-	if (reason == NULL || reason[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("an operator command needs a reason"),
-				 errhint("The reason is recorded in the run's history with who gave the command.")));
-	return reason;
-}
-
-/*
- * WfRunIdText returns the text form of a run id, for messages.
- */
-char *
-WfRunIdText(pg_uuid_t *run_id)
-{
-	return DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)));
-}
-
-/*
- * WfLockRun locks a run of the session's tenant for a command that may
- * change it: its live task first, then the run row (the lock order of
- * state.c).  An unknown run, or one of another tenant, is an error.
- */
-void
-WfLockRun(pg_uuid_t *run_id, WfRunState *run)
-{
-	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), run))
-		WfUnknownRun(run_id);
-}
-
-/*
- * lock_live_run locks a run of the session's tenant (its live task first,
- * then the run row) for an operator command or a signal, and refuses a run
- * that has ended.  refusal is the error message, with one %s for the run
- * id; hint may be NULL.
- */
-static void
-lock_live_run(pg_uuid_t *run_id, WfRunState *run, const char *refusal, const char *hint)
-{
-	WfLockRun(run_id, run);
-	if (run->status == WF_RUN_CANCELLING)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("run %s is being cancelled", WfRunIdText(run_id)),
-				 errdetail("Its compensations are running; it takes no more signals or changes.")));
-	if (run->status == WF_RUN_COMPENSATING)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("run %s is being compensated", WfRunIdText(run_id)),
-				 errdetail("It failed, and the compensations of its completed steps are running; it takes no more signals or changes.")));
-	if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg(refusal, WfRunIdText(run_id)),
-				 errdetail("The run is \"%s\".", WfRunStatusName(run->status)),
-				 hint != NULL ? errhint("%s", hint) : 0));
-}
-
-/*
  * wfengine_terminate_run is wf.terminate_run(run, reason): it ends a
  * running or paused run at once, without compensation.  Its live task is
  * withdrawn (the worker's heartbeat answers cancel_requested and its
@@ -494,7 +322,6 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
-	WfJsonBuilder b;
 	const char *old_status;
 	text	   *result;
 
@@ -505,19 +332,12 @@ wfengine_terminate_run(PG_FUNCTION_ARGS)
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
 		!WF_RUN_UNDOING(run.status) && run.status != WF_RUN_COMPENSATION_FAILED)
-		WfRefuseRun(run_id, &run, "terminate",
+		WfRefuseRun(run_id, WfRunStatusName(run.status), "terminate",
 					"Only running, paused, cancelling, compensating and compensation_failed runs can be terminated.");
 	old_status = WfRunStatusName(run.status);
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
-	WfWithdrawCurrentTask(&tr, "terminated");
-	tr.stop_children = WF_STOP_TERMINATE;
-	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
-	WfJbText(&b, "old_status", old_status);
-	WfJbText(&b, "new_status", "terminated");
-	WfJbText(&b, "step", run.current_step);
-	WfAppendEvent(&tr, WF_EV_RUN_TERMINATED, NULL, 0, WfJbEnd(&b));
+	WfTerminateRun(&tr, reason);
 	WfTransitionWrite(&tr);
 	WfNoteRunChange(run.tenant_id, &run.run_id, "terminated");
 	result = (text *) SPI_palloc(VARHDRSZ + strlen(old_status));
@@ -571,7 +391,7 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	WfLockRun(run_id, &run);
 	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
 		run.status != WF_RUN_FAILED)
-		WfRefuseRun(run_id, &run, "update the context of",
+		WfRefuseRun(run_id, WfRunStatusName(run.status), "update the context of",
 					"Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).");
 	WfCheckEventQuota(&run, "The run takes no more context updates.");
 	def = WfDefinitionGet(run.definition_id);
@@ -610,121 +430,6 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	}
 	WfApiEnd();
 	PG_RETURN_JSONB_P(result);
-}
-
-/*
- * WfSignalPayloadAndId reads the payload (argument argno, '{}' when NULL)
- * and the event id (argument argno + 1, a fresh one when NULL: no
- * deduplication asked for) of wf.signal and wf.send_event, with the checks
- * of both: the payload's size and reserved strings, the event id's size.
- */
-void
-WfSignalPayloadAndId(FunctionCallInfo fcinfo, int argno, const char *name,
-					 Jsonb **payload, char **event_id)
-{
-	char	   *owner = psprintf("signal \"%s\"", name);
-
-	*payload = PG_ARGISNULL(argno) ?
-		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) :
-		PG_GETARG_JSONB_P(argno);
-	WfCheckPayloadSize(*payload, "signal payload", owner);
-	WfRefuseSealedLookalikes(*payload, "signal payload", owner);
-	if (PG_ARGISNULL(argno + 1))
-	{
-		pg_uuid_t	id;
-
-		WfNewRunId(&id);
-		*event_id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&id)));
-	}
-	else
-	{
-		*event_id = WfTextArg(fcinfo, argno + 1, "event id", WF_ARG_KEY);
-		if ((*event_id)[0] == '\0')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("an event id must have 1 to %d bytes", WF_ARG_MAX_KEY)));
-	}
-}
-
-/*
- * WfDeliverSignal delivers a named signal to a run of the session's tenant,
- * inside an API call: when the run waits at a wait_event step for that
- * name, the signal is consumed at once and the run goes on ("consumed");
- * otherwise it is kept for when the run gets there ("stored").  A second
- * signal with the same event id is recorded and ignored ("duplicate").
- * Every call is a signal_received event, but for a run at
- * max_events_per_run: a new signal is refused, and a duplicate only
- * counted in wf.suppressed_events (quota.c).  buffered, when not NULL,
- * describes the wf.buffered_events row the signal comes from (key and
- * buffered_at, recorded in signal_received); such a delivery to a run at
- * its event limit is not made: NULL is returned instead of an error, and
- * the caller leaves the event buffered.
- */
-const char *
-WfDeliverSignal(pg_uuid_t *run_id, const char *name, Jsonb *payload,
-				const char *event_id, const char *buffered_key,
-				TimestampTz buffered_at)
-{
-	WfRunState	run;
-	WfTransition tr;
-	WfDefinition *def;
-	WfJsonBuilder b;
-	Datum		values[6];
-	const char *outcome;
-	bool		consume = false;
-	int			idx = -1;
-
-	lock_live_run(run_id, &run, "run %s has ended", NULL);
-	if (buffered_key != NULL && WfEventsAtLimit(&run))
-		return NULL;
-	def = WfDefinitionGet(run.definition_id);
-	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
-
-	values[0] = CStringGetTextDatum(run.tenant_id);
-	values[1] = UUIDPGetDatum(run_id);
-	values[2] = CStringGetTextDatum(name);
-	values[3] = CStringGetTextDatum(event_id);
-	values[4] = JsonbPGetDatum(payload);
-	values[5] = TimestampTzGetDatum(tr.now);
-	if (WfExecPlan(WF_PLAN_SIGNAL_INSERT, values, NULL, false, 0, SPI_OK_INSERT_RETURNING) != 1)
-	{
-		/* a repeat only records that it was ignored: counted at the limit */
-		outcome = "duplicate";
-		if (WfSuppressAuditEvent(&tr, WF_EV_SIGNAL_RECEIVED))
-			return outcome;
-	}
-	else
-	{
-		/* a new signal at the limit is refused (the error undoes the insert) */
-		WfCheckEventQuota(&run, "The run takes no more signals.");
-		/* does the run wait at a wait_event step for this name right now? */
-		if (run.status == WF_RUN_RUNNING && run.current_step != NULL && run.current_task == 0)
-			idx = WfDefinitionStepIndex(def, run.current_step);
-		consume = idx >= 0 && def->steps[idx].type == WF_STEP_WAIT_EVENT &&
-			strcmp(def->steps[idx].event_name, name) == 0;
-		outcome = consume ? "consumed" : "stored";
-	}
-
-	WfJbBegin(&b);
-	WfJbText(&b, "name", name);
-	WfJbText(&b, "event_id", event_id);
-	WfJbText(&b, "outcome", outcome);
-	if (buffered_key != NULL)
-	{
-		/* sent before the run declared the key, kept in wf.buffered_events */
-		WfJbText(&b, "buffered_key", buffered_key);
-		WfJbText(&b, "buffered_at",
-				 DatumGetCString(DirectFunctionCall1(timestamptz_out,
-													 TimestampTzGetDatum(buffered_at))));
-	}
-	WfAppendEvent(&tr, WF_EV_SIGNAL_RECEIVED, NULL, 0, WfJbEnd(&b));
-	if (consume && !WfTakeSignal(&tr, idx))
-		elog(ERROR, "the signal just stored could not be consumed");
-	WfTransitionWrite(&tr);
-	if (consume)
-		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
-						WfRunStatusName(run.status));
-	return outcome;
 }
 
 /*

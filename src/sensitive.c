@@ -75,7 +75,6 @@
 #include "utils/uuid.h"
 
 #include "guc.h"
-#include "jsonutil.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "wfengine.h"

@@ -42,10 +42,10 @@
 #include "utils/memutils.h"
 
 #include "crypto.h"
+#include "quota.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "wfengine.h"
-#include "state.h"
 
 #define WF_MAX_PLAN_ARGS 40
 #define WF_MAX_RESET_CALLBACKS 4

@@ -115,6 +115,8 @@ extern const char *WfPlanSql(WfPlanId id);
 extern void WfApiBegin(void);
 extern void WfApiEnd(void);
 extern Oid	WfTaskIdSequence(void);
+extern Oid	WfTimerIdSequence(void);
+extern bool WfParseTimestamp(const char *text, TimestampTz *result);
 
 /* the low bits of a fence: a value of wf.fence_seq (see WfFenceBase) */
 #define WF_FENCE_SEQ_BITS 44

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * state.h
- *	  The run state machine: snapshot, events, the reducer and transitions.
+ *	  The run state: its snapshot, its events, their names, and the reducer
+ *	  that applies one event to a snapshot (live and in replay).
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -18,7 +19,6 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
-#include "definition.h"
 #include "jsonutil.h"
 #include "wfengine.h"
 
@@ -106,11 +106,6 @@ typedef enum WfTimerKind
 	WF_TIMER_CHILD_DONE = 6		/* a child run ended: tells its parent */
 } WfTimerKind;
 
-/* what a transition does to the run's live child runs once written */
-#define WF_STOP_NONE 0
-#define WF_STOP_CANCEL 1
-#define WF_STOP_TERMINATE 2
-
 /* the snapshot of one run: wf.runs, plus what the reducer tracks */
 typedef struct WfRunState
 {
@@ -145,212 +140,18 @@ typedef struct WfEvent
 	uint8		hash[WF_HASH_LEN];
 } WfEvent;
 
-/* a task attempt to insert with the transition */
-typedef struct WfNewTask
-{
-	int64		task_id;
-	const char *step;
-	int32		visit;
-	int32		attempt;
-	const char *queue;
-	const char *activity;
-	TimestampTz available_at;
-	char	   *idempotency_key;
-	Jsonb	   *input;
-	int64		schedule_to_start;	/* timeouts of the step, microseconds */
-	int64		start_to_close;
-	int64		heartbeat;
-	int32		priority;		/* claimed before lower ones of its queue */
-} WfNewTask;
-
-/* a timer to insert with the transition */
-typedef struct WfNewTimer
-{
-	int64		timer_id;
-	WfTimerKind kind;
-	const char *step;
-	int32		generation;
-	TimestampTz fire_at;
-	Jsonb	   *payload;
-} WfNewTimer;
-
-#define WF_MAX_TRANSITION_TIMERS 4
-
-#define WF_MAX_TRANSITION_EVENTS 8
-
-/* the events and writes of one transaction on one run */
-typedef struct WfTransition
-{
-	WfRunState *run;
-	const WfDefinition *def;
-	const char *actor;
-	TimestampTz now;
-	int			nevents;
-	WfEvent		events[WF_MAX_TRANSITION_EVENTS];
-	bool		has_task;
-	WfNewTask	task;
-	int			ntimers;
-	WfNewTimer	timers[WF_MAX_TRANSITION_TIMERS];
-	int64		withdraw_task;	/* live task to cancel, 0 = none */
-	/* approvers to insert for a new approval step visit */
-	int			n_approvers;
-	char	  **approvers;
-	const char *approval_step;
-	int32		approval_visit;
-	TimestampTz approval_expires;	/* 0 = never */
-	bool		close_approvals;	/* close the current visit's tokens */
-	int32		withdraw_expirations;	/* its lease expirations, if counted */
-	int			stop_children;	/* WF_STOP_*: live child runs to stop */
-	bytea	   *input_digest;	/* a new keyed run: WfInputDigest, else NULL */
-} WfTransition;
-
 /* naming */
 extern const char *WfRunStatusName(WfRunStatus status);
 extern WfRunStatus WfRunStatusFromName(const char *name);
 extern const char *WfEventTypeName(WfEventType type);
 extern WfEventType WfEventTypeFromName(const char *name);
+extern const char *WfTimerKindName(WfTimerKind kind);
+extern WfTimerKind WfTimerKindFromName(const char *name);
 
 /* the reducer, shared by live transitions and replay */
 extern const char *WfApplyEvent(WfRunState *run, const WfEvent *ev);
 extern void WfHashEventFor(const WfRunState *run, WfEvent *ev);
-
-/* building transitions */
-extern void WfTransitionInit(WfTransition *tr, WfRunState *run,
-							 const WfDefinition *def, TimestampTz now);
-extern void WfAppendEvent(WfTransition *tr, WfEventType type,
-						  const char *step, int32 attempt, Jsonb *payload);
-extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
-						   TimestampTz available_at, Jsonb *input);
-extern void WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit,
-						   int32 attempt, TimestampTz available_at, Jsonb *input);
-extern void WfAdvance(WfTransition *tr, int from_step);
-extern void WfAdvanceTo(WfTransition *tr, int from_step, int next);
-extern void WfEnterStep(WfTransition *tr, int step_index);
-extern int64 WfSetTimer(WfTransition *tr, WfTimerKind kind, const char *step,
-						int32 generation, TimestampTz fire_at, Jsonb *payload);
-extern void WfFailAttempt(WfTransition *tr, const WfStepDef *sd, int64 task_id,
-						  int64 fence, int32 attempt, int32 visit,
-						  const char *worker, Jsonb *error, bool retryable,
-						  Jsonb *input);
-extern void WfFailRun(WfTransition *tr, const char *step, const char *reason,
-					  Jsonb *error);
-extern int64 WfRetryDelay(const WfRetryPolicy *rp, int32 attempt);
-extern const char *WfTimerKindName(WfTimerKind kind);
-extern void WfWithdrawCurrentTask(WfTransition *tr, const char *reason);
-extern int32 WfNextVisit(WfRunState *run, const char *step);
-extern bool WfTakeSignal(WfTransition *tr, int step_index);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
-extern void WfApplyResult(WfTransition *tr, int step_index, int64 task_id,
-						  int64 fence, int32 visit, const char *worker,
-						  bool is_failure, Jsonb *output, Jsonb *error,
-						  bool retryable, Jsonb *input);
-extern void WfFailDamagedTask(int64 task_id, int64 fence, const char *message);
-
-/* children.c */
-extern void WfEnterChildren(WfTransition *tr, int step_index);
-extern void WfChildFinished(WfTransition *tr, int step_index, Jsonb *payload);
-extern void WfNoteChildEnd(WfTransition *tr);
-extern void WfStopChildren(WfRunState *run, int how);
-extern List *WfWriteCorrelations(const WfDefinition *def, WfRunState *run,
-								 Jsonb *input, TimestampTz now);
-
-/* compensate.c */
-extern void WfRequestCancel(WfTransition *tr, const char *reason);
-extern void WfStartCompensation(WfTransition *tr, const char *settled_step,
-								int32 settled_visit);
-extern void WfNextCompensation(WfTransition *tr);
-extern void WfScheduleCompensation(WfTransition *tr, int32 attempt);
-extern void WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error);
 extern WfRunStatus WfUndoingStatus(const WfRunState *run);
-extern void WfCompensateFailure(WfTransition *tr, const char *step, int32 attempt,
-								const char *reason, Jsonb *error);
-
-/* approval.c */
-extern void WfEnterApproval(WfTransition *tr, int step_index);
-extern void WfApprovalNotified(WfTransition *tr, int step_index, int64 task_id,
-							   int64 fence, const char *worker, Jsonb *output);
-extern void WfApprovalExpired(WfTransition *tr, int step_index);
-extern void WfWriteApprovals(WfTransition *tr);
-extern bool WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run);
-extern WfTimerKind WfTimerKindFromName(const char *name);
-extern void WfTransitionWrite(WfTransition *tr);
-extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
-								 int32 version, Jsonb *input, const char *key);
-
-/* reading the snapshot: the number of columns of WF_RUN_COLUMNS */
-#define WF_RUN_NCOLUMNS 15
-extern void WfRunStateFromTuple(WfRunState *run, int row);
-
-/* the task row WfLockTaskAndRun reads with its run */
-typedef struct WfLockedTask
-{
-	char	   *status;
-	int64		fence;			/* the current fence */
-	char	   *step;
-	int32		visit;
-	int32		attempt;
-	char	   *worker;
-	Jsonb	   *input;
-} WfLockedTask;
-
-extern bool WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run,
-							 WfLockedTask *task);
-
-
-
-
-/* parameter helpers for the statements that write transitions */
-extern void WfEventArrays(WfTransition *tr, Datum *values);
-extern void WfTaskValues(WfTransition *tr, Datum *values, char *nulls);
-extern Datum WfHashDatum(const uint8 *hash);
-extern void WfRunValues(const WfRunState *run, Datum *values, char *nulls);
-
-/* parameter counts of the statements that write transitions */
-#define WF_TASK_NVALUES 12
-#define WF_RUN_NVALUES 11
-#define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1)
-#define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 6)
-
-/* spi_util.c, for timers and timestamps */
-extern Oid	WfTimerIdSequence(void);
-extern bool WfParseTimestamp(const char *text, TimestampTz *result);
-
-/* run.c */
-extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
-extern pg_uuid_t *WfRunArgument(FunctionCallInfo fcinfo);
-extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
-extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
-extern const char *WfDeliverSignal(pg_uuid_t *run_id, const char *name, Jsonb *payload,
-								   const char *event_id, const char *buffered_key,
-								   TimestampTz buffered_at);
-extern void WfSignalPayloadAndId(FunctionCallInfo fcinfo, int argno, const char *name,
-								 Jsonb **payload, char **event_id);
-
-/* events.c */
-extern void WfLockCorrelationKey(const char *tenant, const char *key);
-extern void WfDeliverBufferedEvents(const WfDefinition *def, pg_uuid_t *run_id,
-									const char *tenant, List *keys);
-
-/* quota.c */
-extern bool WfStartQuotaSet(const char *tenant);
-extern void WfCheckStartQuota(const char *tenant);
-extern void WfCheckDefinitionQuota(const char *tenant, const char *name, int steps, Size bytes,
-								   int depth, int timers);
-extern bool WfClaimLimited(const char *tenant);
-extern int32 WfClaimRoom(const char *tenant, const char *queue, int32 want, bool wait);
-extern bool WfTakeTimerRefusal(void);
-extern void WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
-						const char *step, int32 generation, TimestampTz now);
-extern void WfQuotaReset(void);
-extern bool WfEventsAtLimit(const WfRunState *run);
-extern void WfCheckEventQuota(WfRunState *run, const char *hint);
-extern bool WfSuppressAuditEvent(WfTransition *tr, WfEventType type);
-extern int32 WfCheckBufferQuota(const char *tenant, TimestampTz now);
-
-/* operator.c */
-extern void WfRefuseRun(pg_uuid_t *run_id, const WfRunState *run, const char *what,
-						const char *hint) pg_attribute_noreturn();
-extern int32 WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit);
-extern char *WfRunIdText(pg_uuid_t *run_id);
 
 #endif							/* WF_STATE_H */

@@ -52,12 +52,13 @@
 #include "utils/timestamp.h"
 
 #include "definition.h"
-#include "guc.h"
 #include "notify.h"
+#include "quota.h"
+#include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
 #include "timer.h"
-#include "wfengine.h"
+#include "transition.h"
 
 PG_FUNCTION_INFO_V1(wfengine_tick);
 
@@ -70,8 +71,6 @@ PG_FUNCTION_INFO_V1(wfengine_tick);
 /* forward declarations */
 static void fire_timer(int64 timer_id, const char *tenant, TimestampTz now);
 static void fire_deadline(int64 task_id, const char *tenant, TimestampTz now);
-static int64 quarantine_delay(int k);
-static Jsonb *timeout_error(const char *which);
 static void put_off_timer(int64 timer_id, TimestampTz retry_at, const char *failure);
 static void put_off_deadline(int64 task_id, TimestampTz retry_at, const char *failure);
 
@@ -173,305 +172,82 @@ put_off_deadline(int64 task_id, TimestampTz retry_at, const char *failure)
 }
 
 /*
- * timeout_error builds the error recorded for a timed-out attempt.
- */
-static Jsonb *
-timeout_error(const char *which)
-{
-	WfJsonBuilder b;
-	const char *message;
-
-	if (strcmp(which, "run") == 0)
-		message = "the run timeout expired";
-	else if (strcmp(which, "total") == 0)
-		message = "the total timeout of the step expired";
-	else
-		message = psprintf("the %s timeout of the attempt expired", which);
-	WfJbBegin(&b);
-	WfJbText(&b, "code", "timed_out");
-	WfJbText(&b, "timeout", which);
-	WfJbText(&b, "message", message);
-	return WfJbEnd(&b);
-}
-
-/*
- * quarantine_delay returns the k-th delay (0-based) of
- * wfengine.quarantine_delays in microseconds, or -1 past the last one.
- * The setting was validated by its check hook.
- */
-static int64
-quarantine_delay(int k)
-{
-	int64		delays[WF_MAX_QUARANTINE_DELAYS];
-	int			n = WfParseDurationList(wf_quarantine_delays, delays,
-										WF_MAX_QUARANTINE_DELAYS);
-
-	return (k >= 0 && k < n) ? delays[k] : -1;
-}
-
-/*
- * child_awaited tells whether the child run a child_done timer reports on
- * is one the run's step still waits for: it is the run recorded for its
- * branch, and that branch has no result yet.
- */
-static bool
-child_awaited(WfRunState *run, const char *step, Jsonb *payload)
-{
-	Jsonb	   *children = WfJsonbGetJsonb(WfJsonbGetJsonb(run->context, "children"), step);
-	Jsonb	   *runs = children ? WfJsonbGetJsonb(children, "runs") : NULL;
-	Jsonb	   *statuses = children ? WfJsonbGetJsonb(children, "statuses") : NULL;
-	int			branch = (int) WfJsonbGetInt(payload, "branch", -1);
-	char	   *child = WfJsonbGetText(payload, "child_run_id");
-	JsonbValue *r;
-	JsonbValue *st;
-
-	if (runs == NULL || statuses == NULL || child == NULL || branch < 0 ||
-		branch >= (int) JB_ROOT_COUNT(runs))
-		return false;
-	r = getIthJsonbValueFromContainer(&runs->root, branch);
-	st = getIthJsonbValueFromContainer(&statuses->root, branch);
-	return r != NULL && r->type == jbvString &&
-		(size_t) r->val.string.len == strlen(child) &&
-		strncmp(r->val.string.val, child, r->val.string.len) == 0 &&
-		st != NULL && st->type == jbvNull;
-}
-
-/*
- * fire_timer handles one due timer, locking the run's live task (if any),
- * then the timer, then the run.
+ * fire_timer handles one due timer: it locks the run's live task (if any),
+ * the timer and the run (WfLockTimerAndRun), lets the run core apply it
+ * (WfApplyTimer), and consumes the timer, or holds it for a paused run.
  */
 static void
 fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 {
 	Datum		values[3];
 	WfRunState	run;
+	WfLockedTimer timer;
 	WfTransition tr;
-	WfDefinition *def;
-	int64		locked_task = 0;
-	WfTimerKind kind;
-	char	   *step;
-	int32		generation;
-	Jsonb	   *payload;
-	char	   *status;
-	TimestampTz due_at;
-	bool		applies;
-	bool		live;
-	bool		held = false;
-	const WfStepDef *sd = NULL;
-	const char *outcome;
-	WfJsonBuilder b;
-	int			idx = -1;
-	int			tries;
+	WfTimerOutcome outcome;
 
-	for (tries = 0;; tries++)
-	{
-		int64		current_task;
-		bool		isnull;
-		Datum		d;
-
-		values[0] = Int64GetDatum(timer_id);
-		if (WfExecPlan(WF_PLAN_TIMER_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-			return;				/* the timer or its run is gone */
-		d = WfGetDatum(0, 1, &isnull);
-		current_task = isnull ? 0 : DatumGetInt64(d);
-		if (current_task != 0 && current_task != locked_task)
-		{
-			values[0] = Int64GetDatum(current_task);
-			WfExecPlan(WF_PLAN_TASK_LOCK, values, NULL, false, 0, SPI_OK_SELECT);
-			locked_task = current_task;
-		}
-
-		values[0] = Int64GetDatum(timer_id);
-		if (WfExecPlan(WF_PLAN_LOCK_TIMER_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-			return;
-		WfRunStateFromTuple(&run, 0);
-		if (run.current_task == 0 || run.current_task == locked_task)
-			break;
-		if (tries >= 3)
-			elog(ERROR, "the live task of run changed while timer %lld was being fired",
-				 (long long) timer_id);
-	}
-
-	kind = WfTimerKindFromName(WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 1));
-	step = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 2);
-	generation = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 3));
-	payload = DatumGetJsonbPCopy(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 4));
-	status = WfGetTextOrNull(0, WF_RUN_NCOLUMNS + 5);
-	due_at = DatumGetTimestampTz(WfGetDatumNotNull(0, WF_RUN_NCOLUMNS + 6));
-	if (strcmp(status, "pending") != 0)
+	if (!WfLockTimerAndRun(timer_id, &run, &timer))
+		return;					/* the timer or its run is gone */
+	if (strcmp(timer.status, "pending") != 0)
 		return;					/* fired or cancelled meanwhile */
 
-	def = WfDefinitionGet(run.definition_id);
-	WfTransitionInit(&tr, &run, def, now);
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), now);
 	tr.actor = WF_SYSTEM_ACTOR;
-	if (step != NULL)
-		sd = WfTaskStepDef(def, step, &idx);
-	live = run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED;
-
-	switch (kind)
-	{
-		case WF_TIMER_RETRY:
-		case WF_TIMER_SLEEP:
-			/* while a run is undone, only its compensations are retried */
-			applies = (WF_RUN_UNDOING(run.status) ?
-					   kind == WF_TIMER_RETRY && WfIsCompensation(step) : live) &&
-				sd != NULL && run.wait_generation == generation;
-			break;
-		case WF_TIMER_STEP_TIMEOUT:
-		case WF_TIMER_APPROVAL_EXPIRY:
-			applies = live && idx >= 0 &&
-				run.step_generation == generation && run.current_step != NULL &&
-				strcmp(run.current_step, step) == 0;
-			break;
-		case WF_TIMER_RUN_TIMEOUT:
-			applies = run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED;
-			break;
-		case WF_TIMER_CHILD_DONE:
-			/* the child must be one the current visit of the step waits for */
-			applies = live && sd != NULL &&
-				(sd->type == WF_STEP_SUBWORKFLOW || sd->type == WF_STEP_PARALLEL) &&
-				run.current_step != NULL && strcmp(run.current_step, step) == 0 &&
-				WfNextVisit(&run, step) == generation &&
-				child_awaited(&run, step, payload);
-			break;
-		default:
-			elog(ERROR, "timer %lld has an unknown kind", (long long) timer_id);
-	}
-	/*
-	 * A paused run decides nothing: a timer that would move it on is held
-	 * (it stays pending, due never) until wf.resume_run() makes it due.
-	 */
-	if (applies && run.status == WF_RUN_PAUSED && kind != WF_TIMER_RUN_TIMEOUT)
-	{
-		applies = false;
-		held = true;
-	}
-	outcome = applies ? "applied" : held ? "held" : "stale";
-
-	/* a timer of a finished run is consumed without touching its history */
-	if (live || WF_RUN_UNDOING(run.status))
-	{
-		WfJbBegin(&b);
-		WfJbInt(&b, "timer_id", timer_id);
-		WfJbText(&b, "kind", WfTimerKindName(kind));
-		WfJbInt(&b, "generation", generation);
-		WfJbTimestamp(&b, "fire_at", due_at);
-		WfJbText(&b, "outcome", outcome);
-		WfAppendEvent(&tr, WF_EV_TIMER_FIRED, step, 0, WfJbEnd(&b));
-	}
-
-	if (applies)
-	{
-		switch (kind)
-		{
-			case WF_TIMER_RETRY:
-				WfScheduleTask(&tr, sd, (int32) WfJsonbGetInt(payload, "visit", 1),
-							   (int32) WfJsonbGetInt(payload, "attempt", 2),
-							   now, WfJsonbGetJsonb(payload, "input"));
-				break;
-			case WF_TIMER_SLEEP:
-				{
-					WfJsonBuilder ob;
-
-					WfJbBegin(&ob);
-					WfJbTimestamp(&ob, "until", due_at);
-					WfJbBegin(&b);
-					WfJbInt(&b, "visit", WfJsonbGetInt(payload, "visit", 1));
-					WfJbJsonb(&b, "output", WfJbEnd(&ob));
-					WfAppendEvent(&tr, WF_EV_SLEEP_FINISHED, step, 0, WfJbEnd(&b));
-					WfAdvance(&tr, idx);
-					break;
-				}
-			case WF_TIMER_STEP_TIMEOUT:
-				if (sd->type == WF_STEP_WAIT_EVENT && sd->expiry_next != WF_STEP_END)
-				{
-					/* the wait's "on_timeout" step takes over */
-					WfJsonBuilder ob;
-
-					WfJbBegin(&ob);
-					WfJbBool(&ob, "timed_out", true);
-					WfJbBegin(&b);
-					WfJbInt(&b, "visit", WfNextVisit(&run, step));
-					WfJbText(&b, "next", tr.def->steps[sd->expiry_next].name);
-					WfJbJsonb(&b, "output", WfJbEnd(&ob));
-					WfAppendEvent(&tr, WF_EV_WAIT_TIMED_OUT, step, 0, WfJbEnd(&b));
-					WfAdvanceTo(&tr, idx, sd->expiry_next);
-				}
-				else
-					WfFailRun(&tr, step, "step_timeout", timeout_error("total"));
-				break;
-			case WF_TIMER_RUN_TIMEOUT:
-				WfFailRun(&tr, run.current_step, "run_timeout", timeout_error("run"));
-				break;
-			case WF_TIMER_APPROVAL_EXPIRY:
-				WfApprovalExpired(&tr, idx);
-				break;
-			case WF_TIMER_CHILD_DONE:
-				WfChildFinished(&tr, idx, payload);
-				break;
-		}
-	}
+	outcome = WfApplyTimer(&tr, timer_id, timer.kind, timer.step, timer.generation,
+						   timer.payload, timer.due_at);
 
 	values[0] = Int64GetDatum(timer_id);
 	values[1] = TimestampTzGetDatum(now);
-	values[2] = CStringGetTextDatum(outcome);
-	WfExecPlan(held ? WF_PLAN_TIMER_HOLD : WF_PLAN_TIMER_DONE, values, NULL,
-			   false, 0, SPI_OK_UPDATE);
+	values[2] = CStringGetTextDatum(outcome == WF_TIMER_APPLIED ? "applied" :
+									outcome == WF_TIMER_HELD ? "held" : "stale");
+	WfExecPlan(outcome == WF_TIMER_HELD ? WF_PLAN_TIMER_HOLD : WF_PLAN_TIMER_DONE,
+			   values, NULL, false, 0, SPI_OK_UPDATE);
 	WfTransitionWrite(&tr);
-	if (applies)
+	if (outcome == WF_TIMER_APPLIED)
 		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
 						WfRunStatusName(run.status));
 }
 
 /*
- * fire_deadline handles one live attempt whose deadline has passed: a
- * timeout fails the attempt (and follows the retry policy); an expired
- * lease puts the attempt back on its queue for a new claim with a new
- * fence, or quarantines it when its leases keep expiring without a
- * result, and finally pauses the run for an operator.
+ * earliest_other_deadline moves the task's deadline to the earliest of its
+ * deadlines that have not passed (none: NULL).
+ */
+static void
+earliest_other_deadline(int64 task_id, const WfTaskTimes *t)
+{
+	Datum		values[2];
+	TimestampTz next = Min(t->lease_end ? t->lease_end : DT_NOEND,
+						   Min(t->close_at ? t->close_at : DT_NOEND,
+							   t->heartbeat_at ? t->heartbeat_at : DT_NOEND));
+
+	values[0] = Int64GetDatum(task_id);
+	values[1] = TimestampTzGetDatum(next);
+	WfExecPlan(WF_PLAN_TASK_SET_DEADLINE, values, next == DT_NOEND ? " n" : NULL,
+			   false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * fire_deadline handles one live attempt whose deadline has passed: under
+ * the task and run locks it finds which of the attempt's deadlines passed
+ * and lets the run core apply it (WfApplyDeadline): a timeout fails the
+ * attempt, an expired lease puts it back on its queue.
  */
 static void
 fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 {
-	Datum		values[4];
+	Datum		values[2];
 	WfRunState	run;
 	WfTransition tr;
-	WfDefinition *def;
-	int			c = WF_RUN_NCOLUMNS;
 	WfLockedTask task;
-	bool		isnull;
-	Datum		d;
-	TimestampTz deadline;
-	TimestampTz lease_end = 0;
-	TimestampTz close_at = 0;
-	TimestampTz heartbeat_at = 0;
-	TimestampTz start_at = 0;
-	int32		expirations;
-	const char *which = NULL;
-	int			idx;
-	const WfStepDef *sd;
+	WfTaskTimes t;
+	WfTaskDeadline dl;
 
 	if (!WfLockTaskAndRun(task_id, tenant, &run, &task))
 		return;
-	d = WfGetDatum(0, c + 8, &isnull);
-	if (isnull)
+	WfTaskTimesFromTuple(&t);
+	if (t.deadline == 0)
 		return;					/* handled meanwhile */
-	deadline = DatumGetTimestampTz(d);
-	d = WfGetDatum(0, c + 9, &isnull);
-	if (!isnull)
-		lease_end = DatumGetTimestampTz(d);
-	d = WfGetDatum(0, c + 10, &isnull);
-	if (!isnull)
-		close_at = DatumGetTimestampTz(d);
-	d = WfGetDatum(0, c + 11, &isnull);
-	if (!isnull)
-		heartbeat_at = DatumGetTimestampTz(d);
-	d = WfGetDatum(0, c + 12, &isnull);
-	if (!isnull)
-		start_at = DatumGetTimestampTz(d);
-	expirations = DatumGetInt32(WfGetDatumNotNull(0, c + 13));
-
-	if (deadline > now || (strcmp(task.status, "ready") != 0 && strcmp(task.status, "leased") != 0))
+	if (t.deadline > now ||
+		(strcmp(task.status, "ready") != 0 && strcmp(task.status, "leased") != 0))
 		return;					/* moved by a heartbeat, or no longer live */
 	if (run.status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run.status))
 	{
@@ -482,138 +258,37 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 		return;
 	}
 
-	def = WfDefinitionGet(run.definition_id);
-	sd = WfTaskStepDef(def, task.step, &idx);
-	if (sd == NULL || run.current_task != task_id)
-		elog(ERROR, "task %lld is not the current task of its run", (long long) task_id);
-	WfTransitionInit(&tr, &run, def, now);
-	tr.actor = WF_SYSTEM_ACTOR;
-
-	if (strcmp(task.status, "ready") == 0)
+	memset(&dl, 0, sizeof(dl));
+	dl.task_id = task_id;
+	dl.step = task.step;
+	dl.visit = task.visit;
+	dl.attempt = task.attempt;
+	dl.fence = task.fence;
+	dl.worker = task.worker;
+	dl.input = task.input;
+	dl.expirations = t.expirations;
+	dl.leased = strcmp(task.status, "leased") == 0;
+	if (!dl.leased)
 	{
-		if (start_at != 0 && start_at <= now)
-			which = "schedule_to_start";
+		if (t.start_at != 0 && t.start_at <= now)
+			dl.timeout = "schedule_to_start";
 	}
-	else if (close_at != 0 && close_at <= now)
-		which = "start_to_close";
-	else if (heartbeat_at != 0 && heartbeat_at <= now)
-		which = "heartbeat";
-
-	if (run.status == WF_RUN_CANCELLING && !WfIsCompensation(task.step) &&
-		(which != NULL ||
-		 (strcmp(task.status, "leased") == 0 && lease_end != 0 && lease_end <= now)))
-	{
-		/*
-		 * The attempt in flight when the run was cancelled is lost: nobody
-		 * knows whether it did its work, so it is compensated as if it had.
-		 */
-		WfJsonBuilder b;
-
-		WfJbBegin(&b);
-		WfJbInt(&b, "task_id", task_id);
-		WfJbText(&b, "reason", which != NULL ? which : "lease_expired");
-		tr.withdraw_task = task_id;
-		WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, task.step, task.attempt, WfJbEnd(&b));
-		WfStartCompensation(&tr, task.step, task.visit);
-	}
-	else if (which != NULL)
-	{
-		Jsonb	   *error = timeout_error(which);
-
-		/*
-		 * The engine decides this attempt, so it takes the lease over: the
-		 * fence moves on, and the worker's late result is stale.
-		 */
-		values[0] = Int64GetDatum(task_id);
-		values[1] = JsonbPGetDatum(error);
-		values[2] = TimestampTzGetDatum(now);
-		values[3] = Int64GetDatum(WfFenceBase());
-		if (WfExecPlan(WF_PLAN_TASK_TIME_OUT, values, NULL, false, 0,
-					   SPI_OK_UPDATE_RETURNING) != 1)
-			elog(ERROR, "task %lld changed while locked", (long long) task_id);
-		task.fence = DatumGetInt64(WfGetDatumNotNull(0, 1));
-		WfFailAttempt(&tr, sd, task_id, task.fence, task.attempt, task.visit, task.worker, error,
-					  true, task.input);
-	}
-	else if (strcmp(task.status, "leased") == 0 && lease_end != 0 && lease_end <= now)
-	{
-		WfJsonBuilder b;
-		TimestampTz again = now;
-		int64		delay = 0;
-		bool		pause = false;
-
-		expirations++;
-		if (wf_poison_threshold > 0 && expirations >= wf_poison_threshold)
-		{
-			delay = quarantine_delay(expirations - wf_poison_threshold);
-			if (delay < 0)
-				pause = true;
-			else
-				again = now + delay;
-		}
-
-		WfJbBegin(&b);
-		WfJbInt(&b, "task_id", task_id);
-		WfJbInt(&b, "fence", task.fence);
-		WfJbText(&b, "worker", task.worker);
-		WfJbInt(&b, "expirations", expirations);
-		if (!pause)
-			WfJbTimestamp(&b, "available_at", again);
-		WfJbBool(&b, "quarantined", delay > 0 || pause);
-		WfAppendEvent(&tr, WF_EV_LEASE_EXPIRED, task.step, task.attempt, WfJbEnd(&b));
-
-		if (pause)
-		{
-			char	   *reason = psprintf("task %lld of step \"%s\" lost its lease %d times without a result",
-										  (long long) task_id, task.step, expirations);
-
-			WfJbBegin(&b);
-			WfJbInt(&b, "task_id", task_id);
-			WfJbText(&b, "reason", "poison_task");
-			tr.withdraw_task = task_id;
-			tr.withdraw_expirations = expirations;
-			WfAppendEvent(&tr, WF_EV_TASK_CANCELLED, task.step, task.attempt, WfJbEnd(&b));
-			if (WF_RUN_UNDOING(run.status))
-			{
-				/* a compensation that keeps crashing its workers */
-				WfJbBegin(&b);
-				WfJbText(&b, "code", "poison_task");
-				WfJbText(&b, "message", reason);
-				WfCompensationFailed(&tr, "poison_task", WfJbEnd(&b));
-			}
-			else
-			{
-				WfJbBegin(&b);
-				WfJbText(&b, "reason", reason);
-				WfJbText(&b, "step", task.step);
-				WfJbInt(&b, "task_id", task_id);
-				WfAppendEvent(&tr, WF_EV_RUN_PAUSED, NULL, 0, WfJbEnd(&b));
-			}
-		}
-		else
-		{
-			values[0] = Int64GetDatum(task_id);
-			values[1] = TimestampTzGetDatum(again);
-			values[2] = Int32GetDatum(expirations);
-			WfExecPlan(WF_PLAN_TASK_REQUEUE, values, NULL, false, 0, SPI_OK_UPDATE);
-			WfNoteTaskReady(run.tenant_id, sd->queue);
-		}
-	}
-	else
+	else if (t.close_at != 0 && t.close_at <= now)
+		dl.timeout = "start_to_close";
+	else if (t.heartbeat_at != 0 && t.heartbeat_at <= now)
+		dl.timeout = "heartbeat";
+	dl.lease_expired = dl.timeout == NULL && dl.leased && t.lease_end != 0 &&
+		t.lease_end <= now;
+	if (dl.timeout == NULL && !dl.lease_expired)
 	{
 		/* the deadline was the earliest of others that have not passed */
-		values[0] = Int64GetDatum(task_id);
-		values[1] = TimestampTzGetDatum(Min(lease_end ? lease_end : DT_NOEND,
-											Min(close_at ? close_at : DT_NOEND,
-												heartbeat_at ? heartbeat_at : DT_NOEND)));
-		if (DatumGetTimestampTz(values[1]) == DT_NOEND)
-			values[1] = (Datum) 0;
-		WfExecPlan(WF_PLAN_TASK_SET_DEADLINE, values,
-				   DatumGetTimestampTz(values[1]) == 0 ? " n" : NULL,
-				   false, 0, SPI_OK_UPDATE);
+		earliest_other_deadline(task_id, &t);
 		return;
 	}
 
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), now);
+	tr.actor = WF_SYSTEM_ACTOR;
+	WfApplyDeadline(&tr, &dl);
 	WfTransitionWrite(&tr);
 	WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
 					WfRunStatusName(run.status));

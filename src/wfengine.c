@@ -37,14 +37,43 @@
 #include "guc.h"
 #include "notify.h"
 #include "shmem.h"
-#include "worker.h"
+#include "step_approval.h"
+#include "step_children.h"
+#include "step_choice.h"
+#include "step_compensate.h"
+#include "step_sleep.h"
+#include "step_task.h"
+#include "step_wait.h"
+#include "stepkind.h"
 #include "wfengine.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
 bool		wf_preloaded = false;
 
 void		_PG_init(void);
+
+/*
+ * The step-kind table: which ops serve the steps of each type.  A new step
+ * kind is one file (step_<kind>.c, exporting its WfStepKindOps) and one
+ * line here.
+ */
+static const struct
+{
+	WfStepType	type;
+	const WfStepKindOps *ops;
+}			step_kind_table[] =
+{
+	{WF_STEP_TASK, &WfTaskStepKind},
+	{WF_STEP_SLEEP, &WfSleepStepKind},
+	{WF_STEP_APPROVAL, &WfApprovalStepKind},
+	{WF_STEP_CHOICE, &WfChoiceStepKind},
+	{WF_STEP_WAIT_EVENT, &WfWaitStepKind},
+	{WF_STEP_SUBWORKFLOW, &WfChildrenStepKind},
+	{WF_STEP_PARALLEL, &WfChildrenStepKind},
+	{WF_STEP_COMPENSATION, &WfCompensationStepKind},
+};
 
 PG_FUNCTION_INFO_V1(wfengine_current_tenant);
 PG_FUNCTION_INFO_V1(wfengine_preloaded);
@@ -63,6 +92,9 @@ _PG_init(void)
 	wf_preloaded = process_shared_preload_libraries_in_progress;
 
 	WfGucInit();
+	for (int i = 0; i < lengthof(step_kind_table); i++)
+		WfRegisterStepKind(step_kind_table[i].type, step_kind_table[i].ops);
+	WfRegisterUndo(&WfCompensationUndo);
 	WfCryptoInit();
 	WfDefinitionInit();
 	WfNotifyInit();

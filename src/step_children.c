@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
- * children.c
- *	  Child runs: subworkflow steps and the branches of parallel steps.
+ * step_children.c
+ *	  The subworkflow and parallel step kinds: child runs.
  *
  * A subworkflow step starts one child run of a named definition, pinned
  * to a version; a parallel step starts one child run per branch (each
@@ -22,7 +22,7 @@
  * Copyright (c) 2026, wfengine developers
  *
  * IDENTIFICATION
- *	  src/children.c
+ *	  src/step_children.c
  *
  *-------------------------------------------------------------------------
  */
@@ -36,43 +36,28 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "api.h"
+#include "correlate.h"
 #include "crypto.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
+#include "runstore.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
+#include "step_children.h"
+#include "stepkind.h"
+#include "transition.h"
 #include "wfengine.h"
 
 /* a child run may start children of its own, this many levels deep */
 #define WF_MAX_CHILD_DEPTH 5
 
 /* forward declarations */
+static void child_finished(WfTransition *tr, int step_index, Jsonb *payload);
 static char *start_child(WfTransition *tr, const WfStepDef *sd, int branch,
 						 int32 visit, Jsonb *input, int depth);
-static Jsonb *uuid_array(char **ids, int n);
-
-/*
- * uuid_array builds a JSON array of run id strings.
- */
-static Jsonb *
-uuid_array(char **ids, int n)
-{
-	JsonbParseState *state = NULL;
-	JsonbValue	v;
-	int			i;
-
-	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-	for (i = 0; i < n; i++)
-	{
-		v.type = jbvString;
-		v.val.string.val = ids[i];
-		v.val.string.len = strlen(ids[i]);
-		(void) pushJsonbValue(&state, WJB_ELEM, &v);
-	}
-	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
-}
 
 /*
  * start_child starts the child run of branch (0 for a subworkflow) of the
@@ -130,11 +115,11 @@ start_child(WfTransition *tr, const WfStepDef *sd, int branch, int32 visit,
 }
 
 /*
- * WfEnterChildren enters a subworkflow or parallel step: it starts the
+ * children_enter enters a subworkflow or parallel step: it starts the
  * child runs and records children_started; the run then waits.
  */
-void
-WfEnterChildren(WfTransition *tr, int step_index)
+static void
+children_enter(WfTransition *tr, int step_index)
 {
 	const WfStepDef *sd = &tr->def->steps[step_index];
 	int32		visit = WfNextVisit(tr->run, sd->name);
@@ -162,21 +147,21 @@ WfEnterChildren(WfTransition *tr, int step_index)
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", visit);
 	WfJbText(&b, "kind", sd->type == WF_STEP_PARALLEL ? "parallel" : "subworkflow");
-	WfJbJsonb(&b, "runs", uuid_array(ids, n));
+	WfJbJsonb(&b, "runs", WfJsonbTextArray(ids, n));
 	WfJbInt(&b, "join", sd->type == WF_STEP_PARALLEL ? sd->join_count : 1);
 	WfAppendEvent(tr, WF_EV_CHILDREN_STARTED, sd->name, 0, WfJbEnd(&b));
 }
 
 /*
- * WfChildFinished applies a child_done timer of the step at step_index:
+ * child_finished applies a child_done timer of the step at step_index:
  * child_finished records the child's end, then the step joins (its output:
  * the child's output, or the branch outputs in branch order), fails
  * (a child that did not complete, unless a parallel step ignores branch
  * failures and can still join), or goes on waiting.  Children still
  * running when the step joins or fails are cancelled.
  */
-void
-WfChildFinished(WfTransition *tr, int step_index, Jsonb *payload)
+static void
+child_finished(WfTransition *tr, int step_index, Jsonb *payload)
 {
 	const WfStepDef *sd = &tr->def->steps[step_index];
 	Jsonb	   *children;
@@ -237,11 +222,11 @@ WfChildFinished(WfTransition *tr, int step_index, Jsonb *payload)
 }
 
 /*
- * WfNoteChildEnd: a child run has just finished in this transition; its
+ * note_child_end: a child run has just finished in this transition; its
  * parent gets a child_done timer, due now, with how it ended.
  */
-void
-WfNoteChildEnd(WfTransition *tr)
+static void
+note_child_end(WfTransition *tr)
 {
 	WfRunState *run = tr->run;
 	Jsonb	   *parent = WfJsonbGetJsonb(run->context, "parent");
@@ -279,12 +264,12 @@ WfNoteChildEnd(WfTransition *tr)
 }
 
 /*
- * WfStopChildren cancels (or terminates) the live child runs of a run,
+ * stop_children cancels (or terminates) the live child runs of a run,
  * after its own transition is written: the lock order between runs is
  * parent, then child.
  */
-void
-WfStopChildren(WfRunState *run, int how)
+static void
+stop_children(WfRunState *run, int how)
 {
 	Datum		values[3];
 	const char *volatile old_tenant;
@@ -306,3 +291,89 @@ WfStopChildren(WfRunState *run, int how)
 	}
 	PG_END_TRY();
 }
+
+/*
+ * child_awaited tells whether the child run a child_done timer reports on
+ * is one the run's step still waits for: it is the run recorded for its
+ * branch, and that branch has no result yet.
+ */
+static bool
+child_awaited(WfRunState *run, const char *step, Jsonb *payload)
+{
+	Jsonb	   *children = WfJsonbGetJsonb(WfJsonbGetJsonb(run->context, "children"), step);
+	Jsonb	   *runs = children ? WfJsonbGetJsonb(children, "runs") : NULL;
+	Jsonb	   *statuses = children ? WfJsonbGetJsonb(children, "statuses") : NULL;
+	int			branch = (int) WfJsonbGetInt(payload, "branch", -1);
+	char	   *child = WfJsonbGetText(payload, "child_run_id");
+	JsonbValue *r;
+	JsonbValue *st;
+
+	if (runs == NULL || statuses == NULL || child == NULL || branch < 0 ||
+		branch >= (int) JB_ROOT_COUNT(runs))
+		return false;
+	r = getIthJsonbValueFromContainer(&runs->root, branch);
+	st = getIthJsonbValueFromContainer(&statuses->root, branch);
+	return r != NULL && r->type == jbvString &&
+		(size_t) r->val.string.len == strlen(child) &&
+		strncmp(r->val.string.val, child, r->val.string.len) == 0 &&
+		st != NULL && st->type == jbvNull;
+}
+
+/*
+ * children_timer_applies: a child_done timer concerns the current visit of
+ * the step (its generation) and a child it still waits for.
+ */
+static bool
+children_timer_applies(WfRunState *run, const WfStepDef *sd, WfTimerKind kind,
+					   int32 generation, Jsonb *payload)
+{
+	return kind == WF_TIMER_CHILD_DONE &&
+		WfNextVisit(run, sd->name) == generation &&
+		child_awaited(run, sd->name, payload);
+}
+
+/*
+ * children_timer_fired: a child run the step waits for ended.
+ */
+static bool
+children_timer_fired(WfTransition *tr, int step_index, WfTimerKind kind,
+					 Jsonb *payload, TimestampTz due_at)
+{
+	if (kind != WF_TIMER_CHILD_DONE)
+		return false;
+	child_finished(tr, step_index, payload);
+	return true;
+}
+
+/*
+ * children_leave: the run leaves the step unfinished; its live child runs
+ * are cancelled (they undo their own work).
+ */
+static void
+children_leave(WfTransition *tr, int step_index, const char *reason)
+{
+	tr->stop_children = WF_STOP_CANCEL;
+}
+
+/*
+ * children_write: a run that has just finished tells its parent, if it has
+ * one; a transition that stops the run's live child runs stops them, last
+ * (other runs' transitions, in the lock order parent, then child).
+ */
+static void
+children_write(WfTransition *tr)
+{
+	if (tr->run->finished && WfJsonbGet(tr->run->context, "parent") != NULL)
+		note_child_end(tr);
+	if (tr->stop_children != WF_STOP_NONE)
+		stop_children(tr->run, tr->stop_children);
+}
+
+const WfStepKindOps WfChildrenStepKind = {
+	.name = "children",
+	.enter = children_enter,
+	.timer_applies = children_timer_applies,
+	.timer_fired = children_timer_fired,
+	.leave = children_leave,
+	.write = children_write,
+};

@@ -68,14 +68,20 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "api.h"
 #include "argcheck.h"
 #include "crypto.h"
 #include "definition.h"
 #include "guc.h"
+#include "jsonutil.h"
 #include "notify.h"
+#include "quota.h"
+#include "runstore.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
+#include "step_approval.h"
+#include "transition.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_issue_approval_tokens);
@@ -84,16 +90,7 @@ PG_FUNCTION_INFO_V1(wfengine_revoke_approval_tokens);
 PG_FUNCTION_INFO_V1(wfengine_reissue_approval_tokens);
 PG_FUNCTION_INFO_V1(wfengine_set_approvers);
 
-#define WF_MAX_APPROVERS 100
-
 /* forward declarations */
-static int	evaluate_approvers(const WfStepDef *sd, Jsonb *context, char ***out);
-static int	needed_approvals(const WfStepDef *sd, int napprovers);
-static Jsonb *text_array_jsonb(char **items, int n);
-static void complete_approval(WfTransition *tr, int step_index, int32 visit,
-							  const char *outcome, Jsonb *decisions);
-static const char *evaluate_policy(WfTransition *tr, int step_index, int32 visit,
-								   const char *approver);
 static Datum hash_datum(const uint8 *hash);
 static void audit_attempt(const char *tenant, TimestampTz now, const char *approver,
 						  const char *decision, const char *outcome,
@@ -101,380 +98,6 @@ static void audit_attempt(const char *tenant, TimestampTz now, const char *appro
 static bool approver_throttled(const char *tenant, const char *approver, TimestampTz now);
 static bool note_failure(const char *tenant, const char *approver, const uint8 *hash,
 						 pg_uuid_t *run_id, TimestampTz now);
-
-/*
- * evaluate_approvers returns the approvers of a visit: the step's list, or
- * the strings its JSONPath finds (an array of strings, or one string),
- * without duplicates.  Returns how many; 0 when there are none.
- */
-static int
-evaluate_approvers(const WfStepDef *sd, Jsonb *context, char ***out)
-{
-	char	  **list = palloc0(sizeof(char *) * WF_MAX_APPROVERS);
-	int			n = 0;
-	int			i;
-	int			j;
-
-	if (sd->approvers_path == (Datum) 0)
-	{
-		for (i = 0; i < sd->n_approvers && n < WF_MAX_APPROVERS; i++)
-			list[n++] = sd->approvers[i];
-	}
-	else
-	{
-		Jsonb	   *found = WfEvaluatePath(sd->approvers_path, context);
-
-		if (found != NULL && JB_ROOT_IS_SCALAR(found))
-		{
-			JsonbValue	v;
-
-			if (JsonbExtractScalar(&found->root, &v) && v.type == jbvString &&
-				v.val.string.len > 0)
-				list[n++] = pnstrdup(v.val.string.val, v.val.string.len);
-		}
-		else if (found != NULL && JB_ROOT_IS_ARRAY(found))
-		{
-			JsonbIterator *it = JsonbIteratorInit(&found->root);
-			JsonbValue	v;
-			JsonbIteratorToken tok;
-
-			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-			{
-				if (tok != WJB_ELEM)
-					continue;
-				if (v.type != jbvString || v.val.string.len == 0)
-					return 0;	/* not a list of approvers */
-				if (n >= WF_MAX_APPROVERS)
-					return -1;	/* too many */
-				list[n++] = pnstrdup(v.val.string.val, v.val.string.len);
-			}
-		}
-	}
-
-	/* drop duplicates, keeping the first of each */
-	for (i = 0, j = 0; i < n; i++)
-	{
-		int			k;
-		bool		dup = false;
-
-		for (k = 0; k < j; k++)
-			if (strcmp(list[k], list[i]) == 0)
-				dup = true;
-		if (!dup)
-			list[j++] = list[i];
-	}
-	*out = list;
-	return j;
-}
-
-/*
- * text_array_jsonb returns a jsonb array of n strings.
- */
-static Jsonb *
-text_array_jsonb(char **items, int n)
-{
-	JsonbParseState *state = NULL;
-	int			i;
-
-	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-	for (i = 0; i < n; i++)
-	{
-		JsonbValue	v;
-
-		v.type = jbvString;
-		v.val.string.val = items[i];
-		v.val.string.len = strlen(items[i]);
-		pushJsonbValue(&state, WJB_ELEM, &v);
-	}
-	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
-}
-
-/*
- * needed_approvals returns how many approvals end the step as approved.
- */
-static int
-needed_approvals(const WfStepDef *sd, int napprovers)
-{
-	switch (sd->policy)
-	{
-		case WF_POLICY_ALL:
-			return napprovers;
-		case WF_POLICY_QUORUM:
-			return sd->quorum;
-		case WF_POLICY_ANY:
-		default:
-			return 1;
-	}
-}
-
-/*
- * WfEnterApproval starts a visit of the approval step at step_index.
- */
-void
-WfEnterApproval(WfTransition *tr, int step_index)
-{
-	const WfStepDef *sd = &tr->def->steps[step_index];
-	WfJsonBuilder b;
-	char	  **approvers;
-	int			n;
-	int			needed;
-	int32		visit = WfNextVisit(tr->run, sd->name);
-	TimestampTz expires_at = sd->expires > 0 ? tr->now + sd->expires : 0;
-	Jsonb	   *approvers_json;
-
-	n = evaluate_approvers(sd, tr->run->context, &approvers);
-	needed = needed_approvals(sd, n);
-	if (n <= 0 || needed > n)
-	{
-		const char *code = n == 0 ? "no_approvers" :
-			n < 0 ? "too_many_approvers" : "not_enough_approvers";
-
-		WfJbBegin(&b);
-		WfJbText(&b, "code", code);
-		WfJbText(&b, "message", n == 0 ? "the approval step found no approvers" :
-				 n < 0 ? "the approval step found more than 100 approvers" :
-				 "the approval step found fewer approvers than its quorum");
-		WfJbInt(&b, "needed", needed);
-		WfFailRun(tr, sd->name, code, WfJbEnd(&b));
-		return;
-	}
-
-	approvers_json = text_array_jsonb(approvers, n);
-
-	WfJbBegin(&b);
-	WfJbInt(&b, "visit", visit);
-	WfJbJsonb(&b, "approvers", approvers_json);
-	WfJbText(&b, "policy", sd->policy == WF_POLICY_ALL ? "all" :
-			 sd->policy == WF_POLICY_QUORUM ? "quorum" : "any");
-	WfJbInt(&b, "needed", needed);
-	if (expires_at != 0)
-		WfJbTimestamp(&b, "expires_at", expires_at);
-	WfAppendEvent(tr, WF_EV_APPROVAL_REQUESTED, sd->name, 0, WfJbEnd(&b));
-
-	tr->n_approvers = n;
-	tr->approvers = approvers;
-	tr->approval_step = sd->name;
-	tr->approval_visit = visit;
-	tr->approval_expires = expires_at;
-
-	/* the notification task: whoever holds it may issue the tokens */
-	WfJbBegin(&b);
-	WfJbText(&b, "run_id", DatumGetCString(DirectFunctionCall1(uuid_out,
-															   UUIDPGetDatum(&tr->run->run_id))));
-	WfJbText(&b, "step", sd->name);
-	WfJbInt(&b, "visit", visit);
-	WfJbJsonb(&b, "approvers", approvers_json);
-	if (expires_at != 0)
-		WfJbTimestamp(&b, "expires_at", expires_at);
-	WfScheduleStep(tr, step_index, 1, tr->now, WfJbEnd(&b));
-
-	if (expires_at != 0)
-	{
-		WfJbBegin(&b);
-		WfJbInt(&b, "visit", visit);
-		WfSetTimer(tr, WF_TIMER_APPROVAL_EXPIRY, sd->name, tr->run->step_generation,
-				   expires_at, WfJbEnd(&b));
-	}
-}
-
-/*
- * WfWriteApprovals writes the approval rows of a transition: the
- * approvers of a new visit, or the closing of the current visit's tokens.
- */
-void
-WfWriteApprovals(WfTransition *tr)
-{
-	Datum		values[7];
-	char		nulls[7];
-
-	if (tr->close_approvals)
-	{
-		values[0] = UUIDPGetDatum(&tr->run->run_id);
-		values[1] = CStringGetTextDatum(tr->approval_step);
-		values[2] = Int32GetDatum(tr->approval_visit);
-		WfExecPlan(WF_PLAN_APPROVALS_CLOSE, values, NULL, false, 0, SPI_OK_UPDATE);
-	}
-	if (tr->n_approvers > 0)
-	{
-		Datum	   *elems = palloc(sizeof(Datum) * tr->n_approvers);
-		int			i;
-
-		for (i = 0; i < tr->n_approvers; i++)
-			elems[i] = CStringGetTextDatum(tr->approvers[i]);
-		memset(nulls, ' ', sizeof(nulls));
-		values[0] = CStringGetTextDatum(tr->run->tenant_id);
-		values[1] = UUIDPGetDatum(&tr->run->run_id);
-		values[2] = CStringGetTextDatum(tr->approval_step);
-		values[3] = Int32GetDatum(tr->approval_visit);
-		values[4] = PointerGetDatum(construct_array(elems, tr->n_approvers, TEXTOID,
-													-1, false, TYPALIGN_INT));
-		if (tr->approval_expires != 0)
-			values[5] = TimestampTzGetDatum(tr->approval_expires);
-		else
-			nulls[5] = 'n';
-		values[6] = TimestampTzGetDatum(tr->now);
-		WfExecPlan(WF_PLAN_APPROVALS_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
-	}
-}
-
-/*
- * WfApprovalNotified records that the notification task of an approval
- * step finished; the step goes on waiting for decisions.
- */
-void
-WfApprovalNotified(WfTransition *tr, int step_index, int64 task_id, int64 fence,
-				   const char *worker, Jsonb *output)
-{
-	WfJsonBuilder b;
-
-	WfJbBegin(&b);
-	WfJbInt(&b, "task_id", task_id);
-	WfJbInt(&b, "fence", fence);
-	WfJbText(&b, "worker", worker);
-	WfJbJsonb(&b, "output", output);
-	WfAppendEvent(tr, WF_EV_APPROVAL_NOTIFIED, tr->def->steps[step_index].name,
-				  tr->run->current_attempt, WfJbEnd(&b));
-}
-
-/*
- * complete_approval ends a visit of an approval step with outcome, closing
- * its other tokens and withdrawing a notification task still live.
- */
-static void
-complete_approval(WfTransition *tr, int step_index, int32 visit,
-				  const char *outcome, Jsonb *decisions)
-{
-	const WfStepDef *sd = &tr->def->steps[step_index];
-	WfJsonBuilder ob;
-	WfJsonBuilder b;
-
-	WfWithdrawCurrentTask(tr, "approval_completed");
-	tr->close_approvals = true;
-	tr->approval_step = sd->name;
-	tr->approval_visit = visit;
-
-	WfJbBegin(&ob);
-	WfJbText(&ob, "outcome", outcome);
-	WfJbJsonb(&ob, "decisions", decisions);
-	WfJbBegin(&b);
-	WfJbInt(&b, "visit", visit);
-	WfJbJsonb(&b, "output", WfJbEnd(&ob));
-	WfAppendEvent(tr, WF_EV_APPROVAL_COMPLETED, sd->name, 0, WfJbEnd(&b));
-}
-
-/*
- * evaluate_policy tallies the current visit of the approval step at
- * step_index and ends it when its policy is decided.  It is the one
- * evaluation of the policy: wf.decide calls it after each accepted
- * decision (approver is who decided), wf.set_approvers after each change of
- * the approvers (approver NULL).  The tally counts the rows that are not
- * revoked: the listed approvers and those who have decided.  The step ends
- *
- *	rejected	with the step's "rejections" rejects (at most as many as
- *				there are approvers), or with so many rejects that the
- *				approvers left can no longer approve: the run fails with
- *				reason "rejected";
- *	failed		with fewer approvers left than the policy needs and no
- *				reject (only a change of approvers can cause it): the run
- *				fails with reason "not_enough_approvers", or
- *				"no_approvers" with none;
- *	approved	with the approvals the policy needs: the run goes on.
- *
- * Returns the outcome ("approved", "rejected" or the failure's reason), or
- * NULL when the step goes on waiting.
- */
-static const char *
-evaluate_policy(WfTransition *tr, int step_index, int32 visit, const char *approver)
-{
-	const WfStepDef *sd = &tr->def->steps[step_index];
-	Datum		values[3];
-	int64		total;
-	int64		approvals;
-	int64		rejections;
-	int			needed;
-	Jsonb	   *decisions;
-	WfJsonBuilder eb;
-
-	values[0] = UUIDPGetDatum(&tr->run->run_id);
-	values[1] = CStringGetTextDatum(sd->name);
-	values[2] = Int32GetDatum(visit);
-	WfExecPlan(WF_PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
-	total = DatumGetInt64(WfGetDatumNotNull(0, 1));
-	approvals = DatumGetInt64(WfGetDatumNotNull(0, 2));
-	rejections = DatumGetInt64(WfGetDatumNotNull(0, 3));
-	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
-	needed = needed_approvals(sd, (int) total);
-
-	if (rejections == 0 && (total == 0 || total < needed))
-	{
-		/* no reject, but too few approvers left: the approvers changed */
-		const char *code = total == 0 ? "no_approvers" : "not_enough_approvers";
-
-		complete_approval(tr, step_index, visit, "failed", decisions);
-		WfJbBegin(&eb);
-		WfJbText(&eb, "code", code);
-		WfJbText(&eb, "message",
-				 psprintf("the approval step has %lld approvers left, its policy needs %d approvals",
-						  (long long) total, needed));
-		WfJbInt(&eb, "needed", needed);
-		WfJbInt(&eb, "approvers", total);
-		WfFailRun(tr, sd->name, code, WfJbEnd(&eb));
-		return code;
-	}
-	if (rejections >= Min(sd->rejections, total) || total - rejections < needed)
-	{
-		/* enough rejects, or too few approvers left to approve */
-		complete_approval(tr, step_index, visit, "rejected", decisions);
-		WfJbBegin(&eb);
-		WfJbText(&eb, "code", "rejected");
-		if (approver != NULL)
-			WfJbText(&eb, "message", psprintf("rejected by %s", approver));
-		else
-			WfJbText(&eb, "message",
-					 psprintf("rejected: %lld rejects of the %lld approvers left, who can no longer meet the policy",
-							  (long long) rejections, (long long) total));
-		WfFailRun(tr, sd->name, "rejected", WfJbEnd(&eb));
-		return "rejected";
-	}
-	if (approvals >= needed)
-	{
-		complete_approval(tr, step_index, visit, "approved", decisions);
-		WfAdvance(tr, step_index);
-		return "approved";
-	}
-	return NULL;
-}
-
-/*
- * WfApprovalExpired ends a visit whose expiry timer fired: the run goes to
- * the step's on_expiry step, or fails.
- */
-void
-WfApprovalExpired(WfTransition *tr, int step_index)
-{
-	const WfStepDef *sd = &tr->def->steps[step_index];
-	Datum		values[3];
-	Jsonb	   *decisions;
-
-	values[0] = UUIDPGetDatum(&tr->run->run_id);
-	values[1] = CStringGetTextDatum(sd->name);
-	values[2] = Int32GetDatum(WfNextVisit(tr->run, sd->name));
-	WfExecPlan(WF_PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
-	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
-
-	complete_approval(tr, step_index, DatumGetInt32(values[2]), "expired", decisions);
-	if (sd->expiry_next != WF_STEP_END)
-		WfEnterStep(tr, sd->expiry_next);
-	else
-	{
-		WfJsonBuilder b;
-
-		WfJbBegin(&b);
-		WfJbText(&b, "code", "approval_expired");
-		WfJbText(&b, "message", "the approval step expired before it was decided");
-		WfFailRun(tr, sd->name, "approval_expired", WfJbEnd(&b));
-	}
-}
 
 /*
  * hash_datum returns a token hash as a bytea datum.
@@ -709,7 +332,7 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 	WfJbInt(&b, "task_id", task_id);
 	WfJbInt(&b, "fence", fence);
 	WfJbInt(&b, "visit", task.visit);
-	WfJbJsonb(&b, "approvers", text_array_jsonb(names, (int) n));
+	WfJbJsonb(&b, "approvers", WfJsonbTextArray(names, (int) n));
 	WfJbInt(&b, "generation", generation);
 	WfAppendEvent(&tr, WF_EV_APPROVAL_TOKENS_ISSUED, task.step, 0, WfJbEnd(&b));
 	WfTransitionWrite(&tr);
@@ -737,50 +360,6 @@ token_matches(int row, int col, const uint8 *hash, const char *decision,
 		sodium_memcmp(VARDATA_ANY(stored), hash, WF_HASH_LEN) != 0)
 		return false;
 	return strcmp(decision, kind) == 0;
-}
-
-/*
- * WfLockRunAndTask locks the run's live task (if it has one) and then the
- * run, in the engine's lock order, and reads the run into *run.  A command
- * that may withdraw the live task must hold its row before the run row,
- * or it could deadlock with a worker reporting for that task.  Returns
- * false when the run does not exist for this tenant.
- */
-bool
-WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run)
-{
-	Datum		values[2];
-	int64		locked = 0;
-	int			tries;
-
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = CStringGetTextDatum(tenant);
-	for (tries = 0;; tries++)
-	{
-		bool		isnull;
-		Datum		d;
-		int64		current;
-
-		if (WfExecPlan(WF_PLAN_RUN_CURRENT_TASK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-			return false;
-		d = WfGetDatum(0, 1, &isnull);
-		current = isnull ? 0 : DatumGetInt64(d);
-		if (current != 0 && current != locked)
-		{
-			Datum		tv[1];
-
-			tv[0] = Int64GetDatum(current);
-			WfExecPlan(WF_PLAN_TASK_LOCK, tv, NULL, false, 0, SPI_OK_SELECT);
-			locked = current;
-		}
-		if (WfExecPlan(WF_PLAN_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-			return false;
-		WfRunStateFromTuple(run, 0);
-		if (run->current_task == 0 || run->current_task == locked)
-			return true;
-		if (tries >= 3)
-			elog(ERROR, "the live task of a run kept changing while it was being locked");
-	}
 }
 
 /*
@@ -941,7 +520,7 @@ wfengine_decide(PG_FUNCTION_ARGS)
 		WfJbJsonb(&b, "data", data);
 		WfAppendEvent(&tr, WF_EV_APPROVAL_DECIDED, step, 0, WfJbEnd(&b));
 
-		evaluate_policy(&tr, idx, visit, approver);
+		WfEvaluateApprovalPolicy(&tr, idx, visit, approver);
 	}
 	else if ((stored = note_failure(tenant, approver, hash, &run_id, now)) &&
 			 !WfSuppressAuditEvent(&tr, WF_EV_DECISION_REFUSED))
@@ -1219,13 +798,13 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", cmd.visit);
-	WfJbJsonb(&b, "approvers", text_array_jsonb(names, nelems));
-	WfJbJsonb(&b, "removed", text_array_jsonb(removed, (int) nr));
-	WfJbJsonb(&b, "added", text_array_jsonb(added, (int) na));
+	WfJbJsonb(&b, "approvers", WfJsonbTextArray(names, nelems));
+	WfJbJsonb(&b, "removed", WfJsonbTextArray(removed, (int) nr));
+	WfJbJsonb(&b, "added", WfJsonbTextArray(added, (int) na));
 	WfJbText(&b, "reason", cmd.reason);
 	WfAppendEvent(&cmd.tr, WF_EV_APPROVERS_CHANGED, cmd.step, 0, WfJbEnd(&b));
 	/* the policy counts the new approvers at once: the step may end here */
-	ended = evaluate_policy(&cmd.tr, cmd.idx, cmd.visit, NULL) != NULL;
+	ended = WfEvaluateApprovalPolicy(&cmd.tr, cmd.idx, cmd.visit, NULL) != NULL;
 	WfTransitionWrite(&cmd.tr);
 	if (ended)
 		WfNoteRunChange(cmd.run.tenant_id, &cmd.run.run_id,

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * compensate.c
- *	  wf.cancel_run and the compensations it runs.
+ * step_compensate.c
+ *	  Compensation: the undoing of a cancelled (or, for a saga, failed)
+ *	  run, and the kind of its "compensate:<step>" tasks.
  *
  * Cancelling a run is a saga's way back.  wf.cancel_run() records the
  * intent (cancel_requested; the run is "cancelling"), withdraws the
@@ -22,7 +23,7 @@
  * compensations start at once, and it ends "cancelled" like any other.
  *
  * A definition with "on_failure": "compensate" does the same by itself
- * when the run would fail (WfFailRun calls WfCompensateFailure): the
+ * when the run would fail (the core calls WfUndo()->compensate_failure): the
  * failure is recorded (compensation_requested, $.failure), the run is
  * "compensating" rather than "cancelling", and it ends "compensated"
  * (run_compensated), or "compensation_failed"; a retry or a skip of the
@@ -36,7 +37,7 @@
  * Copyright (c) 2026, wfengine developers
  *
  * IDENTIFICATION
- *	  src/compensate.c
+ *	  src/step_compensate.c
  *
  *-------------------------------------------------------------------------
  */
@@ -52,13 +53,17 @@
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
+#include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
-#include "wfengine.h"
-
-PG_FUNCTION_INFO_V1(wfengine_cancel_run);
+#include "step_compensate.h"
+#include "stepkind.h"
+#include "transition.h"
 
 /* forward declarations */
+static void start_compensation(WfTransition *tr, const char *settled_step,
+								int32 settled_visit);
+static void compensation_failed(WfTransition *tr, const char *reason, Jsonb *error);
 static Jsonb *first_pending(WfRunState *run, int *count);
 static Jsonb *step_output(Jsonb *context, const char *step);
 
@@ -136,7 +141,7 @@ WfScheduleCompensation(WfTransition *tr, int32 attempt)
 /*
  * WfNextCompensation schedules the next pending compensation, or ends the
  * run when none is left: as cancelled after wf.cancel_run(), as
- * compensated after a failure of a saga (WfCompensateFailure).
+ * compensated after a failure of a saga (compensate_failure).
  */
 void
 WfNextCompensation(WfTransition *tr)
@@ -169,14 +174,14 @@ WfNextCompensation(WfTransition *tr)
 }
 
 /*
- * WfStartCompensation fixes the list of compensations and starts the
+ * start_compensation fixes the list of compensations and starts the
  * first.  settled_step/settled_visit name a step whose completion (or lost
  * attempt) is part of this transition; it is undone first.  Completions
  * appended earlier in this transition are not yet in wf.events either:
  * they come next, newest first, then those of wf.events.
  */
-void
-WfStartCompensation(WfTransition *tr, const char *settled_step, int32 settled_visit)
+static void
+start_compensation(WfTransition *tr, const char *settled_step, int32 settled_visit)
 {
 	JsonbParseState *state = NULL;
 	JsonbValue *arr;
@@ -258,12 +263,12 @@ WfStartCompensation(WfTransition *tr, const char *settled_step, int32 settled_vi
 }
 
 /*
- * WfCompensationFailed ends a run whose compensation gave up (its retry
+ * compensation_failed ends a run whose compensation gave up (its retry
  * policy is exhausted, or it kept losing its workers) as
  * "compensation_failed", for an operator.
  */
-void
-WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error)
+static void
+compensation_failed(WfTransition *tr, const char *reason, Jsonb *error)
 {
 	WfJsonBuilder b;
 	int			count;
@@ -278,7 +283,7 @@ WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error)
 }
 
 /*
- * WfCompensateFailure is WfFailRun for a definition with "on_failure":
+ * compensate_failure is WfFailRun for a definition with "on_failure":
  * "compensate" (a saga): the run does not end failed.  attempt is the one
  * the step failed at (as WfFailRun finds it).  The live task, if
  * any, is withdrawn, compensation_requested records the failure (step,
@@ -293,8 +298,8 @@ WfCompensationFailed(WfTransition *tr, const char *reason, Jsonb *error)
  * is.  Live child runs are cancelled (they
  * undo their own work).
  */
-void
-WfCompensateFailure(WfTransition *tr, const char *step, int32 attempt,
+static void
+compensate_failure(WfTransition *tr, const char *step, int32 attempt,
 					const char *reason, Jsonb *error)
 {
 	WfRunState *run = tr->run;
@@ -345,7 +350,7 @@ WfCompensateFailure(WfTransition *tr, const char *step, int32 attempt,
 	if (undo_step)
 		WfJbInt(&b, "undo_visit", visit);
 	WfAppendEvent(tr, WF_EV_COMPENSATION_REQUESTED, NULL, 0, WfJbEnd(&b));
-	WfStartCompensation(tr, undo_step ? step : NULL, visit);
+	start_compensation(tr, undo_step ? step : NULL, visit);
 }
 
 /*
@@ -367,27 +372,21 @@ WfRequestCancel(WfTransition *tr, const char *reason)
 
 	if (run->current_step != NULL)
 		sd = WfTaskStepDef(tr->def, run->current_step, &idx);
+	/* the step's kind lets go of what the visit holds (an approval's tokens) */
+	if (sd != NULL && !WfStepKindFor(sd)->undoes && run->status != WF_RUN_FAILED)
+		WfLeaveStep(tr, idx, "cancelled");
 	if (run->current_task != 0)
 	{
-		Datum		values[1];
+		WfLockedTask task;
 
-		values[0] = Int64GetDatum(run->current_task);
-		if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (!WfReadTask(run->current_task, &task))
 			elog(ERROR, "the live task of a run is missing");
-		task_status = WfGetTextOrNull(0, 1);
-		/* nothing to undo for work not begun, nor for a notification */
-		if (strcmp(task_status, "ready") == 0 ||
-			(sd != NULL && sd->type == WF_STEP_APPROVAL))
+		task_status = task.status;
+		/* nothing to undo for work not begun */
+		if (strcmp(task_status, "ready") == 0)
 			WfWithdrawCurrentTask(tr, "cancelled");
 		else
 			in_flight = run->current_task;
-	}
-	if (sd != NULL && sd->type == WF_STEP_APPROVAL && run->status != WF_RUN_FAILED)
-	{
-		/* the tokens of the waiting approval stop working */
-		tr->close_approvals = true;
-		tr->approval_step = sd->name;
-		tr->approval_visit = WfNextVisit(run, sd->name);
 	}
 
 	if (tr->def->has_children)
@@ -403,40 +402,13 @@ WfRequestCancel(WfTransition *tr, const char *reason)
 
 	if (in_flight == 0)
 	{
-		WfStartCompensation(tr, NULL, 0);
+		start_compensation(tr, NULL, 0);
 		return;
 	}
 	if (strcmp(task_status, "completed") == 0 || strcmp(task_status, "failed") == 0)
 	{
 		/* a result held while the run was paused settles the attempt now */
-		Datum		values[1];
-		Jsonb	   *held;
-		JsonbValue *retryable;
-		char	   *report;
-		Datum		tv[1];
-		int64		fence;
-		int32		visit;
-		char	   *worker;
-		Jsonb	   *input;
-
-		tv[0] = Int64GetDatum(in_flight);
-		WfExecPlan(WF_PLAN_TASK_ROW, tv, NULL, false, 1, SPI_OK_SELECT);
-		fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
-		visit = DatumGetInt32(WfGetDatumNotNull(0, 3));
-		worker = WfGetTextOrNull(0, 4);
-		input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 5));
-		values[0] = UUIDPGetDatum(&run->run_id);
-		if (WfExecPlan(WF_PLAN_LAST_HELD_RESULT, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-			elog(ERROR, "task %lld is \"%s\" but its run holds no result for it",
-				 (long long) in_flight, task_status);
-		held = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
-		report = WfJsonbGetText(held, "report");
-		retryable = WfJsonbGet(held, "retryable");
-		WfApplyResult(tr, idx, in_flight, fence, visit, worker,
-					  strcmp(report, "failure") == 0,
-					  WfJsonbGetJsonb(held, "output"), WfJsonbGetJsonb(held, "error"),
-					  retryable == NULL || retryable->type != jbvBool || retryable->val.boolean,
-					  input);
+		WfApplyHeldResult(tr, idx, task_status);
 		return;
 	}
 	/* with its worker: deadlines suspended by a pause are looked at again */
@@ -451,42 +423,37 @@ WfRequestCancel(WfTransition *tr, const char *reason)
 }
 
 /*
- * wfengine_cancel_run is wf.cancel_run(run, reason): it cancels a running,
- * paused or failed run with compensation.  Returns the run's status
- * afterwards: "cancelling" while an attempt in flight settles or
- * compensations run, "cancelled" when there was nothing to undo.
+ * compensation_task_completed: a compensation did its work; the next one
+ * is scheduled, or the run ends undone.
  */
-Datum
-wfengine_cancel_run(PG_FUNCTION_ARGS)
+static void
+compensation_task_completed(WfTransition *tr, int step_index, const WfTaskResult *res)
 {
-	pg_uuid_t  *run_id;
-	char	   *reason;
-	WfRunState	run;
-	WfTransition tr;
-	const char *status;
-	text	   *result;
+	const WfStepDef *sd = WfTaskStepDef(tr->def, tr->run->current_step, &step_index);
 
-	run_id = WfRunArgument(fcinfo);
-	reason = WfRequireReason(fcinfo, 1);
-
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
-		run.status != WF_RUN_FAILED)
-		WfRefuseRun(run_id, &run, "cancel",
-					run.status == WF_RUN_CANCELLING ?
-					"It is being cancelled already; wf.explain() shows its compensations." :
-					run.status == WF_RUN_COMPENSATING ?
-					"It is undoing its completed steps after a failure already; wf.explain() shows its compensations." :
-					"Only running, paused and failed runs can be cancelled.");
-	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
-	WfRequestCancel(&tr, reason);
-	WfTransitionWrite(&tr);
-	status = WfRunStatusName(run.status);
-	WfNoteRunChange(run.tenant_id, &run.run_id, status);
-	result = (text *) SPI_palloc(VARHDRSZ + strlen(status));
-	SET_VARSIZE(result, VARHDRSZ + strlen(status));
-	memcpy(VARDATA(result), status, strlen(status));
-	WfApiEnd();
-	PG_RETURN_TEXT_P(result);
+	WfTaskCompleted(tr, sd, res);
+	WfNextCompensation(tr);
 }
+
+/*
+ * compensation_gave_up: a compensation's attempts gave up; the run waits
+ * for an operator as compensation_failed.
+ */
+static void
+compensation_gave_up(WfTransition *tr, int step_index, const char *reason,
+					 Jsonb *error, int32 attempt)
+{
+	compensation_failed(tr, reason, error);
+}
+
+const WfStepKindOps WfCompensationStepKind = {
+	.name = "compensation",
+	.undoes = true,
+	.task_completed = compensation_task_completed,
+	.task_gave_up = compensation_gave_up,
+};
+
+const WfUndoOps WfCompensationUndo = {
+	.settle = start_compensation,
+	.compensate_failure = compensate_failure,
+};

@@ -1,0 +1,123 @@
+/*-------------------------------------------------------------------------
+ *
+ * api.c
+ *	  What every SQL-callable run command shares: its run and reason arguments, and its refusals.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/api.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/uuid.h"
+
+#include "api.h"
+#include "argcheck.h"
+#include "crypto.h"
+#include "sensitive.h"
+
+/*
+ * WfUnknownRun reports a run id that does not exist for this tenant.
+ */
+void
+WfUnknownRun(pg_uuid_t *run_id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("run %s does not exist",
+					DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))))));
+}
+
+/*
+ * WfRunArgument returns the run id of argument 0 of an operator command,
+ * which must not be null.
+ */
+pg_uuid_t *
+WfRunArgument(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run must not be null")));
+	return PG_GETARG_UUID_P(0);
+}
+
+/*
+ * WfRequireReason returns the reason argument argno of an operator
+ * command, refusing a missing or empty one, or one over WF_ARG_MAX_REASON.
+ */
+char *
+WfRequireReason(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *reason = WfTextArg(fcinfo, argno, "reason", WF_ARG_REASON);
+
+	if (reason == NULL || reason[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an operator command needs a reason"),
+				 errhint("The reason is recorded in the run's history with who gave the command.")));
+	return reason;
+}
+
+/*
+ * WfRunIdText returns the text form of a run id, for messages.
+ */
+char *
+WfRunIdText(pg_uuid_t *run_id)
+{
+	return DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id)));
+}
+
+/*
+ * WfSignalPayloadAndId reads the payload (argument argno, '{}' when NULL)
+ * and the event id (argument argno + 1, a fresh one when NULL: no
+ * deduplication asked for) of wf.signal and wf.send_event, with the checks
+ * of both: the payload's size and reserved strings, the event id's size.
+ */
+void
+WfSignalPayloadAndId(FunctionCallInfo fcinfo, int argno, const char *name,
+					 Jsonb **payload, char **event_id)
+{
+	char	   *owner = psprintf("signal \"%s\"", name);
+
+	*payload = PG_ARGISNULL(argno) ?
+		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) :
+		PG_GETARG_JSONB_P(argno);
+	WfCheckPayloadSize(*payload, "signal payload", owner);
+	WfRefuseSealedLookalikes(*payload, "signal payload", owner);
+	if (PG_ARGISNULL(argno + 1))
+	{
+		pg_uuid_t	id;
+
+		WfNewRunId(&id);
+		*event_id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&id)));
+	}
+	else
+	{
+		*event_id = WfTextArg(fcinfo, argno + 1, "event id", WF_ARG_KEY);
+		if ((*event_id)[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("an event id must have 1 to %d bytes", WF_ARG_MAX_KEY)));
+	}
+}
+
+/*
+ * WfRefuseRun reports that an operator command ("pause", "resume", ...)
+ * does not apply to the run in its present state (status, by name).
+ */
+void
+WfRefuseRun(pg_uuid_t *run_id, const char *status, const char *what, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot %s run %s", what, WfRunIdText(run_id)),
+			 errdetail("The run is \"%s\".", status),
+			 hint != NULL ? errhint("%s", hint) : 0));
+}

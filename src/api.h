@@ -1,0 +1,29 @@
+/*-------------------------------------------------------------------------
+ *
+ * api.h
+ *	  Arguments and refusals every SQL-callable run command shares.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/api.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_API_H
+#define WF_API_H
+
+#include "fmgr.h"
+#include "utils/jsonb.h"
+#include "utils/uuid.h"
+
+extern pg_uuid_t *WfRunArgument(FunctionCallInfo fcinfo);
+extern char *WfRequireReason(FunctionCallInfo fcinfo, int argno);
+extern void WfSignalPayloadAndId(FunctionCallInfo fcinfo, int argno, const char *name,
+								 Jsonb **payload, char **event_id);
+extern char *WfRunIdText(pg_uuid_t *run_id);
+extern void WfUnknownRun(pg_uuid_t *run_id) pg_attribute_noreturn();
+extern void WfRefuseRun(pg_uuid_t *run_id, const char *status, const char *what,
+						const char *hint) pg_attribute_noreturn();
+
+#endif							/* WF_API_H */

@@ -1,0 +1,657 @@
+/*-------------------------------------------------------------------------
+ *
+ * runstore.c
+ *	  Reading, locking and writing runs, tasks and timers: the lock order,
+ *	  and the one statement that writes a transition.
+ *
+ * Transaction boundaries.  Every transition runs inside the caller's
+ * transaction while it holds the run row locked (FOR UPDATE), so
+ * transitions of one run are serialised and seq is gap-free.  The events,
+ * the next task attempt (if any) and the new snapshot go to the database
+ * in a single statement (WF_PLAN_TRANSITION); either all of it commits or
+ * none of it.  What else the transition writes (timers, and each step
+ * kind's rows: WfStepKindOps.write) follows in the same transaction.
+ *
+ * Lock order: task rows before their run row.  A claim locks task rows
+ * only (and never waits: SKIP LOCKED); a result report locks its task
+ * row and then the run row (WfLockTaskAndRun).  A worker may therefore
+ * claim and report in one transaction while a late report for the same
+ * task waits: the late report waits for the task row without holding the
+ * run row, so the two never wait on each other in opposite orders.
+ * Commands lock the run's live task and then the run (WfLockRunAndTask,
+ * WfLockRun), and a timer locks the live task, the timer, then the run
+ * (WfLockTimerAndRun).  Between runs the order is parent, then child.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/runstore.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "api.h"
+#include "notify.h"
+#include "quota.h"
+#include "runstore.h"
+#include "spi_util.h"
+#include "state.h"
+#include "stepkind.h"
+#include "transition.h"
+#include "wfengine.h"
+
+/* parameter counts of the statements that write transitions */
+#define WF_TASK_NVALUES 12
+#define WF_RUN_NVALUES 11
+#define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1)
+#define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 6)
+
+/* forward declarations */
+static void note_new_task(WfTransition *tr);
+
+/*
+ * make_array builds a one-dimensional array datum with optional NULLs.
+ */
+static Datum
+make_array(Datum *elems, bool *nulls, int n, Oid elemtype)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			dims[1];
+	int			lbs[1];
+
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	dims[0] = n;
+	lbs[0] = 1;
+	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs,
+											  elemtype, typlen, typbyval, typalign));
+}
+
+/*
+ * WfEventArrays fills values[0..5] with the parallel arrays (seq, type,
+ * step, attempt, payload, hash) of the transition's events, as both
+ * WF_PLAN_TRANSITION and WF_PLAN_RUN_INSERT take them.
+ */
+static void
+WfEventArrays(WfTransition *tr, Datum *values)
+{
+	int			n = tr->nevents;
+	Datum	   *seq = palloc(sizeof(Datum) * n);
+	Datum	   *type = palloc(sizeof(Datum) * n);
+	Datum	   *step = palloc(sizeof(Datum) * n);
+	bool	   *step_null = palloc(sizeof(bool) * n);
+	Datum	   *attempt = palloc(sizeof(Datum) * n);
+	bool	   *attempt_null = palloc(sizeof(bool) * n);
+	Datum	   *payload = palloc(sizeof(Datum) * n);
+	Datum	   *hash = palloc(sizeof(Datum) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		WfEvent    *ev = &tr->events[i];
+		bytea	   *h = palloc(VARHDRSZ + WF_HASH_LEN);
+
+		SET_VARSIZE(h, VARHDRSZ + WF_HASH_LEN);
+		memcpy(VARDATA(h), ev->hash, WF_HASH_LEN);
+		seq[i] = Int32GetDatum(ev->seq);
+		type[i] = CStringGetTextDatum(WfEventTypeName(ev->type));
+		step_null[i] = (ev->step == NULL);
+		step[i] = step_null[i] ? (Datum) 0 : CStringGetTextDatum(ev->step);
+		attempt_null[i] = (ev->attempt == 0);
+		attempt[i] = Int32GetDatum(ev->attempt);
+		payload[i] = JsonbPGetDatum(ev->payload);
+		hash[i] = PointerGetDatum(h);
+	}
+	values[0] = make_array(seq, NULL, n, INT4OID);
+	values[1] = make_array(type, NULL, n, TEXTOID);
+	values[2] = make_array(step, step_null, n, TEXTOID);
+	values[3] = make_array(attempt, attempt_null, n, INT4OID);
+	values[4] = make_array(payload, NULL, n, JSONBOID);
+	values[5] = make_array(hash, NULL, n, BYTEAOID);
+}
+
+/*
+ * interval_datum makes an interval of usec microseconds.
+ */
+static Datum
+interval_datum(int64 usec)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = usec;
+	return IntervalPGetDatum(iv);
+}
+
+/*
+ * WfTaskValues fills values/nulls[0..11] with the new task of the
+ * transition (task_id, step, visit, attempt, queue, activity,
+ * available_at, idempotency_key, input, schedule_to_start, start_to_close,
+ * heartbeat_timeout), or NULLs when there is none.
+ */
+static void
+WfTaskValues(WfTransition *tr, Datum *values, char *nulls)
+{
+	WfNewTask  *t = &tr->task;
+	int			i;
+
+	for (i = 0; i < WF_TASK_NVALUES; i++)
+	{
+		values[i] = (Datum) 0;
+		nulls[i] = tr->has_task ? ' ' : 'n';
+	}
+	if (!tr->has_task)
+		return;
+	values[0] = Int64GetDatum(t->task_id);
+	values[1] = CStringGetTextDatum(t->step);
+	values[2] = Int32GetDatum(t->visit);
+	values[3] = Int32GetDatum(t->attempt);
+	values[4] = CStringGetTextDatum(t->queue);
+	if (t->activity != NULL)
+		values[5] = CStringGetTextDatum(t->activity);
+	else
+		nulls[5] = 'n';
+	values[6] = TimestampTzGetDatum(t->available_at);
+	values[7] = CStringGetTextDatum(t->idempotency_key);
+	values[8] = JsonbPGetDatum(t->input);
+	if (t->schedule_to_start > 0)
+		values[9] = interval_datum(t->schedule_to_start);
+	else
+		nulls[9] = 'n';
+	if (t->start_to_close > 0)
+		values[10] = interval_datum(t->start_to_close);
+	else
+		nulls[10] = 'n';
+	if (t->heartbeat > 0)
+		values[11] = interval_datum(t->heartbeat);
+	else
+		nulls[11] = 'n';
+}
+
+/*
+ * WfHashDatum returns the run's last hash as a bytea datum.
+ */
+Datum
+WfHashDatum(const uint8 *hash)
+{
+	bytea	   *h = palloc(VARHDRSZ + WF_HASH_LEN);
+
+	SET_VARSIZE(h, VARHDRSZ + WF_HASH_LEN);
+	memcpy(VARDATA(h), hash, WF_HASH_LEN);
+	return PointerGetDatum(h);
+}
+
+/*
+ * WfRunValues fills values/nulls[0..10] with the snapshot columns that a
+ * transition writes (status, current_step, seq, context, output,
+ * last_hash, finished_at, current_attempt, current_task, step_generation,
+ * wait_generation).
+ */
+static void
+WfRunValues(const WfRunState *run, Datum *values, char *nulls)
+{
+	int			i;
+
+	for (i = 0; i < WF_RUN_NVALUES; i++)
+		nulls[i] = ' ';
+	values[0] = CStringGetTextDatum(WfRunStatusName(run->status));
+	if (run->current_step != NULL)
+		values[1] = CStringGetTextDatum(run->current_step);
+	else
+		nulls[1] = 'n';
+	values[2] = Int32GetDatum(run->seq);
+	values[3] = JsonbPGetDatum(run->context);
+	if (run->output != NULL)
+		values[4] = JsonbPGetDatum(run->output);
+	else
+		nulls[4] = 'n';
+	values[5] = WfHashDatum(run->last_hash);
+	if (run->finished)
+		values[6] = TimestampTzGetDatum(run->finished_at);
+	else
+		nulls[6] = 'n';
+	values[7] = Int32GetDatum(run->current_attempt);
+	nulls[7] = run->current_attempt == 0 ? 'n' : ' ';
+	values[8] = Int64GetDatum(run->current_task);
+	nulls[8] = run->current_task == 0 ? 'n' : ' ';
+	values[9] = Int32GetDatum(run->step_generation);
+	values[10] = Int32GetDatum(run->wait_generation);
+}
+
+/*
+ * write_side_effects inserts the timers of the transition and, when the
+ * run has finished, cancels the run's pending timers; then each step kind
+ * writes its own rows (WfStepKindOps.write: approvals, child runs).
+ */
+static void
+write_side_effects(WfTransition *tr)
+{
+	WfRunState *run = tr->run;
+	int			i;
+
+	for (i = 0; i < tr->ntimers; i++)
+	{
+		WfNewTimer *t = &tr->timers[i];
+		Datum		values[9];
+		char		nulls[9];
+
+		if (t->kind != WF_TIMER_CHILD_DONE)
+			WfTimerRoom(run->tenant_id, &run->run_id, WfTimerKindName(t->kind),
+						t->step, t->generation, tr->now);
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = Int64GetDatum(t->timer_id);
+		values[1] = CStringGetTextDatum(run->tenant_id);
+		values[2] = UUIDPGetDatum(&run->run_id);
+		values[3] = CStringGetTextDatum(WfTimerKindName(t->kind));
+		if (t->step != NULL)
+			values[4] = CStringGetTextDatum(t->step);
+		else
+			nulls[4] = 'n';
+		values[5] = Int32GetDatum(t->generation);
+		values[6] = TimestampTzGetDatum(t->fire_at);
+		values[7] = JsonbPGetDatum(t->payload);
+		values[8] = TimestampTzGetDatum(tr->now);
+		WfExecPlan(WF_PLAN_TIMER_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
+		WfNoteTimer(t->fire_at);
+	}
+	if (run->finished)
+	{
+		Datum		values[2];
+
+		values[0] = UUIDPGetDatum(&run->run_id);
+		values[1] = TimestampTzGetDatum(tr->now);
+		WfExecPlan(WF_PLAN_TIMERS_CANCEL, values, NULL, false, 0, SPI_OK_UPDATE);
+		if (tr->def->has_children && tr->stop_children == WF_STOP_NONE)
+			tr->stop_children = run->status == WF_RUN_TERMINATED ?
+				WF_STOP_TERMINATE : WF_STOP_CANCEL;
+	}
+	/* each step kind's rows; child runs last (the lock order between runs) */
+	WfStepKindsWrite(tr);
+}
+
+/*
+ * withdraw_task cancels the live task the transition withdraws; it runs
+ * before a new attempt of the same step is inserted, which the unique
+ * index of live attempts would refuse otherwise.
+ */
+static void
+withdraw_task(WfTransition *tr)
+{
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(tr->withdraw_task);
+	values[1] = TimestampTzGetDatum(tr->now);
+	values[2] = Int32GetDatum(tr->withdraw_expirations);
+	WfExecPlan(WF_PLAN_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * WfTransitionWrite writes the transition of an existing run: its events,
+ * its new task attempt and the new snapshot in one statement, then its
+ * timers (rare, so in statements of their own).
+ */
+void
+WfTransitionWrite(WfTransition *tr)
+{
+	WfRunState *run = tr->run;
+	Datum		values[WF_TRANSITION_NARGS];
+	char		nulls[WF_TRANSITION_NARGS];
+
+	if (tr->nevents == 0)
+		return;
+	if (tr->withdraw_task != 0)
+		withdraw_task(tr);
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = CStringGetTextDatum(run->tenant_id);
+	values[2] = CStringGetTextDatum(tr->actor);
+	values[3] = TimestampTzGetDatum(tr->now);
+	WfEventArrays(tr, &values[4]);
+	WfTaskValues(tr, &values[10], &nulls[10]);
+	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
+	values[WF_TRANSITION_NARGS - 1] = Int32GetDatum(tr->task.priority);
+	nulls[WF_TRANSITION_NARGS - 1] = tr->has_task ? ' ' : 'n';
+
+	if (WfExecPlan(WF_PLAN_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "run snapshot vanished during a wfengine transition");
+	write_side_effects(tr);
+	if (tr->has_task)
+		note_new_task(tr);
+}
+
+/*
+ * note_new_task asks for the commit-time signals of a new task attempt:
+ * waiting claimers of its queue, and the engine worker when the attempt
+ * has a schedule-to-start deadline.
+ */
+static void
+note_new_task(WfTransition *tr)
+{
+	WfNoteTaskReady(tr->run->tenant_id, tr->task.queue);
+	if (tr->task.schedule_to_start > 0)
+		WfNoteTimer(tr->task.available_at + tr->task.schedule_to_start);
+}
+
+/*
+ * WfTransitionWriteNew writes the first transition of a new run; see
+ * WF_PLAN_RUN_INSERT.  It returns false when a run with the same
+ * idempotency key exists (and then wrote nothing).
+ */
+bool
+WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
+					 Jsonb *input, const char *key)
+{
+	WfRunState *run = tr->run;
+	Datum		values[WF_RUN_INSERT_NARGS];
+	char		nulls[WF_RUN_INSERT_NARGS];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = CStringGetTextDatum(run->tenant_id);
+	values[2] = CStringGetTextDatum(tr->actor);
+	values[3] = TimestampTzGetDatum(tr->now);
+	WfEventArrays(tr, &values[4]);
+	WfTaskValues(tr, &values[10], &nulls[10]);
+	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
+	values[WF_TRANSITION_NARGS - 1] = Int32GetDatum(tr->task.priority);
+	nulls[WF_TRANSITION_NARGS - 1] = tr->has_task ? ' ' : 'n';
+	values[WF_TRANSITION_NARGS] = Int64GetDatum(run->definition_id);
+	values[WF_TRANSITION_NARGS + 1] = CStringGetTextDatum(defname);
+	values[WF_TRANSITION_NARGS + 2] = Int32GetDatum(version);
+	values[WF_TRANSITION_NARGS + 3] = JsonbPGetDatum(input);
+	if (key != NULL)
+		values[WF_TRANSITION_NARGS + 4] = CStringGetTextDatum(key);
+	else
+		nulls[WF_TRANSITION_NARGS + 4] = 'n';
+	if (tr->input_digest != NULL)
+		values[WF_TRANSITION_NARGS + 5] = PointerGetDatum(tr->input_digest);
+	else
+		nulls[WF_TRANSITION_NARGS + 5] = 'n';
+
+	if (WfExecPlan(WF_PLAN_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
+		elog(ERROR, "could not insert run");
+	if (DatumGetInt64(WfGetDatumNotNull(0, 1)) != 1)
+		return false;
+	write_side_effects(tr);
+	if (tr->has_task)
+		note_new_task(tr);
+	return true;
+}
+
+/*
+ * WfLockTaskAndRun locks task task_id of tenant and then its run (the lock
+ * order of this file) with WF_PLAN_LOCK_TASK_AND_RUN, and reads both into
+ * *run and *task; false when there is no such task.  The deadline columns
+ * of the row stay in SPI_tuptable after the task's, for the engine worker.
+ */
+bool
+WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTask *task)
+{
+	Datum		values[2];
+	int			c = WF_RUN_NCOLUMNS;
+
+	values[0] = Int64GetDatum(task_id);
+	values[1] = CStringGetTextDatum(tenant);
+	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		return false;
+	WfRunStateFromTuple(run, 0);
+	task->status = WfGetTextOrNull(0, c + 1);
+	task->fence = DatumGetInt64(WfGetDatumNotNull(0, c + 2));
+	task->step = WfGetTextOrNull(0, c + 3);
+	task->visit = DatumGetInt32(WfGetDatumNotNull(0, c + 4));
+	task->attempt = DatumGetInt32(WfGetDatumNotNull(0, c + 5));
+	task->worker = WfGetTextOrNull(0, c + 6);
+	task->input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, c + 7));
+	return true;
+}
+
+/*
+ * WfRunStateFromTuple reads a snapshot from row of the current SPI result,
+ * selected with the WF_RUN_COLUMNS list.  The values are copied into the
+ * current memory context.
+ */
+void
+WfRunStateFromTuple(WfRunState *run, int row)
+{
+	bool		isnull;
+	Datum		d;
+
+	memset(run, 0, sizeof(WfRunState));
+	memcpy(&run->run_id, DatumGetUUIDP(WfGetDatumNotNull(row, 1)), sizeof(pg_uuid_t));
+	run->tenant_id = WfGetTextOrNull(row, 2);
+	run->definition_id = DatumGetInt64(WfGetDatumNotNull(row, 3));
+	run->status = WfRunStatusFromName(WfGetTextOrNull(row, 4));
+	run->current_step = WfGetTextOrNull(row, 5);
+	run->seq = DatumGetInt32(WfGetDatumNotNull(row, 6));
+	run->context = DatumGetJsonbPCopy(WfGetDatumNotNull(row, 7));
+	d = WfGetDatum(row, 8, &isnull);
+	run->output = isnull ? NULL : DatumGetJsonbPCopy(d);
+	d = WfGetDatumNotNull(row, 9);
+	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(d)) != WF_HASH_LEN)
+		elog(ERROR, "run snapshot has a malformed last_hash");
+	memcpy(run->last_hash, VARDATA_ANY(DatumGetByteaPP(d)), WF_HASH_LEN);
+	run->updated_at = DatumGetTimestampTz(WfGetDatumNotNull(row, 10));
+	d = WfGetDatum(row, 11, &isnull);
+	run->finished = !isnull;
+	run->finished_at = isnull ? 0 : DatumGetTimestampTz(d);
+	d = WfGetDatum(row, 12, &isnull);
+	run->current_attempt = isnull ? 0 : DatumGetInt32(d);
+	d = WfGetDatum(row, 13, &isnull);
+	run->current_task = isnull ? 0 : DatumGetInt64(d);
+	run->step_generation = DatumGetInt32(WfGetDatumNotNull(row, 14));
+	run->wait_generation = DatumGetInt32(WfGetDatumNotNull(row, 15));
+}
+
+/*
+ * WfLockRunAndTask locks the run's live task (if it has one) and then the
+ * run, in the engine's lock order, and reads the run into *run.  A command
+ * that may withdraw the live task must hold its row before the run row,
+ * or it could deadlock with a worker reporting for that task.  Returns
+ * false when the run does not exist for this tenant.
+ */
+bool
+WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run)
+{
+	Datum		values[2];
+	int64		locked = 0;
+	int			tries;
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(tenant);
+	for (tries = 0;; tries++)
+	{
+		bool		isnull;
+		Datum		d;
+		int64		current;
+
+		if (WfExecPlan(WF_PLAN_RUN_CURRENT_TASK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			return false;
+		d = WfGetDatum(0, 1, &isnull);
+		current = isnull ? 0 : DatumGetInt64(d);
+		if (current != 0 && current != locked)
+		{
+			Datum		tv[1];
+
+			tv[0] = Int64GetDatum(current);
+			WfExecPlan(WF_PLAN_TASK_LOCK, tv, NULL, false, 0, SPI_OK_SELECT);
+			locked = current;
+		}
+		if (WfExecPlan(WF_PLAN_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			return false;
+		WfRunStateFromTuple(run, 0);
+		if (run->current_task == 0 || run->current_task == locked)
+			return true;
+		if (tries >= 3)
+			elog(ERROR, "the live task of a run kept changing while it was being locked");
+	}
+}
+
+/*
+ * WfLockRun locks a run of the session's tenant for a command that may
+ * change it: its live task first, then the run row (the lock order of
+ * state.c).  An unknown run, or one of another tenant, is an error.
+ */
+void
+WfLockRun(pg_uuid_t *run_id, WfRunState *run)
+{
+	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), run))
+		WfUnknownRun(run_id);
+}
+
+/*
+ * WfLockLiveRun locks a run of the session's tenant (its live task first,
+ * then the run row) for an operator command or a signal, and refuses a run
+ * that has ended.  refusal is the error message, with one %s for the run
+ * id; hint may be NULL.
+ */
+void
+WfLockLiveRun(pg_uuid_t *run_id, WfRunState *run, const char *refusal, const char *hint)
+{
+	WfLockRun(run_id, run);
+	if (run->status == WF_RUN_CANCELLING)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run %s is being cancelled", WfRunIdText(run_id)),
+				 errdetail("Its compensations are running; it takes no more signals or changes.")));
+	if (run->status == WF_RUN_COMPENSATING)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run %s is being compensated", WfRunIdText(run_id)),
+				 errdetail("It failed, and the compensations of its completed steps are running; it takes no more signals or changes.")));
+	if (run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg(refusal, WfRunIdText(run_id)),
+				 errdetail("The run is \"%s\".", WfRunStatusName(run->status)),
+				 hint != NULL ? errhint("%s", hint) : 0));
+}
+
+/*
+ * WfNextAttempt returns the attempt number for a new attempt of visit of
+ * the task step named step: one more than the last attempt of that visit,
+ * or 1.
+ */
+int32
+WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit)
+{
+	Datum		values[2];
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(step);
+	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
+		return DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
+	return 1;
+}
+
+/*
+ * WfReadTask reads task task_id of a locked run (WF_PLAN_TASK_ROW): its
+ * status, fence, visit, worker and input; false when there is none.
+ */
+bool
+WfReadTask(int64 task_id, WfLockedTask *task)
+{
+	Datum		values[1];
+
+	values[0] = Int64GetDatum(task_id);
+	if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		return false;
+	memset(task, 0, sizeof(WfLockedTask));
+	task->status = WfGetTextOrNull(0, 1);
+	task->fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
+	task->visit = DatumGetInt32(WfGetDatumNotNull(0, 3));
+	task->worker = WfGetTextOrNull(0, 4);
+	task->input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 5));
+	return true;
+}
+
+/*
+ * timestamp_or_zero reads a nullable timestamp column (0 for NULL).
+ */
+static TimestampTz
+timestamp_or_zero(int col)
+{
+	bool		isnull;
+	Datum		d = WfGetDatum(0, col, &isnull);
+
+	return isnull ? 0 : DatumGetTimestampTz(d);
+}
+
+/*
+ * WfTaskTimesFromTuple reads the deadline columns that WfLockTaskAndRun
+ * leaves in SPI_tuptable after the task's (WF_TASK_DEADLINE_COLUMNS).
+ */
+void
+WfTaskTimesFromTuple(WfTaskTimes *t)
+{
+	int			c = WF_RUN_NCOLUMNS + 7;
+
+	t->deadline = timestamp_or_zero(c + 1);
+	t->lease_end = timestamp_or_zero(c + 2);
+	t->close_at = timestamp_or_zero(c + 3);
+	t->heartbeat_at = timestamp_or_zero(c + 4);
+	t->start_at = timestamp_or_zero(c + 5);
+	t->expirations = DatumGetInt32(WfGetDatumNotNull(0, c + 6));
+}
+
+/*
+ * WfLockTimerAndRun locks timer timer_id and its run, the run's live task
+ * (if any) first, and reads them into *run and *timer; false when the
+ * timer or its run is gone.  The live task is found before the locks are
+ * taken, so it is looked at again under them: a run whose live task
+ * changed meanwhile is locked again.
+ */
+bool
+WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer)
+{
+	Datum		values[1];
+	int64		locked_task = 0;
+	int			c = WF_RUN_NCOLUMNS;
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		int64		current_task;
+		bool		isnull;
+		Datum		d;
+
+		values[0] = Int64GetDatum(timer_id);
+		if (WfExecPlan(WF_PLAN_TIMER_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			return false;
+		d = WfGetDatum(0, 1, &isnull);
+		current_task = isnull ? 0 : DatumGetInt64(d);
+		if (current_task != 0 && current_task != locked_task)
+		{
+			values[0] = Int64GetDatum(current_task);
+			WfExecPlan(WF_PLAN_TASK_LOCK, values, NULL, false, 0, SPI_OK_SELECT);
+			locked_task = current_task;
+		}
+
+		values[0] = Int64GetDatum(timer_id);
+		if (WfExecPlan(WF_PLAN_LOCK_TIMER_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			return false;
+		WfRunStateFromTuple(run, 0);
+		if (run->current_task == 0 || run->current_task == locked_task)
+			break;
+		if (tries >= 3)
+			elog(ERROR, "the live task of run changed while timer %lld was being fired",
+				 (long long) timer_id);
+	}
+	timer->kind = WfTimerKindFromName(WfGetTextOrNull(0, c + 1));
+	timer->step = WfGetTextOrNull(0, c + 2);
+	timer->generation = DatumGetInt32(WfGetDatumNotNull(0, c + 3));
+	timer->payload = DatumGetJsonbPCopy(WfGetDatumNotNull(0, c + 4));
+	timer->status = WfGetTextOrNull(0, c + 5);
+	timer->due_at = DatumGetTimestampTz(WfGetDatumNotNull(0, c + 6));
+	return true;
+}

@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * step_task.c
+ *	  The task step kind: an activity a worker runs.
+ *
+ * Entering a task step schedules its first attempt (a wf.tasks row on the
+ * step's queue, task_scheduled) and, with a "total" timeout, the step's
+ * timeout timer.  The attempts, their leases, fences, retries and
+ * deadlines are the run core's (transition.c), shared with the other
+ * kinds that run tasks (an approval's notification, a compensation); a
+ * task step only says what its completion means: the run moves on.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/step_task.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "step_task.h"
+#include "stepkind.h"
+#include "transition.h"
+
+/*
+ * task_enter schedules the first attempt of a new visit of the task step
+ * at step_index.
+ */
+static void
+task_enter(WfTransition *tr, int step_index)
+{
+	WfScheduleStep(tr, step_index, 1, tr->now, NULL);
+}
+
+/*
+ * task_resume schedules again the attempt a pause (or a poison-task pause,
+ * or a migration) withdrew; its input is mapped again, so that a
+ * wf.update_context() or a wf.migrate_run() while paused takes effect.
+ */
+static void
+task_resume(WfTransition *tr, int step_index)
+{
+	WfRescheduleWithdrawn(tr, step_index, false);
+}
+
+const WfStepKindOps WfTaskStepKind = {
+	.name = "task",
+	.enter = task_enter,
+	.resume = task_resume,
+};

@@ -1,0 +1,156 @@
+/*-------------------------------------------------------------------------
+ *
+ * transition.h
+ *	  One transaction's transition of one run: its events, the task
+ *	  attempt and timers it adds, and the functions that build it.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/transition.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_TRANSITION_H
+#define WF_TRANSITION_H
+
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "definition.h"
+#include "state.h"
+
+/* what a transition does to the run's live child runs once written */
+#define WF_STOP_NONE 0
+#define WF_STOP_CANCEL 1
+#define WF_STOP_TERMINATE 2
+
+/* a task attempt to insert with the transition */
+typedef struct WfNewTask
+{
+	int64		task_id;
+	const char *step;
+	int32		visit;
+	int32		attempt;
+	const char *queue;
+	const char *activity;
+	TimestampTz available_at;
+	char	   *idempotency_key;
+	Jsonb	   *input;
+	int64		schedule_to_start;	/* timeouts of the step, microseconds */
+	int64		start_to_close;
+	int64		heartbeat;
+	int32		priority;		/* claimed before lower ones of its queue */
+} WfNewTask;
+
+/* a timer to insert with the transition */
+typedef struct WfNewTimer
+{
+	int64		timer_id;
+	WfTimerKind kind;
+	const char *step;
+	int32		generation;
+	TimestampTz fire_at;
+	Jsonb	   *payload;
+} WfNewTimer;
+
+#define WF_MAX_TRANSITION_TIMERS 4
+
+#define WF_MAX_TRANSITION_EVENTS 8
+
+/* slots of WfTransition.kind_writes: one per WfStepType, and spare */
+#define WF_STEP_KIND_SLOTS 16
+
+/* the events and writes of one transaction on one run */
+typedef struct WfTransition
+{
+	WfRunState *run;
+	const WfDefinition *def;
+	const char *actor;
+	TimestampTz now;
+	int			nevents;
+	WfEvent		events[WF_MAX_TRANSITION_EVENTS];
+	bool		has_task;
+	WfNewTask	task;
+	int			ntimers;
+	WfNewTimer	timers[WF_MAX_TRANSITION_TIMERS];
+	int64		withdraw_task;	/* live task to cancel, 0 = none */
+	int32		withdraw_expirations;	/* its lease expirations, if counted */
+	int			stop_children;	/* WF_STOP_*: live child runs to stop */
+	bytea	   *input_digest;	/* a new keyed run: WfInputDigest, else NULL */
+	/* rows a step kind writes after the run's (its WfStepKindOps.write) */
+	void	   *kind_writes[WF_STEP_KIND_SLOTS];
+} WfTransition;
+
+/* a task attempt's result, as a worker reported it (or as it was held) */
+typedef struct WfTaskResult
+{
+	int64		task_id;
+	int64		fence;
+	int32		visit;
+	const char *worker;
+	bool		is_failure;
+	Jsonb	   *output;			/* a completion's */
+	Jsonb	   *error;			/* a failure's */
+	bool		retryable;		/* a failure's */
+	Jsonb	   *input;			/* the attempt's input, for a retry */
+} WfTaskResult;
+
+/* how wf.tick's firing of one timer ended */
+typedef enum WfTimerOutcome
+{
+	WF_TIMER_APPLIED,
+	WF_TIMER_HELD,				/* the run is paused: due again on resume */
+	WF_TIMER_STALE
+} WfTimerOutcome;
+
+/* a live attempt whose deadline passed, as the engine worker found it */
+typedef struct WfTaskDeadline
+{
+	int64		task_id;
+	const char *step;
+	int32		visit;
+	int32		attempt;
+	int64		fence;
+	const char *worker;
+	Jsonb	   *input;
+	bool		leased;			/* false: still ready (never claimed) */
+	const char *timeout;		/* the timeout that passed, or NULL */
+	bool		lease_expired;	/* its lease ended (and no timeout passed) */
+	int32		expirations;	/* its lease expirations so far */
+} WfTaskDeadline;
+
+/* building a transition */
+extern void WfTransitionInit(WfTransition *tr, WfRunState *run,
+							 const WfDefinition *def, TimestampTz now);
+extern void WfAppendEvent(WfTransition *tr, WfEventType type,
+						  const char *step, int32 attempt, Jsonb *payload);
+extern int32 WfNextVisit(WfRunState *run, const char *step);
+extern int64 WfSetTimer(WfTransition *tr, WfTimerKind kind, const char *step,
+						int32 generation, TimestampTz fire_at, Jsonb *payload);
+extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
+						   TimestampTz available_at, Jsonb *input);
+extern void WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit,
+						   int32 attempt, TimestampTz available_at, Jsonb *input);
+extern void WfEnterStep(WfTransition *tr, int step_index);
+extern void WfAdvance(WfTransition *tr, int from_step);
+extern void WfAdvanceTo(WfTransition *tr, int from_step, int next);
+extern void WfWithdrawCurrentTask(WfTransition *tr, const char *reason);
+extern void WfFailRun(WfTransition *tr, const char *step, const char *reason,
+					  Jsonb *error);
+extern void WfTerminateRun(WfTransition *tr, const char *reason);
+extern int64 WfRetryDelay(const WfRetryPolicy *rp, int32 attempt);
+
+/* what happens to a run: results, timers, deadlines, commands */
+extern void WfTaskCompleted(WfTransition *tr, const WfStepDef *sd, const WfTaskResult *res);
+extern void WfApplyResult(WfTransition *tr, int step_index, const WfTaskResult *res);
+extern void WfApplyHeldResult(WfTransition *tr, int step_index, const char *task_status);
+extern WfTimerOutcome WfApplyTimer(WfTransition *tr, int64 timer_id, WfTimerKind kind,
+								   const char *step, int32 generation,
+								   Jsonb *payload, TimestampTz due_at);
+extern void WfApplyDeadline(WfTransition *tr, WfTaskDeadline *dl);
+extern void WfLeaveStep(WfTransition *tr, int step_index, const char *reason);
+extern void WfResumeStep(WfTransition *tr, int step_index);
+extern void WfRescheduleWithdrawn(WfTransition *tr, int step_index, bool same_input);
+
+#endif							/* WF_TRANSITION_H */
