@@ -124,6 +124,8 @@ typedef struct WfPolicy
 /* lock tag field 4 of the quota locks: apart from the advisory locks of SQL */
 #define WF_QUOTA_LOCK 0x5746
 
+static void WfQuotaReset(void);
+
 static WfPolicy policy;
 
 /* forward declarations */
@@ -134,7 +136,7 @@ static bool take_start_token(const char *tenant, double rate, int32 burst, doubl
 /*
  * WfQuotaReset forgets the cached policy (a new install).
  */
-void
+static void
 WfQuotaReset(void)
 {
 	policy.read_at = 0;
@@ -561,4 +563,14 @@ wfengine_policy_changed(PG_FUNCTION_ARGS)
 {
 	WfQuotaReset();
 	PG_RETURN_VOID();
+}
+
+/*
+ * WfQuotaInit asks the plan cache to forget the cached policies with its plans (a new
+ * install of the extension).  Called from _PG_init.
+ */
+void
+WfQuotaInit(void)
+{
+	WfRegisterResetCallback(WfQuotaReset);
 }

@@ -28,7 +28,7 @@ extern int32 WfClaimRoom(const char *tenant, const char *queue, int32 want, bool
 extern bool WfTakeTimerRefusal(void);
 extern void WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 						const char *step, int32 generation, TimestampTz now);
-extern void WfQuotaReset(void);
+extern void WfQuotaInit(void);
 extern bool WfEventsAtLimit(const WfRunState *run);
 extern void WfCheckEventQuota(WfRunState *run, const char *hint);
 extern bool WfSuppressAuditEvent(WfTransition *tr, WfEventType type);

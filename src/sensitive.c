@@ -102,6 +102,8 @@ typedef struct DataKey
 } DataKey;
 
 #define WF_DATA_KEY_CACHE 16
+static void WfSensitiveReset(void);
+
 static DataKey key_cache[WF_DATA_KEY_CACHE];
 static int	key_cache_n = 0;
 static char *cached_master_keys = NULL;	/* wfengine.master_keys the cache is for */
@@ -123,7 +125,7 @@ static bool may_hold_reserved(Jsonb *value);
 /*
  * WfSensitiveReset forgets the cached data keys (wiping them).
  */
-void
+static void
 WfSensitiveReset(void)
 {
 	sodium_memzero(key_cache, sizeof(key_cache));
@@ -1160,4 +1162,14 @@ wfengine_destroy_tenant_keys(PG_FUNCTION_ARGS)
 	WfSensitiveReset();
 	WfApiEnd();
 	PG_RETURN_INT32((int32) n);
+}
+
+/*
+ * WfSensitiveInit asks the plan cache to forget the cached data keys with its plans (a new
+ * install of the extension).  Called from _PG_init.
+ */
+void
+WfSensitiveInit(void)
+{
+	WfRegisterResetCallback(WfSensitiveReset);
 }

@@ -24,7 +24,7 @@ extern bytea *WfInputDigest(const char *tenant, const pg_uuid_t *run_id, Jsonb *
 extern void WfRefuseSealedLookalikes(Jsonb *value, const char *what, const char *owner);
 extern void WfRefuseSealedLookalikeText(const char *value, const char *what,
 										const char *owner);
-extern void WfSensitiveReset(void);
+extern void WfSensitiveInit(void);
 extern uint8 *WfParseEnvelope(const char *text, int len, int32 *key_id, size_t *boxlen);
 extern char *WfOpenBox(const uint8 *box, size_t boxlen, const uint8 *key,
 					   const char *ad, int adlen);

@@ -42,8 +42,6 @@
 #include "utils/memutils.h"
 
 #include "crypto.h"
-#include "quota.h"
-#include "sensitive.h"
 #include "spi_util.h"
 #include "wfengine.h"
 
@@ -806,8 +804,6 @@ reset_caches(void)
 	if (channel_key != NULL)
 		pfree(channel_key);
 	channel_key = NULL;
-	WfQuotaReset();
-	WfSensitiveReset();
 	for (i = 0; i < n_reset_callbacks; i++)
 		reset_callbacks[i] ();
 }

@@ -36,6 +36,8 @@
 #include "definition.h"
 #include "guc.h"
 #include "notify.h"
+#include "quota.h"
+#include "sensitive.h"
 #include "shmem.h"
 #include "step_approval.h"
 #include "step_children.h"
@@ -96,6 +98,8 @@ _PG_init(void)
 		WfRegisterStepKind(step_kind_table[i].type, step_kind_table[i].ops);
 	WfRegisterUndo(&WfCompensationUndo);
 	WfCryptoInit();
+	WfQuotaInit();
+	WfSensitiveInit();
 	WfDefinitionInit();
 	WfNotifyInit();
 	WfTenantInit();
