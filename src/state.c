@@ -436,21 +436,45 @@ context_set_step(Jsonb *context, const char *step, Jsonb *value)
  */
 
 /*
- * WfApplyEvent applies one event to a run snapshot.  It is the only code
- * that changes a WfRunState, for live transitions and replay alike.  It
- * returns NULL, or a description of why the event cannot follow the
- * current state (which only a tampered or corrupt history can cause).
+ * record_step_output records the output of a visit of ev's step that has
+ * ended (the payload's output and visit, and the attempt that produced
+ * it; skipped: by wf.skip_step) in $.steps of the context; the run is at
+ * no step until it enters the next.
  */
-const char *
-WfApplyEvent(WfRunState *run, const WfEvent *ev)
+static void
+record_step_output(WfRunState *run, const WfEvent *ev, int32 attempt, bool skipped)
+{
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	WfJbJsonb(&b, "output", WfJsonbGetJsonb(ev->payload, "output"));
+	WfJbInt(&b, "attempt", attempt);
+	WfJbInt(&b, "visit", WfJsonbGetInt(ev->payload, "visit", 1));
+	if (skipped)
+		WfJbBool(&b, "skipped", true);
+	run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
+	run->current_step = NULL;
+}
+
+/*
+ * enter_visit makes ev's step the run's current one, in a visit that
+ * begins at ev (its step_generation) with no attempt yet.
+ */
+static void
+enter_visit(WfRunState *run, const WfEvent *ev)
+{
+	run->current_step = pstrdup(ev->step);
+	run->current_attempt = 0;
+	run->step_generation = ev->seq;
+}
+
+/*
+ * apply_run_event applies the events of the run as a whole: start, end, pause, resume, migration, hold, context, signals kept.
+ */
+static const char *
+apply_run_event(WfRunState *run, const WfEvent *ev)
 {
 	Jsonb	   *p = ev->payload;
-
-	if (ev->seq != run->seq + 1)
-		return psprintf("event %d follows event %d", ev->seq, run->seq);
-	if (run->status == WF_RUN_NONE && ev->type != WF_EV_RUN_STARTED)
-		return psprintf("the first event is \"%s\", not \"run_started\"",
-						WfEventTypeName(ev->type));
 
 	switch (ev->type)
 	{
@@ -476,184 +500,6 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				run->definition_id = WfJsonbGetInt(p, "definition_id", 0);
 				run->status = WF_RUN_RUNNING;
 				run->output = NULL;
-				break;
-			}
-
-		case WF_EV_TASK_SCHEDULED:
-			if (!(run->status == WF_RUN_RUNNING ||
-				  (WF_RUN_UNDOING(run->status) && WfIsCompensation(ev->step))) ||
-				ev->step == NULL || ev->attempt <= 0 || run->current_task != 0)
-				return "\"task_scheduled\" while the run is not running or has a live task";
-			run->current_step = pstrdup(ev->step);
-			run->current_attempt = ev->attempt;
-			run->current_task = WfJsonbGetInt(p, "task_id", 0);
-			if (ev->attempt == 1)
-				run->step_generation = ev->seq;
-			run->wait_generation = 0;
-			break;
-
-		case WF_EV_SLEEP_STARTED:
-			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
-				return "\"sleep_started\" while the run is not running or has a live task";
-			run->current_step = pstrdup(ev->step);
-			run->current_attempt = 0;
-			run->step_generation = ev->seq;
-			break;
-
-		case WF_EV_CHOICE_MADE:
-			{
-				WfJsonBuilder b;
-
-				if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
-					return "\"choice_made\" while the run is not running or has a live task";
-				WfJbBegin(&b);
-				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
-				WfJbInt(&b, "attempt", 1);
-				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
-				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
-				run->current_step = NULL;
-				run->step_generation = ev->seq;
-				break;
-			}
-
-		case WF_EV_SLEEP_FINISHED:
-			{
-				WfJsonBuilder b;
-
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
-					return "\"sleep_finished\" for a step that is not the current one";
-				WfJbBegin(&b);
-				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
-				WfJbInt(&b, "attempt", 1);
-				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
-				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
-				run->current_step = NULL;
-				run->wait_generation = 0;
-				break;
-			}
-
-		case WF_EV_TIMER_SET:
-			{
-				char	   *kind = WfJsonbGetText(p, "kind");
-
-				if ((run->status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run->status)) ||
-					kind == NULL)
-					return "\"timer_set\" while the run is not running";
-				/* a retry backoff or a sleep is what the run now waits for */
-				if (strcmp(kind, "retry") == 0 || strcmp(kind, "sleep") == 0)
-				{
-					if (run->current_task != 0)
-						return "\"timer_set\" for a wait while a task is live";
-					run->wait_generation = ev->seq;
-				}
-				break;
-			}
-
-		case WF_EV_TIMER_FIRED:
-			{
-				char	   *outcome = WfJsonbGetText(p, "outcome");
-				char	   *kind = WfJsonbGetText(p, "kind");
-
-				if (outcome != NULL && strcmp(outcome, "applied") == 0 &&
-					kind != NULL &&
-					(strcmp(kind, "retry") == 0 || strcmp(kind, "sleep") == 0))
-				{
-					if (WfJsonbGetInt(p, "generation", -1) != run->wait_generation)
-						return "\"timer_fired\" applied a timer of another generation";
-					run->wait_generation = 0;
-				}
-				break;
-			}
-
-		case WF_EV_LEASE_EXPIRED:
-			/* the attempt goes back to its queue: task row state only */
-			if (run->current_task == 0 ||
-				WfJsonbGetInt(p, "task_id", 0) != run->current_task)
-				return "\"lease_expired\" for a task that is not the current one";
-			break;
-
-		case WF_EV_TASK_CANCELLED:
-			if (run->current_task == 0 ||
-				WfJsonbGetInt(p, "task_id", 0) != run->current_task)
-				return "\"task_cancelled\" for a task that is not the current one";
-			run->current_attempt = 0;
-			run->current_task = 0;
-			break;
-
-		case WF_EV_APPROVAL_REQUESTED:
-			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
-				return "\"approval_requested\" while the run is not running or has a live task";
-			run->current_step = pstrdup(ev->step);
-			run->current_attempt = 0;
-			run->step_generation = ev->seq;
-			break;
-
-		case WF_EV_APPROVAL_NOTIFIED:
-			/* the notification task is done; the step waits for decisions */
-			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-				ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
-				ev->attempt != run->current_attempt || run->current_task == 0)
-				return "\"approval_notified\" for a step or attempt that is not the current one";
-			run->current_attempt = 0;
-			run->current_task = 0;
-			break;
-
-		case WF_EV_APPROVAL_TOKENS_ISSUED:
-		case WF_EV_APPROVAL_DECIDED:
-		case WF_EV_APPROVAL_TOKENS_REVOKED:
-		case WF_EV_APPROVERS_CHANGED:
-			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-				ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
-				return "an approval event for a step that is not the current one";
-			break;
-
-		case WF_EV_DECISION_REFUSED:
-			/* recorded, never applied */
-			break;
-
-		case WF_EV_APPROVAL_COMPLETED:
-			{
-				WfJsonBuilder b;
-
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
-					run->current_task != 0)
-					return "\"approval_completed\" for a step that is not the current one";
-				WfJbBegin(&b);
-				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
-				WfJbInt(&b, "attempt", 1);
-				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
-				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
-				run->current_step = NULL;
-				break;
-			}
-
-		case WF_EV_WAIT_STARTED:
-			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
-				return "\"wait_started\" while the run is not running or has a live task";
-			run->current_step = pstrdup(ev->step);
-			run->current_attempt = 0;
-			run->step_generation = ev->seq;
-			break;
-
-		case WF_EV_EVENT_RECEIVED:
-		case WF_EV_WAIT_TIMED_OUT:
-		case WF_EV_CHILDREN_JOINED:
-			{
-				/* a waiting step ends with the output in the payload */
-				WfJsonBuilder b;
-
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
-					return psprintf("\"%s\" for a step that is not the current one",
-									WfEventTypeName(ev->type));
-				WfJbBegin(&b);
-				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
-				WfJbInt(&b, "attempt", 1);
-				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
-				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
-				run->current_step = NULL;
 				break;
 			}
 
@@ -701,6 +547,87 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			run->status = WF_RUN_RUNNING;
 			break;
 
+		case WF_EV_RUN_MIGRATED:
+			{
+				int64		target = WfJsonbGetInt(p, "definition_id", 0);
+				JsonbValue *resched = WfJsonbGet(p, "reschedule");
+
+				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+					target <= 0 || run->current_task != 0)
+					return "\"run_migrated\" while the run is not live or has a live task";
+				run->definition_id = target;
+				/* a retry backoff of the old version is cut short */
+				if (resched != NULL && resched->type == jbvBool && resched->val.boolean)
+					run->wait_generation = 0;
+				break;
+			}
+
+		case WF_EV_RUN_COMPLETED:
+			if (run->status != WF_RUN_RUNNING || run->current_task != 0)
+				return "\"run_completed\" while a task is live";
+			run->status = WF_RUN_COMPLETED;
+			run->wait_generation = 0;
+			run->output = WfJsonbGetJsonb(p, "output");
+			run->current_step = NULL;
+			run->finished = true;
+			run->finished_at = ev->created_at;
+			break;
+
+		case WF_EV_RUN_FAILED:
+			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
+				run->current_task != 0)
+				return "\"run_failed\" while a task is live";
+			run->status = WF_RUN_FAILED;
+			run->wait_generation = 0;
+			run->current_step = WfJsonbGetText(p, "step");
+			run->finished = true;
+			run->finished_at = ev->created_at;
+			break;
+
+		default:
+			elog(ERROR, "event type %d is not one of apply_run_event's", (int) ev->type);
+	}
+	return NULL;
+}
+
+/*
+ * apply_task_event applies the events of task attempts: scheduled, finished, withdrawn, retried, skipped; reports that are only recorded.
+ */
+static const char *
+apply_task_event(WfRunState *run, const WfEvent *ev)
+{
+	Jsonb	   *p = ev->payload;
+
+	switch (ev->type)
+	{
+		case WF_EV_TASK_SCHEDULED:
+			if (!(run->status == WF_RUN_RUNNING ||
+				  (WF_RUN_UNDOING(run->status) && WfIsCompensation(ev->step))) ||
+				ev->step == NULL || ev->attempt <= 0 || run->current_task != 0)
+				return "\"task_scheduled\" while the run is not running or has a live task";
+			run->current_step = pstrdup(ev->step);
+			run->current_attempt = ev->attempt;
+			run->current_task = WfJsonbGetInt(p, "task_id", 0);
+			if (ev->attempt == 1)
+				run->step_generation = ev->seq;
+			run->wait_generation = 0;
+			break;
+
+		case WF_EV_LEASE_EXPIRED:
+			/* the attempt goes back to its queue: task row state only */
+			if (run->current_task == 0 ||
+				WfJsonbGetInt(p, "task_id", 0) != run->current_task)
+				return "\"lease_expired\" for a task that is not the current one";
+			break;
+
+		case WF_EV_TASK_CANCELLED:
+			if (run->current_task == 0 ||
+				WfJsonbGetInt(p, "task_id", 0) != run->current_task)
+				return "\"task_cancelled\" for a task that is not the current one";
+			run->current_attempt = 0;
+			run->current_task = 0;
+			break;
+
 		case WF_EV_RESULT_HELD:
 			/* the task row holds the result; run_resumed applies it */
 			if (run->status != WF_RUN_PAUSED || run->current_task == 0 ||
@@ -714,9 +641,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				ev->step == NULL || run->current_task != 0)
 				return "\"step_retried\" while the run has not failed";
 			run->status = (run->status == WF_RUN_FAILED) ? WF_RUN_RUNNING : WfUndoingStatus(run);
-			run->current_step = pstrdup(ev->step);
-			run->current_attempt = 0;
-			run->step_generation = ev->seq;
+			enter_visit(run, ev);
 			run->wait_generation = 0;
 			run->finished = false;
 			run->finished_at = 0;
@@ -724,8 +649,6 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_STEP_SKIPPED:
 			{
-				WfJsonBuilder b;
-
 				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_FAILED &&
 					 run->status != WF_RUN_COMPENSATION_FAILED) ||
 					run->current_task != 0 || ev->step == NULL ||
@@ -746,12 +669,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 					run->finished_at = 0;
 					break;
 				}
-				WfJbBegin(&b);
-				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
-				WfJbInt(&b, "attempt", 0);
-				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
-				WfJbBool(&b, "skipped", true);
-				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
+				record_step_output(run, ev, 0, true);
 				run->status = WF_RUN_RUNNING;
 				run->current_step = NULL;
 				run->current_attempt = 0;
@@ -764,8 +682,6 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_TASK_COMPLETED:
 			{
-				WfJsonBuilder b;
-
 				if ((run->status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run->status)) ||
 					run->current_step == NULL ||
 					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
@@ -782,12 +698,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 					run->current_task = 0;
 					break;
 				}
-				WfJbBegin(&b);
-				WfJbJsonb(&b, "output", WfJsonbGetJsonb(p, "output"));
-				WfJbInt(&b, "attempt", ev->attempt);
-				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
-				run->context = context_set_step(run->context, ev->step, WfJbEnd(&b));
-				run->current_step = NULL;
+				record_step_output(run, ev, ev->attempt, false);
 				run->current_attempt = 0;
 				run->current_task = 0;
 				break;
@@ -809,21 +720,182 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			/* recorded, never applied */
 			break;
 
-		case WF_EV_RUN_MIGRATED:
-			{
-				int64		target = WfJsonbGetInt(p, "definition_id", 0);
-				JsonbValue *resched = WfJsonbGet(p, "reschedule");
+		default:
+			elog(ERROR, "event type %d is not one of apply_task_event's", (int) ev->type);
+	}
+	return NULL;
+}
 
-				if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
-					target <= 0 || run->current_task != 0)
-					return "\"run_migrated\" while the run is not live or has a live task";
-				run->definition_id = target;
-				/* a retry backoff of the old version is cut short */
-				if (resched != NULL && resched->type == jbvBool && resched->val.boolean)
-					run->wait_generation = 0;
+/*
+ * apply_timer_event applies the events of timers: what the run waits for (wait_generation).
+ */
+static const char *
+apply_timer_event(WfRunState *run, const WfEvent *ev)
+{
+	Jsonb	   *p = ev->payload;
+
+	switch (ev->type)
+	{
+		case WF_EV_TIMER_SET:
+			{
+				char	   *kind = WfJsonbGetText(p, "kind");
+
+				if ((run->status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run->status)) ||
+					kind == NULL)
+					return "\"timer_set\" while the run is not running";
+				/* a retry backoff or a sleep is what the run now waits for */
+				if (strcmp(kind, "retry") == 0 || strcmp(kind, "sleep") == 0)
+				{
+					if (run->current_task != 0)
+						return "\"timer_set\" for a wait while a task is live";
+					run->wait_generation = ev->seq;
+				}
 				break;
 			}
 
+		case WF_EV_TIMER_FIRED:
+			{
+				char	   *outcome = WfJsonbGetText(p, "outcome");
+				char	   *kind = WfJsonbGetText(p, "kind");
+
+				if (outcome != NULL && strcmp(outcome, "applied") == 0 &&
+					kind != NULL &&
+					(strcmp(kind, "retry") == 0 || strcmp(kind, "sleep") == 0))
+				{
+					if (WfJsonbGetInt(p, "generation", -1) != run->wait_generation)
+						return "\"timer_fired\" applied a timer of another generation";
+					run->wait_generation = 0;
+				}
+				break;
+			}
+
+		default:
+			elog(ERROR, "event type %d is not one of apply_timer_event's", (int) ev->type);
+	}
+	return NULL;
+}
+
+/*
+ * apply_wait_event applies the events of steps that run no task: sleeps, choices, waits for events; a wait ends with its output.
+ */
+static const char *
+apply_wait_event(WfRunState *run, const WfEvent *ev)
+{
+	switch (ev->type)
+	{
+		case WF_EV_SLEEP_STARTED:
+			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
+				return "\"sleep_started\" while the run is not running or has a live task";
+			enter_visit(run, ev);
+			break;
+
+		case WF_EV_CHOICE_MADE:
+			{
+				if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
+					return "\"choice_made\" while the run is not running or has a live task";
+				record_step_output(run, ev, 1, false);
+				run->step_generation = ev->seq;
+				break;
+			}
+
+		case WF_EV_SLEEP_FINISHED:
+			{
+				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
+					return "\"sleep_finished\" for a step that is not the current one";
+				record_step_output(run, ev, 1, false);
+				run->wait_generation = 0;
+				break;
+			}
+
+		case WF_EV_WAIT_STARTED:
+			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
+				return "\"wait_started\" while the run is not running or has a live task";
+			enter_visit(run, ev);
+			break;
+
+		case WF_EV_EVENT_RECEIVED:
+		case WF_EV_WAIT_TIMED_OUT:
+		case WF_EV_CHILDREN_JOINED:
+			{
+				/* a waiting step ends with the output in the payload */
+				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
+					return psprintf("\"%s\" for a step that is not the current one",
+									WfEventTypeName(ev->type));
+				record_step_output(run, ev, 1, false);
+				break;
+			}
+
+		default:
+			elog(ERROR, "event type %d is not one of apply_wait_event's", (int) ev->type);
+	}
+	return NULL;
+}
+
+/*
+ * apply_approval_event applies the events of approval steps.
+ */
+static const char *
+apply_approval_event(WfRunState *run, const WfEvent *ev)
+{
+	switch (ev->type)
+	{
+		case WF_EV_APPROVAL_REQUESTED:
+			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
+				return "\"approval_requested\" while the run is not running or has a live task";
+			enter_visit(run, ev);
+			break;
+
+		case WF_EV_APPROVAL_NOTIFIED:
+			/* the notification task is done; the step waits for decisions */
+			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+				ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
+				ev->attempt != run->current_attempt || run->current_task == 0)
+				return "\"approval_notified\" for a step or attempt that is not the current one";
+			run->current_attempt = 0;
+			run->current_task = 0;
+			break;
+
+		case WF_EV_APPROVAL_TOKENS_ISSUED:
+		case WF_EV_APPROVAL_DECIDED:
+		case WF_EV_APPROVAL_TOKENS_REVOKED:
+		case WF_EV_APPROVERS_CHANGED:
+			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+				ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
+				return "an approval event for a step that is not the current one";
+			break;
+
+		case WF_EV_DECISION_REFUSED:
+			/* recorded, never applied */
+			break;
+
+		case WF_EV_APPROVAL_COMPLETED:
+			{
+				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
+					run->current_task != 0)
+					return "\"approval_completed\" for a step that is not the current one";
+				record_step_output(run, ev, 1, false);
+				break;
+			}
+
+		default:
+			elog(ERROR, "event type %d is not one of apply_approval_event's", (int) ev->type);
+	}
+	return NULL;
+}
+
+/*
+ * apply_children_event applies the events of child runs.
+ */
+static const char *
+apply_children_event(WfRunState *run, const WfEvent *ev)
+{
+	Jsonb	   *p = ev->payload;
+
+	switch (ev->type)
+	{
 		case WF_EV_CHILDREN_STARTED:
 			{
 				WfJsonBuilder b;
@@ -844,9 +916,7 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				WfJbJsonb(&b, "outputs", null_array(n));
 				run->context = context_set_path(run->context, "children", ev->step, NULL, -1,
 												WfJbEnd(&b));
-				run->current_step = pstrdup(ev->step);
-				run->current_attempt = 0;
-				run->step_generation = ev->seq;
+				enter_visit(run, ev);
 				break;
 			}
 
@@ -880,6 +950,22 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 				break;
 			}
 
+		default:
+			elog(ERROR, "event type %d is not one of apply_children_event's", (int) ev->type);
+	}
+	return NULL;
+}
+
+/*
+ * apply_undo_event applies the events of the undoing of a run: cancellation, compensation, their ends.
+ */
+static const char *
+apply_undo_event(WfRunState *run, const WfEvent *ev)
+{
+	Jsonb	   *p = ev->payload;
+
+	switch (ev->type)
+	{
 		case WF_EV_CANCEL_REQUESTED:
 			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED &&
 				 run->status != WF_RUN_FAILED) ||
@@ -968,31 +1054,86 @@ WfApplyEvent(WfRunState *run, const WfEvent *ev)
 			run->finished_at = ev->created_at;
 			break;
 
-		case WF_EV_RUN_COMPLETED:
-			if (run->status != WF_RUN_RUNNING || run->current_task != 0)
-				return "\"run_completed\" while a task is live";
-			run->status = WF_RUN_COMPLETED;
-			run->wait_generation = 0;
-			run->output = WfJsonbGetJsonb(p, "output");
-			run->current_step = NULL;
-			run->finished = true;
-			run->finished_at = ev->created_at;
-			break;
-
-		case WF_EV_RUN_FAILED:
-			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
-				run->current_task != 0)
-				return "\"run_failed\" while a task is live";
-			run->status = WF_RUN_FAILED;
-			run->wait_generation = 0;
-			run->current_step = WfJsonbGetText(p, "step");
-			run->finished = true;
-			run->finished_at = ev->created_at;
-			break;
-
 		default:
-			return psprintf("unknown event type %d", (int) ev->type);
+			elog(ERROR, "event type %d is not one of apply_undo_event's", (int) ev->type);
 	}
+	return NULL;
+}
+
+/* the reducer's handler of each event type, by family */
+typedef const char *(*WfEventHandler) (WfRunState *run, const WfEvent *ev);
+
+static const WfEventHandler event_handlers[WF_EV_LAST + 1] = {
+	[WF_EV_RUN_STARTED] = apply_run_event,
+	[WF_EV_TASK_SCHEDULED] = apply_task_event,
+	[WF_EV_TASK_COMPLETED] = apply_task_event,
+	[WF_EV_TASK_FAILED] = apply_task_event,
+	[WF_EV_RESULT_DUPLICATE] = apply_task_event,
+	[WF_EV_RESULT_STALE] = apply_task_event,
+	[WF_EV_RUN_COMPLETED] = apply_run_event,
+	[WF_EV_RUN_FAILED] = apply_run_event,
+	[WF_EV_TIMER_SET] = apply_timer_event,
+	[WF_EV_TIMER_FIRED] = apply_timer_event,
+	[WF_EV_SLEEP_STARTED] = apply_wait_event,
+	[WF_EV_SLEEP_FINISHED] = apply_wait_event,
+	[WF_EV_LEASE_EXPIRED] = apply_task_event,
+	[WF_EV_TASK_CANCELLED] = apply_task_event,
+	[WF_EV_RUN_PAUSED] = apply_run_event,
+	[WF_EV_APPROVAL_REQUESTED] = apply_approval_event,
+	[WF_EV_APPROVAL_NOTIFIED] = apply_approval_event,
+	[WF_EV_APPROVAL_TOKENS_ISSUED] = apply_approval_event,
+	[WF_EV_APPROVAL_DECIDED] = apply_approval_event,
+	[WF_EV_DECISION_REFUSED] = apply_approval_event,
+	[WF_EV_APPROVAL_COMPLETED] = apply_approval_event,
+	[WF_EV_APPROVAL_TOKENS_REVOKED] = apply_approval_event,
+	[WF_EV_APPROVERS_CHANGED] = apply_approval_event,
+	[WF_EV_CHOICE_MADE] = apply_wait_event,
+	[WF_EV_RUN_TERMINATED] = apply_run_event,
+	[WF_EV_CONTEXT_UPDATED] = apply_run_event,
+	[WF_EV_WAIT_STARTED] = apply_wait_event,
+	[WF_EV_SIGNAL_RECEIVED] = apply_run_event,
+	[WF_EV_EVENT_RECEIVED] = apply_wait_event,
+	[WF_EV_RUN_RESUMED] = apply_run_event,
+	[WF_EV_RESULT_HELD] = apply_task_event,
+	[WF_EV_STEP_RETRIED] = apply_task_event,
+	[WF_EV_STEP_SKIPPED] = apply_task_event,
+	[WF_EV_CANCEL_REQUESTED] = apply_undo_event,
+	[WF_EV_COMPENSATION_STARTED] = apply_undo_event,
+	[WF_EV_RUN_CANCELLED] = apply_undo_event,
+	[WF_EV_COMPENSATION_FAILED] = apply_undo_event,
+	[WF_EV_WAIT_TIMED_OUT] = apply_wait_event,
+	[WF_EV_RUN_MIGRATED] = apply_run_event,
+	[WF_EV_CHILDREN_STARTED] = apply_children_event,
+	[WF_EV_CHILD_FINISHED] = apply_children_event,
+	[WF_EV_CHILDREN_JOINED] = apply_wait_event,
+	[WF_EV_LEGAL_HOLD_SET] = apply_run_event,
+	[WF_EV_COMPENSATION_REQUESTED] = apply_undo_event,
+	[WF_EV_RUN_COMPENSATED] = apply_undo_event,
+};
+
+/*
+ * WfApplyEvent applies one event to a run snapshot.  It is the only code
+ * that changes a WfRunState, for live transitions and replay alike.  It
+ * returns NULL, or a description of why the event cannot follow the
+ * current state (which only a tampered or corrupt history can cause).
+ * Each event type has its handler in event_handlers, one per family.
+ */
+const char *
+WfApplyEvent(WfRunState *run, const WfEvent *ev)
+{
+	const char *problem;
+
+	if (ev->seq != run->seq + 1)
+		return psprintf("event %d follows event %d", ev->seq, run->seq);
+	if (run->status == WF_RUN_NONE && ev->type != WF_EV_RUN_STARTED)
+		return psprintf("the first event is \"%s\", not \"run_started\"",
+						WfEventTypeName(ev->type));
+	if ((int) ev->type <= 0 || (int) ev->type > WF_EV_LAST ||
+		event_handlers[ev->type] == NULL)
+		return psprintf("unknown event type %d", (int) ev->type);
+	problem = event_handlers[ev->type] (run, ev);
+	if (problem != NULL)
+		return problem;
 
 	run->seq = ev->seq;
 	memcpy(run->last_hash, ev->hash, WF_HASH_LEN);
