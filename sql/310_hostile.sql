@@ -684,7 +684,6 @@ SELECT wf.unschedule('h_sched');
 SELECT wf.tick();
 SELECT wf.purge_runs(1);
 SELECT wf.set_tenant_policy('hostile', '{"max_live_runs": 1}');
-SELECT wf._stop_children(:'victim_par_run', 'x', true);
 SELECT wf._migration_problem(:'victim_run', 1);
 SELECT wf.create_tenant('hostile2');
 SELECT wf.rotate_tenant_key('victim');

@@ -725,38 +725,6 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION wf.migrate_run(uuid, integer, text) IS
 'Moves a running or paused run to another version of its definition when its position exists there and the context fits; the attempt of the old version is withdrawn (its result is stale) and scheduled anew; returns the step the run is at.';
 
--- Stops the live child runs of a run (its transition has been written):
--- cancels them (each undoes its own work) or terminates them.  A child
--- that ends meanwhile is left alone.
-CREATE FUNCTION wf._stop_children(parent uuid, reason text, terminate boolean)
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    child uuid;
-BEGIN
-    FOR child IN
-        SELECT c.run_id FROM wf.runs c
-        WHERE c.parent_run_id OPERATOR(pg_catalog.=) parent
-          AND c.status IN ('running', 'paused')
-        ORDER BY c.run_id
-    LOOP
-        BEGIN
-            IF terminate THEN
-                PERFORM wf.terminate_run(child, reason);
-            ELSE
-                PERFORM wf.cancel_run(child, reason);
-            END IF;
-        EXCEPTION WHEN object_not_in_prerequisite_state THEN
-            NULL;
-        END;
-    END LOOP;
-END
-$$;
-COMMENT ON FUNCTION wf._stop_children(uuid, text, boolean) IS
-'Internal: cancels or terminates the live child runs of a run.';
-
 CREATE FUNCTION wf.pause_run(run uuid, reason text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'wfengine_pause_run'
@@ -1746,7 +1714,6 @@ REVOKE ALL ON FUNCTION wf.cancel_runs(text, jsonb, integer, uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.retry_runs(text, jsonb, integer, uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.resume_runs(text, jsonb, integer, uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf._batch(text, text, text[], text, jsonb, integer, uuid) FROM PUBLIC;
-REVOKE ALL ON FUNCTION wf._stop_children(uuid, text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.revoke_approval_tokens(uuid, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.reissue_approval_tokens(uuid, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wf.set_approvers(uuid, text, text[], text) FROM PUBLIC;

@@ -553,8 +553,10 @@ static const WfPlanSpec plan_specs[WF_PLAN_COUNT] = {
 		2, {UUIDOID, UUIDOID}
 	},
 	[WF_PLAN_STOP_CHILDREN] = {
-		"SELECT wf._stop_children($1, $2, $3)",
-		3, {UUIDOID, TEXTOID, BOOLOID}
+		"SELECT c.run_id FROM wf.runs c WHERE c.parent_run_id OPERATOR(pg_catalog.=) $1"
+		" AND c.status OPERATOR(pg_catalog.=) ANY ('{running,paused}'::pg_catalog.text[])"
+		" ORDER BY c.run_id",
+		1, {UUIDOID}
 	},
 	[WF_PLAN_CHANNEL_KEY] = {
 		"SELECT s.value FROM wf.secrets s WHERE s.name OPERATOR(pg_catalog.=) 'channel_key'",
@@ -914,14 +916,15 @@ WfFenceBase(void)
 }
 
 /*
- * WfTryInSubxact runs fn(arg) inside an internal subtransaction.  On an
- * error the subtransaction is rolled back, the message is returned in
- * *failure (when failure is not NULL) and false is returned; the caller's
- * transaction goes on.  Resource owner and memory context are restored
- * either way.
+ * try_in_subxact runs fn(arg) inside an internal subtransaction.  On an
+ * error the subtransaction is rolled back; an error whose SQLSTATE is
+ * not catch_code (0: any) is thrown again, any other is swallowed: its
+ * message is returned in *failure (when failure is not NULL) and false is
+ * returned, and the caller's transaction goes on.  Resource owner and
+ * memory context are restored either way.
  */
-bool
-WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure)
+static bool
+try_in_subxact(void (*fn) (void *arg), void *arg, char **failure, int catch_code)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -946,12 +949,35 @@ WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
+		if (catch_code != 0 && edata->sqlerrcode != catch_code)
+			ReThrowError(edata);
 		if (failure != NULL)
 			*failure = edata->message;
 		ok = false;
 	}
 	PG_END_TRY();
 	return ok;
+}
+
+/*
+ * WfTryInSubxact runs fn(arg) in a subtransaction of its own: false (and
+ * the message in *failure) when it failed, which changed nothing.
+ */
+bool
+WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure)
+{
+	return try_in_subxact(fn, arg, failure, 0);
+}
+
+/*
+ * WfTryInSubxactCatching runs fn(arg) in a subtransaction of its own, and
+ * returns false when it failed with the error sqlerrcode, which changed
+ * nothing; any other error is thrown on.
+ */
+bool
+WfTryInSubxactCatching(void (*fn) (void *arg), void *arg, int sqlerrcode)
+{
+	return try_in_subxact(fn, arg, NULL, sqlerrcode);
 }
 
 /* argument of parse_timestamp */

@@ -47,6 +47,7 @@
 #include "spi_util.h"
 #include "state.h"
 #include "step_children.h"
+#include "step_compensate.h"
 #include "stepkind.h"
 #include "transition.h"
 #include "wfengine.h"
@@ -263,27 +264,86 @@ note_child_end(WfTransition *tr)
 	WfNoteTimer(tr->now);
 }
 
+/* one child run to stop, for stop_child */
+typedef struct StopChild
+{
+	pg_uuid_t  *child;
+	int			how;			/* WF_STOP_CANCEL or WF_STOP_TERMINATE */
+	const char *reason;
+} StopChild;
+
+/*
+ * stop_child cancels (with compensation, WfRequestCancel) or terminates
+ * one child run, as wf.cancel_run or wf.terminate_run would: it locks the
+ * child (its live task first), refuses a child that has ended meanwhile
+ * (object_not_in_prerequisite_state), and writes the child's transition.
+ */
+static void
+stop_child(void *arg)
+{
+	StopChild  *sc = (StopChild *) arg;
+	WfRunState	run;
+	WfTransition tr;
+	bool		stoppable;
+
+	WfLockRun(sc->child, &run);
+	if (sc->how == WF_STOP_TERMINATE)
+		stoppable = run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED ||
+			WF_RUN_UNDOING(run.status) || run.status == WF_RUN_COMPENSATION_FAILED;
+	else
+		stoppable = run.status == WF_RUN_RUNNING || run.status == WF_RUN_PAUSED ||
+			run.status == WF_RUN_FAILED;
+	if (!stoppable)
+		WfRefuseRun(sc->child, WfRunStatusName(run.status),
+					sc->how == WF_STOP_TERMINATE ? "terminate" : "cancel", NULL);
+	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+	if (sc->how == WF_STOP_TERMINATE)
+		WfTerminateRun(&tr, sc->reason);
+	else
+		WfRequestCancel(&tr, sc->reason);
+	WfTransitionWrite(&tr);
+	WfNoteRunChange(run.tenant_id, &run.run_id, WfRunStatusName(run.status));
+}
+
 /*
  * stop_children cancels (or terminates) the live child runs of a run,
  * after its own transition is written: the lock order between runs is
- * parent, then child.
+ * parent, then child.  Each child is stopped in a subtransaction of its
+ * own, in run id order; one that has ended meanwhile is left alone.  The
+ * children are the parent's tenant's, whoever makes the transition.
  */
 static void
 stop_children(WfRunState *run, int how)
 {
-	Datum		values[3];
+	Datum		values[1];
 	const char *volatile old_tenant;
+	pg_uuid_t  *children;
+	uint64		n;
+	uint64		i;
 
 	values[0] = UUIDPGetDatum(&run->run_id);
-	values[1] = CStringGetTextDatum(how == WF_STOP_TERMINATE ?
-									"its parent run was terminated" :
-									"its parent run was cancelled or no longer needs it");
-	values[2] = BoolGetDatum(how == WF_STOP_TERMINATE);
-	/* the children are the parent's tenant's, whoever makes the transition */
+	n = WfExecPlan(WF_PLAN_STOP_CHILDREN, values, NULL, false, 0, SPI_OK_SELECT);
+	if (n == 0)
+		return;
+	children = palloc(sizeof(pg_uuid_t) * n);
+	for (i = 0; i < n; i++)
+		memcpy(&children[i], DatumGetUUIDP(WfGetDatumNotNull(i, 1)), sizeof(pg_uuid_t));
+
 	old_tenant = WfActForTenant(run->tenant_id);
 	PG_TRY();
 	{
-		WfExecPlan(WF_PLAN_STOP_CHILDREN, values, NULL, false, 0, SPI_OK_SELECT);
+		for (i = 0; i < n; i++)
+		{
+			StopChild	sc;
+
+			sc.child = &children[i];
+			sc.how = how;
+			sc.reason = how == WF_STOP_TERMINATE ?
+				"its parent run was terminated" :
+				"its parent run was cancelled or no longer needs it";
+			(void) WfTryInSubxactCatching(stop_child, &sc,
+										  ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
+		}
 	}
 	PG_FINALLY();
 	{
