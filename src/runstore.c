@@ -296,22 +296,17 @@ withdraw_task(WfTransition *tr)
 }
 
 /*
- * WfTransitionWrite writes the transition of an existing run: its events,
- * its new task attempt and the new snapshot in one statement, then its
- * timers (rare, so in statements of their own).
+ * transition_values fills values/nulls[0..WF_TRANSITION_NARGS - 1] with
+ * the parameters WF_PLAN_TRANSITION and WF_PLAN_RUN_INSERT share: the
+ * run, tenant, actor and time, the event arrays, the new task and the new
+ * snapshot.
  */
-void
-WfTransitionWrite(WfTransition *tr)
+static void
+transition_values(WfTransition *tr, Datum *values, char *nulls)
 {
 	WfRunState *run = tr->run;
-	Datum		values[WF_TRANSITION_NARGS];
-	char		nulls[WF_TRANSITION_NARGS];
 
-	if (tr->nevents == 0)
-		return;
-	if (tr->withdraw_task != 0)
-		withdraw_task(tr);
-	memset(nulls, ' ', sizeof(nulls));
+	memset(nulls, ' ', WF_TRANSITION_NARGS);
 	values[0] = UUIDPGetDatum(&run->run_id);
 	values[1] = CStringGetTextDatum(run->tenant_id);
 	values[2] = CStringGetTextDatum(tr->actor);
@@ -321,6 +316,24 @@ WfTransitionWrite(WfTransition *tr)
 	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
 	values[WF_TRANSITION_NARGS - 1] = Int32GetDatum(tr->task.priority);
 	nulls[WF_TRANSITION_NARGS - 1] = tr->has_task ? ' ' : 'n';
+}
+
+/*
+ * WfTransitionWrite writes the transition of an existing run: its events,
+ * its new task attempt and the new snapshot in one statement, then its
+ * timers (rare, so in statements of their own).
+ */
+void
+WfTransitionWrite(WfTransition *tr)
+{
+	Datum		values[WF_TRANSITION_NARGS];
+	char		nulls[WF_TRANSITION_NARGS];
+
+	if (tr->nevents == 0)
+		return;
+	if (tr->withdraw_task != 0)
+		withdraw_task(tr);
+	transition_values(tr, values, nulls);
 
 	if (WfExecPlan(WF_PLAN_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "run snapshot vanished during a wfengine transition");
@@ -355,16 +368,8 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	Datum		values[WF_RUN_INSERT_NARGS];
 	char		nulls[WF_RUN_INSERT_NARGS];
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = UUIDPGetDatum(&run->run_id);
-	values[1] = CStringGetTextDatum(run->tenant_id);
-	values[2] = CStringGetTextDatum(tr->actor);
-	values[3] = TimestampTzGetDatum(tr->now);
-	WfEventArrays(tr, &values[4]);
-	WfTaskValues(tr, &values[10], &nulls[10]);
-	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
-	values[WF_TRANSITION_NARGS - 1] = Int32GetDatum(tr->task.priority);
-	nulls[WF_TRANSITION_NARGS - 1] = tr->has_task ? ' ' : 'n';
+	transition_values(tr, values, nulls);
+	memset(nulls + WF_TRANSITION_NARGS, ' ', WF_RUN_INSERT_NARGS - WF_TRANSITION_NARGS);
 	values[WF_TRANSITION_NARGS] = Int64GetDatum(run->definition_id);
 	values[WF_TRANSITION_NARGS + 1] = CStringGetTextDatum(defname);
 	values[WF_TRANSITION_NARGS + 2] = Int32GetDatum(version);

@@ -454,22 +454,12 @@ approval_leave(WfTransition *tr, int step_index, const char *reason)
 	approval_writes(tr, sd->name, WfNextVisit(tr->run, sd->name))->close = true;
 }
 
-/*
- * approval_resume schedules again the notification task a pause withdrew,
- * with the input it had.
- */
-static void
-approval_resume(WfTransition *tr, int step_index)
-{
-	WfRescheduleWithdrawn(tr, step_index, true);
-}
-
 const WfStepKindOps WfApprovalStepKind = {
 	.name = "approval",
 	.enter = approval_enter,
 	.task_completed = approval_task_completed,
 	.timer_fired = approval_timer_fired,
 	.leave = approval_leave,
-	.resume = approval_resume,
+	.resume = WfRescheduleWithdrawnAsBefore,
 	.write = approval_write,
 };

@@ -33,19 +33,8 @@ task_enter(WfTransition *tr, int step_index)
 	WfScheduleStep(tr, step_index, 1, tr->now, NULL);
 }
 
-/*
- * task_resume schedules again the attempt a pause (or a poison-task pause,
- * or a migration) withdrew; its input is mapped again, so that a
- * wf.update_context() or a wf.migrate_run() while paused takes effect.
- */
-static void
-task_resume(WfTransition *tr, int step_index)
-{
-	WfRescheduleWithdrawn(tr, step_index, false);
-}
-
 const WfStepKindOps WfTaskStepKind = {
 	.name = "task",
 	.enter = task_enter,
-	.resume = task_resume,
+	.resume = WfRescheduleWithdrawn,	/* its input mapped again */
 };

@@ -609,15 +609,15 @@ WfApplyHeldResult(WfTransition *tr, int step_index, const char *task_status)
 }
 
 /*
- * WfRescheduleWithdrawn schedules again the attempt of the step at
+ * reschedule_withdrawn schedules again the attempt of the step at
  * step_index that a pause (or a poison-task pause, or a migration)
  * withdrew, with the next attempt number, when the run has no retry
  * pending.  same_input: the new attempt gets the input the withdrawn one
  * had (an approval's notification), else its input is mapped again (a
  * wf.update_context() or a wf.migrate_run() while paused takes effect).
  */
-void
-WfRescheduleWithdrawn(WfTransition *tr, int step_index, bool same_input)
+static void
+reschedule_withdrawn(WfTransition *tr, int step_index, bool same_input)
 {
 	WfRunState *run = tr->run;
 	const WfStepDef *sd = &tr->def->steps[step_index];
@@ -637,6 +637,26 @@ WfRescheduleWithdrawn(WfTransition *tr, int step_index, bool same_input)
 		WfScheduleStep(tr, step_index, attempt + 1, tr->now,
 					   same_input ? DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4)) : NULL);
 	}
+}
+
+/*
+ * WfRescheduleWithdrawn: the resume of a task step (WfStepKindOps.resume).
+ * The withdrawn attempt is scheduled again with its input mapped again.
+ */
+void
+WfRescheduleWithdrawn(WfTransition *tr, int step_index)
+{
+	reschedule_withdrawn(tr, step_index, false);
+}
+
+/*
+ * WfRescheduleWithdrawnAsBefore: the resume of a step whose task's input
+ * is fixed when the step is entered (an approval's notification).
+ */
+void
+WfRescheduleWithdrawnAsBefore(WfTransition *tr, int step_index)
+{
+	reschedule_withdrawn(tr, step_index, true);
 }
 
 /*

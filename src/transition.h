@@ -151,6 +151,7 @@ extern WfTimerOutcome WfApplyTimer(WfTransition *tr, int64 timer_id, WfTimerKind
 extern void WfApplyDeadline(WfTransition *tr, WfTaskDeadline *dl);
 extern void WfLeaveStep(WfTransition *tr, int step_index, const char *reason);
 extern void WfResumeStep(WfTransition *tr, int step_index);
-extern void WfRescheduleWithdrawn(WfTransition *tr, int step_index, bool same_input);
+extern void WfRescheduleWithdrawn(WfTransition *tr, int step_index);
+extern void WfRescheduleWithdrawnAsBefore(WfTransition *tr, int step_index);
 
 #endif							/* WF_TRANSITION_H */
