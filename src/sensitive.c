@@ -76,6 +76,7 @@
 
 #include "guc.h"
 #include "jsonutil.h"
+#include "notify.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "wfengine.h"

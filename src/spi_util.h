@@ -127,6 +127,5 @@ extern Datum WfGetDatumNotNull(int row, int col);
 extern char *WfGetTextOrNull(int row, int col);
 extern void WfRegisterResetCallback(void (*callback) (void));
 extern bool WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure);
-extern void WfChannelKey(const uint8 **key, size_t *keylen);
 
 #endif							/* WF_SPI_UTIL_H */

@@ -33,11 +33,12 @@
 #include "utils/builtins.h"
 
 #include "crypto.h"
+#include "ddlguard.h"
 #include "definition.h"
 #include "guc.h"
+#include "launcher.h"
 #include "notify.h"
 #include "shmem.h"
-#include "worker.h"
 #include "wfengine.h"
 
 PG_MODULE_MAGIC;
@@ -70,7 +71,8 @@ _PG_init(void)
 	if (wf_preloaded)
 	{
 		WfShmemInit();
-		WfWorkerInit();
+		WfLauncherInit();
+		WfDdlGuardInit();
 	}
 }
 
