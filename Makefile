@@ -54,7 +54,9 @@ OBJS = \
 	src/notify.o \
 	src/schedule.o \
 	src/timer.o \
+	src/launcher.o \
 	src/worker.o \
+	src/ddlguard.o \
 	src/sqlcheck.o \
 	src/events.o
 

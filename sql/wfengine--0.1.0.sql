@@ -1733,7 +1733,7 @@ LANGUAGE C STABLE;
 COMMENT ON FUNCTION wf.preloaded() IS
 'True when wfengine was loaded through shared_preload_libraries (background workers available).';
 
--- background workers (worker.c)
+-- background workers (launcher.c)
 CREATE FUNCTION wf.worker_status()
 RETURNS TABLE (role text,
                database text,

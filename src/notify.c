@@ -30,6 +30,18 @@
  * case is one spurious notification or wake-up, which every receiver must
  * tolerate anyway (a wake-up only means "look again").
  *
+ * Waking the launcher and the engine worker.  Each worker publishes in its
+ * slot's next_due the moment it will wake up by itself.  While it is awake
+ * and about to look at the timers it publishes 0 first, so a committer
+ * that writes a timer must wake the worker when next_due is 0 or later
+ * than the timer's fire_at; WfWakeWorker does exactly that and is what
+ * commit-time code calls after the timer became visible (wake_waiters does
+ * the same for this database's worker without taking the lock).  A second
+ * transaction callback, registered in a backend only once it is needed,
+ * sends the wake-ups that DDL asked for: the launcher after CREATE
+ * EXTENSION (through wf._wake_launcher() in the install script), this
+ * database's worker after DROP EXTENSION wfengine (the DDL guard).
+ *
  * Channels.  PostgreSQL lets any role LISTEN on any channel, so payloads
  * carry ids only, and the channels of a tenant carry a tag that other
  * tenants cannot compute: 12 hex digits of BLAKE2b(tenant) keyed by the
@@ -61,6 +73,7 @@
 #include "nodes/pg_list.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
@@ -95,6 +108,14 @@ static bool pending_timer = false;
 static WfDbWorkerSlot *relay_target = NULL;	/* set at PRE_COMMIT */
 static TimestampTz pending_fire_at = 0;	/* earliest, when pending_timer */
 
+/* backend-local state of the wake-ups that DDL asks for */
+static bool xact_callback_registered = false;
+static bool wake_launcher_at_commit = false;
+static bool wake_worker_at_commit = false;
+
+/* wf.secrets 'channel_key', TopMemoryContext */
+static bytea *channel_key = NULL;
+
 /* forward declarations */
 static void notify_xact_callback(XactEvent event, void *arg);
 static void send_notifications(void);
@@ -105,16 +126,85 @@ static void relay_notifications(WfDbWorkerSlot *slot);
 static bool relay_put(WfShmemState *sh, const char *channel, const char *payload,
 					  bool coalesce);
 static char *run_payload(WfPendingRun *pr, StringInfo buf);
+static void wake_xact_callback(XactEvent event, void *arg);
+static void channel_key_reset(void);
 
 /*
- * WfNotifyInit registers the transaction callback.  It is called from
- * _PG_init whether or not the library is preloaded: NOTIFY works either
- * way; the shared-memory wake-ups are skipped without preload.
+ * WfNotifyInit registers the transaction callback and the reset of the
+ * kept channel key.  It is called from _PG_init whether or not the library
+ * is preloaded: NOTIFY works either way; the shared-memory wake-ups are
+ * skipped without preload.
  */
 void
 WfNotifyInit(void)
 {
 	RegisterXactCallback(notify_xact_callback, NULL);
+	WfRegisterResetCallback(channel_key_reset);
+}
+
+/*
+ * WfChannelKey returns the key of the tenants' LISTEN channel names (kept
+ * in wf.secrets, which only the extension's owner reads; the keyed input
+ * digests of sensitive.c are derived from it too); inside an API call.  It
+ * is read once per backend and install.  A key this transaction had to
+ * make is not kept until it is read again: the transaction may still roll
+ * back, and another backend make a different one.
+ */
+void
+WfChannelKey(const uint8 **key, size_t *keylen)
+{
+	if (channel_key == NULL)
+	{
+		bool		isnull;
+		Datum		d;
+		bool		made = false;
+
+		if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
+		{
+			/* made at first use (a restore brings the old one back) */
+			uint8		fresh[32];
+			bytea	   *b = palloc(VARHDRSZ + sizeof(fresh));
+			Datum		values[1];
+
+			WfRandomBytes(fresh, sizeof(fresh));
+			SET_VARSIZE(b, VARHDRSZ + sizeof(fresh));
+			memcpy(VARDATA(b), fresh, sizeof(fresh));
+			values[0] = PointerGetDatum(b);
+			WfExecPlan(WF_PLAN_CHANNEL_KEY_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+			if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
+				elog(ERROR, "the channel key of wfengine could not be made");
+			made = true;
+		}
+		d = WfGetDatum(0, 1, &isnull);
+		if (isnull)
+			elog(ERROR, "the channel key of wfengine is null");
+		if (made)
+		{
+			bytea	   *fresh = (bytea *) palloc(VARSIZE_ANY(DatumGetPointer(d)));
+
+			memcpy(fresh, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));
+			*key = (const uint8 *) VARDATA_ANY(fresh);
+			*keylen = VARSIZE_ANY_EXHDR(fresh);
+			return;
+		}
+		channel_key = (bytea *) MemoryContextAlloc(TopMemoryContext,
+												   VARSIZE_ANY(DatumGetPointer(d)));
+		memcpy(channel_key, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));
+	}
+	*key = (const uint8 *) VARDATA_ANY(channel_key);
+	*keylen = VARSIZE_ANY_EXHDR(channel_key);
+}
+
+/*
+ * channel_key_reset forgets the kept channel key with the other caches
+ * tied to one installation of the extension (spi_util.c calls it).
+ */
+static void
+channel_key_reset(void)
+{
+	if (channel_key != NULL)
+		pfree(channel_key);
+	channel_key = NULL;
 }
 
 /*
@@ -386,6 +476,143 @@ run_payload(WfPendingRun *pr, StringInfo buf)
 														 UUIDPGetDatum(&pr->run_id))),
 					 pr->kind);
 	return buf->data;
+}
+
+/*
+ * WfWakeLauncher sets the launcher's latch.  Anyone may call it; it does
+ * nothing when the library is not preloaded or the launcher is not
+ * running.
+ */
+void
+WfWakeLauncher(void)
+{
+	Latch	   *latch;
+
+	if (WfShmem == NULL)
+		return;
+	LWLockAcquire(WfShmem->lock, LW_SHARED);
+	latch = WfShmem->launcher_latch;
+	if (latch != NULL)
+		SetLatch(latch);
+	LWLockRelease(WfShmem->lock);
+}
+
+/*
+ * WfWakeWorker sets the latch of the worker of a database when it would
+ * otherwise sleep past fire_at (fire_at 0: always).  Called after commit,
+ * once what the worker must see is visible; see the file header.
+ */
+void
+WfWakeWorker(Oid dboid, TimestampTz fire_at)
+{
+	int			i;
+
+	if (WfShmem == NULL || !OidIsValid(dboid))
+		return;
+	/* pairs with the barrier after the worker publishes next_due = 0 */
+	pg_memory_barrier();
+	LWLockAcquire(WfShmem->lock, LW_SHARED);
+	for (i = 0; i < WF_MAX_DB_WORKERS; i++)
+	{
+		WfDbWorkerSlot *slot = &WfShmem->workers[i];
+		uint64		due;
+
+		if (slot->dboid != dboid || slot->latch == NULL)
+			continue;
+		due = pg_atomic_read_u64(&slot->next_due);
+		if (fire_at == 0 || due == 0 || (TimestampTz) due > fire_at)
+			SetLatch(slot->latch);
+	}
+	LWLockRelease(WfShmem->lock);
+}
+
+/*
+ * wake_xact_callback sends the wake-ups that a transaction asked for, once
+ * it has committed: the launcher after CREATE EXTENSION (forgetting that
+ * this database had no extension), this database's worker after DROP
+ * EXTENSION.  Nothing here may fail.
+ */
+static void
+wake_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			if (wake_launcher_at_commit && WfShmem != NULL && WfWorkers != NULL)
+			{
+				WfDbNote   *note;
+
+				/* a worker that just missed this commit must not say "absent" */
+				pg_atomic_fetch_add_u64(&WfWorkers->creations, 1);
+				LWLockAcquire(WfShmem->lock, LW_EXCLUSIVE);
+				note = WfNoteFind(MyDatabaseId);
+				if (note != NULL)
+				{
+					note->absent = false;
+					WfNoteForgetIfEmpty(note, GetCurrentTimestamp());
+				}
+				LWLockRelease(WfShmem->lock);
+				WfWakeLauncher();
+			}
+			if (wake_worker_at_commit)
+				WfWakeWorker(MyDatabaseId, 0);
+			wake_launcher_at_commit = false;
+			wake_worker_at_commit = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			wake_launcher_at_commit = false;
+			wake_worker_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * register_wake_callback installs wake_xact_callback once per backend.
+ */
+static void
+register_wake_callback(void)
+{
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(wake_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
+}
+
+/*
+ * WfWakeLauncherAtCommit asks for the launcher to be woken when the
+ * current transaction commits, and for this database to be probed again
+ * (CREATE EXTENSION).  Without preload it does nothing.
+ */
+void
+WfWakeLauncherAtCommit(void)
+{
+	if (WfShmem != NULL && WfWorkers != NULL)
+	{
+		register_wake_callback();
+		wake_launcher_at_commit = true;
+	}
+}
+
+/*
+ * WfWakeWorkerAtCommit asks for this database's worker to be woken when
+ * the current transaction commits (DROP EXTENSION wfengine: the worker
+ * then finds the extension gone and exits).  Without preload it does
+ * nothing.
+ */
+void
+WfWakeWorkerAtCommit(void)
+{
+	if (WfShmem != NULL && WfWorkers != NULL)
+	{
+		register_wake_callback();
+		wake_worker_at_commit = true;
+	}
 }
 
 /*

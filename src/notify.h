@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * notify.h
- *	  Commit-time signals: wake waiting claimers, the engine worker, and
- *	  LISTEN/NOTIFY subscribers.
+ *	  Commit-time signals: wake waiting claimers, the launcher, the engine
+ *	  worker, and LISTEN/NOTIFY subscribers.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -36,7 +36,20 @@ extern void WfNoteTimer(TimestampTz fire_at);
 extern void WfQueueChannel(const char *tenant, const char *queue, char *buf);
 extern void WfRunChannel(const char *tenant, char *buf);
 
+/* the key of the tenants' channel tags (wf.secrets); inside an API call */
+extern void WfChannelKey(const uint8 **key, size_t *keylen);
+
 extern void WfNotifyInit(void);
+
+/* set the launcher's latch (no-op when not preloaded or not running) */
+extern void WfWakeLauncher(void);
+
+/* wake the worker of a database if it sleeps past fire_at (0: always) */
+extern void WfWakeWorker(Oid dboid, TimestampTz fire_at);
+
+/* wake the launcher (CREATE EXTENSION) or this database's worker at commit */
+extern void WfWakeLauncherAtCommit(void);
+extern void WfWakeWorkerAtCommit(void);
 
 /* the engine worker sends what committed transactions handed to it */
 struct WfDbWorkerSlot;

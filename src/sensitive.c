@@ -75,6 +75,7 @@
 #include "utils/uuid.h"
 
 #include "guc.h"
+#include "notify.h"
 #include "sensitive.h"
 #include "spi_util.h"
 #include "wfengine.h"

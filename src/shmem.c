@@ -11,8 +11,21 @@
  * makes a task of that queue claimable bumps the bucket's generation and
  * broadcasts.  A hash collision only causes a spurious wake-up.
  *
+ * Worker slots.  WfShmem->workers[] is the truth about which database has
+ * a worker; WfShmem->lock protects it.  launcher.c describes who takes and
+ * frees a slot.
+ *
+ * The launcher's shared state.  The pause and "no extension here" notes,
+ * the launcher's counters and a count of CREATE EXTENSION commits (which
+ * closes the race between a worker finding no extension and the CREATE
+ * EXTENSION that commits just after its snapshot) live in a small struct
+ * of their own (WfWorkers), also protected by WfShmem->lock.  The
+ * launcher, the engine worker, the DDL guard and the commit-time wake-ups
+ * read and write them under that lock through the helpers below.
+ *
  * All of this exists only when the library is preloaded; without it
- * WfShmem stays NULL and every user of it falls back to doing nothing.
+ * WfShmem and WfWorkers stay NULL and every user of them falls back to
+ * doing nothing.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -27,10 +40,12 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "utils/wait_event.h"
 
 #include "shmem.h"
 
 WfShmemState *WfShmem = NULL;
+WfWorkerShared *WfWorkers = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -58,8 +73,14 @@ wf_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(WfShmemState)));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(WfWorkerShared)));
 	RequestNamedLWLockTranche("wfengine", 1);
 }
+
+/*
+ * wf_shmem_startup creates or attaches to both structs.  WfShmem->lock,
+ * which protects WfWorkers too, is used only later, at run time.
+ */
 
 static void
 wf_shmem_startup(void)
@@ -92,6 +113,14 @@ wf_shmem_startup(void)
 			pg_atomic_init_u64(&WfShmem->queue_gen[i], 0);
 		}
 	}
+	WfWorkers = ShmemInitStruct("wfengine workers", sizeof(WfWorkerShared), &found);
+	if (!found)
+	{
+		memset(WfWorkers, 0, sizeof(WfWorkerShared));
+		pg_atomic_init_u64(&WfWorkers->launcher_scans, 0);
+		pg_atomic_init_u64(&WfWorkers->launcher_starts, 0);
+		pg_atomic_init_u64(&WfWorkers->creations, 0);
+	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -123,4 +152,101 @@ WfQueueBucket(const char *tenant, const char *queue)
 
 	h = hash_combine(h, hash_bytes((const unsigned char *) queue, strlen(queue)));
 	return h % WF_QUEUE_WAIT_BUCKETS;
+}
+
+/*
+ * WfClearSlot frees a worker slot.  The caller holds WfShmem->lock
+ * exclusively.
+ */
+void
+WfClearSlot(WfDbWorkerSlot *slot)
+{
+	slot->dboid = InvalidOid;
+	slot->pid = 0;
+	slot->latch = NULL;
+	slot->started_at = 0;
+	pg_atomic_write_u64(&slot->next_due, 0);
+}
+
+/*
+ * WfNoteFind returns the note of a database, or NULL.  The caller holds
+ * WfShmem->lock.
+ */
+WfDbNote *
+WfNoteFind(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < WF_MAX_DB_NOTES; i++)
+		if (WfWorkers->notes[i].dboid == dboid)
+			return &WfWorkers->notes[i];
+	return NULL;
+}
+
+/*
+ * WfNoteGet returns the note of a database, making a new one if needed.
+ * When the table is full the oldest "absent" note is given up (which only
+ * makes the launcher probe that database again); NULL when every entry is
+ * a pause.  The caller holds WfShmem->lock exclusively.
+ */
+WfDbNote *
+WfNoteGet(Oid dboid)
+{
+	WfDbNote   *note = WfNoteFind(dboid);
+	WfDbNote   *victim = NULL;
+	int			i;
+
+	if (note != NULL)
+		return note;
+	for (i = 0; i < WF_MAX_DB_NOTES; i++)
+	{
+		WfDbNote   *n = &WfWorkers->notes[i];
+
+		if (n->dboid == InvalidOid)
+		{
+			victim = n;
+			break;
+		}
+		if (n->absent && n->paused_until == 0 &&
+			(victim == NULL || n->absent_since < victim->absent_since))
+			victim = n;
+	}
+	if (victim == NULL)
+		return NULL;
+	memset(victim, 0, sizeof(WfDbNote));
+	victim->dboid = dboid;
+	return victim;
+}
+
+/*
+ * WfNoteForgetIfEmpty frees a note that no longer says anything: no
+ * pause in force and the extension not known to be missing.  The caller
+ * holds WfShmem->lock exclusively.
+ */
+void
+WfNoteForgetIfEmpty(WfDbNote *note, TimestampTz now)
+{
+	if (note->paused_until != 0 && note->paused_until <= now)
+		note->paused_until = 0;
+	if (!note->absent && note->paused_until == 0)
+		memset(note, 0, sizeof(WfDbNote));
+}
+
+/*
+ * WfWaitEvent returns the wait event the launcher, the workers and the
+ * DDL guard sleep under: a named one on PostgreSQL 17+ (kept in shared
+ * memory by the server), else PG_WAIT_EXTENSION.
+ */
+uint32
+WfWaitEvent(void)
+{
+#if PG_VERSION_NUM >= 170000
+	static uint32 event = 0;
+
+	if (event == 0)
+		event = WaitEventExtensionNew("WfengineMain");
+	return event;
+#else
+	return PG_WAIT_EXTENSION;
+#endif
 }

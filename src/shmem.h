@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.h
- *	  Shared memory of wfengine: background worker slots and the condition
- *	  variables that waiting claimers sleep on.
+ *	  Shared memory of wfengine: background worker slots, the launcher's
+ *	  notes about databases, and the condition variables that waiting
+ *	  claimers sleep on.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -80,11 +81,49 @@ typedef struct WfShmemState
 	WfRateBucket rate[WF_RATE_BUCKETS];
 } WfShmemState;
 
+/* how many databases the launcher can keep a note about */
+#define WF_MAX_DB_NOTES				(4 * WF_MAX_DB_WORKERS)
+
+/*
+ * What the launcher must know about a database beyond its worker slot.
+ * Lives in the launcher's piece of shared memory and is protected by
+ * WfShmem->lock.
+ */
+typedef struct WfDbNote
+{
+	Oid			dboid;			/* InvalidOid when the entry is free */
+	TimestampTz paused_until;	/* start no worker before this (DDL) */
+	pid_t		paused_by;		/* the backend running that DDL */
+	bool		absent;			/* the extension was missing at last look */
+	TimestampTz absent_since;	/* when the worker found it missing */
+} WfDbNote;
+
+/* the launcher's piece of shared memory, also protected by WfShmem->lock */
+typedef struct WfWorkerShared
+{
+	TimestampTz launcher_started_at;	/* start of the running launcher */
+	TimestampTz launcher_next_scan; /* when the launcher wakes up by itself */
+	pg_atomic_uint64 launcher_scans;	/* scans of pg_database done */
+	pg_atomic_uint64 launcher_starts;	/* workers registered */
+	pg_atomic_uint64 creations; /* CREATE EXTENSION commits, any database */
+	WfDbNote	notes[WF_MAX_DB_NOTES];
+} WfWorkerShared;
+
 /* NULL unless the library was preloaded */
 extern WfShmemState *WfShmem;
+extern WfWorkerShared *WfWorkers;
 
 extern void WfShmemInit(void);
 extern WfDbWorkerSlot *WfWorkerSlotFor(Oid dboid);
 extern uint32 WfQueueBucket(const char *tenant, const char *queue);
+
+/* worker slots and notes; the caller holds WfShmem->lock (see shmem.c) */
+extern void WfClearSlot(WfDbWorkerSlot *slot);
+extern WfDbNote *WfNoteFind(Oid dboid);
+extern WfDbNote *WfNoteGet(Oid dboid);
+extern void WfNoteForgetIfEmpty(WfDbNote *note, TimestampTz now);
+
+/* the wait event the background processes and the DDL guard sleep under */
+extern uint32 WfWaitEvent(void);
 
 #endif							/* WF_SHMEM_H */

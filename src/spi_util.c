@@ -41,12 +41,11 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
-#include "crypto.h"
 #include "spi_util.h"
 #include "wfengine.h"
 
 #define WF_MAX_PLAN_ARGS 40
-#define WF_MAX_RESET_CALLBACKS 4
+#define WF_MAX_RESET_CALLBACKS 16
 
 /* one statement of the plan table */
 typedef struct WfPlanSpec
@@ -766,7 +765,6 @@ static Oid	cached_tasks_relid = InvalidOid;
 static Oid	cached_task_seq = InvalidOid;
 static Oid	cached_timer_seq = InvalidOid;
 static Oid	cached_owner = InvalidOid;	/* of extension wfengine */
-static bytea *channel_key = NULL;	/* wf.secrets 'channel_key', TopMemoryContext */
 static int	n_reset_callbacks = 0;
 static void (*reset_callbacks[WF_MAX_RESET_CALLBACKS]) (void);
 
@@ -803,9 +801,6 @@ reset_caches(void)
 	}
 	cached_task_seq = InvalidOid;
 	cached_timer_seq = InvalidOid;
-	if (channel_key != NULL)
-		pfree(channel_key);
-	channel_key = NULL;
 	for (i = 0; i < n_reset_callbacks; i++)
 		reset_callbacks[i] ();
 }
@@ -1124,57 +1119,4 @@ WfGetTextOrNull(int row, int col)
 	Datum		d = WfGetDatum(row, col, &isnull);
 
 	return isnull ? NULL : TextDatumGetCString(d);
-}
-
-/*
- * WfChannelKey returns the key of the tenants' LISTEN channel names (kept
- * in wf.secrets, which only the extension's owner reads; the keyed input
- * digests of sensitive.c are derived from it too); inside an API call.  It
- * is read once per backend and install.  A key this transaction had to
- * make is not kept until it is read again: the transaction may still roll
- * back, and another backend make a different one.
- */
-void
-WfChannelKey(const uint8 **key, size_t *keylen)
-{
-	if (channel_key == NULL)
-	{
-		bool		isnull;
-		Datum		d;
-		bool		made = false;
-
-		if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
-		{
-			/* made at first use (a restore brings the old one back) */
-			uint8		fresh[32];
-			bytea	   *b = palloc(VARHDRSZ + sizeof(fresh));
-			Datum		values[1];
-
-			WfRandomBytes(fresh, sizeof(fresh));
-			SET_VARSIZE(b, VARHDRSZ + sizeof(fresh));
-			memcpy(VARDATA(b), fresh, sizeof(fresh));
-			values[0] = PointerGetDatum(b);
-			WfExecPlan(WF_PLAN_CHANNEL_KEY_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
-			if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
-				elog(ERROR, "the channel key of wfengine could not be made");
-			made = true;
-		}
-		d = WfGetDatum(0, 1, &isnull);
-		if (isnull)
-			elog(ERROR, "the channel key of wfengine is null");
-		if (made)
-		{
-			bytea	   *fresh = (bytea *) palloc(VARSIZE_ANY(DatumGetPointer(d)));
-
-			memcpy(fresh, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));
-			*key = (const uint8 *) VARDATA_ANY(fresh);
-			*keylen = VARSIZE_ANY_EXHDR(fresh);
-			return;
-		}
-		channel_key = (bytea *) MemoryContextAlloc(TopMemoryContext,
-												   VARSIZE_ANY(DatumGetPointer(d)));
-		memcpy(channel_key, DatumGetPointer(d), VARSIZE_ANY(DatumGetPointer(d)));
-	}
-	*key = (const uint8 *) VARDATA_ANY(channel_key);
-	*keylen = VARSIZE_ANY_EXHDR(channel_key);
 }

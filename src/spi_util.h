@@ -130,6 +130,5 @@ extern char *WfGetTextOrNull(int row, int col);
 extern void WfRegisterResetCallback(void (*callback) (void));
 extern bool WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure);
 extern bool WfTryInSubxactCatching(void (*fn) (void *arg), void *arg, int sqlerrcode);
-extern void WfChannelKey(const uint8 **key, size_t *keylen);
 
 #endif							/* WF_SPI_UTIL_H */

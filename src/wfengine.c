@@ -33,8 +33,10 @@
 #include "utils/builtins.h"
 
 #include "crypto.h"
+#include "ddlguard.h"
 #include "definition.h"
 #include "guc.h"
+#include "launcher.h"
 #include "notify.h"
 #include "quota.h"
 #include "sensitive.h"
@@ -48,7 +50,6 @@
 #include "step_wait.h"
 #include "stepkind.h"
 #include "wfengine.h"
-#include "worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -106,7 +107,8 @@ _PG_init(void)
 	if (wf_preloaded)
 	{
 		WfShmemInit();
-		WfWorkerInit();
+		WfLauncherInit();
+		WfDdlGuardInit();
 	}
 }
 
