@@ -5,5 +5,5 @@ SELECT wf.start_run('bench1', '{"step":"charge_card","attempt":1,"worker":"worke
 SELECT coalesce(max(task_id), 0) AS tid, coalesce(max(fence), 0) AS f FROM wf.claim_tasks('bench1', 'w:' || :client_id, 1, '60 seconds')
 \gset
 \if :tid > 0
-SELECT wf.complete_task(:tid, :f, '{"ok":true}');
+SELECT wf.complete_task(:tid, :f, '{"ok": true}');
 \endif

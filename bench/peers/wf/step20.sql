@@ -4,5 +4,5 @@
 SELECT coalesce(max(task_id), 0) AS tid, coalesce(max(fence), 0) AS f FROM wf.claim_tasks('bench20', 'w:' || :client_id, 1, '60 seconds')
 \gset
 \if :tid > 0
-SELECT wf.complete_task(:tid, :f, '{"ok":true}');
+SELECT wf.complete_task(:tid, :f, '{"ok": true}');
 \endif
