@@ -7,6 +7,8 @@
 #   make demo                 set everything up and run the demo workflow
 #   make test                 set everything up and run every suite
 #   make bench                pgbench: engine vs. hand-written SQL
+#   make bench-peers          the engine beside graphile-worker, pg-boss (and
+#                             pgmq, Absurd) and a hand-written floor
 
 EXTENSION = wfengine
 EXTVERSION = $(shell grep -m1 default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
@@ -124,7 +126,7 @@ $(OBJS): $(wildcard src/*.h)
 PROVE ?= prove
 PG_PROVE ?= pg_prove
 
-.PHONY: prove_installcheck pgtap check-all demo test bench
+.PHONY: prove_installcheck pgtap check-all demo test bench bench-peers
 
 prove_installcheck:
 	rm -rf $(CURDIR)/tmp_check
@@ -145,6 +147,13 @@ test:
 
 bench:
 	@bash bench/run.sh
+
+# bench-peers: builds and installs wfengine (PG_CONFIG), npm-installs the
+# peers into a throw-away directory, runs the interleaved cells of
+# bench/peers/cells in a throw-away cluster (bench/peers/run.sh has the knobs;
+# BENCH_PEERS_SMOKE=1 for one round of 2 s cells).
+bench-peers:
+	@PG_CONFIG='$(PG_CONFIG)' bash bench/peers/run.sh
 
 # fuzz: each libFuzzer target for FUZZ_SECONDS (test/scripts/fuzz.sh, which
 # `make test` runs too); fuzz-long: 10 minutes each.  Nothing is installed.
