@@ -52,6 +52,7 @@
 #include "utils/timestamp.h"
 
 #include "definition.h"
+#include "duration.h"
 #include "guc.h"
 #include "notify.h"
 #include "spi_util.h"
