@@ -143,6 +143,9 @@ static void compile_retry(const ValidateCtx *cx, JsonbContainer *step,
 static void compile_timeouts(const ValidateCtx *cx, JsonbContainer *step,
 							 WfTimeouts *timeout);
 static void compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd);
+static void compile_sleep(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static void compile_wait_event(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+static void compile_task(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
@@ -637,8 +640,6 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 {
 	JsonbValue *v;
 
-	sd->type = WF_STEP_APPROVAL;
-	check_fields(cx, NULL, s, approval_fields);
 	if (obj_get(s, "timeout") != NULL && is_object(obj_get(s, "timeout")) &&
 		obj_get(obj_get(s, "timeout")->val.binary.data, "total") != NULL)
 		def_error(cx, "timeout.total", ERRCODE_INVALID_PARAMETER_VALUE,
@@ -734,8 +735,6 @@ compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	JsonbIteratorToken tok;
 	int			i = 0;
 
-	sd->type = WF_STEP_CHOICE;
-	check_fields(cx, NULL, s, choice_fields);
 	(void) get_string(cx, s, "description", "description", false);
 	v = obj_get(s, "choices");
 	if (v == NULL || !is_array(v) || JsonContainerSize(v->val.binary.data) == 0)
@@ -774,91 +773,65 @@ compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 		def_error(cx, "default", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Name the step to go to when no condition holds, or \"end\".",
 				  "is required");
-	sd->retry.max_attempts = 1;
 }
 
 /*
- * compile_step validates and compiles one step; its "next" is resolved
- * later by check_graph.
+ * compile_sleep validates a sleep step: a fixed "duration", or "until" a
+ * timestamp found in the run context.
  */
 static void
-compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
+compile_sleep(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 {
-	JsonbContainer *s = v->val.binary.data;
+	char	   *until;
+
+	(void) get_string(cx, s, "description", "description", false);
+	sd->sleep_duration = get_duration(cx, s, "duration", "duration");
+	until = get_string(cx, s, "until", "until", false);
+	if ((sd->sleep_duration > 0) == (until != NULL))
+		def_error(cx, "duration", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A sleep step waits for a \"duration\" such as \"10m\", or \"until\" a timestamp found by a JSONPath such as \"$.input.ship_at\".",
+				  "a sleep step needs exactly one of \"duration\" and \"until\"");
+	if (until != NULL)
+	{
+		if (until[0] != '$')
+			def_error(cx, "until", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Give a JSONPath into the run context, such as \"$.input.ship_at\", that finds a timestamp.",
+					  "must be a JSONPath");
+		sd->sleep_until = compile_jsonpath(cx, "until", until);
+	}
+}
+
+/*
+ * compile_wait_event validates a wait_event step: the signal's name, and
+ * at most a total timeout.
+ */
+static void
+compile_wait_event(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
+{
+	sd->expiry_next = WF_STEP_END;	/* "on_timeout", set by check_graph */
+	(void) get_string(cx, s, "description", "description", false);
+	sd->event_name = get_string(cx, s, "event", "event", true);
+	if (!valid_identifier(sd->event_name, WF_MAX_STEP_NAME_LEN, true))
+		def_error(cx, "event", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "An event name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
+				  "invalid event name \"%s\"", sd->event_name);
+	compile_timeouts(cx, s, &sd->timeout);
+	if (sd->timeout.schedule_to_start > 0 || sd->timeout.start_to_close > 0 ||
+		sd->timeout.heartbeat > 0)
+		def_error(cx, "timeout", ERRCODE_INVALID_PARAMETER_VALUE,
+				  "A wait_event step runs no task: give it {\"total\": <duration>} to bound the wait.",
+				  "only \"total\" applies to a wait_event step");
+}
+
+/*
+ * compile_task validates a task step: its queue and activity, the mapping
+ * of its input, retry policy, timeouts, priority, compensation and
+ * sensitive keys.
+ */
+static void
+compile_task(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
+{
 	JsonbValue *input;
-	char	   *type;
-
-	type = get_string(cx, s, "type", "type", false);
-	if (type != NULL && strcmp(type, "sleep") == 0)
-	{
-		char	   *until;
-
-		sd->type = WF_STEP_SLEEP;
-		check_fields(cx, NULL, s, sleep_fields);
-		(void) get_string(cx, s, "description", "description", false);
-		sd->sleep_duration = get_duration(cx, s, "duration", "duration");
-		until = get_string(cx, s, "until", "until", false);
-		if ((sd->sleep_duration > 0) == (until != NULL))
-			def_error(cx, "duration", ERRCODE_INVALID_PARAMETER_VALUE,
-					  "A sleep step waits for a \"duration\" such as \"10m\", or \"until\" a timestamp found by a JSONPath such as \"$.input.ship_at\".",
-					  "a sleep step needs exactly one of \"duration\" and \"until\"");
-		if (until != NULL)
-		{
-			if (until[0] != '$')
-				def_error(cx, "until", ERRCODE_INVALID_PARAMETER_VALUE,
-						  "Give a JSONPath into the run context, such as \"$.input.ship_at\", that finds a timestamp.",
-						  "must be a JSONPath");
-			sd->sleep_until = compile_jsonpath(cx, "until", until);
-		}
-		sd->retry.max_attempts = 1;
-		return;
-	}
-	if (type != NULL && strcmp(type, "approval") == 0)
-	{
-		compile_approval(cx, s, sd);
-		return;
-	}
-	if (type != NULL && strcmp(type, "choice") == 0)
-	{
-		compile_choice(cx, s, sd);
-		return;
-	}
-	if (type != NULL && strcmp(type, "wait_event") == 0)
-	{
-		sd->type = WF_STEP_WAIT_EVENT;
-		sd->expiry_next = WF_STEP_END;	/* "on_timeout", set by check_graph */
-		check_fields(cx, NULL, s, wait_event_fields);
-		(void) get_string(cx, s, "description", "description", false);
-		sd->event_name = get_string(cx, s, "event", "event", true);
-		if (!valid_identifier(sd->event_name, WF_MAX_STEP_NAME_LEN, true))
-			def_error(cx, "event", ERRCODE_INVALID_PARAMETER_VALUE,
-					  "An event name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
-					  "invalid event name \"%s\"", sd->event_name);
-		compile_timeouts(cx, s, &sd->timeout);
-		if (sd->timeout.schedule_to_start > 0 || sd->timeout.start_to_close > 0 ||
-			sd->timeout.heartbeat > 0)
-			def_error(cx, "timeout", ERRCODE_INVALID_PARAMETER_VALUE,
-					  "A wait_event step runs no task: give it {\"total\": <duration>} to bound the wait.",
-					  "only \"total\" applies to a wait_event step");
-		sd->retry.max_attempts = 1;
-		return;
-	}
-	if (type != NULL && strcmp(type, "subworkflow") == 0)
-	{
-		compile_subworkflow(cx, s, sd);
-		return;
-	}
-	if (type != NULL && strcmp(type, "parallel") == 0)
-	{
-		compile_parallel(cx, s, sd);
-		return;
-	}
-	if (type != NULL && strcmp(type, "task") != 0)
-		def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
-				  "Supported step types: task, sleep, approval, choice, wait_event, subworkflow, parallel.",
-				  "unsupported step type \"%s\"", type);
-	sd->type = WF_STEP_TASK;
-	check_fields(cx, NULL, s, task_fields);
 
 	sd->queue = get_string(cx, s, "queue", "queue", true);
 	if (!valid_identifier(sd->queue, WF_MAX_STEP_NAME_LEN, true))
@@ -880,6 +853,58 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 	compile_compensation(cx, s, sd);
 	sd->n_sensitive_input = compile_sensitive(cx, s, "input", &sd->sensitive_input);
 	sd->n_sensitive_output = compile_sensitive(cx, s, "output", &sd->sensitive_output);
+}
+
+
+/*
+ * The compiler of each step type ("type"; a task when it is not given),
+ * with the type's fields.  compile_step sets the type, checks the fields
+ * and gives the step one attempt (compile_retry reads the retry policy of
+ * the types that have one) before it calls the compiler.
+ */
+static const struct
+{
+	const char *name;
+	WfStepType	type;
+	const char *const *fields;
+	void		(*compile) (const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
+}			step_compilers[] =
+{
+	{"task", WF_STEP_TASK, task_fields, compile_task},
+	{"sleep", WF_STEP_SLEEP, sleep_fields, compile_sleep},
+	{"approval", WF_STEP_APPROVAL, approval_fields, compile_approval},
+	{"choice", WF_STEP_CHOICE, choice_fields, compile_choice},
+	{"wait_event", WF_STEP_WAIT_EVENT, wait_event_fields, compile_wait_event},
+	{"subworkflow", WF_STEP_SUBWORKFLOW, subworkflow_fields, compile_subworkflow},
+	{"parallel", WF_STEP_PARALLEL, parallel_fields, compile_parallel},
+};
+
+/*
+ * compile_step validates and compiles one step; its "next" is resolved
+ * later by check_graph.
+ */
+static void
+compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
+{
+	JsonbContainer *s = v->val.binary.data;
+	char	   *type;
+	int			i;
+
+	type = get_string(cx, s, "type", "type", false);
+	for (i = 0; i < lengthof(step_compilers); i++)
+	{
+		if (strcmp(type != NULL ? type : "task", step_compilers[i].name) == 0)
+		{
+			sd->type = step_compilers[i].type;
+			sd->retry.max_attempts = 1;
+			check_fields(cx, NULL, s, step_compilers[i].fields);
+			step_compilers[i].compile(cx, s, sd);
+			return;
+		}
+	}
+	def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
+			  "Supported step types: task, sleep, approval, choice, wait_event, subworkflow, parallel.",
+			  "unsupported step type \"%s\"", type);
 }
 
 /*
@@ -1014,8 +1039,6 @@ compile_subworkflow(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 {
 	JsonbValue *input;
 
-	sd->type = WF_STEP_SUBWORKFLOW;
-	check_fields(cx, NULL, s, subworkflow_fields);
 	(void) get_string(cx, s, "description", "description", false);
 	sd->sub_name = get_string(cx, s, "definition", "definition", true);
 	if (!valid_identifier(sd->sub_name, WF_MAX_NAME_LEN, true))
@@ -1030,7 +1053,6 @@ compile_subworkflow(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	sd->has_input = (input != NULL);
 	if (input != NULL)
 		sd->input = compile_mapping(cx, "input", input, &sd->n_input);
-	sd->retry.max_attempts = 1;
 	sd->child_ids = palloc0(sizeof(int64));
 }
 
@@ -1053,8 +1075,6 @@ compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	int			n;
 	int			i = 0;
 
-	sd->type = WF_STEP_PARALLEL;
-	check_fields(cx, NULL, s, parallel_fields);
 	(void) get_string(cx, s, "description", "description", false);
 	if (branches == NULL || !is_array(branches) ||
 		(n = JsonContainerSize(branches->val.binary.data)) < 2)
@@ -1110,7 +1130,6 @@ compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	sd->has_input = (input != NULL);
 	if (input != NULL)
 		sd->input = compile_mapping(cx, "input", input, &sd->n_input);
-	sd->retry.max_attempts = 1;
 }
 
 /*

@@ -21,6 +21,20 @@
 
 #include "duration.h"
 
+/* the units of a duration, "ms" before "m" and "s" */
+static const struct duration_unit
+{
+	const char *suffix;
+	double		usecs;
+}			units[] =
+{
+	{"ms", 1000.0},
+	{"s", (double) USECS_PER_SEC},
+	{"m", (double) USECS_PER_MINUTE},
+	{"h", (double) USECS_PER_HOUR},
+	{"d", (double) USECS_PER_DAY},
+};
+
 /*
  * WfParseDuration parses "90s", "1h30m", "250ms", "2d" into
  * microseconds.  Units: ms, s, m, h, d; each part a non-negative decimal.
@@ -36,6 +50,7 @@ WfParseDuration(const char *s, int64 *usec)
 		char	   *end;
 		double		n;
 		double		unit;
+		const struct duration_unit *u;
 
 		/* digits with an optional fraction: no sign, exponent or hex */
 		end = (char *) s;
@@ -51,33 +66,13 @@ WfParseDuration(const char *s, int64 *usec)
 			return false;
 		n = strtod(s, NULL);
 		s = end;
-		if (strncmp(s, "ms", 2) == 0)
-		{
-			unit = 1000.0;
-			s += 2;
-		}
-		else if (*s == 's')
-		{
-			unit = (double) USECS_PER_SEC;
-			s++;
-		}
-		else if (*s == 'm')
-		{
-			unit = (double) USECS_PER_MINUTE;
-			s++;
-		}
-		else if (*s == 'h')
-		{
-			unit = (double) USECS_PER_HOUR;
-			s++;
-		}
-		else if (*s == 'd')
-		{
-			unit = (double) USECS_PER_DAY;
-			s++;
-		}
-		else
+		for (u = units; u < units + lengthof(units); u++)
+			if (strncmp(s, u->suffix, strlen(u->suffix)) == 0)
+				break;
+		if (u == units + lengthof(units))
 			return false;
+		unit = u->usecs;
+		s += strlen(u->suffix);
 		total += n * unit;
 		any = true;
 		if (total > (double) WF_MAX_DURATION)
