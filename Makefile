@@ -27,6 +27,9 @@ OBJS = \
 	src/spi_util.o \
 	src/crypto.o \
 	src/definition.o \
+	src/defcompile.o \
+	src/duration.o \
+	src/publish.o \
 	src/jsonutil.o \
 	src/argcheck.o \
 	src/api.o \

@@ -67,6 +67,7 @@
 #include <sodium.h>
 
 #include "definition.h"
+#include "duration.h"
 #include "schedule.h"
 #include "sensitive.h"
 
@@ -351,9 +352,9 @@ check_definition(const WfDefinition *def, bool enforce_limits)
 					WfDefinition *branch;
 
 					WF_FUZZ_CHECK(sd->branch_names[c] != NULL && sd->branch_specs[c] != NULL);
-					branch = WfCompileDefinitionForTest(sd->branch_names[c],
-														sd->branch_specs[c],
-														enforce_limits);
+					branch = WfCompileDefinition(sd->branch_names[c],
+												 sd->branch_specs[c],
+												 enforce_limits);
 					check_definition(branch, enforce_limits);
 				}
 				break;
@@ -387,8 +388,8 @@ target_definition(const char *data, size_t size)
 	if (text == NULL)
 		return -1;
 	spec = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
-	check_definition(WfCompileDefinitionForTest("fuzz", spec, false), false);
-	check_definition(WfCompileDefinitionForTest("fuzz", spec, true), true);
+	check_definition(WfCompileDefinition("fuzz", spec, false), false);
+	check_definition(WfCompileDefinition("fuzz", spec, true), true);
 	return 0;
 }
 
@@ -500,10 +501,10 @@ target_mapping(const char *data, size_t size)
 	context = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(nl + 1)));
 	spec_text = psprintf("{\"steps\": [{\"name\": \"s\", \"queue\": \"q\", \"input\": %s}], \"output\": %s}",
 						 text, text);
-	def = WfCompileDefinitionForTest("fuzz",
-									 DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-																		CStringGetDatum(spec_text))),
-									 true);
+	def = WfCompileDefinition("fuzz",
+							  DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+																 CStringGetDatum(spec_text))),
+							  true);
 	sd = &def->steps[0];
 	check_mapping(sd->input, sd->n_input);
 	WF_FUZZ_CHECK(WfEvaluateMapping(sd->input, sd->n_input, context) != NULL);

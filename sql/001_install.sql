@@ -6,7 +6,7 @@ SELECT wf.preloaded() AS preloaded, wf.current_tenant() AS tenant;
 SELECT p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid) AS args,
        pg_catalog.format_type(p.prorettype, NULL) AS returns
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = 'wf' ORDER BY p.proname;
+WHERE n.nspname = 'wf' ORDER BY p.proname, args;
 -- the tables
 SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'wf' AND c.relkind IN ('r', 'S') ORDER BY c.relname;

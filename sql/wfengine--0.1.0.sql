@@ -608,6 +608,25 @@ AS $$ SELECT * FROM wf._batch('resume_runs', 'resume_run', ARRAY['paused'], reas
 COMMENT ON FUNCTION wf.resume_runs(text, jsonb, integer, uuid) IS
 'wf.resume_run over the paused runs a filter selects (definition, version, started_*/finished_*), at most max_runs after the run id "after"; one row per run.';
 
+-- The step graph of a definition spec, as the compiled definition has it
+-- (src/defcompile.c, WfStepEdges): one row per edge, numbered in a fixed
+-- order (step by step in definition order: a choice's conditions in order
+-- and its default, or the step's next, then an approval's expiry or a
+-- wait's timeout).  to_index is NULL when the edge leaves the graph;
+-- to_step then says how: 'end' or 'fail'.  kind is next, choice, default,
+-- expiry or timeout; choice numbers a choice's conditions from 0; label is
+-- a condition as the spec writes it, 'default', 'approved', 'expired' or
+-- 'timed out'.  wf._graph_render draws these edges and
+-- wf._migration_problem follows them: neither derives them from the JSON.
+-- An invalid spec is an error.
+CREATE FUNCTION wf._step_edges(spec jsonb)
+RETURNS TABLE (edge integer, from_index integer, from_step text, to_index integer,
+               to_step text, kind text, choice integer, label text)
+AS 'MODULE_PATHNAME', 'wfengine_step_edges'
+LANGUAGE C IMMUTABLE STRICT;
+COMMENT ON FUNCTION wf._step_edges(jsonb) IS
+'Internal: the edges of the step graph of a definition spec, from its compiled form; used by wf._graph_render and wf._migration_problem.';
+
 -- Why a run cannot move to another version of its definition, or NULL.
 -- Used by wf.migrate_run() under the run's lock: the run's position must
 -- exist in the target with the same type (and, for a wait, the same
@@ -622,14 +641,9 @@ DECLARE
     r         wf.runs;
     spec      jsonb;
     steps     jsonb;
-    names     text[];
     cur       jsonb;
     cur_type  text;
     reach     text[];
-    frontier  text[];
-    st        jsonb;
-    nxt       text;
-    i         integer;
     ref       text;
     s         text;
     m         jsonb;
@@ -637,8 +651,6 @@ BEGIN
     SELECT * INTO r FROM wf.runs x WHERE x.run_id OPERATOR(pg_catalog.=) run;
     SELECT d.spec INTO spec FROM wf.definitions d WHERE d.definition_id OPERATOR(pg_catalog.=) target;
     steps := spec->'steps';
-    SELECT array_agg(e->>'name' ORDER BY o) INTO names
-    FROM jsonb_array_elements(steps) WITH ORDINALITY AS t(e, o);
     IF r.current_step IS NULL THEN
         RETURN 'The run is at no step.';
     END IF;
@@ -668,31 +680,15 @@ BEGIN
     END IF;
 
     -- the steps the run can still reach from where it is, in the target
-    reach := ARRAY[r.current_step];
-    frontier := reach;
-    WHILE cardinality(frontier) OPERATOR(pg_catalog.>) 0 LOOP
-        s := frontier[1];
-        frontier := frontier[2:];
-        i := array_position(names, s);
-        st := steps->(i - 1);
-        FOR nxt IN
-            SELECT x FROM (
-                SELECT st->>'next' AS x
-                UNION ALL SELECT names[i + 1]
-                    WHERE st->>'next' IS NULL AND NOT coalesce((st->>'end')::boolean, false)
-                      AND coalesce(st->>'type', 'task') OPERATOR(pg_catalog.<>) 'choice'
-                UNION ALL SELECT st->>'default'
-                UNION ALL SELECT c->>'next' FROM jsonb_array_elements(coalesce(st->'choices', '[]')) c
-                UNION ALL SELECT st->>'on_expiry'
-                UNION ALL SELECT st->>'on_timeout') y
-            WHERE x IS NOT NULL AND x OPERATOR(pg_catalog.=) ANY (names)
-        LOOP
-            IF NOT nxt OPERATOR(pg_catalog.=) ANY (reach) THEN
-                reach := reach || nxt;
-                frontier := frontier || nxt;
-            END IF;
-        END LOOP;
-    END LOOP;
+    WITH RECURSIVE graph AS MATERIALIZED (
+        SELECT x.from_step, x.to_step FROM wf._step_edges(spec) x
+        WHERE x.to_index IS NOT NULL
+    ), reached(step) AS (
+        SELECT r.current_step
+        UNION
+        SELECT g.to_step FROM reached JOIN graph g ON g.from_step OPERATOR(pg_catalog.=) reached.step
+    )
+    SELECT pg_catalog.array_agg(reached.step) INTO reach FROM reached;
 
     -- every "$.steps.<name>" those steps (and the run's output) will map
     FOR s, m IN
@@ -1193,11 +1189,13 @@ COMMENT ON FUNCTION wf.explain(uuid) IS
 --   nodes: start, one per step in definition order (ids s0, s1, ...;
 --          the label is the step's name and type, the shape its type),
 --          end, and a "fail" node when an approval's expiry fails the run;
---   edges, in this fixed order: start -> first step; then, step by step in
---          definition order, a choice's branches in order and its default,
---          or the step's next (its "next", else the end with "end": true,
---          else the following step, else the end), then an approval's
---          expiry route (its on_expiry step, or fail).
+--   edges, in this fixed order: start -> first step; then the step graph
+--          of the compiled definition as wf._step_edges gives it: step by
+--          step in definition order, a choice's branches in order and its
+--          default, or the step's next (its "next", else the end with
+--          "end": true, else the following step, else the end), then an
+--          approval's expiry route or a wait's timeout route (a step, or
+--          fail).
 -- Given what a run did (built by wf.run_graph from wf.events), it also
 -- marks the steps visited, the edges taken, the current step and where
 -- the run ended.  The same input always gives the same text, so that
@@ -1277,73 +1275,20 @@ BEGIN
     n_sub := n_sub || NULL::text;
     n_kind := n_kind || 'end'::text;
 
-    -- edges
-    e_from := ARRAY['start'];
-    e_to := ARRAY['s0'];
-    e_label := ARRAY[NULL::text];
-    e_kind := ARRAY['start'];
-    FOR i IN 1 .. n LOOP
-        st := steps->(i - 1);
-        from_id := 's' || (i - 1);
-        IF types[i] OPERATOR(pg_catalog.=) 'choice' THEN
-            -- the branches in order, then the default; "end" ends the run
-            c := 0;
-            FOR item IN SELECT a.x FROM pg_catalog.jsonb_array_elements(st->'choices') WITH ORDINALITY AS a(x, o)
-                        ORDER BY a.o LOOP
-                tgt := item->>'next';
-                e_from := e_from || from_id;
-                e_to := e_to || CASE WHEN tgt OPERATOR(pg_catalog.=) 'end' THEN 'finish'
-                                     ELSE 's' || (pg_catalog.array_position(names, tgt) - 1) END;
-                e_label := e_label || (item->>'when');
-                e_kind := e_kind || ('choice:' || c);
-                c := c + 1;
-            END LOOP;
-            tgt := st->>'default';
-            e_from := e_from || from_id;
-            e_to := e_to || CASE WHEN tgt OPERATOR(pg_catalog.=) 'end' THEN 'finish'
-                                 ELSE 's' || (pg_catalog.array_position(names, tgt) - 1) END;
-            e_label := e_label || 'default'::text;
-            e_kind := e_kind || 'default'::text;
-        ELSE
-            -- "next", else the end with "end": true, else the following step
-            tgt := st->>'next';
-            e_from := e_from || from_id;
-            e_to := e_to || CASE WHEN tgt IS NOT NULL
-                                      THEN 's' || (pg_catalog.array_position(names, tgt) - 1)
-                                 WHEN st->'end' OPERATOR(pg_catalog.=) 'true'::jsonb
-                                      OR i OPERATOR(pg_catalog.=) n THEN 'finish'
-                                 ELSE 's' || i END;
-            e_label := e_label || CASE WHEN types[i] OPERATOR(pg_catalog.=) 'approval' THEN 'approved' END;
-            e_kind := e_kind || 'next'::text;
-            IF types[i] OPERATOR(pg_catalog.=) 'approval' AND st ? 'expires' THEN
-                -- an expiry goes to the on_expiry step, or fails the run
-                tgt := st->>'on_expiry';
-                IF tgt IS NULL OR tgt OPERATOR(pg_catalog.=) 'fail' THEN
-                    has_fail := true;
-                    to_id := 'fail';
-                ELSE
-                    to_id := 's' || (pg_catalog.array_position(names, tgt) - 1);
-                END IF;
-                e_from := e_from || from_id;
-                e_to := e_to || to_id;
-                e_label := e_label || 'expired'::text;
-                e_kind := e_kind || 'expired'::text;
-            ELSIF types[i] OPERATOR(pg_catalog.=) 'wait_event' AND st->'timeout' ? 'total' THEN
-                -- a wait that times out goes to its on_timeout step, or fails the run
-                tgt := st->>'on_timeout';
-                IF tgt IS NULL OR tgt OPERATOR(pg_catalog.=) 'fail' THEN
-                    has_fail := true;
-                    to_id := 'fail';
-                ELSE
-                    to_id := 's' || (pg_catalog.array_position(names, tgt) - 1);
-                END IF;
-                e_from := e_from || from_id;
-                e_to := e_to || to_id;
-                e_label := e_label || 'timed out'::text;
-                e_kind := e_kind || 'expired'::text;
-            END IF;
-        END IF;
-    END LOOP;
+    -- edges: start -> first step, then the step graph of the compiled
+    -- definition (wf._step_edges), in its order
+    SELECT ARRAY['start'] || pg_catalog.array_agg('s' || e.from_index ORDER BY e.edge),
+           ARRAY['s0'] || pg_catalog.array_agg(CASE WHEN e.to_index IS NOT NULL THEN 's' || e.to_index
+                                                    WHEN e.to_step OPERATOR(pg_catalog.=) 'end' THEN 'finish'
+                                                    ELSE 'fail' END ORDER BY e.edge),
+           ARRAY[NULL::text] || pg_catalog.array_agg(e.label ORDER BY e.edge),
+           ARRAY['start'] || pg_catalog.array_agg(CASE e.kind WHEN 'choice' THEN 'choice:' || e.choice
+                                                              WHEN 'expiry' THEN 'expired'
+                                                              WHEN 'timeout' THEN 'expired'
+                                                              ELSE e.kind END ORDER BY e.edge),
+           COALESCE(pg_catalog.bool_or(e.to_index IS NULL AND e.to_step OPERATOR(pg_catalog.=) 'fail'), false)
+    INTO e_from, e_to, e_label, e_kind, has_fail
+    FROM wf._step_edges(spec) e;
     IF has_fail THEN
         n_id := n_id || 'fail'::text;
         n_name := n_name || 'fail'::text;
@@ -2401,6 +2346,7 @@ GRANT EXECUTE ON FUNCTION
     wf.explain(uuid), wf.verify_run(uuid), wf.signal(uuid, text, jsonb, text),
     wf.send_event(text, text, jsonb, text, interval), wf.definition_graph(text, integer, text),
     wf.run_graph(uuid, text), wf._graph_render(text, jsonb, text, jsonb),
+    wf._step_edges(jsonb),
     wf._refuse_sealed_lookalikes(jsonb, text, text),
     wf._event_runs(text), wf._buffer_event(text, text, jsonb, text, interval),
     wf.verify_run(uuid, jsonb), wf.chain_heads()

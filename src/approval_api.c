@@ -71,6 +71,7 @@
 #include "api.h"
 #include "argcheck.h"
 #include "crypto.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "guc.h"
 #include "jsonutil.h"

@@ -26,6 +26,7 @@
 
 #include "argcheck.h"
 #include "correlate.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "quota.h"

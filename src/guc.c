@@ -18,7 +18,7 @@
 
 #include "utils/guc.h"
 
-#include "definition.h"
+#include "duration.h"
 #include "guc.h"
 
 /* forward declarations */

@@ -6,13 +6,14 @@
  * A run is pinned to the definition version it started with; an operator
  * may move it to another version of the same definition when the run's
  * position exists there and its context fits (wf._migration_problem, in
- * the install script, says why not).  run_migrated records both versions;
- * from then on the run follows the target.  The attempt of the old version
- * is withdrawn, so a worker of the old version reports a stale result, and
- * the step's next attempt is scheduled under the target (its queue, input
- * mapping, retry policy and timeouts).  A retry backoff is cut short the
- * same way.  Sleeps, waits and approvals keep waiting: their timers and
- * tokens belong to the visit, which does not change.
+ * the install script, says why not; it follows the target's step graph as
+ * the compiled definition has it, wf._step_edges).  run_migrated records
+ * both versions; from then on the run follows the target.  The attempt of
+ * the old version is withdrawn, so a worker of the old version reports a
+ * stale result, and the step's next attempt is scheduled under the target
+ * (its queue, input mapping, retry policy and timeouts).  A retry backoff
+ * is cut short the same way.  Sleeps, waits and approvals keep waiting:
+ * their timers and tokens belong to the visit, which does not change.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -31,6 +32,7 @@
 #include "utils/uuid.h"
 
 #include "api.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"

@@ -36,6 +36,7 @@
 
 #include "api.h"
 #include "argcheck.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"

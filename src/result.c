@@ -41,6 +41,7 @@
 #include "utils/timestamp.h"
 
 #include "argcheck.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"

@@ -40,6 +40,7 @@
 #include "argcheck.h"
 #include "correlate.h"
 #include "crypto.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"

@@ -51,6 +51,7 @@
 #include "utils/numeric.h"
 
 #include "crypto.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "state.h"

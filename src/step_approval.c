@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "spi_util.h"

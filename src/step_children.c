@@ -39,6 +39,7 @@
 #include "api.h"
 #include "correlate.h"
 #include "crypto.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"

@@ -18,6 +18,7 @@
  */
 #include "postgres.h"
 
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "state.h"

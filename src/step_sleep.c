@@ -24,6 +24,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "spi_util.h"

@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"

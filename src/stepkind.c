@@ -12,7 +12,7 @@
  */
 #include "postgres.h"
 
-#include "definition.h"
+#include "defcompile.h"
 #include "stepkind.h"
 #include "transition.h"
 

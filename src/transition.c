@@ -37,7 +37,9 @@
 #include "utils/uuid.h"
 
 #include "crypto.h"
+#include "defcompile.h"
 #include "definition.h"
+#include "duration.h"
 #include "guc.h"
 #include "jsonutil.h"
 #include "notify.h"

@@ -34,6 +34,7 @@
 
 #include "crypto.h"
 #include "ddlguard.h"
+#include "defcompile.h"
 #include "definition.h"
 #include "guc.h"
 #include "launcher.h"

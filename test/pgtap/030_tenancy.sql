@@ -264,6 +264,7 @@ INSERT INTO attacks VALUES
  ('wf.verify_run(uuid,jsonb)', $q$SELECT wf.verify_run(':claimed_run', ':anchor')$q$, 'error'),
  ('wf.definition_graph(text,integer,text)', $q$SELECT wf.definition_graph('b_def', 1, 'mermaid')$q$, 'error'),
  ('wf._graph_render(text,jsonb,text,jsonb)', $q$SELECT 'rendered' FROM (SELECT wf._graph_render('x', '{"steps": []}', 'mermaid', NULL)) r$q$, '.*'),
+ ('wf._step_edges(jsonb)', $q$SELECT string_agg(e.from_step || '>' || e.to_step, ',' ORDER BY e.edge) FROM wf._step_edges('{"steps": [{"name": "evil", "queue": "q"}]}') e$q$, '^evil>end$'),
  ('wf._refuse_sealed_lookalikes(jsonb,text,text)', $q$SELECT wf._refuse_sealed_lookalikes('{"x": ["wfenc:v1:1:AAAA"]}', 'value', 'an attack')$q$, 'error'),
  ('wf.complete_task(bigint,bigint,jsonb)', $q$SELECT wf.complete_task(:task, :fence, '{}')$q$, 'error'),
  ('wf.fail_task(bigint,bigint,jsonb,boolean)', $q$SELECT wf.fail_task(:task, :fence, '{}', false)$q$, 'error'),
