@@ -142,7 +142,7 @@ WfScheduleCompensation(WfTransition *tr, int32 attempt)
 /*
  * WfNextCompensation schedules the next pending compensation, or ends the
  * run when none is left: as cancelled after wf.cancel_run(), as
- * compensated after a failure of a saga (compensate_failure).
+ * compensated after a failure of a saga (compensate_failed_run).
  */
 void
 WfNextCompensation(WfTransition *tr)
@@ -284,7 +284,7 @@ compensation_failed(WfTransition *tr, const char *reason, Jsonb *error)
 }
 
 /*
- * compensate_failure is WfFailRun for a definition with "on_failure":
+ * compensate_failed_run is WfFailRun for a definition with "on_failure":
  * "compensate" (a saga): the run does not end failed.  attempt is the one
  * the step failed at (as WfFailRun finds it).  The live task, if
  * any, is withdrawn, compensation_requested records the failure (step,
@@ -300,7 +300,7 @@ compensation_failed(WfTransition *tr, const char *reason, Jsonb *error)
  * undo their own work).
  */
 static void
-compensate_failure(WfTransition *tr, const char *step, int32 attempt,
+compensate_failed_run(WfTransition *tr, const char *step, int32 attempt,
 					const char *reason, Jsonb *error)
 {
 	WfRunState *run = tr->run;
@@ -456,5 +456,5 @@ const WfStepKindOps WfCompensationStepKind = {
 
 const WfUndoOps WfCompensationUndo = {
 	.settle = start_compensation,
-	.compensate_failure = compensate_failure,
+	.compensate_failure = compensate_failed_run,
 };
