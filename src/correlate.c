@@ -35,6 +35,41 @@
 #include "state.h"
 #include "step_wait.h"
 
+/* the statements of correlate.c (registered by _PG_init: WfCorrelatePlans) */
+enum
+{
+	PLAN_CORRELATION_INSERT = 0,
+	PLAN_BUFFERED_FOR_KEY,
+	PLAN_BUFFERED_DELIVER
+};
+
+static const WfPlanSpec correlate_plan_specs[] = {
+	[PLAN_CORRELATION_INSERT] = {
+		"correlation_insert",
+		"INSERT INTO wf.correlations (tenant_id, key, run_id, created_at) "
+		"VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+		4, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID}
+	},
+	[PLAN_BUFFERED_FOR_KEY] = {
+		"buffered_for_key",
+		"SELECT b.buffer_id, b.name, b.event_id, b.payload, b.received_at"
+		" FROM wf.buffered_events b"
+		" WHERE b.tenant_id OPERATOR(pg_catalog.=) $1 AND b.key OPERATOR(pg_catalog.=) $2"
+		" AND b.delivered_at IS NULL AND b.expires_at OPERATOR(pg_catalog.>) $3"
+		" AND b.name OPERATOR(pg_catalog.=) ANY ($4) ORDER BY b.buffer_id",
+		4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTARRAYOID}
+	},
+	[PLAN_BUFFERED_DELIVER] = {
+		"buffered_deliver",
+		"UPDATE wf.buffered_events b SET delivered_at = $2, delivered_to = $3"
+		" WHERE b.buffer_id OPERATOR(pg_catalog.=) $1 AND b.delivered_at IS NULL",
+		3, {INT8OID, TIMESTAMPTZOID, UUIDOID}
+	},
+};
+
+WfPlanTable WfCorrelatePlans = WF_PLAN_TABLE("correlate", correlate_plan_specs);
+
+
 /* lock tag field 4 of the correlation key locks: apart from SQL's and quota.c's */
 #define WF_CORRELATION_LOCK 0x5747
 
@@ -119,7 +154,7 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 		values[1] = CStringGetTextDatum(value);
 		values[2] = UUIDPGetDatum(&run->run_id);
 		values[3] = TimestampTzGetDatum(now);
-		WfExecPlan(WF_PLAN_CORRELATION_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+		WfPlanExec(&WfCorrelatePlans, PLAN_CORRELATION_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
 	}
 	return unique;
 }
@@ -187,7 +222,7 @@ WfDeliverBufferedEvents(const WfDefinition *def, pg_uuid_t *run_id, const char *
 		values[1] = CStringGetTextDatum(key);
 		values[2] = TimestampTzGetDatum(now);
 		values[3] = PointerGetDatum(name_array);
-		n = WfExecPlanFresh(WF_PLAN_BUFFERED_FOR_KEY, values, NULL, 0);
+		n = WfPlanExecFresh(&WfCorrelatePlans, PLAN_BUFFERED_FOR_KEY, values, NULL, 0);
 		if (n == 0)
 			continue;
 		ids = palloc(sizeof(int64) * n);
@@ -217,7 +252,7 @@ WfDeliverBufferedEvents(const WfDefinition *def, pg_uuid_t *run_id, const char *
 			dv[0] = Int64GetDatum(ids[r]);
 			dv[1] = TimestampTzGetDatum(now);
 			dv[2] = UUIDPGetDatum(run_id);
-			if (WfExecPlan(WF_PLAN_BUFFERED_DELIVER, dv, NULL, false, 0, SPI_OK_UPDATE) != 1)
+			if (WfPlanExec(&WfCorrelatePlans, PLAN_BUFFERED_DELIVER, dv, NULL, false, 0, SPI_OK_UPDATE) != 1)
 				WfSerializationFailure(key, "An event buffered for the key");
 			if (WfDeliverSignal(run_id, evnames[r], payloads[r], event_ids[r],
 								key, received[r]) == NULL)

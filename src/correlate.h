@@ -13,6 +13,8 @@
 #ifndef WF_CORRELATE_H
 #define WF_CORRELATE_H
 
+#include "spi_util.h"
+
 #include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
@@ -27,5 +29,9 @@ extern void WfLockCorrelationKey(const char *tenant, const char *key);
 extern void WfDeliverBufferedEvents(const WfDefinition *def, pg_uuid_t *run_id,
 									const char *tenant, List *keys);
 extern void WfSerializationFailure(const char *key, const char *what) pg_attribute_noreturn();
+
+
+/* the statements of correlate.c */
+extern PGDLLIMPORT WfPlanTable WfCorrelatePlans;
 
 #endif							/* WF_CORRELATE_H */

@@ -34,6 +34,26 @@
 #include "jsonutil.h"
 #include "spi_util.h"
 #include "wfengine.h"
+
+/* the statements of definition.c (registered by _PG_init: WfDefinitionPlans) */
+static const WfPlanSpec definition_plan_specs[] = {
+	[WF_DEFINITION_DEF_VERSION] = {
+		"def_version",
+		"SELECT d.definition_id, d.version FROM wf.definitions d "
+		"WHERE d.tenant_id OPERATOR(pg_catalog.=) $1 AND d.name OPERATOR(pg_catalog.=) $2 "
+		"AND d.version OPERATOR(pg_catalog.=) $3",
+		3, {TEXTOID, TEXTOID, INT4OID}
+	},
+	[WF_DEFINITION_DEF_BY_ID] = {
+		"def_by_id",
+		"SELECT d.tenant_id, d.name, d.version, d.spec FROM wf.definitions d "
+		"WHERE d.definition_id OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+};
+
+WfPlanTable WfDefinitionPlans = WF_PLAN_TABLE("definition", definition_plan_specs);
+
 /* one entry of the definition cache */
 typedef struct DefCacheEntry
 {
@@ -119,7 +139,7 @@ WfResolveChildren(WfDefinition *def, const char *tenant, WfBranchResolver resolv
 			values[0] = CStringGetTextDatum(tenant);
 			values[1] = CStringGetTextDatum(sd->sub_name);
 			values[2] = Int32GetDatum(sd->sub_version);
-			if (WfExecPlan(WF_PLAN_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 				ereport(ERROR,
 						(errcode(ERRCODE_UNDEFINED_OBJECT),
 						 errmsg("invalid definition \"%s\": step \"%s\" starts version %d of definition \"%s\", which does not exist",
@@ -291,7 +311,7 @@ WfDefinitionGet(int64 definition_id)
 	}
 
 	values[0] = Int64GetDatum(definition_id);
-	if (WfExecPlan(WF_PLAN_DEF_BY_ID, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_BY_ID, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		elog(ERROR, "definition %lld does not exist", (long long) definition_id);
 	tenant = WfGetTextOrNull(0, 1);
 	name = WfGetTextOrNull(0, 2);

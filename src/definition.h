@@ -17,6 +17,8 @@
 #ifndef WF_DEFINITION_H
 #define WF_DEFINITION_H
 
+#include "spi_util.h"
+
 #include "utils/jsonb.h"
 
 #include "defcompile.h"
@@ -43,5 +45,15 @@ extern Jsonb *WfEvaluatePathAll(Datum path, Jsonb *context);
 extern bool WfPathMatches(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
 extern void WfDefinitionInit(void);
+
+
+/* the statements of definition.c */
+typedef enum WfDefinitionPlan
+{
+	WF_DEFINITION_DEF_VERSION = 0,
+	WF_DEFINITION_DEF_BY_ID
+} WfDefinitionPlan;
+
+extern PGDLLIMPORT WfPlanTable WfDefinitionPlans;
 
 #endif							/* WF_DEFINITION_H */

@@ -85,7 +85,7 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	values[0] = CStringGetTextDatum(run.tenant_id);
 	values[1] = CStringGetTextDatum(from->name);
 	values[2] = Int32GetDatum(to_version);
-	if (WfExecPlan(WF_PLAN_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("version %d of definition \"%s\" does not exist", to_version, from->name)));

@@ -84,6 +84,29 @@
 #include "spi_util.h"
 #include "wfengine.h"
 
+/* the statements of notify.c (registered by _PG_init: WfNotifyPlans) */
+enum
+{
+	PLAN_CHANNEL_KEY = 0,
+	PLAN_CHANNEL_KEY_INSERT
+};
+
+static const WfPlanSpec notify_plan_specs[] = {
+	[PLAN_CHANNEL_KEY] = {
+		"channel_key",
+		"SELECT s.value FROM wf.secrets s WHERE s.name OPERATOR(pg_catalog.=) 'channel_key'",
+		0, {InvalidOid}
+	},
+	[PLAN_CHANNEL_KEY_INSERT] = {
+		"channel_key_insert",
+		"INSERT INTO wf.secrets (name, value) VALUES ('channel_key', $1) "
+		"ON CONFLICT (name) DO NOTHING",
+		1, {BYTEAOID}
+	},
+};
+
+WfPlanTable WfNotifyPlans = WF_PLAN_TABLE("notify", notify_plan_specs);
+
 /* a queue that gets a claimable task when the transaction commits */
 typedef struct WfPendingQueue
 {
@@ -159,7 +182,7 @@ WfChannelKey(const uint8 **key, size_t *keylen)
 		Datum		d;
 		bool		made = false;
 
-		if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfNotifyPlans, PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
 		{
 			/* made at first use (a restore brings the old one back) */
 			uint8		fresh[32];
@@ -170,8 +193,8 @@ WfChannelKey(const uint8 **key, size_t *keylen)
 			SET_VARSIZE(b, VARHDRSZ + sizeof(fresh));
 			memcpy(VARDATA(b), fresh, sizeof(fresh));
 			values[0] = PointerGetDatum(b);
-			WfExecPlan(WF_PLAN_CHANNEL_KEY_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
-			if (WfExecPlan(WF_PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
+			WfPlanExec(&WfNotifyPlans, PLAN_CHANNEL_KEY_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+			if (WfPlanExec(&WfNotifyPlans, PLAN_CHANNEL_KEY, NULL, NULL, false, 1, SPI_OK_SELECT) != 1)
 				elog(ERROR, "the channel key of wfengine could not be made");
 			made = true;
 		}
@@ -754,6 +777,8 @@ WfRelaySend(WfDbWorkerSlot *slot)
 }
 
 PG_FUNCTION_INFO_V1(wfengine_channel);
+
+
 
 /*
  * wfengine_channel is wf.channel(kind, queue): the LISTEN channel of the

@@ -14,6 +14,8 @@
 #ifndef WF_NOTIFY_H
 #define WF_NOTIFY_H
 
+#include "spi_util.h"
+
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -54,5 +56,9 @@ extern void WfWakeWorkerAtCommit(void);
 /* the engine worker sends what committed transactions handed to it */
 struct WfDbWorkerSlot;
 extern int	WfRelaySend(struct WfDbWorkerSlot *slot);
+
+
+/* the statements of notify.c */
+extern PGDLLIMPORT WfPlanTable WfNotifyPlans;
 
 #endif							/* WF_NOTIFY_H */

@@ -110,7 +110,7 @@ wfengine_pause_run(PG_FUNCTION_ARGS)
 		Datum		values[1];
 
 		values[0] = Int64GetDatum(run.current_task);
-		if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			elog(ERROR, "the live task of run %s is missing", WfRunIdText(run_id));
 		if (strcmp(WfGetTextOrNull(0, 1), "ready") == 0)
 		{
@@ -155,7 +155,7 @@ resume_live_task(WfTransition *tr, int idx)
 	/* still with its worker: the deadlines were suspended */
 	values[0] = Int64GetDatum(run->current_task);
 	values[1] = TimestampTzGetDatum(tr->now);
-	if (WfExecPlan(WF_PLAN_TASK_RESUME, values, NULL, false, 0, SPI_OK_UPDATE) == 1)
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_RESUME, values, NULL, false, 0, SPI_OK_UPDATE) == 1)
 		WfNoteTimer(tr->now);
 }
 

@@ -34,6 +34,7 @@
 #include "defcompile.h"
 #include "definition.h"
 #include "guc.h"
+#include "publish.h"
 #include "quota.h"
 #include "sensitive.h"
 #include "spi_util.h"
@@ -41,6 +42,27 @@
 
 PG_FUNCTION_INFO_V1(wfengine_publish_definition);
 PG_FUNCTION_INFO_V1(wfengine_step_edges);
+
+/* the statements of publish.c (registered by _PG_init: WfPublishPlans) */
+enum
+{
+	PLAN_DEF_INSERT = 0
+};
+
+static const WfPlanSpec publish_plan_specs[] = {
+	[PLAN_DEF_INSERT] = {
+		"def_insert",
+		"INSERT INTO wf.definitions (tenant_id, name, version, digest, spec) "
+		"SELECT $1, $2, COALESCE(pg_catalog.max(d.version), 0) OPERATOR(pg_catalog.+) 1, $3, $4 "
+		"FROM wf.definitions d "
+		"WHERE d.tenant_id OPERATOR(pg_catalog.=) $1 AND d.name OPERATOR(pg_catalog.=) $2 "
+		"ON CONFLICT DO NOTHING RETURNING definition_id, version",
+		4, {TEXTOID, TEXTOID, BYTEAOID, JSONBOID}
+	},
+};
+
+WfPlanTable WfPublishPlans = WF_PLAN_TABLE("publish", publish_plan_specs);
+
 
 #define WF_PUBLISH_TRIES 5
 
@@ -147,7 +169,7 @@ publish_spec(const char *tenant, const char *name, Jsonb *spec, int32 *version,
 			def = WfDefinitionGet(definition_id);
 			break;
 		}
-		if (WfExecPlan(WF_PLAN_DEF_INSERT, values, NULL, false, 0,
+		if (WfPlanExec(&WfPublishPlans, PLAN_DEF_INSERT, values, NULL, false, 0,
 					   SPI_OK_INSERT_RETURNING) == 1)
 		{
 			def->definition_id = definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));

@@ -98,6 +98,76 @@
 #include "state.h"
 #include "transition.h"
 
+/* the statements of quota.c (registered by _PG_init: WfQuotaPlans) */
+enum
+{
+	PLAN_TENANT_POLICY = 0,
+	PLAN_LIVE_RUNS,
+	PLAN_TASKS_IN_FLIGHT,
+	PLAN_TIMERS_PENDING,
+	PLAN_TIMERS_SUPERSEDE,
+	PLAN_SUPPRESSED_EVENT,
+	PLAN_BUFFERED_COUNT
+};
+
+static const WfPlanSpec quota_plan_specs[] = {
+	[PLAN_TENANT_POLICY] = {
+		"tenant_policy",
+		"SELECT p.max_live_runs, p.max_starts_per_second, p.start_burst,"
+		" p.max_definition_steps, p.max_definition_bytes, p.max_events_per_run,"
+		" p.max_tasks_in_flight, p.max_timers_per_run, p.max_definition_depth,"
+		" p.max_buffered_events "
+		"FROM wf.tenant_policies p WHERE p.tenant_id OPERATOR(pg_catalog.=) $1",
+		1, {TEXTOID}
+	},
+	[PLAN_LIVE_RUNS] = {
+		"live_runs",
+		"SELECT pg_catalog.count(*) FROM (SELECT 1 FROM wf.runs r"
+		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1"
+		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused', 'cancelling', 'compensating']) LIMIT $2) x",
+		2, {TEXTOID, INT4OID}
+	},
+	[PLAN_TASKS_IN_FLIGHT] = {
+		"tasks_in_flight",
+		"SELECT pg_catalog.count(*) FROM (SELECT 1 FROM wf.tasks t"
+		" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
+		" AND t.status OPERATOR(pg_catalog.=) 'leased' LIMIT $3) x",
+		3, {TEXTOID, TEXTOID, INT4OID}
+	},
+	[PLAN_TIMERS_PENDING] = {
+		"timers_pending",
+		"SELECT pg_catalog.count(*) FROM wf.timers tm"
+		" WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'"
+		" AND tm.kind OPERATOR(pg_catalog.<>) 'child_done'",
+		1, {UUIDOID}
+	},
+	[PLAN_TIMERS_SUPERSEDE] = {
+		"timers_supersede",
+		/* earlier timers of the same kind and step: stale once a new one is set */
+		"UPDATE wf.timers tm SET status = 'cancelled', fired_at = $5, outcome = 'superseded' "
+		"WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'"
+		" AND tm.kind OPERATOR(pg_catalog.=) $2 AND (tm.step OPERATOR(pg_catalog.=) $3 OR (tm.step IS NULL AND $3 IS NULL))"
+		" AND tm.generation OPERATOR(pg_catalog.<) $4",
+		5, {UUIDOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
+	},
+	[PLAN_SUPPRESSED_EVENT] = {
+		"suppressed_event",
+		"INSERT INTO wf.suppressed_events AS s (tenant_id, run_id, type, count, first_at, last_at) "
+		"VALUES ($1, $2, $3, 1, $4, $4) ON CONFLICT (run_id, type) DO UPDATE SET"
+		" count = s.count OPERATOR(pg_catalog.+) 1, last_at = $4",
+		4, {TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID}
+	},
+	[PLAN_BUFFERED_COUNT] = {
+		"buffered_count",
+		"SELECT pg_catalog.count(*) FROM wf.buffered_events b"
+		" WHERE b.tenant_id OPERATOR(pg_catalog.=) $1 AND b.delivered_at IS NULL"
+		" AND b.expires_at OPERATOR(pg_catalog.>) $2",
+		2, {TEXTOID, TIMESTAMPTZOID}
+	},
+};
+
+WfPlanTable WfQuotaPlans = WF_PLAN_TABLE("quota", quota_plan_specs);
+
 /* how long a backend trusts the policy it read */
 #define WF_POLICY_TTL_USEC 1000000
 
@@ -177,7 +247,7 @@ tenant_policy(const char *tenant)
 	policy.tenant = MemoryContextStrdup(TopMemoryContext, tenant);
 	policy.read_at = now;
 	values[0] = CStringGetTextDatum(tenant);
-	if (WfExecPlan(WF_PLAN_TENANT_POLICY, values, NULL, true, 1, SPI_OK_SELECT) == 1)
+	if (WfPlanExec(&WfQuotaPlans, PLAN_TENANT_POLICY, values, NULL, true, 1, SPI_OK_SELECT) == 1)
 	{
 		policy.max_live_runs = policy_int(1);
 		d = WfGetDatum(0, 2, &isnull);
@@ -307,7 +377,7 @@ WfCheckStartQuota(const char *tenant)
 		quota_lock(tenant, "live runs", true);
 		values[0] = CStringGetTextDatum(tenant);
 		values[1] = Int32GetDatum(p->max_live_runs);
-		WfExecPlanFresh(WF_PLAN_LIVE_RUNS, values, NULL, 1);
+		WfPlanExecFresh(&WfQuotaPlans, PLAN_LIVE_RUNS, values, NULL, 1);
 		live = DatumGetInt64(WfGetDatumNotNull(0, 1));
 		if (live >= p->max_live_runs)
 			ereport(ERROR,
@@ -347,7 +417,7 @@ WfCheckBufferQuota(const char *tenant, TimestampTz now)
 	quota_lock(tenant, "buffered events", true);
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = TimestampTzGetDatum(now);
-	WfExecPlanFresh(WF_PLAN_BUFFERED_COUNT, values, NULL, 1);
+	WfPlanExecFresh(&WfQuotaPlans, PLAN_BUFFERED_COUNT, values, NULL, 1);
 	buffered = DatumGetInt64(WfGetDatumNotNull(0, 1));
 	if (buffered >= limit)
 		ereport(ERROR,
@@ -404,7 +474,7 @@ WfSuppressAuditEvent(WfTransition *tr, WfEventType type)
 	values[1] = UUIDPGetDatum(&tr->run->run_id);
 	values[2] = CStringGetTextDatum(WfEventTypeName(type));
 	values[3] = TimestampTzGetDatum(tr->now);
-	WfExecPlan(WF_PLAN_SUPPRESSED_EVENT, values, NULL, false, 0, SPI_OK_INSERT);
+	WfPlanExec(&WfQuotaPlans, PLAN_SUPPRESSED_EVENT, values, NULL, false, 0, SPI_OK_INSERT);
 	return true;
 }
 
@@ -479,7 +549,7 @@ WfClaimRoom(const char *tenant, const char *queue, int32 want, bool wait)
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(queue);
 	values[2] = Int32GetDatum(p->max_tasks_in_flight);
-	WfExecPlanFresh(WF_PLAN_TASKS_IN_FLIGHT, values, NULL, 1);
+	WfPlanExecFresh(&WfQuotaPlans, PLAN_TASKS_IN_FLIGHT, values, NULL, 1);
 	leased = DatumGetInt64(WfGetDatumNotNull(0, 1));
 	SPI_freetuptable(SPI_tuptable);
 	return (int32) Min((int64) want, Max((int64) 0, p->max_tasks_in_flight - leased));
@@ -523,7 +593,7 @@ WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 		return;
 	/* not read-only: it must see the timers this transition has written */
 	values[0] = UUIDPGetDatum(run_id);
-	WfExecPlan(WF_PLAN_TIMERS_PENDING, values, NULL, false, 1, SPI_OK_SELECT);
+	WfPlanExec(&WfQuotaPlans, PLAN_TIMERS_PENDING, values, NULL, false, 1, SPI_OK_SELECT);
 	pending = DatumGetInt64(WfGetDatumNotNull(0, 1));
 	SPI_freetuptable(SPI_tuptable);
 	if (pending < p->max_timers_per_run)
@@ -536,7 +606,7 @@ WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 		nulls[2] = 'n';
 	values[3] = Int32GetDatum(generation);
 	values[4] = TimestampTzGetDatum(now);
-	pending -= WfExecPlan(WF_PLAN_TIMERS_SUPERSEDE, values, nulls, false, 0, SPI_OK_UPDATE);
+	pending -= WfPlanExec(&WfQuotaPlans, PLAN_TIMERS_SUPERSEDE, values, nulls, false, 0, SPI_OK_UPDATE);
 	if (pending >= p->max_timers_per_run)
 	{
 		timer_refused = true;
@@ -552,6 +622,8 @@ WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 }
 
 PG_FUNCTION_INFO_V1(wfengine_policy_changed);
+
+
 
 /*
  * wfengine_policy_changed is wf._policy_changed(): wf.set_tenant_policy()

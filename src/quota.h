@@ -13,6 +13,8 @@
 #ifndef WF_QUOTA_H
 #define WF_QUOTA_H
 
+#include "spi_util.h"
+
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -33,5 +35,9 @@ extern bool WfEventsAtLimit(const WfRunState *run);
 extern void WfCheckEventQuota(WfRunState *run, const char *hint);
 extern bool WfSuppressAuditEvent(WfTransition *tr, WfEventType type);
 extern int32 WfCheckBufferQuota(const char *tenant, TimestampTz now);
+
+
+/* the statements of quota.c */
+extern PGDLLIMPORT WfPlanTable WfQuotaPlans;
 
 #endif							/* WF_QUOTA_H */

@@ -207,7 +207,7 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	else
 	{
 		values[2] = Int32GetDatum(PG_GETARG_INT32(3));
-		if (WfExecPlan(WF_PLAN_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("version %d of definition \"%s\" does not exist",

@@ -8,7 +8,7 @@
  * transaction while it holds the run row locked (FOR UPDATE), so
  * transitions of one run are serialised and seq is gap-free.  The events,
  * the next task attempt (if any) and the new snapshot go to the database
- * in a single statement (WF_PLAN_TRANSITION); either all of it commits or
+ * in a single statement (WF_RUNSTORE_TRANSITION); either all of it commits or
  * none of it.  What else the transition writes (timers, and each step
  * kind's rows: WfStepKindOps.write) follows in the same transaction.
  *
@@ -50,6 +50,122 @@
 #include "transition.h"
 #include "wfengine.h"
 
+/* the statements of runstore.c (registered by _PG_init: WfRunstorePlans) */
+static const WfPlanSpec runstore_plan_specs[] = {
+	[WF_RUNSTORE_RUN_INSERT] = {
+		"run_insert",
+		"WITH r AS ("
+		" INSERT INTO wf.runs (run_id, tenant_id, definition_id, definition_name,"
+		"  definition_version, status, current_step, seq, input, context,"
+		"  idempotency_key, last_hash, created_at, updated_at, current_attempt,"
+		"  current_task, step_generation, wait_generation, output, finished_at,"
+		"  input_digest)"
+		" VALUES ($1, $2, $35, $36, $37, $23, $24, $25, $38, $26, $39, $28, $4, $4,"
+		"  $30, $31, $32, $33, $27, $29, $40)"
+		" ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
+		" RETURNING run_id),"
+		" e AS (" WF_EVENTS_INSERT("r.run_id", "r, ") "),"
+		" t AS (" WF_TASK_INSERT("r.run_id", "FROM r", "") ")"
+		" SELECT pg_catalog.count(*) FROM r",
+		40, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID, BYTEAOID}
+	},
+	[WF_RUNSTORE_LOCK_TASK_AND_RUN] = {
+		"lock_task_and_run",
+		"SELECT " WF_RUN_COLUMNS ", " WF_TASK_DEADLINE_COLUMNS
+		"FROM wf.tasks t JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.tenant_id OPERATOR(pg_catalog.=) $2 "
+		"AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
+		"FOR UPDATE OF t, r",
+		2, {INT8OID, TEXTOID}
+	},
+	[WF_RUNSTORE_TRANSITION] = {
+		"transition",
+		"WITH e AS (" WF_EVENTS_INSERT("$1", "") "),"
+		" t AS (" WF_TASK_INSERT("$1", "", "") ")"
+		" UPDATE wf.runs r SET status = $23, current_step = $24, seq = $25, context = $26,"
+		"  output = $27, last_hash = $28, updated_at = $4, finished_at = $29,"
+		"  current_attempt = $30, current_task = $31, step_generation = $32,"
+		"  wait_generation = $33"
+		" WHERE r.run_id OPERATOR(pg_catalog.=) $1",
+		34, {WF_TRANSITION_TYPES}
+	},
+	[WF_RUNSTORE_TIMER_INSERT] = {
+		"timer_insert",
+		"INSERT INTO wf.timers (timer_id, tenant_id, run_id, kind, step, generation,"
+		" due_at, fire_at, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)",
+		9, {INT8OID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID,
+		JSONBOID, TIMESTAMPTZOID}
+	},
+	[WF_RUNSTORE_TASK_WITHDRAW] = {
+		"task_withdraw",
+		"UPDATE wf.tasks t SET status = 'cancelled', finished_at = $2, deadline_at = NULL,"
+		" lease_expirations = GREATEST(t.lease_expirations, $3) "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])",
+		3, {INT8OID, TIMESTAMPTZOID, INT4OID}
+	},
+	[WF_RUNSTORE_TIMERS_CANCEL] = {
+		"timers_cancel",
+		"UPDATE wf.timers tm SET status = 'cancelled', fired_at = $2, outcome = 'run_finished' "
+		"WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'",
+		2, {UUIDOID, TIMESTAMPTZOID}
+	},
+	[WF_RUNSTORE_TIMER_PEEK] = {
+		"timer_peek",
+		"SELECT r.current_task FROM wf.timers tm JOIN wf.runs r"
+		" ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+	[WF_RUNSTORE_TASK_LOCK] = {
+		"task_lock",
+		"SELECT t.status FROM wf.tasks t WHERE t.task_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+		1, {INT8OID}
+	},
+	[WF_RUNSTORE_LOCK_TIMER_AND_RUN] = {
+		"lock_timer_and_run",
+		"SELECT " WF_RUN_COLUMNS ", tm.kind, tm.step, tm.generation, tm.payload, tm.status,"
+		" tm.due_at "
+		"FROM wf.timers tm JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF tm, r",
+		1, {INT8OID}
+	},
+	[WF_RUNSTORE_RUN_LOCK] = {
+		"run_lock",
+		"SELECT " WF_RUN_COLUMNS "FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
+		"FOR UPDATE",
+		2, {UUIDOID, TEXTOID}
+	},
+	[WF_RUNSTORE_RUN_CURRENT_TASK] = {
+		"run_current_task",
+		"SELECT r.current_task FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {UUIDOID, TEXTOID}
+	},
+	[WF_RUNSTORE_TASK_ROW] = {
+		"task_row",
+		"SELECT t.status, t.fence, t.visit, t.worker, t.input, t.output, t.error, t.queue "
+		"FROM wf.tasks t WHERE t.task_id OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+	[WF_RUNSTORE_LAST_TASK_OF_STEP] = {
+		"last_task_of_step",
+		"SELECT t.status, t.visit, t.attempt, t.input FROM wf.tasks t "
+		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.step OPERATOR(pg_catalog.=) $2 "
+		"ORDER BY t.task_id DESC LIMIT 1",
+		2, {UUIDOID, TEXTOID}
+	},
+	[WF_RUNSTORE_TASK_RESUME] = {
+		"task_resume",
+		"UPDATE wf.tasks t SET deadline_at = $2 "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",
+		2, {INT8OID, TIMESTAMPTZOID}
+	},
+};
+
+WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
+
+
 /* parameter counts of the statements that write transitions */
 #define WF_TASK_NVALUES 12
 #define WF_RUN_NVALUES 11
@@ -81,7 +197,7 @@ make_array(Datum *elems, bool *nulls, int n, Oid elemtype)
 /*
  * WfEventArrays fills values[0..5] with the parallel arrays (seq, type,
  * step, attempt, payload, hash) of the transition's events, as both
- * WF_PLAN_TRANSITION and WF_PLAN_RUN_INSERT take them.
+ * WF_RUNSTORE_TRANSITION and WF_RUNSTORE_RUN_INSERT take them.
  */
 static void
 WfEventArrays(WfTransition *tr, Datum *values)
@@ -261,7 +377,7 @@ write_side_effects(WfTransition *tr)
 		values[6] = TimestampTzGetDatum(t->fire_at);
 		values[7] = JsonbPGetDatum(t->payload);
 		values[8] = TimestampTzGetDatum(tr->now);
-		WfExecPlan(WF_PLAN_TIMER_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
+		WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TIMER_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
 		WfNoteTimer(t->fire_at);
 	}
 	if (run->finished)
@@ -270,7 +386,7 @@ write_side_effects(WfTransition *tr)
 
 		values[0] = UUIDPGetDatum(&run->run_id);
 		values[1] = TimestampTzGetDatum(tr->now);
-		WfExecPlan(WF_PLAN_TIMERS_CANCEL, values, NULL, false, 0, SPI_OK_UPDATE);
+		WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TIMERS_CANCEL, values, NULL, false, 0, SPI_OK_UPDATE);
 		if (tr->def->has_children && tr->stop_children == WF_STOP_NONE)
 			tr->stop_children = run->status == WF_RUN_TERMINATED ?
 				WF_STOP_TERMINATE : WF_STOP_CANCEL;
@@ -292,12 +408,12 @@ withdraw_task(WfTransition *tr)
 	values[0] = Int64GetDatum(tr->withdraw_task);
 	values[1] = TimestampTzGetDatum(tr->now);
 	values[2] = Int32GetDatum(tr->withdraw_expirations);
-	WfExecPlan(WF_PLAN_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
 }
 
 /*
  * transition_values fills values/nulls[0..WF_TRANSITION_NARGS - 1] with
- * the parameters WF_PLAN_TRANSITION and WF_PLAN_RUN_INSERT share: the
+ * the parameters WF_RUNSTORE_TRANSITION and WF_RUNSTORE_RUN_INSERT share: the
  * run, tenant, actor and time, the event arrays, the new task and the new
  * snapshot.
  */
@@ -335,7 +451,7 @@ WfTransitionWrite(WfTransition *tr)
 		withdraw_task(tr);
 	transition_values(tr, values, nulls);
 
-	if (WfExecPlan(WF_PLAN_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "run snapshot vanished during a wfengine transition");
 	write_side_effects(tr);
 	if (tr->has_task)
@@ -357,7 +473,7 @@ note_new_task(WfTransition *tr)
 
 /*
  * WfTransitionWriteNew writes the first transition of a new run; see
- * WF_PLAN_RUN_INSERT.  It returns false when a run with the same
+ * WF_RUNSTORE_RUN_INSERT.  It returns false when a run with the same
  * idempotency key exists (and then wrote nothing).
  */
 bool
@@ -383,7 +499,7 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	else
 		nulls[WF_TRANSITION_NARGS + 5] = 'n';
 
-	if (WfExecPlan(WF_PLAN_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
 		elog(ERROR, "could not insert run");
 	if (DatumGetInt64(WfGetDatumNotNull(0, 1)) != 1)
 		return false;
@@ -395,7 +511,7 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 
 /*
  * WfLockTaskAndRun locks task task_id of tenant and then its run (the lock
- * order of this file) with WF_PLAN_LOCK_TASK_AND_RUN, and reads both into
+ * order of this file) with WF_RUNSTORE_LOCK_TASK_AND_RUN, and reads both into
  * *run and *task; false when there is no such task.  The deadline columns
  * of the row stay in SPI_tuptable after the task's, for the engine worker.
  */
@@ -407,7 +523,7 @@ WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTas
 
 	values[0] = Int64GetDatum(task_id);
 	values[1] = CStringGetTextDatum(tenant);
-	if (WfExecPlan(WF_PLAN_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		return false;
 	WfRunStateFromTuple(run, 0);
 	task->status = WfGetTextOrNull(0, c + 1);
@@ -479,7 +595,7 @@ WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run)
 		Datum		d;
 		int64		current;
 
-		if (WfExecPlan(WF_PLAN_RUN_CURRENT_TASK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_RUN_CURRENT_TASK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		d = WfGetDatum(0, 1, &isnull);
 		current = isnull ? 0 : DatumGetInt64(d);
@@ -488,10 +604,10 @@ WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run)
 			Datum		tv[1];
 
 			tv[0] = Int64GetDatum(current);
-			WfExecPlan(WF_PLAN_TASK_LOCK, tv, NULL, false, 0, SPI_OK_SELECT);
+			WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_LOCK, tv, NULL, false, 0, SPI_OK_SELECT);
 			locked = current;
 		}
-		if (WfExecPlan(WF_PLAN_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		WfRunStateFromTuple(run, 0);
 		if (run->current_task == 0 || run->current_task == locked)
@@ -553,14 +669,14 @@ WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit)
 
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(step);
-	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
 		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
 		return DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
 	return 1;
 }
 
 /*
- * WfReadTask reads task task_id of a locked run (WF_PLAN_TASK_ROW): its
+ * WfReadTask reads task task_id of a locked run (WF_RUNSTORE_TASK_ROW): its
  * status, fence, visit, worker and input; false when there is none.
  */
 bool
@@ -569,7 +685,7 @@ WfReadTask(int64 task_id, WfLockedTask *task)
 	Datum		values[1];
 
 	values[0] = Int64GetDatum(task_id);
-	if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		return false;
 	memset(task, 0, sizeof(WfLockedTask));
 	task->status = WfGetTextOrNull(0, 1);
@@ -631,19 +747,19 @@ WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer)
 		Datum		d;
 
 		values[0] = Int64GetDatum(timer_id);
-		if (WfExecPlan(WF_PLAN_TIMER_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TIMER_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		d = WfGetDatum(0, 1, &isnull);
 		current_task = isnull ? 0 : DatumGetInt64(d);
 		if (current_task != 0 && current_task != locked_task)
 		{
 			values[0] = Int64GetDatum(current_task);
-			WfExecPlan(WF_PLAN_TASK_LOCK, values, NULL, false, 0, SPI_OK_SELECT);
+			WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_LOCK, values, NULL, false, 0, SPI_OK_SELECT);
 			locked_task = current_task;
 		}
 
 		values[0] = Int64GetDatum(timer_id);
-		if (WfExecPlan(WF_PLAN_LOCK_TIMER_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LOCK_TIMER_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		WfRunStateFromTuple(run, 0);
 		if (run->current_task == 0 || run->current_task == locked_task)

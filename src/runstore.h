@@ -13,12 +13,73 @@
 #ifndef WF_RUNSTORE_H
 #define WF_RUNSTORE_H
 
+#include "spi_util.h"
+
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "state.h"
 #include "transition.h"
+
+/*
+ * SQL fragments of the statements that read and write runs and tasks,
+ * for the plan tables of the files that run them.
+ */
+
+/* the snapshot columns, in the order WfRunStateFromTuple reads them */
+#define WF_RUN_COLUMNS \
+	"r.run_id, r.tenant_id, r.definition_id, r.status, r.current_step, " \
+	"r.seq, r.context, r.output, r.last_hash, r.updated_at, r.finished_at, " \
+	"r.current_attempt, r.current_task, r.step_generation, r.wait_generation "
+
+/*
+ * The statements that write a transition share their parameters:
+ * $1 run_id, $2 tenant, $3 actor, $4 now, $5-$10 the events as parallel
+ * arrays (seq, type, step, attempt, payload, hash), $11-$22 the new task
+ * (see WfTaskValues), $23-$33 the snapshot (see WfRunValues) and $34 the
+ * new task's priority.
+ */
+#define WF_EVENTS_INSERT(run_expr, from) \
+	"INSERT INTO wf.events (run_id, seq, tenant_id, type, step, attempt," \
+	" payload, actor, created_at, hash)" \
+	" SELECT " run_expr ", u.seq, $2, u.type, u.step, u.attempt, u.payload, $3, $4, u.hash" \
+	" FROM " from "ROWS FROM (pg_catalog.unnest($5), pg_catalog.unnest($6)," \
+	" pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9)," \
+	" pg_catalog.unnest($10)) AS u(seq, type, step, attempt, payload, hash)"
+
+#define WF_TASK_INSERT(run_expr, from, where) \
+	"INSERT INTO wf.tasks (task_id, tenant_id, run_id, step, visit, attempt," \
+	" queue, activity, status, available_at, idempotency_key, input, created_at," \
+	" schedule_to_start, start_to_close, heartbeat_timeout, deadline_at, priority)" \
+	" SELECT $11, $2, " run_expr ", $12, $13, $14, $15, $16, 'ready', $17, $18, $19, $4," \
+	" $20, $21, $22, $17 OPERATOR(pg_catalog.+) $20, $34" \
+	" " from " WHERE $11 IS NOT NULL " where
+
+#define WF_TRANSITION_TYPES \
+	UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, \
+	INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT4ARRAYOID, JSONBARRAYOID, BYTEAARRAYOID, \
+	INT8OID, TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, JSONBOID, \
+	INTERVALOID, INTERVALOID, INTERVALOID, \
+	TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
+	INT4OID, INT4OID, INT4OID
+
+/*
+ * A new fence of the task row t: the next value of wf.fence_seq on top of
+ * the timeline bits base (a parameter, from WfFenceBase()), and never
+ * below the task's last fence plus one.  See WfFenceBase.
+ */
+#define WF_NEW_FENCE(base) \
+	"GREATEST(" base " OPERATOR(pg_catalog.+)" \
+	" pg_catalog.nextval('wf.fence_seq'::pg_catalog.regclass)," \
+	" t.fence OPERATOR(pg_catalog.+) 1)"
+
+/* the columns of a live task that the deadline handler reads */
+#define WF_TASK_DEADLINE_COLUMNS \
+	"t.status, t.fence, t.step, t.visit, t.attempt, t.worker, t.input, " \
+	"t.deadline_at, t.lease_expires_at, t.timeout_at, " \
+	"COALESCE(t.last_heartbeat_at, t.claimed_at) OPERATOR(pg_catalog.+) t.heartbeat_timeout, " \
+	"t.created_at OPERATOR(pg_catalog.+) t.schedule_to_start, t.lease_expirations "
 
 /* reading the snapshot: the number of columns of WF_RUN_COLUMNS */
 #define WF_RUN_NCOLUMNS 15
@@ -79,5 +140,27 @@ extern void WfTransitionWrite(WfTransition *tr);
 extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
 								 int32 version, Jsonb *input, const char *key);
 extern Datum WfHashDatum(const uint8 *hash);
+
+
+/* the statements of runstore.c */
+typedef enum WfRunstorePlan
+{
+	WF_RUNSTORE_RUN_INSERT = 0,
+	WF_RUNSTORE_LOCK_TASK_AND_RUN,
+	WF_RUNSTORE_TRANSITION,
+	WF_RUNSTORE_TIMER_INSERT,
+	WF_RUNSTORE_TASK_WITHDRAW,
+	WF_RUNSTORE_TIMERS_CANCEL,
+	WF_RUNSTORE_TIMER_PEEK,
+	WF_RUNSTORE_TASK_LOCK,
+	WF_RUNSTORE_LOCK_TIMER_AND_RUN,
+	WF_RUNSTORE_RUN_LOCK,
+	WF_RUNSTORE_RUN_CURRENT_TASK,
+	WF_RUNSTORE_TASK_ROW,
+	WF_RUNSTORE_LAST_TASK_OF_STEP,
+	WF_RUNSTORE_TASK_RESUME
+} WfRunstorePlan;
+
+extern PGDLLIMPORT WfPlanTable WfRunstorePlans;
 
 #endif							/* WF_RUNSTORE_H */

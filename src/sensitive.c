@@ -86,6 +86,67 @@ PG_FUNCTION_INFO_V1(wfengine_rewrap_tenant_keys);
 PG_FUNCTION_INFO_V1(wfengine_destroy_tenant_keys);
 PG_FUNCTION_INFO_V1(wfengine_refuse_sealed_lookalikes);
 
+/* the statements of sensitive.c (registered by _PG_init: WfSensitivePlans) */
+enum
+{
+	PLAN_TENANT_KEY = 0,
+	PLAN_TENANT_KEY_INSERT,
+	PLAN_TENANT_KEY_REWRAP,
+	PLAN_TENANT_KEY_MAX,
+	PLAN_TENANT_KEY_CURRENT,
+	PLAN_TENANT_KEYS_LIVE,
+	PLAN_TENANT_KEYS_DESTROY
+};
+
+static const WfPlanSpec sensitive_plan_specs[] = {
+	[PLAN_TENANT_KEY] = {
+		"tenant_key",
+		"SELECT k.master_key_id, k.wrapped FROM wf.tenant_keys k "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.key_id OPERATOR(pg_catalog.=) $2",
+		2, {TEXTOID, INT4OID}
+	},
+	[PLAN_TENANT_KEY_INSERT] = {
+		"tenant_key_insert",
+		"INSERT INTO wf.tenant_keys (tenant_id, key_id, master_key_id, wrapped, created_at) "
+		"VALUES ($1, $2, $3, $4, pg_catalog.clock_timestamp())",
+		4, {TEXTOID, INT4OID, TEXTOID, BYTEAOID}
+	},
+	[PLAN_TENANT_KEY_REWRAP] = {
+		"tenant_key_rewrap",
+		"UPDATE wf.tenant_keys k SET master_key_id = $3, wrapped = $4 "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.key_id OPERATOR(pg_catalog.=) $2",
+		4, {TEXTOID, INT4OID, TEXTOID, BYTEAOID}
+	},
+	[PLAN_TENANT_KEY_MAX] = {
+		"tenant_key_max",
+		"SELECT pg_catalog.max(k.key_id) FROM wf.tenant_keys k "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1",
+		1, {TEXTOID}
+	},
+	[PLAN_TENANT_KEY_CURRENT] = {
+		"tenant_key_current",
+		"SELECT k.key_id FROM wf.tenant_keys k "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.wrapped IS NOT NULL "
+		"ORDER BY k.key_id DESC LIMIT 1",
+		1, {TEXTOID}
+	},
+	[PLAN_TENANT_KEYS_LIVE] = {
+		"tenant_keys_live",
+		"SELECT k.tenant_id, k.key_id FROM wf.tenant_keys k WHERE k.wrapped IS NOT NULL "
+		"ORDER BY 1, 2 FOR UPDATE",
+		0, {InvalidOid}
+	},
+	[PLAN_TENANT_KEYS_DESTROY] = {
+		"tenant_keys_destroy",
+		"UPDATE wf.tenant_keys k SET wrapped = NULL, destroyed_at = pg_catalog.clock_timestamp() "
+		"WHERE k.tenant_id OPERATOR(pg_catalog.=) $1 AND k.wrapped IS NOT NULL",
+		1, {TEXTOID}
+	},
+};
+
+WfPlanTable WfSensitivePlans = WF_PLAN_TABLE("sensitive", sensitive_plan_specs);
+
+
 #define WF_ENVELOPE_PREFIX "wfenc:v1:"
 #define WF_RESERVED_PREFIX "wfenc:"	/* of every envelope version */
 #define WF_RESERVED_PREFIX_LEN 6
@@ -223,7 +284,7 @@ data_key(const char *tenant, int32 key_id, bool missing_ok)
 
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = Int32GetDatum(key_id);
-	if (WfExecPlan(WF_PLAN_TENANT_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfSensitivePlans, PLAN_TENANT_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 	{
 		if (missing_ok)
 			return NULL;
@@ -310,7 +371,7 @@ wrap_and_store(const char *tenant, int32 key_id, const uint8 *key, bool update)
 	values[1] = Int32GetDatum(key_id);
 	values[2] = CStringGetTextDatum(mid);
 	values[3] = PointerGetDatum(wrapped);
-	WfExecPlan(update ? WF_PLAN_TENANT_KEY_REWRAP : WF_PLAN_TENANT_KEY_INSERT, values, NULL,
+	WfPlanExec(&WfSensitivePlans, update ? PLAN_TENANT_KEY_REWRAP : PLAN_TENANT_KEY_INSERT, values, NULL,
 			   false, 0, update ? SPI_OK_UPDATE : SPI_OK_INSERT);
 }
 
@@ -327,7 +388,7 @@ new_data_key(const char *tenant)
 	int32		key_id;
 
 	values[0] = CStringGetTextDatum(tenant);
-	WfExecPlan(WF_PLAN_TENANT_KEY_MAX, values, NULL, false, 1, SPI_OK_SELECT);
+	WfPlanExec(&WfSensitivePlans, PLAN_TENANT_KEY_MAX, values, NULL, false, 1, SPI_OK_SELECT);
 	d = WfGetDatum(0, 1, &isnull);
 	key_id = isnull ? 1 : DatumGetInt32(d) + 1;
 	crypto_aead_xchacha20poly1305_ietf_keygen(key);
@@ -346,7 +407,7 @@ current_data_key(const char *tenant)
 	Datum		values[1];
 
 	values[0] = CStringGetTextDatum(tenant);
-	if (WfExecPlan(WF_PLAN_TENANT_KEY_CURRENT, values, NULL, false, 1, SPI_OK_SELECT) == 1)
+	if (WfPlanExec(&WfSensitivePlans, PLAN_TENANT_KEY_CURRENT, values, NULL, false, 1, SPI_OK_SELECT) == 1)
 		return DatumGetInt32(WfGetDatumNotNull(0, 1));
 	return new_data_key(tenant);
 }
@@ -1125,7 +1186,7 @@ wfengine_rewrap_tenant_keys(PG_FUNCTION_ARGS)
 	int			done = 0;
 
 	WfApiBegin();
-	n = WfExecPlan(WF_PLAN_TENANT_KEYS_LIVE, NULL, NULL, false, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfSensitivePlans, PLAN_TENANT_KEYS_LIVE, NULL, NULL, false, 0, SPI_OK_SELECT);
 	tenants = palloc(sizeof(char *) * Max(n, 1));
 	ids = palloc(sizeof(int32) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -1159,7 +1220,7 @@ wfengine_destroy_tenant_keys(PG_FUNCTION_ARGS)
 
 	WfApiBegin();
 	values[0] = CStringGetTextDatum(tenant);
-	n = WfExecPlan(WF_PLAN_TENANT_KEYS_DESTROY, values, NULL, false, 0, SPI_OK_UPDATE);
+	n = WfPlanExec(&WfSensitivePlans, PLAN_TENANT_KEYS_DESTROY, values, NULL, false, 0, SPI_OK_UPDATE);
 	WfSensitiveReset();
 	WfApiEnd();
 	PG_RETURN_INT32((int32) n);

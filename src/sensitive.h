@@ -13,6 +13,8 @@
 #ifndef WF_SENSITIVE_H
 #define WF_SENSITIVE_H
 
+#include "spi_util.h"
+
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
@@ -28,5 +30,9 @@ extern void WfSensitiveInit(void);
 extern uint8 *WfParseEnvelope(const char *text, int len, int32 *key_id, size_t *boxlen);
 extern char *WfOpenBox(const uint8 *box, size_t boxlen, const uint8 *key,
 					   const char *ad, int adlen);
+
+
+/* the statements of sensitive.c */
+extern PGDLLIMPORT WfPlanTable WfSensitivePlans;
 
 #endif							/* WF_SENSITIVE_H */

@@ -19,44 +19,20 @@
 typedef enum WfPlanId
 {
 	WF_PLAN_DEF_LATEST = 0,
-	WF_PLAN_DEF_VERSION,
-	WF_PLAN_DEF_BY_ID,
 	WF_PLAN_DEF_BY_DIGEST,
-	WF_PLAN_DEF_INSERT,
-	WF_PLAN_RUN_INSERT,
 	WF_PLAN_RUN_BY_KEY,
-	WF_PLAN_LOCK_TASK_AND_RUN,
 	WF_PLAN_RUN_GET,
 	WF_PLAN_RUN_STATUS,
 	WF_PLAN_TASK_FINISH,
 	WF_PLAN_TASKS_OF_RUN,
 	WF_PLAN_RUN_IDENTITY,
-	WF_PLAN_TRANSITION,
 	WF_PLAN_CLAIM,
 	WF_PLAN_EVENTS_GET,
-	WF_PLAN_TIMER_INSERT,
-	WF_PLAN_TASK_WITHDRAW,
-	WF_PLAN_TIMERS_CANCEL,
-	WF_PLAN_TIMERS_DUE,
-	WF_PLAN_DEADLINES_DUE,
-	WF_PLAN_NEXT_DUE,
-	WF_PLAN_TIMER_PEEK,
-	WF_PLAN_TASK_LOCK,
-	WF_PLAN_LOCK_TIMER_AND_RUN,
-	WF_PLAN_TIMER_DONE,
-	WF_PLAN_TIMER_ERROR,
-	WF_PLAN_TASK_SET_DEADLINE,
-	WF_PLAN_TASK_REQUEUE,
 	WF_PLAN_HEARTBEAT,
-	WF_PLAN_TASK_TIME_OUT,
-	WF_PLAN_APPROVALS_INSERT,
-	WF_PLAN_APPROVALS_CLOSE,
 	WF_PLAN_APPROVALS_PENDING,
 	WF_PLAN_APPROVAL_SET_TOKEN,
 	WF_PLAN_APPROVAL_BY_HASH,
 	WF_PLAN_APPROVAL_CONSUME,
-	WF_PLAN_APPROVAL_TALLY,
-	WF_PLAN_RUN_LOCK,
 	WF_PLAN_ATTEMPT_INSERT,
 	WF_PLAN_DECIDE_LOCKED,
 	WF_PLAN_DECIDE_THROTTLE,
@@ -65,53 +41,58 @@ typedef enum WfPlanId
 	WF_PLAN_APPROVALS_REMOVE,
 	WF_PLAN_APPROVALS_ADD,
 	WF_PLAN_APPROVAL_EXPIRES,
-	WF_PLAN_RUN_CURRENT_TASK,
-	WF_PLAN_APPROVALS_CLOSE_RUN,
-	WF_PLAN_SIGNAL_INSERT,
-	WF_PLAN_SIGNAL_TAKE,
 	WF_PLAN_TASK_PEEK,
-	WF_PLAN_TIMER_HOLD,
 	WF_PLAN_TIMERS_UNHOLD,
-	WF_PLAN_TASK_ROW,
-	WF_PLAN_LAST_TASK_OF_STEP,
-	WF_PLAN_LAST_HELD_RESULT,
-	WF_PLAN_TASK_RESUME,
-	WF_PLAN_COMPLETED_STEPS,
-	WF_PLAN_CORRELATION_INSERT,
 	WF_PLAN_MIGRATION_PROBLEM,
 	WF_PLAN_RUN_SET_VERSION,
-	WF_PLAN_RUN_SET_PARENT,
-	WF_PLAN_STOP_CHILDREN,
-	WF_PLAN_CHANNEL_KEY,
-	WF_PLAN_CHANNEL_KEY_INSERT,
 	WF_PLAN_PURGE,
 	WF_PLAN_RUN_SET_HOLD,
-	WF_PLAN_TENANT_POLICY,
-	WF_PLAN_LIVE_RUNS,
-	WF_PLAN_TASKS_IN_FLIGHT,
-	WF_PLAN_TIMERS_PENDING,
-	WF_PLAN_TIMERS_SUPERSEDE,
-	WF_PLAN_SUPPRESSED_EVENT,
-	WF_PLAN_TENANT_KEY,
-	WF_PLAN_TENANT_KEY_INSERT,
-	WF_PLAN_TENANT_KEY_REWRAP,
-	WF_PLAN_TENANT_KEY_MAX,
-	WF_PLAN_TENANT_KEY_CURRENT,
-	WF_PLAN_TENANT_KEYS_LIVE,
-	WF_PLAN_TENANT_KEYS_DESTROY,
 	WF_PLAN_NEXT_AVAILABLE,
-	WF_PLAN_COUNTED_ATTEMPTS,
 	WF_PLAN_EVENT_RUNS,
-	WF_PLAN_BUFFERED_COUNT,
 	WF_PLAN_BUFFERED_EXISTS,
 	WF_PLAN_BUFFERED_INSERT,
-	WF_PLAN_BUFFERED_FOR_KEY,
-	WF_PLAN_BUFFERED_DELIVER,
 	WF_PLAN_CHAIN_HEADS,
 	WF_PLAN_COUNT				/* must be last */
 } WfPlanId;
 
 extern const char *WfPlanSql(WfPlanId id);
+
+/*
+ * The statements of one subsystem, next to the code that reads them: a
+ * table of WfPlanSpec, indexed by the subsystem's own enum, registered
+ * with the one plan cache at load time (WfRegisterPlanTable, from
+ * _PG_init), and run with WfPlanExec.  Each statement has a name, used in
+ * error messages ("<owner>.<name>"); the columns a caller reads by
+ * position get an enum beside the statement.
+ */
+#define WF_MAX_PLAN_ARGS 40
+
+typedef struct WfPlanSpec
+{
+	const char *name;			/* in error messages */
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[WF_MAX_PLAN_ARGS];
+	bool		generic;		/* always use the generic plan */
+} WfPlanSpec;
+
+typedef struct WfPlanTable
+{
+	const char *owner;			/* the subsystem, in error messages */
+	const WfPlanSpec *specs;
+	int			nspecs;
+	SPIPlanPtr *plans;			/* the kept plans, prepared on first use */
+	struct WfPlanTable *next;	/* the registered tables */
+} WfPlanTable;
+
+#define WF_PLAN_TABLE(owner, specs) {(owner), (specs), lengthof(specs), NULL, NULL}
+
+extern void WfRegisterPlanTable(WfPlanTable *table);
+extern const WfPlanTable *WfPlanTables(void);
+extern uint64 WfPlanExec(WfPlanTable *table, int id, Datum *values, const char *nulls,
+						 bool read_only, long tcount, int expected_rc);
+extern uint64 WfPlanExecFresh(WfPlanTable *table, int id, Datum *values,
+							  const char *nulls, long tcount);
 extern void WfApiBegin(void);
 extern void WfApiEnd(void);
 extern Oid	WfTaskIdSequence(void);

@@ -250,6 +250,8 @@ wfengine_unqualified_names(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	NameCheck	c;
 	int			id;
+	int			i;
+	const WfPlanTable *t;
 
 	InitMaterializedSRF(fcinfo, 0);
 	c.store = rsinfo->setResult;
@@ -261,5 +263,8 @@ wfengine_unqualified_names(PG_FUNCTION_ARGS)
 	}
 	for (id = 0; id < WF_PLAN_COUNT; id++)
 		check_statement(&c, id + 1, WfPlanSql((WfPlanId) id));
+	for (t = WfPlanTables(); t != NULL; t = t->next)
+		for (i = 0; i < t->nspecs; i++)
+			check_statement(&c, ++id, t->specs[i].sql);
 	return (Datum) 0;
 }

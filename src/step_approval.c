@@ -46,6 +46,53 @@
 #include "stepkind.h"
 #include "transition.h"
 
+/* the statements of step_approval.c (registered by _PG_init: WfStepApprovalPlans) */
+enum
+{
+	PLAN_APPROVALS_INSERT = 0,
+	PLAN_APPROVALS_CLOSE,
+	PLAN_APPROVAL_TALLY,
+	PLAN_APPROVALS_CLOSE_RUN
+};
+
+static const WfPlanSpec step_approval_plan_specs[] = {
+	[PLAN_APPROVALS_INSERT] = {
+		"approvals_insert",
+		"INSERT INTO wf.approvals (tenant_id, run_id, step, visit, approver, expires_at, created_at) "
+		"SELECT $1, $2, $3, $4, a, $6, $7 FROM pg_catalog.unnest($5) AS a",
+		7, {TEXTOID, UUIDOID, TEXTOID, INT4OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[PLAN_APPROVALS_CLOSE] = {
+		"approvals_close",
+		"UPDATE wf.approvals ap SET status = 'closed' "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[PLAN_APPROVAL_TALLY] = {
+		"approval_tally",
+		"SELECT pg_catalog.count(*) FILTER (WHERE ap.status OPERATOR(pg_catalog.<>) 'revoked'),"
+		" pg_catalog.count(*) FILTER (WHERE ap.decision OPERATOR(pg_catalog.=) 'approve'),"
+		" pg_catalog.count(*) FILTER (WHERE ap.decision OPERATOR(pg_catalog.=) 'reject'),"
+		" COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('approver', ap.approver,"
+		"  'decision', ap.decision, 'comment', ap.comment, 'data', ap.data)"
+		"  ORDER BY ap.decided_at, ap.approval_id) FILTER (WHERE ap.status OPERATOR(pg_catalog.=) 'decided'),"
+		"  '[]'::pg_catalog.jsonb) "
+		"FROM wf.approvals ap WHERE ap.run_id OPERATOR(pg_catalog.=) $1 "
+		"AND ap.step OPERATOR(pg_catalog.=) $2 AND ap.visit OPERATOR(pg_catalog.=) $3",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[PLAN_APPROVALS_CLOSE_RUN] = {
+		"approvals_close_run",
+		"UPDATE wf.approvals ap SET status = 'closed' "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
+		1, {UUIDOID}
+	},
+};
+
+WfPlanTable WfStepApprovalPlans = WF_PLAN_TABLE("step_approval", step_approval_plan_specs);
+
+
 /* the approval rows a transition writes (its kind_writes slot) */
 typedef struct ApprovalWrites
 {
@@ -251,7 +298,7 @@ approval_write(WfTransition *tr)
 		values[0] = UUIDPGetDatum(&tr->run->run_id);
 		values[1] = CStringGetTextDatum(w->step);
 		values[2] = Int32GetDatum(w->visit);
-		WfExecPlan(WF_PLAN_APPROVALS_CLOSE, values, NULL, false, 0, SPI_OK_UPDATE);
+		WfPlanExec(&WfStepApprovalPlans, PLAN_APPROVALS_CLOSE, values, NULL, false, 0, SPI_OK_UPDATE);
 	}
 	if (w != NULL && w->n_approvers > 0)
 	{
@@ -272,12 +319,12 @@ approval_write(WfTransition *tr)
 		else
 			nulls[5] = 'n';
 		values[6] = TimestampTzGetDatum(tr->now);
-		WfExecPlan(WF_PLAN_APPROVALS_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
+		WfPlanExec(&WfStepApprovalPlans, PLAN_APPROVALS_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
 	}
 	if ((tr->run->finished || WF_RUN_UNDOING(tr->run->status)) && tr->def->has_approvals)
 	{
 		values[0] = UUIDPGetDatum(&tr->run->run_id);
-		WfExecPlan(WF_PLAN_APPROVALS_CLOSE_RUN, values, NULL, false, 0, SPI_OK_UPDATE);
+		WfPlanExec(&WfStepApprovalPlans, PLAN_APPROVALS_CLOSE_RUN, values, NULL, false, 0, SPI_OK_UPDATE);
 	}
 }
 
@@ -359,7 +406,7 @@ WfEvaluateApprovalPolicy(WfTransition *tr, int step_index, int32 visit, const ch
 	values[0] = UUIDPGetDatum(&tr->run->run_id);
 	values[1] = CStringGetTextDatum(sd->name);
 	values[2] = Int32GetDatum(visit);
-	WfExecPlan(WF_PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
+	WfPlanExec(&WfStepApprovalPlans, PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
 	total = DatumGetInt64(WfGetDatumNotNull(0, 1));
 	approvals = DatumGetInt64(WfGetDatumNotNull(0, 2));
 	rejections = DatumGetInt64(WfGetDatumNotNull(0, 3));
@@ -423,7 +470,7 @@ approval_timer_fired(WfTransition *tr, int step_index, WfTimerKind kind,
 	values[0] = UUIDPGetDatum(&tr->run->run_id);
 	values[1] = CStringGetTextDatum(sd->name);
 	values[2] = Int32GetDatum(WfNextVisit(tr->run, sd->name));
-	WfExecPlan(WF_PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
+	WfPlanExec(&WfStepApprovalPlans, PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
 	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
 
 	complete_approval(tr, step_index, DatumGetInt32(values[2]), "expired", decisions);

@@ -13,6 +13,8 @@
 #ifndef WF_STEP_APPROVAL_H
 #define WF_STEP_APPROVAL_H
 
+#include "spi_util.h"
+
 #include "stepkind.h"
 
 /* an approval step has at most this many approvers */
@@ -22,5 +24,9 @@ extern PGDLLIMPORT const WfStepKindOps WfApprovalStepKind;
 
 extern const char *WfEvaluateApprovalPolicy(WfTransition *tr, int step_index, int32 visit,
 											const char *approver);
+
+
+/* the statements of step_approval.c */
+extern PGDLLIMPORT WfPlanTable WfStepApprovalPlans;
 
 #endif							/* WF_STEP_APPROVAL_H */

@@ -53,6 +53,31 @@
 #include "transition.h"
 #include "wfengine.h"
 
+/* the statements of step_children.c (registered by _PG_init: WfStepChildrenPlans) */
+enum
+{
+	PLAN_RUN_SET_PARENT = 0,
+	PLAN_STOP_CHILDREN
+};
+
+static const WfPlanSpec step_children_plan_specs[] = {
+	[PLAN_RUN_SET_PARENT] = {
+		"run_set_parent",
+		"UPDATE wf.runs r SET parent_run_id = $2 WHERE r.run_id OPERATOR(pg_catalog.=) $1",
+		2, {UUIDOID, UUIDOID}
+	},
+	[PLAN_STOP_CHILDREN] = {
+		"stop_children",
+		"SELECT c.run_id FROM wf.runs c WHERE c.parent_run_id OPERATOR(pg_catalog.=) $1"
+		" AND c.status OPERATOR(pg_catalog.=) ANY ('{running,paused}'::pg_catalog.text[])"
+		" ORDER BY c.run_id",
+		1, {UUIDOID}
+	},
+};
+
+WfPlanTable WfStepChildrenPlans = WF_PLAN_TABLE("step_children", step_children_plan_specs);
+
+
 /* a child run may start children of its own, this many levels deep */
 #define WF_MAX_CHILD_DEPTH 5
 
@@ -108,7 +133,7 @@ start_child(WfTransition *tr, const WfStepDef *sd, int branch, int32 visit,
 
 	values[0] = UUIDPGetDatum(&crun->run_id);
 	values[1] = UUIDPGetDatum(&tr->run->run_id);
-	WfExecPlan(WF_PLAN_RUN_SET_PARENT, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfPlanExec(&WfStepChildrenPlans, PLAN_RUN_SET_PARENT, values, NULL, false, 0, SPI_OK_UPDATE);
 	if (cdef->n_correlation > 0)
 		WfWriteCorrelations(cdef, crun, input, tr->now);
 	WfNoteRunChange(crun->tenant_id, &crun->run_id, "started");
@@ -261,7 +286,7 @@ note_child_end(WfTransition *tr)
 	values[6] = TimestampTzGetDatum(tr->now);
 	values[7] = JsonbPGetDatum(WfJbEnd(&b));
 	values[8] = TimestampTzGetDatum(tr->now);
-	WfExecPlan(WF_PLAN_TIMER_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
+	WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TIMER_INSERT, values, NULL, false, 0, SPI_OK_INSERT);
 	WfNoteTimer(tr->now);
 }
 
@@ -323,7 +348,7 @@ stop_children(WfRunState *run, int how)
 	uint64		i;
 
 	values[0] = UUIDPGetDatum(&run->run_id);
-	n = WfExecPlan(WF_PLAN_STOP_CHILDREN, values, NULL, false, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfStepChildrenPlans, PLAN_STOP_CHILDREN, values, NULL, false, 0, SPI_OK_SELECT);
 	if (n == 0)
 		return;
 	children = palloc(sizeof(pg_uuid_t) * n);

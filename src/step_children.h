@@ -13,8 +13,14 @@
 #ifndef WF_STEP_CHILDREN_H
 #define WF_STEP_CHILDREN_H
 
+#include "spi_util.h"
+
 #include "stepkind.h"
 
 extern PGDLLIMPORT const WfStepKindOps WfChildrenStepKind;
+
+
+/* the statements of step_children.c */
+extern PGDLLIMPORT WfPlanTable WfStepChildrenPlans;
 
 #endif							/* WF_STEP_CHILDREN_H */

@@ -61,6 +61,26 @@
 #include "stepkind.h"
 #include "transition.h"
 
+/* the statements of step_compensate.c (registered by _PG_init: WfStepCompensatePlans) */
+enum
+{
+	PLAN_COMPLETED_STEPS = 0
+};
+
+static const WfPlanSpec step_compensate_plan_specs[] = {
+	[PLAN_COMPLETED_STEPS] = {
+		"completed_steps",
+		"SELECT e.step, (e.payload OPERATOR(pg_catalog.->>) 'visit')::pg_catalog.int4 "
+		"FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.type OPERATOR(pg_catalog.=) 'task_completed' "
+		"ORDER BY e.seq DESC",
+		1, {UUIDOID}
+	},
+};
+
+WfPlanTable WfStepCompensatePlans = WF_PLAN_TABLE("step_compensate", step_compensate_plan_specs);
+
+
 /* forward declarations */
 static void start_compensation(WfTransition *tr, const char *settled_step,
 								int32 settled_visit);
@@ -196,7 +216,7 @@ start_compensation(WfTransition *tr, const char *settled_step, int32 settled_vis
 	WfJsonBuilder b;
 
 	values[0] = UUIDPGetDatum(&tr->run->run_id);
-	n = WfExecPlan(WF_PLAN_COMPLETED_STEPS, values, NULL, false, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfStepCompensatePlans, PLAN_COMPLETED_STEPS, values, NULL, false, 0, SPI_OK_SELECT);
 	steps = palloc(sizeof(char *) * (n + 1 + nlocal));
 	visits = palloc(sizeof(int32) * (n + 1 + nlocal));
 	for (i = 0; i <= n + nlocal; i++)
@@ -327,7 +347,7 @@ compensate_failed_run(WfTransition *tr, const char *step, int32 attempt,
 			char	   *task_status;
 
 			values[0] = Int64GetDatum(run->current_task);
-			if (WfExecPlan(WF_PLAN_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 				elog(ERROR, "the live task of a run is missing");
 			task_status = WfGetTextOrNull(0, 1);
 			/* leased, or a completion held while the run was paused */
@@ -418,7 +438,7 @@ WfRequestCancel(WfTransition *tr, const char *reason)
 
 		values[0] = Int64GetDatum(in_flight);
 		values[1] = TimestampTzGetDatum(tr->now);
-		if (WfExecPlan(WF_PLAN_TASK_RESUME, values, NULL, false, 0, SPI_OK_UPDATE) == 1)
+		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_RESUME, values, NULL, false, 0, SPI_OK_UPDATE) == 1)
 			WfNoteTimer(tr->now);
 	}
 }

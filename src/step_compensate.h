@@ -13,6 +13,8 @@
 #ifndef WF_STEP_COMPENSATE_H
 #define WF_STEP_COMPENSATE_H
 
+#include "spi_util.h"
+
 #include "stepkind.h"
 
 extern PGDLLIMPORT const WfStepKindOps WfCompensationStepKind;
@@ -21,5 +23,9 @@ extern PGDLLIMPORT const WfUndoOps WfCompensationUndo;
 extern void WfRequestCancel(WfTransition *tr, const char *reason);
 extern void WfNextCompensation(WfTransition *tr);
 extern void WfScheduleCompensation(WfTransition *tr, int32 attempt);
+
+
+/* the statements of step_compensate.c */
+extern PGDLLIMPORT WfPlanTable WfStepCompensatePlans;
 
 #endif							/* WF_STEP_COMPENSATE_H */

@@ -40,6 +40,35 @@
 #include "stepkind.h"
 #include "transition.h"
 
+/* the statements of step_wait.c (registered by _PG_init: WfStepWaitPlans) */
+enum
+{
+	PLAN_SIGNAL_INSERT = 0,
+	PLAN_SIGNAL_TAKE
+};
+
+static const WfPlanSpec step_wait_plan_specs[] = {
+	[PLAN_SIGNAL_INSERT] = {
+		"signal_insert",
+		"INSERT INTO wf.signals (tenant_id, run_id, name, event_id, payload, received_at) "
+		"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, event_id) DO NOTHING "
+		"RETURNING signal_id",
+		6, {TEXTOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID}
+	},
+	[PLAN_SIGNAL_TAKE] = {
+		"signal_take",
+		"UPDATE wf.signals sg SET consumed_at = $3, consumed_by = $4 "
+		"WHERE sg.signal_id OPERATOR(pg_catalog.=) (SELECT s.signal_id FROM wf.signals s"
+		" WHERE s.run_id OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2"
+		" AND s.consumed_at IS NULL ORDER BY s.signal_id LIMIT 1) "
+		"RETURNING sg.signal_id, sg.event_id, sg.payload",
+		4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
+	},
+};
+
+WfPlanTable WfStepWaitPlans = WF_PLAN_TABLE("step_wait", step_wait_plan_specs);
+
+
 static bool take_signal(WfTransition *tr, int step_index);
 
 /*
@@ -59,7 +88,7 @@ take_signal(WfTransition *tr, int step_index)
 	values[1] = CStringGetTextDatum(sd->event_name);
 	values[2] = TimestampTzGetDatum(tr->now);
 	values[3] = CStringGetTextDatum(tr->actor);
-	if (WfExecPlan(WF_PLAN_SIGNAL_TAKE, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
+	if (WfPlanExec(&WfStepWaitPlans, PLAN_SIGNAL_TAKE, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
 		return false;
 
 	WfJbBegin(&ob);
@@ -115,7 +144,7 @@ WfDeliverSignal(pg_uuid_t *run_id, const char *name, Jsonb *payload,
 	values[3] = CStringGetTextDatum(event_id);
 	values[4] = JsonbPGetDatum(payload);
 	values[5] = TimestampTzGetDatum(tr.now);
-	if (WfExecPlan(WF_PLAN_SIGNAL_INSERT, values, NULL, false, 0, SPI_OK_INSERT_RETURNING) != 1)
+	if (WfPlanExec(&WfStepWaitPlans, PLAN_SIGNAL_INSERT, values, NULL, false, 0, SPI_OK_INSERT_RETURNING) != 1)
 	{
 		/* a repeat only records that it was ignored: counted at the limit */
 		outcome = "duplicate";

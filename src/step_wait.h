@@ -13,6 +13,8 @@
 #ifndef WF_STEP_WAIT_H
 #define WF_STEP_WAIT_H
 
+#include "spi_util.h"
+
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -24,5 +26,9 @@ extern PGDLLIMPORT const WfStepKindOps WfWaitStepKind;
 extern const char *WfDeliverSignal(pg_uuid_t *run_id, const char *name, Jsonb *payload,
 								   const char *event_id, const char *buffered_key,
 								   TimestampTz buffered_at);
+
+
+/* the statements of step_wait.c */
+extern PGDLLIMPORT WfPlanTable WfStepWaitPlans;
 
 #endif							/* WF_STEP_WAIT_H */

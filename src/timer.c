@@ -62,6 +62,74 @@
 
 PG_FUNCTION_INFO_V1(wfengine_tick);
 
+/* the statements of timer.c (registered by _PG_init: WfTimerPlans) */
+enum
+{
+	PLAN_TIMERS_DUE = 0,
+	PLAN_DEADLINES_DUE,
+	PLAN_NEXT_DUE,
+	PLAN_TIMER_DONE,
+	PLAN_TIMER_ERROR,
+	PLAN_TASK_SET_DEADLINE,
+	PLAN_TIMER_HOLD
+};
+
+static const WfPlanSpec timer_plan_specs[] = {
+	[PLAN_TIMERS_DUE] = {
+		"timers_due",
+		"SELECT tm.timer_id, tm.tenant_id FROM wf.timers tm "
+		"WHERE tm.status OPERATOR(pg_catalog.=) 'pending' AND tm.fire_at OPERATOR(pg_catalog.<=) $1 "
+		"ORDER BY tm.fire_at, tm.timer_id LIMIT $2",
+		2, {TIMESTAMPTZOID, INT8OID}
+	},
+	[PLAN_DEADLINES_DUE] = {
+		"deadlines_due",
+		"SELECT t.task_id, t.tenant_id FROM wf.tasks t "
+		"WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL "
+		"AND t.deadline_at OPERATOR(pg_catalog.<=) $1 "
+		"ORDER BY t.deadline_at LIMIT $2",
+		2, {TIMESTAMPTZOID, INT8OID}
+	},
+	[PLAN_NEXT_DUE] = {
+		"next_due",
+		"SELECT LEAST("
+		" (SELECT pg_catalog.min(tm.fire_at) FROM wf.timers tm"
+		"  WHERE tm.status OPERATOR(pg_catalog.=) 'pending'),"
+		" (SELECT pg_catalog.min(t.deadline_at) FROM wf.tasks t"
+		"  WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL))",
+		0, {InvalidOid}
+	},
+	[PLAN_TIMER_DONE] = {
+		"timer_done",
+		"UPDATE wf.timers tm SET status = 'fired', fired_at = $2, outcome = $3 "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1",
+		3, {INT8OID, TIMESTAMPTZOID, TEXTOID}
+	},
+	[PLAN_TIMER_ERROR] = {
+		"timer_error",
+		/* $4: 'quota_refused' when max_timers_per_run refused it, else NULL */
+		"UPDATE wf.timers tm SET errors = tm.errors OPERATOR(pg_catalog.+) 1, last_error = $3,"
+		" fire_at = $2, outcome = $4 "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'",
+		4, {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}
+	},
+	[PLAN_TASK_SET_DEADLINE] = {
+		"task_set_deadline",
+		"UPDATE wf.tasks t SET deadline_at = $2 "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])",
+		2, {INT8OID, TIMESTAMPTZOID}
+	},
+	[PLAN_TIMER_HOLD] = {
+		"timer_hold",
+		"UPDATE wf.timers tm SET fire_at = 'infinity', outcome = 'held' "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+};
+
+WfPlanTable WfTimerPlans = WF_PLAN_TABLE("timer", timer_plan_specs);
+
+
 /* how long a timer whose handling failed waits before the next try */
 #define WF_TIMER_ERROR_DELAY (10 * USECS_PER_SEC)
 
@@ -98,7 +166,7 @@ fire_item(void *arg)
  * go on.  Returns how many items it handled.
  */
 static int
-fire_batch(WfPlanId due_plan,
+fire_batch(int due_plan,
 		   void (*handler) (int64, const char *, TimestampTz),
 		   void (*put_off) (int64, TimestampTz, const char *),
 		   const char *what, int max, TimestampTz now)
@@ -111,7 +179,7 @@ fire_batch(WfPlanId due_plan,
 
 	values[0] = TimestampTzGetDatum(now);
 	values[1] = Int64GetDatum((int64) max);
-	n = WfExecPlan(due_plan, values, NULL, false, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfTimerPlans, due_plan, values, NULL, false, 0, SPI_OK_SELECT);
 	ids = palloc(sizeof(int64) * Max(n, 1));
 	tenants = palloc(sizeof(char *) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -154,7 +222,7 @@ put_off_timer(int64 timer_id, TimestampTz retry_at, const char *failure)
 		values[3] = CStringGetTextDatum("quota_refused");
 	else
 		nulls[3] = 'n';
-	WfExecPlan(WF_PLAN_TIMER_ERROR, values, nulls, false, 0, SPI_OK_UPDATE);
+	WfPlanExec(&WfTimerPlans, PLAN_TIMER_ERROR, values, nulls, false, 0, SPI_OK_UPDATE);
 }
 
 /*
@@ -168,7 +236,7 @@ put_off_deadline(int64 task_id, TimestampTz retry_at, const char *failure)
 
 	values[0] = Int64GetDatum(task_id);
 	values[1] = TimestampTzGetDatum(retry_at);
-	WfExecPlan(WF_PLAN_TASK_SET_DEADLINE, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfPlanExec(&WfTimerPlans, PLAN_TASK_SET_DEADLINE, values, NULL, false, 0, SPI_OK_UPDATE);
 }
 
 /*
@@ -199,7 +267,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = CStringGetTextDatum(outcome == WF_TIMER_APPLIED ? "applied" :
 									outcome == WF_TIMER_HELD ? "held" : "stale");
-	WfExecPlan(outcome == WF_TIMER_HELD ? WF_PLAN_TIMER_HOLD : WF_PLAN_TIMER_DONE,
+	WfPlanExec(&WfTimerPlans, outcome == WF_TIMER_HELD ? PLAN_TIMER_HOLD : PLAN_TIMER_DONE,
 			   values, NULL, false, 0, SPI_OK_UPDATE);
 	WfTransitionWrite(&tr);
 	if (outcome == WF_TIMER_APPLIED)
@@ -221,7 +289,7 @@ earliest_other_deadline(int64 task_id, const WfTaskTimes *t)
 
 	values[0] = Int64GetDatum(task_id);
 	values[1] = TimestampTzGetDatum(next);
-	WfExecPlan(WF_PLAN_TASK_SET_DEADLINE, values, next == DT_NOEND ? " n" : NULL,
+	WfPlanExec(&WfTimerPlans, PLAN_TASK_SET_DEADLINE, values, next == DT_NOEND ? " n" : NULL,
 			   false, 0, SPI_OK_UPDATE);
 }
 
@@ -254,7 +322,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 		/* a paused run decides nothing: wf.resume_run() sets it again */
 		values[0] = Int64GetDatum(task_id);
 		values[1] = (Datum) 0;
-		WfExecPlan(WF_PLAN_TASK_SET_DEADLINE, values, " n", false, 0, SPI_OK_UPDATE);
+		WfPlanExec(&WfTimerPlans, PLAN_TASK_SET_DEADLINE, values, " n", false, 0, SPI_OK_UPDATE);
 		return;
 	}
 
@@ -306,12 +374,12 @@ WfTimerTick(int max_fire, TimestampTz *next_due)
 	Datum		d;
 
 	WfApiBegin();
-	handled = fire_batch(WF_PLAN_TIMERS_DUE, fire_timer, put_off_timer,
+	handled = fire_batch(PLAN_TIMERS_DUE, fire_timer, put_off_timer,
 						 "timer", max_fire, now);
-	handled += fire_batch(WF_PLAN_DEADLINES_DUE, fire_deadline, put_off_deadline,
+	handled += fire_batch(PLAN_DEADLINES_DUE, fire_deadline, put_off_deadline,
 						  "the deadline of task", Max(max_fire - handled, 1), now);
 
-	WfExecPlan(WF_PLAN_NEXT_DUE, NULL, NULL, true, 1, SPI_OK_SELECT);
+	WfPlanExec(&WfTimerPlans, PLAN_NEXT_DUE, NULL, NULL, true, 1, SPI_OK_SELECT);
 	d = WfGetDatum(0, 1, &isnull);
 	*next_due = isnull ? 0 : DatumGetTimestampTz(d);
 

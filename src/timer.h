@@ -13,6 +13,8 @@
 #ifndef WF_TIMER_H
 #define WF_TIMER_H
 
+#include "spi_util.h"
+
 #include "utils/timestamp.h"
 
 /*
@@ -25,5 +27,9 @@
  * wf.tick() calls.
  */
 extern int	WfTimerTick(int max_fire, TimestampTz *next_due);
+
+
+/* the statements of timer.c */
+extern PGDLLIMPORT WfPlanTable WfTimerPlans;
 
 #endif							/* WF_TIMER_H */

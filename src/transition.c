@@ -51,6 +51,52 @@
 #include "transition.h"
 #include "wfengine.h"
 
+/* the statements of transition.c (registered by _PG_init: WfTransitionPlans) */
+enum
+{
+	PLAN_TASK_REQUEUE = 0,
+	PLAN_TASK_TIME_OUT,
+	PLAN_LAST_HELD_RESULT,
+	PLAN_COUNTED_ATTEMPTS
+};
+
+static const WfPlanSpec transition_plan_specs[] = {
+	[PLAN_TASK_REQUEUE] = {
+		"task_requeue",
+		"UPDATE wf.tasks t SET status = 'ready', available_at = $2, deadline_at = NULL,"
+		" lease_expirations = $3, lease_expires_at = NULL, timeout_at = NULL "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1",
+		3, {INT8OID, TIMESTAMPTZOID, INT4OID}
+	},
+	[PLAN_TASK_TIME_OUT] = {
+		"task_time_out",
+		"UPDATE wf.tasks t SET status = 'failed', error = $2, finished_at = $3,"
+		" deadline_at = NULL, fence = " WF_NEW_FENCE("$4") " "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) "
+		"RETURNING t.fence",
+		4, {INT8OID, JSONBOID, TIMESTAMPTZOID, INT8OID}
+	},
+	[PLAN_LAST_HELD_RESULT] = {
+		"last_held_result",
+		"SELECT e.payload FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.type OPERATOR(pg_catalog.=) 'result_held' "
+		"ORDER BY e.seq DESC LIMIT 1",
+		1, {UUIDOID}
+	},
+	[PLAN_COUNTED_ATTEMPTS] = {
+		"counted_attempts",
+		"SELECT pg_catalog.count(*)::pg_catalog.int4 FROM wf.tasks t"
+		" WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.step OPERATOR(pg_catalog.=) $2"
+		" AND t.visit OPERATOR(pg_catalog.=) $3"
+		" AND (t.deliveries OPERATOR(pg_catalog.>) 0"
+		"  OR t.status OPERATOR(pg_catalog.<>) 'cancelled')",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+};
+
+WfPlanTable WfTransitionPlans = WF_PLAN_TABLE("transition", transition_plan_specs);
+
+
 /* forward declarations */
 static int32 task_priority(const WfStepDef *sd, Jsonb *context);
 static void fail_attempt(WfTransition *tr, const WfStepDef *sd, int step_index,
@@ -301,7 +347,7 @@ counted_attempts(WfTransition *tr, const char *step, int32 visit)
 	values[0] = UUIDPGetDatum(&tr->run->run_id);
 	values[1] = CStringGetTextDatum(step);
 	values[2] = Int32GetDatum(visit);
-	if (WfExecPlan(WF_PLAN_COUNTED_ATTEMPTS, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfTransitionPlans, PLAN_COUNTED_ATTEMPTS, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		elog(ERROR, "could not count the attempts of step \"%s\"", step);
 	return DatumGetInt32(WfGetDatumNotNull(0, 1));
 }
@@ -419,7 +465,7 @@ WfFailRun(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
 
 		values[0] = UUIDPGetDatum(&tr->run->run_id);
 		values[1] = CStringGetTextDatum(step);
-		if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
 			DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(tr->run, step))
 			attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
 	}
@@ -590,7 +636,7 @@ WfApplyHeldResult(WfTransition *tr, int step_index, const char *task_status)
 	if (!WfReadTask(run->current_task, &task))
 		elog(ERROR, "the live task of a run is missing");
 	values[0] = UUIDPGetDatum(&run->run_id);
-	if (WfExecPlan(WF_PLAN_LAST_HELD_RESULT, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfTransitionPlans, PLAN_LAST_HELD_RESULT, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		elog(ERROR, "task %lld is \"%s\" but its run holds no result for it",
 			 (long long) run->current_task, task_status);
 	held = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
@@ -629,7 +675,7 @@ reschedule_withdrawn(WfTransition *tr, int step_index, bool same_input)
 		return;
 	values[0] = UUIDPGetDatum(&run->run_id);
 	values[1] = CStringGetTextDatum(sd->name);
-	if (WfExecPlan(WF_PLAN_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
 		(strcmp(WfGetTextOrNull(0, 1), "cancelled") == 0 ||
 		 strcmp(WfGetTextOrNull(0, 1), "failed") == 0) &&
 		DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(run, sd->name))
@@ -871,7 +917,7 @@ time_out_attempt(WfTransition *tr, const WfStepDef *sd, int idx, WfTaskDeadline 
 	values[1] = JsonbPGetDatum(res.error);
 	values[2] = TimestampTzGetDatum(tr->now);
 	values[3] = Int64GetDatum(WfFenceBase());
-	if (WfExecPlan(WF_PLAN_TASK_TIME_OUT, values, NULL, false, 0,
+	if (WfPlanExec(&WfTransitionPlans, PLAN_TASK_TIME_OUT, values, NULL, false, 0,
 				   SPI_OK_UPDATE_RETURNING) != 1)
 		elog(ERROR, "task %lld changed while locked", (long long) dl->task_id);
 	res.task_id = dl->task_id;
@@ -956,7 +1002,7 @@ expire_lease(WfTransition *tr, const WfStepDef *sd, int idx, WfTaskDeadline *dl)
 		values[0] = Int64GetDatum(dl->task_id);
 		values[1] = TimestampTzGetDatum(again);
 		values[2] = Int32GetDatum(expirations);
-		WfExecPlan(WF_PLAN_TASK_REQUEUE, values, NULL, false, 0, SPI_OK_UPDATE);
+		WfPlanExec(&WfTransitionPlans, PLAN_TASK_REQUEUE, values, NULL, false, 0, SPI_OK_UPDATE);
 		WfNoteTaskReady(tr->run->tenant_id, sd->queue);
 	}
 }

@@ -14,6 +14,8 @@
 #ifndef WF_TRANSITION_H
 #define WF_TRANSITION_H
 
+#include "spi_util.h"
+
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
@@ -153,5 +155,9 @@ extern void WfLeaveStep(WfTransition *tr, int step_index, const char *reason);
 extern void WfResumeStep(WfTransition *tr, int step_index);
 extern void WfRescheduleWithdrawn(WfTransition *tr, int step_index);
 extern void WfRescheduleWithdrawnAsBefore(WfTransition *tr, int step_index);
+
+
+/* the statements of transition.c */
+extern PGDLLIMPORT WfPlanTable WfTransitionPlans;
 
 #endif							/* WF_TRANSITION_H */

@@ -32,6 +32,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
+#include "correlate.h"
 #include "crypto.h"
 #include "ddlguard.h"
 #include "defcompile.h"
@@ -39,9 +40,12 @@
 #include "guc.h"
 #include "launcher.h"
 #include "notify.h"
+#include "publish.h"
 #include "quota.h"
+#include "runstore.h"
 #include "sensitive.h"
 #include "shmem.h"
+#include "spi_util.h"
 #include "step_approval.h"
 #include "step_children.h"
 #include "step_choice.h"
@@ -50,6 +54,8 @@
 #include "step_task.h"
 #include "step_wait.h"
 #include "stepkind.h"
+#include "timer.h"
+#include "transition.h"
 #include "wfengine.h"
 
 PG_MODULE_MAGIC;
@@ -57,6 +63,28 @@ PG_MODULE_MAGIC;
 bool		wf_preloaded = false;
 
 void		_PG_init(void);
+
+/*
+ * The plan tables: each subsystem's statements, registered with the one
+ * plan cache (spi_util.c).  A subsystem with statements of its own adds
+ * its table here.
+ */
+static WfPlanTable *const plan_table_list[] =
+{
+	&WfCorrelatePlans,
+	&WfDefinitionPlans,
+	&WfNotifyPlans,
+	&WfPublishPlans,
+	&WfQuotaPlans,
+	&WfRunstorePlans,
+	&WfSensitivePlans,
+	&WfStepApprovalPlans,
+	&WfStepChildrenPlans,
+	&WfStepCompensatePlans,
+	&WfStepWaitPlans,
+	&WfTimerPlans,
+	&WfTransitionPlans,
+};
 
 /*
  * The step-kind table: which ops serve the steps of each type.  A new step
@@ -99,6 +127,8 @@ _PG_init(void)
 	for (int i = 0; i < lengthof(step_kind_table); i++)
 		WfRegisterStepKind(step_kind_table[i].type, step_kind_table[i].ops);
 	WfRegisterUndo(&WfCompensationUndo);
+	for (int i = 0; i < lengthof(plan_table_list); i++)
+		WfRegisterPlanTable(plan_table_list[i]);
 	WfCryptoInit();
 	WfQuotaInit();
 	WfSensitiveInit();
