@@ -69,6 +69,16 @@ static const WfPlanSpec correlate_plan_specs[] = {
 
 WfPlanTable WfCorrelatePlans = WF_PLAN_TABLE("correlate", correlate_plan_specs);
 
+/* the columns of buffered_for_key */
+enum
+{
+	BUFFERED_FOR_KEY_COL_BUFFER_ID = 1,
+	BUFFERED_FOR_KEY_COL_NAME,
+	BUFFERED_FOR_KEY_COL_EVENT_ID,
+	BUFFERED_FOR_KEY_COL_PAYLOAD,
+	BUFFERED_FOR_KEY_COL_RECEIVED_AT
+};
+
 
 /* lock tag field 4 of the correlation key locks: apart from SQL's and quota.c's */
 #define WF_CORRELATION_LOCK 0x5747
@@ -232,11 +242,11 @@ WfDeliverBufferedEvents(const WfDefinition *def, pg_uuid_t *run_id, const char *
 		received = palloc(sizeof(TimestampTz) * n);
 		for (r = 0; r < n; r++)
 		{
-			ids[r] = DatumGetInt64(WfGetDatumNotNull(r, 1));
-			evnames[r] = WfGetTextOrNull(r, 2);
-			event_ids[r] = WfGetTextOrNull(r, 3);
-			payloads[r] = DatumGetJsonbPCopy(WfGetDatumNotNull(r, 4));
-			received[r] = DatumGetTimestampTz(WfGetDatumNotNull(r, 5));
+			ids[r] = DatumGetInt64(WfGetDatumNotNull(r, BUFFERED_FOR_KEY_COL_BUFFER_ID));
+			evnames[r] = WfGetTextOrNull(r, BUFFERED_FOR_KEY_COL_NAME);
+			event_ids[r] = WfGetTextOrNull(r, BUFFERED_FOR_KEY_COL_EVENT_ID);
+			payloads[r] = DatumGetJsonbPCopy(WfGetDatumNotNull(r, BUFFERED_FOR_KEY_COL_PAYLOAD));
+			received[r] = DatumGetTimestampTz(WfGetDatumNotNull(r, BUFFERED_FOR_KEY_COL_RECEIVED_AT));
 		}
 		for (r = 0; r < n; r++)
 		{

@@ -54,6 +54,15 @@ static const WfPlanSpec definition_plan_specs[] = {
 
 WfPlanTable WfDefinitionPlans = WF_PLAN_TABLE("definition", definition_plan_specs);
 
+/* the columns of def_by_id */
+enum
+{
+	DEF_BY_ID_COL_TENANT_ID = 1,
+	DEF_BY_ID_COL_NAME,
+	DEF_BY_ID_COL_VERSION,
+	DEF_BY_ID_COL_SPEC
+};
+
 /* one entry of the definition cache */
 typedef struct DefCacheEntry
 {
@@ -313,10 +322,10 @@ WfDefinitionGet(int64 definition_id)
 	values[0] = Int64GetDatum(definition_id);
 	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_BY_ID, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		elog(ERROR, "definition %lld does not exist", (long long) definition_id);
-	tenant = WfGetTextOrNull(0, 1);
-	name = WfGetTextOrNull(0, 2);
-	version = DatumGetInt32(WfGetDatumNotNull(0, 3));
-	spec = DatumGetJsonbP(WfGetDatumNotNull(0, 4));
+	tenant = WfGetTextOrNull(0, DEF_BY_ID_COL_TENANT_ID);
+	name = WfGetTextOrNull(0, DEF_BY_ID_COL_NAME);
+	version = DatumGetInt32(WfGetDatumNotNull(0, DEF_BY_ID_COL_VERSION));
+	spec = DatumGetJsonbP(WfGetDatumNotNull(0, DEF_BY_ID_COL_SPEC));
 
 	defcxt = AllocSetContextCreate(CurrentMemoryContext, "wfengine definition",
 								   ALLOCSET_SMALL_SIZES);

@@ -63,6 +63,13 @@ static const WfPlanSpec publish_plan_specs[] = {
 
 WfPlanTable WfPublishPlans = WF_PLAN_TABLE("publish", publish_plan_specs);
 
+/* the columns of def_insert */
+enum
+{
+	DEF_INSERT_COL_DEFINITION_ID = 1,
+	DEF_INSERT_COL_VERSION
+};
+
 
 #define WF_PUBLISH_TRIES 5
 
@@ -172,8 +179,8 @@ publish_spec(const char *tenant, const char *name, Jsonb *spec, int32 *version,
 		if (WfPlanExec(&WfPublishPlans, PLAN_DEF_INSERT, values, NULL, false, 0,
 					   SPI_OK_INSERT_RETURNING) == 1)
 		{
-			def->definition_id = definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
-			def->version = *version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+			def->definition_id = definition_id = DatumGetInt64(WfGetDatumNotNull(0, DEF_INSERT_COL_DEFINITION_ID));
+			def->version = *version = DatumGetInt32(WfGetDatumNotNull(0, DEF_INSERT_COL_VERSION));
 			WfDefinitionCacheStore(def, defcxt);
 			break;
 		}

@@ -168,6 +168,21 @@ static const WfPlanSpec quota_plan_specs[] = {
 
 WfPlanTable WfQuotaPlans = WF_PLAN_TABLE("quota", quota_plan_specs);
 
+/* the columns of tenant_policy */
+enum
+{
+	POLICY_COL_MAX_LIVE_RUNS = 1,
+	POLICY_COL_MAX_STARTS_PER_SECOND,
+	POLICY_COL_START_BURST,
+	POLICY_COL_MAX_DEFINITION_STEPS,
+	POLICY_COL_MAX_DEFINITION_BYTES,
+	POLICY_COL_MAX_EVENTS_PER_RUN,
+	POLICY_COL_MAX_TASKS_IN_FLIGHT,
+	POLICY_COL_MAX_TIMERS_PER_RUN,
+	POLICY_COL_MAX_DEFINITION_DEPTH,
+	POLICY_COL_MAX_BUFFERED_EVENTS
+};
+
 /* how long a backend trusts the policy it read */
 #define WF_POLICY_TTL_USEC 1000000
 
@@ -249,17 +264,17 @@ tenant_policy(const char *tenant)
 	values[0] = CStringGetTextDatum(tenant);
 	if (WfPlanExec(&WfQuotaPlans, PLAN_TENANT_POLICY, values, NULL, true, 1, SPI_OK_SELECT) == 1)
 	{
-		policy.max_live_runs = policy_int(1);
-		d = WfGetDatum(0, 2, &isnull);
+		policy.max_live_runs = policy_int(POLICY_COL_MAX_LIVE_RUNS);
+		d = WfGetDatum(0, POLICY_COL_MAX_STARTS_PER_SECOND, &isnull);
 		policy.max_starts_per_second = isnull ? 0 : DatumGetFloat8(d);
-		policy.start_burst = policy_int(3);
-		policy.max_definition_steps = policy_int(4);
-		policy.max_definition_bytes = policy_int(5);
-		policy.max_events_per_run = policy_int(6);
-		policy.max_tasks_in_flight = policy_int(7);
-		policy.max_timers_per_run = policy_int(8);
-		policy.max_definition_depth = policy_int(9);
-		d = WfGetDatum(0, 10, &isnull);
+		policy.start_burst = policy_int(POLICY_COL_START_BURST);
+		policy.max_definition_steps = policy_int(POLICY_COL_MAX_DEFINITION_STEPS);
+		policy.max_definition_bytes = policy_int(POLICY_COL_MAX_DEFINITION_BYTES);
+		policy.max_events_per_run = policy_int(POLICY_COL_MAX_EVENTS_PER_RUN);
+		policy.max_tasks_in_flight = policy_int(POLICY_COL_MAX_TASKS_IN_FLIGHT);
+		policy.max_timers_per_run = policy_int(POLICY_COL_MAX_TIMERS_PER_RUN);
+		policy.max_definition_depth = policy_int(POLICY_COL_MAX_DEFINITION_DEPTH);
+		d = WfGetDatum(0, POLICY_COL_MAX_BUFFERED_EVENTS, &isnull);
 		policy.max_buffered_events = isnull ? -1 : DatumGetInt32(d);
 	}
 	else

@@ -172,6 +172,27 @@ WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
 #define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1)
 #define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 6)
 
+/* the columns of task_row */
+enum
+{
+	TASK_ROW_COL_STATUS = 1,
+	TASK_ROW_COL_FENCE,
+	TASK_ROW_COL_VISIT,
+	TASK_ROW_COL_WORKER,
+	TASK_ROW_COL_INPUT
+};
+
+/* the columns of lock_timer_and_run after the run's */
+enum
+{
+	TIMER_COL_KIND = WF_RUN_NCOLUMNS + 1,
+	TIMER_COL_STEP,
+	TIMER_COL_GENERATION,
+	TIMER_COL_PAYLOAD,
+	TIMER_COL_STATUS,
+	TIMER_COL_DUE_AT
+};
+
 /* forward declarations */
 static void note_new_task(WfTransition *tr);
 
@@ -519,20 +540,19 @@ bool
 WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTask *task)
 {
 	Datum		values[2];
-	int			c = WF_RUN_NCOLUMNS;
 
 	values[0] = Int64GetDatum(task_id);
 	values[1] = CStringGetTextDatum(tenant);
 	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		return false;
 	WfRunStateFromTuple(run, 0);
-	task->status = WfGetTextOrNull(0, c + 1);
-	task->fence = DatumGetInt64(WfGetDatumNotNull(0, c + 2));
-	task->step = WfGetTextOrNull(0, c + 3);
-	task->visit = DatumGetInt32(WfGetDatumNotNull(0, c + 4));
-	task->attempt = DatumGetInt32(WfGetDatumNotNull(0, c + 5));
-	task->worker = WfGetTextOrNull(0, c + 6);
-	task->input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, c + 7));
+	task->status = WfGetTextOrNull(0, WF_TASK_COL_STATUS);
+	task->fence = DatumGetInt64(WfGetDatumNotNull(0, WF_TASK_COL_FENCE));
+	task->step = WfGetTextOrNull(0, WF_TASK_COL_STEP);
+	task->visit = DatumGetInt32(WfGetDatumNotNull(0, WF_TASK_COL_VISIT));
+	task->attempt = DatumGetInt32(WfGetDatumNotNull(0, WF_TASK_COL_ATTEMPT));
+	task->worker = WfGetTextOrNull(0, WF_TASK_COL_WORKER);
+	task->input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, WF_TASK_COL_INPUT));
 	return true;
 }
 
@@ -548,29 +568,29 @@ WfRunStateFromTuple(WfRunState *run, int row)
 	Datum		d;
 
 	memset(run, 0, sizeof(WfRunState));
-	memcpy(&run->run_id, DatumGetUUIDP(WfGetDatumNotNull(row, 1)), sizeof(pg_uuid_t));
-	run->tenant_id = WfGetTextOrNull(row, 2);
-	run->definition_id = DatumGetInt64(WfGetDatumNotNull(row, 3));
-	run->status = WfRunStatusFromName(WfGetTextOrNull(row, 4));
-	run->current_step = WfGetTextOrNull(row, 5);
-	run->seq = DatumGetInt32(WfGetDatumNotNull(row, 6));
-	run->context = DatumGetJsonbPCopy(WfGetDatumNotNull(row, 7));
-	d = WfGetDatum(row, 8, &isnull);
+	memcpy(&run->run_id, DatumGetUUIDP(WfGetDatumNotNull(row, WF_RUN_COL_RUN_ID)), sizeof(pg_uuid_t));
+	run->tenant_id = WfGetTextOrNull(row, WF_RUN_COL_TENANT_ID);
+	run->definition_id = DatumGetInt64(WfGetDatumNotNull(row, WF_RUN_COL_DEFINITION_ID));
+	run->status = WfRunStatusFromName(WfGetTextOrNull(row, WF_RUN_COL_STATUS));
+	run->current_step = WfGetTextOrNull(row, WF_RUN_COL_CURRENT_STEP);
+	run->seq = DatumGetInt32(WfGetDatumNotNull(row, WF_RUN_COL_SEQ));
+	run->context = DatumGetJsonbPCopy(WfGetDatumNotNull(row, WF_RUN_COL_CONTEXT));
+	d = WfGetDatum(row, WF_RUN_COL_OUTPUT, &isnull);
 	run->output = isnull ? NULL : DatumGetJsonbPCopy(d);
-	d = WfGetDatumNotNull(row, 9);
+	d = WfGetDatumNotNull(row, WF_RUN_COL_LAST_HASH);
 	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(d)) != WF_HASH_LEN)
 		elog(ERROR, "run snapshot has a malformed last_hash");
 	memcpy(run->last_hash, VARDATA_ANY(DatumGetByteaPP(d)), WF_HASH_LEN);
-	run->updated_at = DatumGetTimestampTz(WfGetDatumNotNull(row, 10));
-	d = WfGetDatum(row, 11, &isnull);
+	run->updated_at = DatumGetTimestampTz(WfGetDatumNotNull(row, WF_RUN_COL_UPDATED_AT));
+	d = WfGetDatum(row, WF_RUN_COL_FINISHED_AT, &isnull);
 	run->finished = !isnull;
 	run->finished_at = isnull ? 0 : DatumGetTimestampTz(d);
-	d = WfGetDatum(row, 12, &isnull);
+	d = WfGetDatum(row, WF_RUN_COL_CURRENT_ATTEMPT, &isnull);
 	run->current_attempt = isnull ? 0 : DatumGetInt32(d);
-	d = WfGetDatum(row, 13, &isnull);
+	d = WfGetDatum(row, WF_RUN_COL_CURRENT_TASK, &isnull);
 	run->current_task = isnull ? 0 : DatumGetInt64(d);
-	run->step_generation = DatumGetInt32(WfGetDatumNotNull(row, 14));
-	run->wait_generation = DatumGetInt32(WfGetDatumNotNull(row, 15));
+	run->step_generation = DatumGetInt32(WfGetDatumNotNull(row, WF_RUN_COL_STEP_GENERATION));
+	run->wait_generation = DatumGetInt32(WfGetDatumNotNull(row, WF_RUN_COL_WAIT_GENERATION));
 }
 
 /*
@@ -670,8 +690,8 @@ WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit)
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(step);
 	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-		DatumGetInt32(WfGetDatumNotNull(0, 2)) == visit)
-		return DatumGetInt32(WfGetDatumNotNull(0, 3)) + 1;
+		DatumGetInt32(WfGetDatumNotNull(0, WF_LAST_TASK_COL_VISIT)) == visit)
+		return DatumGetInt32(WfGetDatumNotNull(0, WF_LAST_TASK_COL_ATTEMPT)) + 1;
 	return 1;
 }
 
@@ -688,11 +708,11 @@ WfReadTask(int64 task_id, WfLockedTask *task)
 	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		return false;
 	memset(task, 0, sizeof(WfLockedTask));
-	task->status = WfGetTextOrNull(0, 1);
-	task->fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
-	task->visit = DatumGetInt32(WfGetDatumNotNull(0, 3));
-	task->worker = WfGetTextOrNull(0, 4);
-	task->input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 5));
+	task->status = WfGetTextOrNull(0, TASK_ROW_COL_STATUS);
+	task->fence = DatumGetInt64(WfGetDatumNotNull(0, TASK_ROW_COL_FENCE));
+	task->visit = DatumGetInt32(WfGetDatumNotNull(0, TASK_ROW_COL_VISIT));
+	task->worker = WfGetTextOrNull(0, TASK_ROW_COL_WORKER);
+	task->input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, TASK_ROW_COL_INPUT));
 	return true;
 }
 
@@ -715,14 +735,12 @@ timestamp_or_zero(int col)
 void
 WfTaskTimesFromTuple(WfTaskTimes *t)
 {
-	int			c = WF_RUN_NCOLUMNS + 7;
-
-	t->deadline = timestamp_or_zero(c + 1);
-	t->lease_end = timestamp_or_zero(c + 2);
-	t->close_at = timestamp_or_zero(c + 3);
-	t->heartbeat_at = timestamp_or_zero(c + 4);
-	t->start_at = timestamp_or_zero(c + 5);
-	t->expirations = DatumGetInt32(WfGetDatumNotNull(0, c + 6));
+	t->deadline = timestamp_or_zero(WF_TASK_COL_DEADLINE_AT);
+	t->lease_end = timestamp_or_zero(WF_TASK_COL_LEASE_EXPIRES_AT);
+	t->close_at = timestamp_or_zero(WF_TASK_COL_TIMEOUT_AT);
+	t->heartbeat_at = timestamp_or_zero(WF_TASK_COL_HEARTBEAT_DUE);
+	t->start_at = timestamp_or_zero(WF_TASK_COL_START_DUE);
+	t->expirations = DatumGetInt32(WfGetDatumNotNull(0, WF_TASK_COL_LEASE_EXPIRATIONS));
 }
 
 /*
@@ -737,7 +755,6 @@ WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer)
 {
 	Datum		values[1];
 	int64		locked_task = 0;
-	int			c = WF_RUN_NCOLUMNS;
 	int			tries;
 
 	for (tries = 0;; tries++)
@@ -768,11 +785,11 @@ WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer)
 			elog(ERROR, "the live task of run changed while timer %lld was being fired",
 				 (long long) timer_id);
 	}
-	timer->kind = WfTimerKindFromName(WfGetTextOrNull(0, c + 1));
-	timer->step = WfGetTextOrNull(0, c + 2);
-	timer->generation = DatumGetInt32(WfGetDatumNotNull(0, c + 3));
-	timer->payload = DatumGetJsonbPCopy(WfGetDatumNotNull(0, c + 4));
-	timer->status = WfGetTextOrNull(0, c + 5);
-	timer->due_at = DatumGetTimestampTz(WfGetDatumNotNull(0, c + 6));
+	timer->kind = WfTimerKindFromName(WfGetTextOrNull(0, TIMER_COL_KIND));
+	timer->step = WfGetTextOrNull(0, TIMER_COL_STEP);
+	timer->generation = DatumGetInt32(WfGetDatumNotNull(0, TIMER_COL_GENERATION));
+	timer->payload = DatumGetJsonbPCopy(WfGetDatumNotNull(0, TIMER_COL_PAYLOAD));
+	timer->status = WfGetTextOrNull(0, TIMER_COL_STATUS);
+	timer->due_at = DatumGetTimestampTz(WfGetDatumNotNull(0, TIMER_COL_DUE_AT));
 	return true;
 }

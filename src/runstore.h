@@ -81,8 +81,55 @@
 	"COALESCE(t.last_heartbeat_at, t.claimed_at) OPERATOR(pg_catalog.+) t.heartbeat_timeout, " \
 	"t.created_at OPERATOR(pg_catalog.+) t.schedule_to_start, t.lease_expirations "
 
+/* the columns of WF_RUN_COLUMNS, as WfRunStateFromTuple reads them */
+typedef enum WfRunColumn
+{
+	WF_RUN_COL_RUN_ID = 1,
+	WF_RUN_COL_TENANT_ID,
+	WF_RUN_COL_DEFINITION_ID,
+	WF_RUN_COL_STATUS,
+	WF_RUN_COL_CURRENT_STEP,
+	WF_RUN_COL_SEQ,
+	WF_RUN_COL_CONTEXT,
+	WF_RUN_COL_OUTPUT,
+	WF_RUN_COL_LAST_HASH,
+	WF_RUN_COL_UPDATED_AT,
+	WF_RUN_COL_FINISHED_AT,
+	WF_RUN_COL_CURRENT_ATTEMPT,
+	WF_RUN_COL_CURRENT_TASK,
+	WF_RUN_COL_STEP_GENERATION,
+	WF_RUN_COL_WAIT_GENERATION
+} WfRunColumn;
+
 /* reading the snapshot: the number of columns of WF_RUN_COLUMNS */
 #define WF_RUN_NCOLUMNS 15
+
+/* the columns of lock_task_and_run after the run's: WF_TASK_DEADLINE_COLUMNS */
+typedef enum WfTaskDeadlineColumn
+{
+	WF_TASK_COL_STATUS = WF_RUN_NCOLUMNS + 1,
+	WF_TASK_COL_FENCE,
+	WF_TASK_COL_STEP,
+	WF_TASK_COL_VISIT,
+	WF_TASK_COL_ATTEMPT,
+	WF_TASK_COL_WORKER,
+	WF_TASK_COL_INPUT,
+	WF_TASK_COL_DEADLINE_AT,
+	WF_TASK_COL_LEASE_EXPIRES_AT,
+	WF_TASK_COL_TIMEOUT_AT,
+	WF_TASK_COL_HEARTBEAT_DUE,
+	WF_TASK_COL_START_DUE,
+	WF_TASK_COL_LEASE_EXPIRATIONS
+} WfTaskDeadlineColumn;
+
+/* the columns of last_task_of_step */
+typedef enum WfLastTaskColumn
+{
+	WF_LAST_TASK_COL_STATUS = 1,
+	WF_LAST_TASK_COL_VISIT,
+	WF_LAST_TASK_COL_ATTEMPT,
+	WF_LAST_TASK_COL_INPUT
+} WfLastTaskColumn;
 extern void WfRunStateFromTuple(WfRunState *run, int row);
 
 /* the task row WfLockTaskAndRun reads with its run */

@@ -146,6 +146,20 @@ static const WfPlanSpec sensitive_plan_specs[] = {
 
 WfPlanTable WfSensitivePlans = WF_PLAN_TABLE("sensitive", sensitive_plan_specs);
 
+/* the columns of tenant_keys_live */
+enum
+{
+	TENANT_KEYS_LIVE_COL_TENANT_ID = 1,
+	TENANT_KEYS_LIVE_COL_KEY_ID
+};
+
+/* the columns of tenant_key */
+enum
+{
+	TENANT_KEY_COL_MASTER_KEY_ID = 1,
+	TENANT_KEY_COL_WRAPPED
+};
+
 
 #define WF_ENVELOPE_PREFIX "wfenc:v1:"
 #define WF_RESERVED_PREFIX "wfenc:"	/* of every envelope version */
@@ -292,13 +306,13 @@ data_key(const char *tenant, int32 key_id, bool missing_ok)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("data key %d of tenant \"%s\" does not exist", key_id, tenant)));
 	}
-	d = WfGetDatum(0, 2, &isnull);
+	d = WfGetDatum(0, TENANT_KEY_COL_WRAPPED, &isnull);
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("data key %d of tenant \"%s\" was destroyed", key_id, tenant),
 				 errdetail("The sensitive values sealed under it can no longer be read.")));
-	master_id = WfGetTextOrNull(0, 1);
+	master_id = WfGetTextOrNull(0, TENANT_KEY_COL_MASTER_KEY_ID);
 	wrapped = DatumGetByteaPP(d);
 	if (!master_key(master_id, mkey, NULL))
 		ereport(ERROR,
@@ -1191,8 +1205,8 @@ wfengine_rewrap_tenant_keys(PG_FUNCTION_ARGS)
 	ids = palloc(sizeof(int32) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		tenants[i] = WfGetTextOrNull(i, 1);
-		ids[i] = DatumGetInt32(WfGetDatumNotNull(i, 2));
+		tenants[i] = WfGetTextOrNull(i, TENANT_KEYS_LIVE_COL_TENANT_ID);
+		ids[i] = DatumGetInt32(WfGetDatumNotNull(i, TENANT_KEYS_LIVE_COL_KEY_ID));
 	}
 	for (i = 0; i < n; i++)
 	{

@@ -92,6 +92,15 @@ static const WfPlanSpec step_approval_plan_specs[] = {
 
 WfPlanTable WfStepApprovalPlans = WF_PLAN_TABLE("step_approval", step_approval_plan_specs);
 
+/* the columns of approval_tally */
+enum
+{
+	APPROVAL_TALLY_COL_TOTAL = 1,
+	APPROVAL_TALLY_COL_APPROVALS,
+	APPROVAL_TALLY_COL_REJECTIONS,
+	APPROVAL_TALLY_COL_DECISIONS
+};
+
 
 /* the approval rows a transition writes (its kind_writes slot) */
 typedef struct ApprovalWrites
@@ -407,10 +416,10 @@ WfEvaluateApprovalPolicy(WfTransition *tr, int step_index, int32 visit, const ch
 	values[1] = CStringGetTextDatum(sd->name);
 	values[2] = Int32GetDatum(visit);
 	WfPlanExec(&WfStepApprovalPlans, PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
-	total = DatumGetInt64(WfGetDatumNotNull(0, 1));
-	approvals = DatumGetInt64(WfGetDatumNotNull(0, 2));
-	rejections = DatumGetInt64(WfGetDatumNotNull(0, 3));
-	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
+	total = DatumGetInt64(WfGetDatumNotNull(0, APPROVAL_TALLY_COL_TOTAL));
+	approvals = DatumGetInt64(WfGetDatumNotNull(0, APPROVAL_TALLY_COL_APPROVALS));
+	rejections = DatumGetInt64(WfGetDatumNotNull(0, APPROVAL_TALLY_COL_REJECTIONS));
+	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, APPROVAL_TALLY_COL_DECISIONS));
 	needed = needed_approvals(sd, (int) total);
 
 	if (rejections == 0 && (total == 0 || total < needed))
@@ -471,7 +480,7 @@ approval_timer_fired(WfTransition *tr, int step_index, WfTimerKind kind,
 	values[1] = CStringGetTextDatum(sd->name);
 	values[2] = Int32GetDatum(WfNextVisit(tr->run, sd->name));
 	WfPlanExec(&WfStepApprovalPlans, PLAN_APPROVAL_TALLY, values, NULL, false, 1, SPI_OK_SELECT);
-	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4));
+	decisions = DatumGetJsonbPCopy(WfGetDatumNotNull(0, APPROVAL_TALLY_COL_DECISIONS));
 
 	complete_approval(tr, step_index, DatumGetInt32(values[2]), "expired", decisions);
 	if (sd->expiry_next != WF_STEP_END)

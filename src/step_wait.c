@@ -68,6 +68,14 @@ static const WfPlanSpec step_wait_plan_specs[] = {
 
 WfPlanTable WfStepWaitPlans = WF_PLAN_TABLE("step_wait", step_wait_plan_specs);
 
+/* the columns of signal_take */
+enum
+{
+	SIGNAL_TAKE_COL_SIGNAL_ID = 1,
+	SIGNAL_TAKE_COL_EVENT_ID,
+	SIGNAL_TAKE_COL_PAYLOAD
+};
+
 
 static bool take_signal(WfTransition *tr, int step_index);
 
@@ -93,11 +101,11 @@ take_signal(WfTransition *tr, int step_index)
 
 	WfJbBegin(&ob);
 	WfJbText(&ob, "event", sd->event_name);
-	WfJbText(&ob, "event_id", WfGetTextOrNull(0, 2));
-	WfJbJsonb(&ob, "payload", DatumGetJsonbPCopy(WfGetDatumNotNull(0, 3)));
+	WfJbText(&ob, "event_id", WfGetTextOrNull(0, SIGNAL_TAKE_COL_EVENT_ID));
+	WfJbJsonb(&ob, "payload", DatumGetJsonbPCopy(WfGetDatumNotNull(0, SIGNAL_TAKE_COL_PAYLOAD)));
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", WfNextVisit(tr->run, sd->name));
-	WfJbInt(&b, "signal_id", DatumGetInt64(WfGetDatumNotNull(0, 1)));
+	WfJbInt(&b, "signal_id", DatumGetInt64(WfGetDatumNotNull(0, SIGNAL_TAKE_COL_SIGNAL_ID)));
 	WfJbJsonb(&b, "output", WfJbEnd(&ob));
 	WfAppendEvent(tr, WF_EV_EVENT_RECEIVED, sd->name, 0, WfJbEnd(&b));
 	WfAdvance(tr, step_index);

@@ -129,6 +129,13 @@ static const WfPlanSpec timer_plan_specs[] = {
 
 WfPlanTable WfTimerPlans = WF_PLAN_TABLE("timer", timer_plan_specs);
 
+/* the columns of timers_due and deadlines_due */
+enum
+{
+	DUE_COL_ID = 1,
+	DUE_COL_TENANT_ID
+};
+
 
 /* how long a timer whose handling failed waits before the next try */
 #define WF_TIMER_ERROR_DELAY (10 * USECS_PER_SEC)
@@ -184,8 +191,8 @@ fire_batch(int due_plan,
 	tenants = palloc(sizeof(char *) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
-		tenants[i] = WfGetTextOrNull(i, 2);
+		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, DUE_COL_ID));
+		tenants[i] = WfGetTextOrNull(i, DUE_COL_TENANT_ID);
 	}
 	for (i = 0; i < n; i++)
 	{

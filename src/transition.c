@@ -466,8 +466,8 @@ WfFailRun(WfTransition *tr, const char *step, const char *reason, Jsonb *error)
 		values[0] = UUIDPGetDatum(&tr->run->run_id);
 		values[1] = CStringGetTextDatum(step);
 		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-			DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(tr->run, step))
-			attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
+			DatumGetInt32(WfGetDatumNotNull(0, WF_LAST_TASK_COL_VISIT)) == WfNextVisit(tr->run, step))
+			attempt = DatumGetInt32(WfGetDatumNotNull(0, WF_LAST_TASK_COL_ATTEMPT));
 	}
 	fail_run(tr, step, reason, error, attempt);
 }
@@ -676,14 +676,14 @@ reschedule_withdrawn(WfTransition *tr, int step_index, bool same_input)
 	values[0] = UUIDPGetDatum(&run->run_id);
 	values[1] = CStringGetTextDatum(sd->name);
 	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LAST_TASK_OF_STEP, values, NULL, false, 1, SPI_OK_SELECT) == 1 &&
-		(strcmp(WfGetTextOrNull(0, 1), "cancelled") == 0 ||
-		 strcmp(WfGetTextOrNull(0, 1), "failed") == 0) &&
-		DatumGetInt32(WfGetDatumNotNull(0, 2)) == WfNextVisit(run, sd->name))
+		(strcmp(WfGetTextOrNull(0, WF_LAST_TASK_COL_STATUS), "cancelled") == 0 ||
+		 strcmp(WfGetTextOrNull(0, WF_LAST_TASK_COL_STATUS), "failed") == 0) &&
+		DatumGetInt32(WfGetDatumNotNull(0, WF_LAST_TASK_COL_VISIT)) == WfNextVisit(run, sd->name))
 	{
-		int32		attempt = DatumGetInt32(WfGetDatumNotNull(0, 3));
+		int32		attempt = DatumGetInt32(WfGetDatumNotNull(0, WF_LAST_TASK_COL_ATTEMPT));
 
 		WfScheduleStep(tr, step_index, attempt + 1, tr->now,
-					   same_input ? DatumGetJsonbPCopy(WfGetDatumNotNull(0, 4)) : NULL);
+					   same_input ? DatumGetJsonbPCopy(WfGetDatumNotNull(0, WF_LAST_TASK_COL_INPUT)) : NULL);
 	}
 }
 
