@@ -642,7 +642,6 @@ typedef struct ApprovalCommand
 	int			idx;
 	char	   *step;
 	int32		visit;
-	char	   *reason;
 } ApprovalCommand;
 
 /* the approval commands check the run's status themselves, after the step */
@@ -659,14 +658,15 @@ static void
 approval_command_begin(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
 {
 	pg_uuid_t  *run_id;
+	char	   *reason;
 	WfRunState *run = &cmd->rc.run;
 
 	WfRequireArgs(fcinfo, 2, "run and step");
-	cmd->reason = WfRequireReason(fcinfo, reason_arg);
+	reason = WfRequireReason(fcinfo, reason_arg);
 	run_id = PG_GETARG_UUID_P(0);
 	cmd->step = WfTextArg(fcinfo, 1, "step", WF_ARG_NAME);
 
-	WfRunCommandBegin(&cmd->rc, run_id, &approval_command_spec);
+	WfRunCommandBegin(&cmd->rc, run_id, reason, &approval_command_spec);
 	cmd->idx = WfDefinitionStepIndex(cmd->rc.def, cmd->step);
 	if (cmd->idx < 0 || cmd->rc.def->steps[cmd->idx].type != WF_STEP_APPROVAL)
 		ereport(ERROR,
@@ -719,7 +719,7 @@ wfengine_revoke_approval_tokens(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", cmd.visit);
 	WfJbInt(&b, "revoked", n);
-	WfJbText(&b, "reason", cmd.reason);
+	WfJbText(&b, "reason", cmd.rc.reason);
 	WfAppendEvent(&cmd.rc.tr, WF_EV_APPROVAL_TOKENS_REVOKED, cmd.step, 0, WfJbEnd(&b));
 	WfRunCommandWrite(&cmd.rc, NULL);
 	PG_RETURN_DATUM(WfApiReturn(Int32GetDatum(n), true, sizeof(int32)));
@@ -761,7 +761,7 @@ wfengine_reissue_approval_tokens(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", cmd.visit);
 	WfJbInt(&b, "revoked", n);
-	WfJbText(&b, "reason", cmd.reason);
+	WfJbText(&b, "reason", cmd.rc.reason);
 	WfJbBool(&b, "reissue", true);
 	WfAppendEvent(tr, WF_EV_APPROVAL_TOKENS_REVOKED, cmd.step, 0, WfJbEnd(&b));
 	WfWithdrawCurrentTask(tr, "reissue");
@@ -902,7 +902,7 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 	WfJbJsonb(&b, "approvers", WfJsonbTextArray(names, nnames));
 	WfJbJsonb(&b, "removed", WfJsonbTextArray(removed, (int) nr));
 	WfJbJsonb(&b, "added", WfJsonbTextArray(added, (int) na));
-	WfJbText(&b, "reason", cmd.reason);
+	WfJbText(&b, "reason", cmd.rc.reason);
 	WfAppendEvent(&cmd.rc.tr, WF_EV_APPROVERS_CHANGED, cmd.step, 0, WfJbEnd(&b));
 	/* the policy counts the new approvers at once: the step may end here */
 	ended = WfEvaluateApprovalPolicy(&cmd.rc.tr, cmd.idx, cmd.visit, NULL) != NULL;

@@ -63,15 +63,18 @@ refusal_hint(const WfRunCommandSpec *spec, WfRunStatus status)
 }
 
 /*
- * WfRunCommandBegin opens the API call of a run command on run run_id and
- * locks the run; it refuses an unknown run, one the command does not apply
- * to in its status, and (when spec has a quota_hint) one at its event
- * limit; then it starts the transition (cmd->tr) on the run's definition.
+ * WfRunCommandBegin opens the API call of a run command on run run_id, for
+ * reason, and locks the run; it refuses an unknown run, one the command
+ * does not apply to in its status, and (when spec has a quota_hint) one at
+ * its event limit; then it starts the transition (cmd->tr) on the run's
+ * definition.
  */
 void
-WfRunCommandBegin(WfRunCommand *cmd, pg_uuid_t *run_id, const WfRunCommandSpec *spec)
+WfRunCommandBegin(WfRunCommand *cmd, pg_uuid_t *run_id, char *reason,
+				  const WfRunCommandSpec *spec)
 {
 	cmd->run_id = run_id;
+	cmd->reason = reason;
 	WfApiBegin();
 	WfLockRun(run_id, &cmd->run);
 	cmd->old_status = WfRunStatusName(cmd->run.status);
@@ -82,6 +85,21 @@ WfRunCommandBegin(WfRunCommand *cmd, pg_uuid_t *run_id, const WfRunCommandSpec *
 		WfCheckEventQuota(&cmd->run, spec->quota_hint);
 	cmd->def = WfDefinitionGet(cmd->run.definition_id);
 	WfTransitionInit(&cmd->tr, &cmd->run, cmd->def, GetCurrentTimestamp());
+}
+
+/*
+ * WfRunCommandBeginCall begins the run command of a call whose run is
+ * argument 0 and whose reason is argument reason_arg, checking them in
+ * that order first.
+ */
+void
+WfRunCommandBeginCall(WfRunCommand *cmd, FunctionCallInfo fcinfo, int reason_arg,
+					  const WfRunCommandSpec *spec)
+{
+	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
+	char	   *reason = WfRequireReason(fcinfo, reason_arg);
+
+	WfRunCommandBegin(cmd, run_id, reason, spec);
 }
 
 /*

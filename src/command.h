@@ -49,12 +49,15 @@ typedef struct WfRunCommand
 	pg_uuid_t  *run_id;
 	WfRunState	run;			/* the locked run, as the transition changes it */
 	WfDefinition *def;			/* its definition */
+	char	   *reason;			/* the operator's, recorded with the command */
 	const char *old_status;		/* the run's status when it was locked */
 	WfTransition tr;
 } WfRunCommand;
 
-extern void WfRunCommandBegin(WfRunCommand *cmd, pg_uuid_t *run_id,
+extern void WfRunCommandBegin(WfRunCommand *cmd, pg_uuid_t *run_id, char *reason,
 							  const WfRunCommandSpec *spec);
+extern void WfRunCommandBeginCall(WfRunCommand *cmd, FunctionCallInfo fcinfo,
+								  int reason_arg, const WfRunCommandSpec *spec);
 extern void WfRunCommandWrite(WfRunCommand *cmd, const char *note);
 extern Datum WfRunCommandFinish(WfRunCommand *cmd, const char *kind);
 

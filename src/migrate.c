@@ -98,9 +98,7 @@ migration_target(WfRunCommand *cmd, int32 to_version)
 Datum
 wfengine_migrate_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id;
 	int32		to_version;
-	char	   *reason;
 	WfRunCommand cmd;
 	WfDefinition *from;
 	WfDefinition *to;
@@ -111,11 +109,8 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	WfJsonBuilder b;
 
 	WfRequireArgs(fcinfo, 2, "run and to_version");
-	run_id = PG_GETARG_UUID_P(0);
 	to_version = PG_GETARG_INT32(1);
-	reason = WfRequireReason(fcinfo, 2);
-
-	WfRunCommandBegin(&cmd, run_id, &migrate_spec);
+	WfRunCommandBeginCall(&cmd, fcinfo, 2, &migrate_spec);
 	from = cmd.def;
 	to = WfDefinitionGet(migration_target(&cmd, to_version));
 	/* from here on the run follows the target */
@@ -128,7 +123,7 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	WfWithdrawCurrentTask(&cmd.tr, "migrated");
 
 	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "reason", cmd.reason);
 	WfJbInt(&b, "from_version", from->version);
 	WfJbInt(&b, "to_version", to->version);
 	WfJbInt(&b, "from_definition_id", from->definition_id);
@@ -141,13 +136,13 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	{
 		int32		visit = WfNextVisit(&cmd.run, sd->name);
 
-		WfScheduleTask(&cmd.tr, sd, visit, WfNextAttempt(run_id, sd->name, visit),
+		WfScheduleTask(&cmd.tr, sd, visit, WfNextAttempt(cmd.run_id, sd->name, visit),
 					   cmd.tr.now, NULL);
 	}
 
 	/* the note is sent at commit: after the run row has the new version */
 	WfRunCommandWrite(&cmd, "migrated");
-	values[0] = UUIDPGetDatum(run_id);
+	values[0] = UUIDPGetDatum(cmd.run_id);
 	values[1] = Int64GetDatum(to->definition_id);
 	values[2] = Int32GetDatum(to->version);
 	WfExecPlan(WF_PLAN_RUN_SET_VERSION, values, NULL, false, 0, SPI_OK_UPDATE);

@@ -55,15 +55,14 @@ PG_FUNCTION_INFO_V1(wfengine_retry_step);
 PG_FUNCTION_INFO_V1(wfengine_skip_step);
 
 /* forward declarations */
-static void status_change_begin(WfJsonBuilder *b, const char *reason,
+static void status_change_begin(WfJsonBuilder *b, WfRunCommand *cmd,
 								const char *old_status, const char *new_status);
-static void append_step_event(WfTransition *tr, WfEventType type, const char *step,
-							  const char *reason, const char *old_status,
-							  const char *new_status, int32 visit, int32 attempt,
-							  Jsonb *output);
+static void append_step_event(WfRunCommand *cmd, WfEventType type, const char *step,
+							  const char *old_status, const char *new_status,
+							  int32 visit, int32 attempt, Jsonb *output);
 static int32 pending_compensation_visit(WfRunState *run);
 static void resume_live_task(WfTransition *tr, int idx);
-static Datum retry_compensation(WfRunCommand *cmd, const char *reason);
+static Datum retry_compensation(WfRunCommand *cmd);
 static int64 retry_run_timeout(FunctionCallInfo fcinfo);
 
 /* the commands of this file: the statuses each applies to, its refusals */
@@ -109,11 +108,11 @@ static const WfRunCommandSpec cancel_spec = {
  * after.
  */
 static void
-status_change_begin(WfJsonBuilder *b, const char *reason, const char *old_status,
+status_change_begin(WfJsonBuilder *b, WfRunCommand *cmd, const char *old_status,
 					const char *new_status)
 {
 	WfJbBegin(b);
-	WfJbText(b, "reason", reason);
+	WfJbText(b, "reason", cmd->reason);
 	WfJbText(b, "old_status", old_status);
 	WfJbText(b, "new_status", new_status);
 }
@@ -124,19 +123,19 @@ status_change_begin(WfJsonBuilder *b, const char *reason, const char *old_status
  * to.
  */
 static void
-append_step_event(WfTransition *tr, WfEventType type, const char *step,
-				  const char *reason, const char *old_status, const char *new_status,
+append_step_event(WfRunCommand *cmd, WfEventType type, const char *step,
+				  const char *old_status, const char *new_status,
 				  int32 visit, int32 attempt, Jsonb *output)
 {
 	WfJsonBuilder b;
 
-	status_change_begin(&b, reason, old_status, new_status);
+	status_change_begin(&b, cmd, old_status, new_status);
 	WfJbInt(&b, "visit", visit);
 	if (type == WF_EV_STEP_RETRIED)
 		WfJbInt(&b, "attempt", attempt);
 	else
 		WfJbJsonb(&b, "output", output);
-	WfAppendEvent(tr, type, step, 0, WfJbEnd(&b));
+	WfAppendEvent(&cmd->tr, type, step, 0, WfJbEnd(&b));
 }
 
 /*
@@ -164,19 +163,17 @@ pending_compensation_visit(WfRunState *run)
 Datum
 wfengine_pause_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
-	char	   *reason = WfRequireReason(fcinfo, 1);
 	WfRunCommand cmd;
 	WfLockedTask task;
 	WfJsonBuilder b;
 	int64		in_flight = 0;
 	bool		withdrawn = false;
 
-	WfRunCommandBegin(&cmd, run_id, &pause_spec);
+	WfRunCommandBeginCall(&cmd, fcinfo, 1, &pause_spec);
 	if (cmd.run.current_task != 0)
 	{
 		if (!WfReadTask(cmd.run.current_task, &task))
-			elog(ERROR, "the live task of run %s is missing", WfRunIdText(run_id));
+			elog(ERROR, "the live task of run %s is missing", WfRunIdText(cmd.run_id));
 		if (strcmp(task.status, "ready") == 0)
 		{
 			WfWithdrawCurrentTask(&cmd.tr, "paused");
@@ -186,7 +183,7 @@ wfengine_pause_run(PG_FUNCTION_ARGS)
 			in_flight = cmd.run.current_task;
 	}
 
-	status_change_begin(&b, reason, "running", "paused");
+	status_change_begin(&b, &cmd, "running", "paused");
 	WfJbText(&b, "step", cmd.run.current_step);
 	if (in_flight != 0)
 		WfJbInt(&b, "in_flight_task", in_flight);
@@ -229,23 +226,21 @@ resume_live_task(WfTransition *tr, int idx)
 Datum
 wfengine_resume_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
-	char	   *reason = WfRequireReason(fcinfo, 1);
 	WfRunCommand cmd;
 	WfJsonBuilder b;
 	Datum		values[2];
 	int			idx = -1;
 
-	WfRunCommandBegin(&cmd, run_id, &resume_spec);
+	WfRunCommandBeginCall(&cmd, fcinfo, 1, &resume_spec);
 	if (cmd.run.current_step != NULL)
 		idx = WfDefinitionStepIndex(cmd.def, cmd.run.current_step);
 
-	status_change_begin(&b, reason, "paused", "running");
+	status_change_begin(&b, &cmd, "paused", "running");
 	WfJbText(&b, "step", cmd.run.current_step);
 	WfAppendEvent(&cmd.tr, WF_EV_RUN_RESUMED, NULL, 0, WfJbEnd(&b));
 
 	/* timers held while paused come due now, whatever else waits */
-	values[0] = UUIDPGetDatum(run_id);
+	values[0] = UUIDPGetDatum(cmd.run_id);
 	values[1] = TimestampTzGetDatum(cmd.tr.now);
 	if (WfExecPlan(WF_PLAN_TIMERS_UNHOLD, values, NULL, false, 0, SPI_OK_UPDATE) > 0)
 		WfNoteTimer(cmd.tr.now);
@@ -263,15 +258,14 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
  * its compensations undo a failure).
  */
 static Datum
-retry_compensation(WfRunCommand *cmd, const char *reason)
+retry_compensation(WfRunCommand *cmd)
 {
 	WfRunState *run = &cmd->run;
 	int32		visit = pending_compensation_visit(run);
 	int32		attempt = WfNextAttempt(&run->run_id, run->current_step, visit);
 
-	append_step_event(&cmd->tr, WF_EV_STEP_RETRIED, run->current_step, reason,
-					  "compensation_failed", WfRunStatusName(WfUndoingStatus(run)),
-					  visit, attempt, NULL);
+	append_step_event(cmd, WF_EV_STEP_RETRIED, run->current_step, "compensation_failed",
+					  WfRunStatusName(WfUndoingStatus(run)), visit, attempt, NULL);
 	WfScheduleCompensation(&cmd->tr, attempt);
 	return WfRunCommandFinish(cmd, "retried");
 }
@@ -324,7 +318,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 	int32		attempt;
 	int			idx;
 
-	WfRunCommandBegin(&cmd, run_id, &retry_spec);
+	WfRunCommandBegin(&cmd, run_id, reason, &retry_spec);
 	if (cmd.run.status == WF_RUN_COMPENSATION_FAILED && run_timeout > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -332,7 +326,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 				 errdetail("Its compensation is retried, and a cancelling run has no run timeout."),
 				 errhint("Call wf.retry_step() without run_timeout.")));
 	if (cmd.run.status == WF_RUN_COMPENSATION_FAILED)
-		PG_RETURN_DATUM(retry_compensation(&cmd, reason));
+		PG_RETURN_DATUM(retry_compensation(&cmd));
 	idx = cmd.run.current_step ? WfDefinitionStepIndex(cmd.def, cmd.run.current_step) : -1;
 	if (idx < 0)
 		ereport(ERROR,
@@ -349,7 +343,7 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 
 	visit = WfNextVisit(&cmd.run, sd->name);
 	attempt = WfNextAttempt(run_id, sd->name, visit);
-	append_step_event(&cmd.tr, WF_EV_STEP_RETRIED, sd->name, reason, "failed", "running",
+	append_step_event(&cmd, WF_EV_STEP_RETRIED, sd->name, "failed", "running",
 					  visit, attempt, NULL);
 	/* the run's time limit, counted afresh from the retry */
 	if (run_timeout == 0)
@@ -388,7 +382,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	WfCheckPayloadSize(output, "output", "a skipped step");
 	WfRefuseSealedLookalikes(output, "output", "a skipped step");
 
-	WfRunCommandBegin(&cmd, run_id, &skip_spec);
+	WfRunCommandBegin(&cmd, run_id, reason, &skip_spec);
 	sd = cmd.run.current_step ? WfTaskStepDef(cmd.def, cmd.run.current_step, &idx) : NULL;
 	if (sd == NULL)
 		ereport(ERROR,
@@ -412,7 +406,7 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	if (WfIsCompensation(sd->name))
 	{
 		/* an operator stands in for a compensation that gave up */
-		append_step_event(&cmd.tr, WF_EV_STEP_SKIPPED, sd->name, reason, cmd.old_status,
+		append_step_event(&cmd, WF_EV_STEP_SKIPPED, sd->name, cmd.old_status,
 						  WfRunStatusName(WfUndoingStatus(&cmd.run)),
 						  pending_compensation_visit(&cmd.run), 0, output);
 		WfNextCompensation(&cmd.tr);
@@ -425,8 +419,8 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	visit = WfNextVisit(&cmd.run, sd->name);
 	WfWithdrawCurrentTask(&cmd.tr, "skipped");
 	WfLeaveStep(&cmd.tr, idx, "skipped");	/* its tokens, its child runs */
-	append_step_event(&cmd.tr, WF_EV_STEP_SKIPPED, sd->name, reason, cmd.old_status,
-					  "running", visit, 0, output);
+	append_step_event(&cmd, WF_EV_STEP_SKIPPED, sd->name, cmd.old_status, "running",
+					  visit, 0, output);
 	WfAdvance(&cmd.tr, idx);
 	PG_RETURN_DATUM(WfRunCommandFinish(&cmd, "step_done"));
 }
@@ -440,12 +434,10 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 Datum
 wfengine_cancel_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
-	char	   *reason = WfRequireReason(fcinfo, 1);
 	WfRunCommand cmd;
 
-	WfRunCommandBegin(&cmd, run_id, &cancel_spec);
-	WfRequestCancel(&cmd.tr, reason);
+	WfRunCommandBeginCall(&cmd, fcinfo, 1, &cancel_spec);
+	WfRequestCancel(&cmd.tr, cmd.reason);
 	/* subscribers hear the status: "cancelling", or how the cancel ended it */
 	PG_RETURN_DATUM(WfRunCommandFinish(&cmd, NULL));
 }

@@ -109,24 +109,19 @@ static const WfRunCommandSpec legal_hold_spec = {
 Datum
 wfengine_set_legal_hold(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id;
 	bool		hold;
-	char	   *reason;
 	WfRunCommand cmd;
 	WfJsonBuilder b;
 	Datum		values[2];
 	bool		old;
 
 	WfRequireArgs(fcinfo, 2, "run and hold");
-	run_id = PG_GETARG_UUID_P(0);
 	hold = PG_GETARG_BOOL(1);
-	reason = WfRequireReason(fcinfo, 2);
-
-	WfRunCommandBegin(&cmd, run_id, &legal_hold_spec);
-	values[0] = UUIDPGetDatum(run_id);
+	WfRunCommandBeginCall(&cmd, fcinfo, 2, &legal_hold_spec);
+	values[0] = UUIDPGetDatum(cmd.run_id);
 	values[1] = BoolGetDatum(hold);
 	if (WfExecPlan(WF_PLAN_RUN_SET_HOLD, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
-		WfUnknownRun(run_id);
+		WfUnknownRun(cmd.run_id);
 	old = DatumGetBool(WfGetDatumNotNull(0, 1));
 
 	/*
@@ -137,7 +132,7 @@ wfengine_set_legal_hold(PG_FUNCTION_ARGS)
 	if (!hold || old)
 		WfCheckEventQuota(&cmd.run, "At this limit a hold can still be placed on the run, but not released or placed again.");
 	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "reason", cmd.reason);
 	WfJbBool(&b, "old_hold", old);
 	WfJbBool(&b, "hold", hold);
 	WfAppendEvent(&cmd.tr, WF_EV_LEGAL_HOLD_SET, NULL, 0, WfJbEnd(&b));

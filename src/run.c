@@ -371,12 +371,10 @@ static const WfRunCommandSpec update_context_spec = {
 Datum
 wfengine_terminate_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
-	char	   *reason = WfRequireReason(fcinfo, 1);
 	WfRunCommand cmd;
 
-	WfRunCommandBegin(&cmd, run_id, &terminate_spec);
-	WfTerminateRun(&cmd.tr, reason);
+	WfRunCommandBeginCall(&cmd, fcinfo, 1, &terminate_spec);
+	WfTerminateRun(&cmd.tr, cmd.reason);
 	WfRunCommandWrite(&cmd, "terminated");
 	PG_RETURN_DATUM(WfApiReturn(CStringGetTextDatum(cmd.old_status), false, -1));
 }
@@ -438,7 +436,7 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	WfCheckPayloadSize(patch, "context patch", "a run");
 	WfRefuseSealedLookalikes(patch, "context patch", "a run");
 
-	WfRunCommandBegin(&cmd, run_id, &update_context_spec);
+	WfRunCommandBegin(&cmd, run_id, reason, &update_context_spec);
 	/* new values of sensitive input keys are sealed like the input was */
 	if (cmd.def->n_sensitive_input > 0)
 		patch = WfSealKeys(cmd.run.tenant_id, patch, cmd.def->sensitive_input,
