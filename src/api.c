@@ -170,6 +170,29 @@ WfIntervalUsec(const Interval *iv)
 }
 
 /*
+ * WfIntervalArg returns the optional interval argument argno in
+ * microseconds, or 0 when it is NULL or not given; one not positive (or
+ * negative, when zero_ok) or longer than max_us is refused with the
+ * message refusal and hint.
+ */
+double
+WfIntervalArg(FunctionCallInfo fcinfo, int argno, bool zero_ok, double max_us,
+			  const char *refusal, const char *hint)
+{
+	double		us;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return 0;
+	us = WfIntervalUsec(PG_GETARG_INTERVAL_P(argno));
+	if (us < 0 || (us == 0 && !zero_ok) || us > max_us)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s", refusal),
+				 errhint("%s", hint)));
+	return us;
+}
+
+/*
  * WfApiReturn ends an API call (WfApiEnd) that answers result: a value of
  * a type passed by reference (byval false; typlen -1 for a varlena) is
  * copied out of SPI's memory first.

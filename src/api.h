@@ -30,6 +30,8 @@ extern void WfRequireArg(FunctionCallInfo fcinfo, int argno, const char *name,
 						 const char *hint);
 extern void WfRequireArgs(FunctionCallInfo fcinfo, int nargs, const char *names);
 extern double WfIntervalUsec(const Interval *iv);
+extern double WfIntervalArg(FunctionCallInfo fcinfo, int argno, bool zero_ok,
+							double max_us, const char *refusal, const char *hint);
 extern Datum WfApiReturn(Datum result, bool byval, int typlen);
 
 #endif							/* WF_API_H */

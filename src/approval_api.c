@@ -529,22 +529,11 @@ refused_outcome(Decision *d, WfRunState *run, int idx, TimestampTz now)
 static bool
 consume_approval(Decision *d, TimestampTz now)
 {
-	Datum		values[6];
-	char		nulls[6];
+	Datum		values[6] = {Int64GetDatum(d->approval_id), CStringGetTextDatum(d->decision),
+	PointerGetDatum(d->comment), JsonbPGetDatum(d->data), TimestampTzGetDatum(now),
+	CStringGetTextDatum(WfCurrentActor())};
+	char		nulls[6] = {' ', ' ', d->comment ? ' ' : 'n', d->data ? ' ' : 'n', ' ', ' '};
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = Int64GetDatum(d->approval_id);
-	values[1] = CStringGetTextDatum(d->decision);
-	if (d->comment != NULL)
-		values[2] = PointerGetDatum(d->comment);
-	else
-		nulls[2] = 'n';
-	if (d->data != NULL)
-		values[3] = JsonbPGetDatum(d->data);
-	else
-		nulls[3] = 'n';
-	values[4] = TimestampTzGetDatum(now);
-	values[5] = CStringGetTextDatum(WfCurrentActor());
 	return WfExecPlan(WF_PLAN_APPROVAL_CONSUME, values, nulls, false, 0, SPI_OK_UPDATE) == 1;
 }
 

@@ -139,16 +139,10 @@ static uint32 claim_wait_event_info(void);
 static int64
 claim_wait_us(FunctionCallInfo fcinfo)
 {
-	double		us;
+	double		us = WfIntervalArg(fcinfo, 4, true, (double) WF_MAX_CLAIM_WAIT,
+								   "wait must be between 0 and 5 minutes",
+								   "Wait for a few seconds to a minute and claim again in a loop.");
 
-	if (PG_NARGS() < 5 || PG_ARGISNULL(4))
-		return 0;
-	us = WfIntervalUsec(PG_GETARG_INTERVAL_P(4));
-	if (us < 0 || us > (double) WF_MAX_CLAIM_WAIT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("wait must be between 0 and 5 minutes"),
-				 errhint("Wait for a few seconds to a minute and claim again in a loop.")));
 	if (us > 0 && IsolationUsesXactSnapshot())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -21,8 +21,10 @@
 #include "state.h"
 #include "transition.h"
 
-/* a status in WfRunCommandSpec.applies_to */
+/* a status in WfRunCommandSpec.applies_to: WF_STATUS_BIT(WF_RUN_PAUSED) */
 #define WF_STATUS_BIT(s) (((uint32) 1) << (s))
+/* ... by its name: WF_ST(PAUSED) */
+#define WF_ST(name) WF_STATUS_BIT(WF_RUN_##name)
 
 /* the refusal hint for a run in one particular status */
 typedef struct WfStatusHint

@@ -45,7 +45,7 @@ PG_FUNCTION_INFO_V1(wfengine_migrate_run);
 
 static const WfRunCommandSpec migrate_spec = {
 	.what = "migrate",
-	.applies_to = WF_STATUS_BIT(WF_RUN_RUNNING) | WF_STATUS_BIT(WF_RUN_PAUSED),
+	.applies_to = WF_ST(RUNNING) | WF_ST(PAUSED),
 	.hint = "Only running and paused runs can be migrated.",
 	.quota_hint = "The run takes no more migrations.",
 };

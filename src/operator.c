@@ -68,33 +68,31 @@ static int64 retry_run_timeout(FunctionCallInfo fcinfo);
 /* the commands of this file: the statuses each applies to, its refusals */
 static const WfRunCommandSpec pause_spec = {
 	.what = "pause",
-	.applies_to = WF_STATUS_BIT(WF_RUN_RUNNING),
+	.applies_to = WF_ST(RUNNING),
 	.hint = "Only running runs can be paused.",
 	.hints = {{WF_RUN_PAUSED, "It is paused already; wf.resume_run() resumes it."}},
 	.quota_hint = "The run takes no more pauses; wf.terminate_run() and wf.cancel_run() still stop it.",
 };
 static const WfRunCommandSpec resume_spec = {
 	.what = "resume",
-	.applies_to = WF_STATUS_BIT(WF_RUN_PAUSED),
+	.applies_to = WF_ST(PAUSED),
 	.hint = "Only paused runs can be resumed.",
 };
 static const WfRunCommandSpec retry_spec = {
 	.what = "retry a step of",
-	.applies_to = WF_STATUS_BIT(WF_RUN_FAILED) | WF_STATUS_BIT(WF_RUN_COMPENSATION_FAILED),
+	.applies_to = WF_ST(FAILED) | WF_ST(COMPENSATION_FAILED),
 	.hint = "Only a failed run can have its step retried; a paused run is resumed with wf.resume_run().",
 	.quota_hint = "The run takes no more retries; wf.skip_step() still moves it on.",
 };
 static const WfRunCommandSpec skip_spec = {
 	.what = "skip a step of",
-	.applies_to = WF_STATUS_BIT(WF_RUN_RUNNING) | WF_STATUS_BIT(WF_RUN_FAILED) |
-	WF_STATUS_BIT(WF_RUN_COMPENSATION_FAILED),
+	.applies_to = WF_ST(RUNNING) | WF_ST(FAILED) | WF_ST(COMPENSATION_FAILED),
 	.hint = "Only running and failed runs have a step to skip.",
 	.hints = {{WF_RUN_PAUSED, "Resume the run with wf.resume_run() first."}},
 };
 static const WfRunCommandSpec cancel_spec = {
 	.what = "cancel",
-	.applies_to = WF_STATUS_BIT(WF_RUN_RUNNING) | WF_STATUS_BIT(WF_RUN_PAUSED) |
-	WF_STATUS_BIT(WF_RUN_FAILED),
+	.applies_to = WF_ST(RUNNING) | WF_ST(PAUSED) | WF_ST(FAILED),
 	.hint = "Only running, paused and failed runs can be cancelled.",
 	.hints = {
 		{WF_RUN_CANCELLING, "It is being cancelled already; wf.explain() shows its compensations."},
@@ -281,17 +279,9 @@ retry_compensation(WfRunCommand *cmd)
 static int64
 retry_run_timeout(FunctionCallInfo fcinfo)
 {
-	double		us;
-
-	if (PG_NARGS() < 3 || PG_ARGISNULL(2))
-		return 0;
-	us = WfIntervalUsec(PG_GETARG_INTERVAL_P(2));
-	if (us <= 0 || us > WF_MAX_RETRY_RUN_TIMEOUT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("run_timeout must be positive and at most 366 days"),
-				 errhint("Leave run_timeout out (NULL) to count the definition's \"timeout\", if it has one, from the retry.")));
-	return (int64) us;
+	return (int64) WfIntervalArg(fcinfo, 2, false, WF_MAX_RETRY_RUN_TIMEOUT,
+								 "run_timeout must be positive and at most 366 days",
+								 "Leave run_timeout out (NULL) to count the definition's \"timeout\", if it has one, from the retry.");
 }
 
 /*

@@ -78,49 +78,51 @@ static const char *report_result(const WfReport *rep);
 static void
 finish_task_row(const WfReport *rep, TimestampTz now)
 {
-	Datum		values[6];
-	char		nulls[6];
+	Datum		values[6] = {Int64GetDatum(rep->task_id), Int64GetDatum(rep->fence),
+		CStringGetTextDatum(rep->is_failure ? "failed" : "completed"),
+	JsonbPGetDatum(rep->output), JsonbPGetDatum(rep->error), TimestampTzGetDatum(now)};
+	char		nulls[6] = {' ', ' ', ' ', rep->output ? ' ' : 'n', rep->error ? ' ' : 'n', ' '};
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = Int64GetDatum(rep->task_id);
-	values[1] = Int64GetDatum(rep->fence);
-	values[2] = CStringGetTextDatum(rep->is_failure ? "failed" : "completed");
-	if (rep->output != NULL)
-		values[3] = JsonbPGetDatum(rep->output);
-	else
-		nulls[3] = 'n';
-	if (rep->error != NULL)
-		values[4] = JsonbPGetDatum(rep->error);
-	else
-		nulls[4] = 'n';
-	values[5] = TimestampTzGetDatum(now);
 	if (WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "task %lld changed while locked", (long long) rep->task_id);
 }
 
 /*
- * hold_result records the winning report of a paused run's attempt: it is
- * kept in the task row and the history, and wf.resume_run applies it.
+ * append_report_event appends the event that records a report: type is
+ * result_held (the winning report of a paused run's attempt, kept in the
+ * task row and the history until wf.resume_run applies it), or
+ * result_duplicate or result_stale (a report that did not win).
  */
 static void
-hold_result(WfTransition *tr, const WfReport *rep, const WfLockedTask *task)
+append_report_event(WfTransition *tr, WfEventType type, const WfReport *rep,
+					const WfLockedTask *task)
 {
 	WfJsonBuilder b;
+	bool		held = type == WF_EV_RESULT_HELD;
 
 	WfJbBegin(&b);
 	WfJbInt(&b, "task_id", rep->task_id);
 	WfJbInt(&b, "fence", rep->fence);
-	WfJbText(&b, "worker", task->worker);
-	WfJbInt(&b, "visit", task->visit);
-	WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
-	if (rep->is_failure)
+	if (held)
 	{
-		WfJbJsonb(&b, "error", rep->error);
-		WfJbBool(&b, "retryable", rep->retryable);
+		WfJbText(&b, "worker", task->worker);
+		WfJbInt(&b, "visit", task->visit);
 	}
 	else
+	{
+		WfJbInt(&b, "current_fence", task->fence);
+		WfJbText(&b, "task_status", task->status);
+	}
+	WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
+	if (!rep->is_failure)
 		WfJbJsonb(&b, "output", rep->output);
-	WfAppendEvent(tr, WF_EV_RESULT_HELD, task->step, task->attempt, WfJbEnd(&b));
+	else
+	{
+		WfJbJsonb(&b, "error", rep->error);
+		if (held)
+			WfJbBool(&b, "retryable", rep->retryable);
+	}
+	WfAppendEvent(tr, type, task->step, task->attempt, WfJbEnd(&b));
 }
 
 /*
@@ -142,7 +144,7 @@ accept_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *task)
 			 (long long) rep->task_id, task->step, task->attempt);
 	finish_task_row(rep, tr->now);
 	if (run->status == WF_RUN_PAUSED)
-		hold_result(tr, rep, task);
+		append_report_event(tr, WF_EV_RESULT_HELD, rep, task);
 	else
 	{
 		WfTaskResult res;
@@ -173,7 +175,6 @@ static const char *
 record_lost_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *task,
 				   bool *suppressed)
 {
-	WfJsonBuilder b;
 	WfEventType type;
 	const char *verdict;
 
@@ -184,20 +185,10 @@ record_lost_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *ta
 		verdict = "stale";
 	type = strcmp(verdict, "duplicate") == 0 ? WF_EV_RESULT_DUPLICATE : WF_EV_RESULT_STALE;
 
+	/* a run at max_events_per_run only counts it (quota.c) */
 	*suppressed = WfSuppressAuditEvent(tr, type);
-	if (*suppressed)
-		return verdict;
-	WfJbBegin(&b);
-	WfJbInt(&b, "task_id", rep->task_id);
-	WfJbInt(&b, "fence", rep->fence);
-	WfJbInt(&b, "current_fence", task->fence);
-	WfJbText(&b, "task_status", task->status);
-	WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
-	if (rep->is_failure)
-		WfJbJsonb(&b, "error", rep->error);
-	else
-		WfJbJsonb(&b, "output", rep->output);
-	WfAppendEvent(tr, type, task->step, task->attempt, WfJbEnd(&b));
+	if (!*suppressed)
+		append_report_event(tr, type, rep, task);
 	return verdict;
 }
 

@@ -347,15 +347,13 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 /* the commands of this file: the statuses each applies to, its refusals */
 static const WfRunCommandSpec terminate_spec = {
 	.what = "terminate",
-	.applies_to = WF_STATUS_BIT(WF_RUN_RUNNING) | WF_STATUS_BIT(WF_RUN_PAUSED) |
-	WF_STATUS_BIT(WF_RUN_CANCELLING) | WF_STATUS_BIT(WF_RUN_COMPENSATING) |
-	WF_STATUS_BIT(WF_RUN_COMPENSATION_FAILED),
+	.applies_to = WF_ST(RUNNING) | WF_ST(PAUSED) | WF_ST(CANCELLING) |
+	WF_ST(COMPENSATING) | WF_ST(COMPENSATION_FAILED),
 	.hint = "Only running, paused, cancelling, compensating and compensation_failed runs can be terminated.",
 };
 static const WfRunCommandSpec update_context_spec = {
 	.what = "update the context of",
-	.applies_to = WF_STATUS_BIT(WF_RUN_RUNNING) | WF_STATUS_BIT(WF_RUN_PAUSED) |
-	WF_STATUS_BIT(WF_RUN_FAILED),
+	.applies_to = WF_ST(RUNNING) | WF_ST(PAUSED) | WF_ST(FAILED),
 	.hint = "Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).",
 	.quota_hint = "The run takes no more context updates.",
 };
