@@ -4,9 +4,11 @@
  *	  Operator commands that stop and restart a run's progress:
  *	  wf.pause_run, wf.resume_run, wf.retry_step and wf.skip_step.
  *
- * Each command locks the run (its live task first), checks that it applies
- * to the run's state, and appends an event that records the actor, the
- * reason and the state before, in the same transaction as the snapshot.
+ * Each command is a run command (command.c): WfRunCommandBegin locks the
+ * run (its live task first) and checks, by the command's WfRunCommandSpec,
+ * that it applies to the run's state; the command appends an event that
+ * records the actor, the reason and the state before, and
+ * WfRunCommandFinish writes it in the same transaction as the snapshot.
  * Nothing here edits a snapshot directly: the reducer (state.c) applies
  * the events, and replay rebuilds the same state.
  *
