@@ -46,6 +46,7 @@ OBJS = \
 	src/step_children.o \
 	src/step_compensate.o \
 	src/correlate.o \
+	src/command.o \
 	src/run.o \
 	src/claim.o \
 	src/result.o \

@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * approval.c
- *	  Human approval steps with one-time tokens.
+ * approval_api.c
+ *	  The SQL-callable side of approval steps: one-time tokens, decisions,
+ *	  and the operator commands on a waiting approval step.
  *
- * Entering an approval step records approval_requested, writes one
- * wf.approvals row per approver (no token yet), schedules a notification
- * task on the step's notify_queue and, with "expires", an expiry timer.
- * The run then costs only rows while it waits.
+ * Entering an approval step, its wf.approvals rows, the policy and the
+ * expiry are the step kind's (step_approval.c); this file serves the
+ * calls that come while the run waits there.
  *
  * Tokens.  The worker that holds the notification task calls
  * wf.issue_approval_tokens(task_id, fence): under the task and run locks,
@@ -25,24 +25,24 @@
  * visit; only then is the row consumed by a conditional update, so that of
  * two uses of one token exactly one succeeds.  The answers are
  * "accepted", "already_decided", "expired" and "invalid" (which does not
- * say which part failed).  Every call is written to wf.approval_attempts;
+ * say which part failed), and "throttled" for an approver with too many
+ * failures in the current window (approver_throttled), whose token is not
+ * looked at.  Every call is written to wf.approval_attempts;
  * calls that can be tied to a run are recorded in its history too
  * (approval_decided, or decision_refused).  Rows exist only for the
  * approvers of the current visit, so an approver is authorised when the
  * decision is made, not only when the token was issued.
  *
- * Policy.  "any" needs one approval, "all" every approver, {"quorum": N}
- * N distinct approvers.  "rejections" rejects (default 1) end the step as
- * rejected (the run fails), and so do so many rejects that the policy can
- * no longer be met.  Each approver decides once.  When the step ends its other
- * tokens are closed, a notification task still live is withdrawn, and the
- * step's output is {"outcome": ..., "decisions": [...]}, with each
- * decision's comment and data.
+ * After a decision, and after a change of the approvers, the policy is
+ * evaluated (WfEvaluateApprovalPolicy, step_approval.c): the step may end
+ * there, its other tokens closed and a notification task still live
+ * withdrawn.
  *
  * Operator commands (wf.revoke_approval_tokens, wf.reissue_approval_tokens,
  * wf.set_approvers) each take a reason and record it, with the actor and
  * what changed, as an event of the run; they apply only while the run
- * waits at that approval step.
+ * waits at that approval step.  They are run commands (command.c), which
+ * check the step and the run's status here (approval_command_begin).
  *
  * Lock order: task row, then run row, then approval rows; wf.decide and
  * the commands lock the run's live task first (WfLockRunAndTask), since
@@ -51,7 +51,7 @@
  * Copyright (c) 2026, wfengine developers
  *
  * IDENTIFICATION
- *	  src/approval.c
+ *	  src/approval_api.c
  *
  *-------------------------------------------------------------------------
  */
@@ -70,6 +70,7 @@
 
 #include "api.h"
 #include "argcheck.h"
+#include "command.h"
 #include "crypto.h"
 #include "defcompile.h"
 #include "definition.h"
@@ -207,98 +208,100 @@ note_failure(const char *tenant, const char *approver, const uint8 *hash,
 	return store;
 }
 
-/*
- * wfengine_issue_approval_tokens is wf.issue_approval_tokens(task_id,
- * fence): for the holder of the current lease of an approval step's
- * notification task, it mints a token for every approver still pending
- * and returns them, once.
- */
-Datum
-wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
+/* the approvers of a visit still pending, that wf.issue_approval_tokens serves */
+typedef struct PendingApprovers
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	const char *tenant = WfCurrentTenant();
-	int64		task_id;
-	int64		fence;
-	Datum		values[3];
-	WfRunState	run;
-	WfTransition tr;
-	WfDefinition *def;
-	WfLockedTask task;
-	int			idx;
 	uint64		n;
-	uint64		i;
-	int64	   *ids;
+	int64	   *ids;			/* their wf.approvals rows */
 	char	  **names;
 	TimestampTz *expires;
 	bool	   *expires_null;
-	int32		generation = 0;
-	bool		reissue = false;
-	WfJsonBuilder b;
+	bool		reissue;		/* tokens of the visit were issued before */
+} PendingApprovers;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("task_id and fence must not be null")));
-	task_id = PG_GETARG_INT64(0);
-	fence = PG_GETARG_INT64(1);
-	if (!WfTokenKeyConfigured())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("approval tokens need wfengine.approval_key"),
-				 errhint("A superuser sets wfengine.approval_key to 32 to 64 random bytes in hex, e.g. the output of \"openssl rand -hex 32\".")));
+/*
+ * lock_notification_task locks task task_id and its run for
+ * wf.issue_approval_tokens, and checks that it is the notification task of
+ * an approval step and that fence is its current lease.
+ */
+static void
+lock_notification_task(int64 task_id, int64 fence, WfRunState *run,
+					   WfLockedTask *task, WfDefinition **def)
+{
+	int			idx;
 
-	InitMaterializedSRF(fcinfo, 0);
-	WfApiBegin();
-
-	if (!WfLockTaskAndRun(task_id, tenant, &run, &task))
+	if (!WfLockTaskAndRun(task_id, WfCurrentTenant(), run, task))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("task %lld does not exist", (long long) task_id)));
-	def = WfDefinitionGet(run.definition_id);
-	idx = WfDefinitionStepIndex(def, task.step);
+	*def = WfDefinitionGet(run->definition_id);
+	idx = WfDefinitionStepIndex(*def, task->step);
 
-	if (idx < 0 || def->steps[idx].type != WF_STEP_APPROVAL)
+	if (idx < 0 || (*def)->steps[idx].type != WF_STEP_APPROVAL)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("task %lld is not the notification task of an approval step",
 						(long long) task_id)));
-	if (strcmp(task.status, "leased") != 0 || fence != task.fence ||
-		run.status != WF_RUN_RUNNING || run.current_task != task_id)
+	if (strcmp(task->status, "leased") != 0 || fence != task->fence ||
+		run->status != WF_RUN_RUNNING || run->current_task != task_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("fence %lld is not the current lease of task %lld",
 						(long long) fence, (long long) task_id),
 				 errhint("Only the worker holding the current lease of the notification task can issue its tokens.")));
+}
 
-	values[0] = UUIDPGetDatum(&run.run_id);
-	values[1] = CStringGetTextDatum(task.step);
-	values[2] = Int32GetDatum(task.visit);
+/*
+ * read_pending_approvers reads the approvers of the visit of the task's
+ * step that have not decided yet.
+ */
+static void
+read_pending_approvers(WfRunState *run, WfLockedTask *task, PendingApprovers *p)
+{
+	Datum		values[3];
+	uint64		n;
+	uint64		i;
+
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = CStringGetTextDatum(task->step);
+	values[2] = Int32GetDatum(task->visit);
 	n = WfExecPlan(WF_PLAN_APPROVALS_PENDING, values, NULL, false, 0, SPI_OK_SELECT);
-	ids = palloc(sizeof(int64) * Max(n, 1));
-	names = palloc(sizeof(char *) * Max(n, 1));
-	expires = palloc(sizeof(TimestampTz) * Max(n, 1));
-	expires_null = palloc(sizeof(bool) * Max(n, 1));
+	p->n = n;
+	p->ids = palloc(sizeof(int64) * Max(n, 1));
+	p->names = palloc(sizeof(char *) * Max(n, 1));
+	p->expires = palloc(sizeof(TimestampTz) * Max(n, 1));
+	p->expires_null = palloc(sizeof(bool) * Max(n, 1));
+	p->reissue = false;
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
 		Datum		d;
 
-		ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
-		names[i] = WfGetTextOrNull(i, 2);
+		p->ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
+		p->names[i] = WfGetTextOrNull(i, 2);
 		d = WfGetDatum(i, 3, &isnull);
-		expires_null[i] = isnull;
-		expires[i] = isnull ? 0 : DatumGetTimestampTz(d);
+		p->expires_null[i] = isnull;
+		p->expires[i] = isnull ? 0 : DatumGetTimestampTz(d);
 		/* issuing again, which the holder could repeat without bound */
 		if (DatumGetBool(WfGetDatumNotNull(i, 4)))
-			reissue = true;
+			p->reissue = true;
 	}
-	if (reissue)
-		WfCheckEventQuota(&run, "The tokens of this visit were issued already and are not issued again; wf.reissue_approval_tokens() does not apply either at this limit.");
+}
 
-	for (i = 0; i < n; i++)
+/*
+ * mint_tokens mints two tokens for each pending approver, an "approve"
+ * and a "reject" one, stores their hashes, and returns them in the
+ * function's result set.  Returns the highest token generation written.
+ */
+static int32
+mint_tokens(ReturnSetInfo *rsinfo, const PendingApprovers *p)
+{
+	static const char *const kinds[2] = {"approve", "reject"};
+	int32		generation = 0;
+	uint64		i;
+
+	for (i = 0; i < p->n; i++)
 	{
-		static const char *const kinds[2] = {"approve", "reject"};
 		char		token[2][WF_TOKEN_TEXT_LEN];
 		uint8		hash[2][WF_HASH_LEN];
 		Datum		tv[3];
@@ -307,7 +310,7 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 		/* one token per decision kind, each bound to it */
 		for (k = 0; k < 2; k++)
 			WfMintToken(token[k], hash[k]);
-		tv[0] = Int64GetDatum(ids[i]);
+		tv[0] = Int64GetDatum(p->ids[i]);
 		tv[1] = hash_datum(hash[0]);
 		tv[2] = hash_datum(hash[1]);
 		WfExecPlan(WF_PLAN_APPROVAL_SET_TOKEN, tv, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
@@ -318,22 +321,61 @@ wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
 			Datum		out[4];
 			bool		onulls[4] = {false, false, false, false};
 
-			out[0] = CStringGetTextDatum(names[i]);
+			out[0] = CStringGetTextDatum(p->names[i]);
 			out[1] = CStringGetTextDatum(kinds[k]);
 			out[2] = CStringGetTextDatum(token[k]);
-			out[3] = TimestampTzGetDatum(expires[i]);
-			onulls[3] = expires_null[i];
+			out[3] = TimestampTzGetDatum(p->expires[i]);
+			onulls[3] = p->expires_null[i];
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, onulls);
 		}
 		sodium_memzero(token, sizeof(token));
 	}
+	return generation;
+}
+
+/*
+ * wfengine_issue_approval_tokens is wf.issue_approval_tokens(task_id,
+ * fence): for the holder of the current lease of an approval step's
+ * notification task, it mints a token for every approver still pending
+ * and returns them, once.
+ */
+Datum
+wfengine_issue_approval_tokens(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		task_id;
+	int64		fence;
+	WfRunState	run;
+	WfTransition tr;
+	WfDefinition *def;
+	WfLockedTask task;
+	PendingApprovers pending;
+	int32		generation;
+	WfJsonBuilder b;
+
+	WfRequireArgs(fcinfo, 2, "task_id and fence");
+	task_id = PG_GETARG_INT64(0);
+	fence = PG_GETARG_INT64(1);
+	if (!WfTokenKeyConfigured())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("approval tokens need wfengine.approval_key"),
+				 errhint("A superuser sets wfengine.approval_key to 32 to 64 random bytes in hex, e.g. the output of \"openssl rand -hex 32\".")));
+
+	InitMaterializedSRF(fcinfo, 0);
+	WfApiBegin();
+	lock_notification_task(task_id, fence, &run, &task, &def);
+	read_pending_approvers(&run, &task, &pending);
+	if (pending.reissue)
+		WfCheckEventQuota(&run, "The tokens of this visit were issued already and are not issued again; wf.reissue_approval_tokens() does not apply either at this limit.");
+	generation = mint_tokens(rsinfo, &pending);
 
 	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
 	WfJbBegin(&b);
 	WfJbInt(&b, "task_id", task_id);
 	WfJbInt(&b, "fence", fence);
 	WfJbInt(&b, "visit", task.visit);
-	WfJbJsonb(&b, "approvers", WfJsonbTextArray(names, (int) n));
+	WfJbJsonb(&b, "approvers", WfJsonbTextArray(pending.names, (int) pending.n));
 	WfJbInt(&b, "generation", generation);
 	WfAppendEvent(&tr, WF_EV_APPROVAL_TOKENS_ISSUED, task.step, 0, WfJbEnd(&b));
 	WfTransitionWrite(&tr);
@@ -363,6 +405,163 @@ token_matches(int row, int col, const uint8 *hash, const char *decision,
 	return strcmp(decision, kind) == 0;
 }
 
+/* a call of wf.decide, and the approval row its token matched */
+typedef struct Decision
+{
+	char	   *decision;
+	char	   *approver;
+	text	   *comment;
+	Jsonb	   *data;
+	uint8		hash[WF_HASH_LEN];	/* of the token */
+	bool		well_formed;	/* the token has the form of one */
+	int64		approval_id;
+	pg_uuid_t	run_id;
+	char	   *step;
+	int32		visit;
+	char	   *row_approver;
+} Decision;
+
+/*
+ * decide_arguments reads and checks the arguments of wf.decide, and
+ * hashes the token (wiping the plain one).
+ */
+static void
+decide_arguments(FunctionCallInfo fcinfo, Decision *d)
+{
+	char	   *token;
+
+	d->comment = PG_ARGISNULL(3) ? NULL : PG_GETARG_TEXT_PP(3);
+	d->data = PG_ARGISNULL(4) ? NULL : PG_GETARG_JSONB_P(4);
+	WfRequireArgs(fcinfo, 3, "token, decision and approver");
+	token = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	d->decision = WfTextArg(fcinfo, 1, "decision", WF_ARG_NAME);
+	d->approver = WfTextArg(fcinfo, 2, "approver", WF_ARG_KEY);
+	if (strcmp(d->decision, "approve") != 0 && strcmp(d->decision, "reject") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid decision \"%s\"", d->decision),
+				 errhint("A decision is \"approve\" or \"reject\".")));
+	if (d->approver[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("approver must have 1 to %d bytes", WF_ARG_MAX_KEY)));
+	WfCheckTextArg(d->comment, "comment", WF_ARG_REASON);
+	WfCheckPayloadSize(d->data, "decision data", "an approval");
+	WfRefuseSealedLookalikes(d->data, "decision data", "an approval");
+	if (d->comment != NULL)
+		WfRefuseSealedLookalikeText(text_to_cstring(d->comment), "comment", "an approval");
+
+	d->well_formed = WfHashToken(token, d->hash);
+	sodium_memzero(token, strlen(token));
+}
+
+/*
+ * match_token finds the approval row of the token, of this tenant and for
+ * the decision asked for, and reads it into *d; false when there is none.
+ */
+static bool
+match_token(Decision *d, const char *tenant)
+{
+	Datum		values[1];
+
+	values[0] = hash_datum(d->hash);
+	if (!d->well_formed ||
+		WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		return false;
+
+	/*
+	 * A hash match.  Compare in constant time all the same, and find which
+	 * decision the token is for: it is bound to one.
+	 */
+	if (strcmp(WfGetTextOrNull(0, 2), tenant) != 0 ||
+		!(token_matches(0, 9, d->hash, d->decision, "approve") ||
+		  token_matches(0, 10, d->hash, d->decision, "reject")))
+		return false;
+	d->approval_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	memcpy(&d->run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 3)), sizeof(pg_uuid_t));
+	d->step = WfGetTextOrNull(0, 4);
+	d->visit = DatumGetInt32(WfGetDatumNotNull(0, 5));
+	d->row_approver = WfGetTextOrNull(0, 6);
+	return true;
+}
+
+/*
+ * refused_outcome reads the approval row again under the run lock and
+ * returns why the decision is refused ("invalid", "already_decided",
+ * "expired"), or NULL when it may be taken: the row is the approver's,
+ * pending and unexpired, and the run waits at its visit of the step.
+ */
+static const char *
+refused_outcome(Decision *d, WfRunState *run, int idx, TimestampTz now)
+{
+	Datum		values[1];
+	char	   *row_status;
+	bool		isnull;
+	Datum		e;
+	TimestampTz expires_at = 0;
+
+	values[0] = hash_datum(d->hash);
+	if (WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		return "invalid";		/* re-issued meanwhile */
+	row_status = WfGetTextOrNull(0, 7);
+	e = WfGetDatum(0, 8, &isnull);
+	if (!isnull)
+		expires_at = DatumGetTimestampTz(e);
+
+	if (strcmp(d->row_approver, d->approver) != 0 || strcmp(row_status, "revoked") == 0)
+		return "invalid";
+	if (strcmp(row_status, "decided") == 0)
+		return "already_decided";
+	if (expires_at != 0 && expires_at <= now)
+		return "expired";
+	if (strcmp(row_status, "pending") != 0)
+		return "already_decided";	/* the step ended */
+	if (idx < 0 || run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+		strcmp(run->current_step, d->step) != 0 ||
+		WfNextVisit(run, d->step) != d->visit)
+		return "invalid";
+	return NULL;
+}
+
+/*
+ * consume_approval records the decision in its approval row, on condition
+ * that the row is still pending: of two uses of one token, one succeeds.
+ */
+static bool
+consume_approval(Decision *d, TimestampTz now)
+{
+	Datum		values[6] = {Int64GetDatum(d->approval_id), CStringGetTextDatum(d->decision),
+	PointerGetDatum(d->comment), JsonbPGetDatum(d->data), TimestampTzGetDatum(now),
+	CStringGetTextDatum(WfCurrentActor())};
+	char		nulls[6] = {' ', ' ', d->comment ? ' ' : 'n', d->data ? ' ' : 'n', ' ', ' '};
+
+	return WfExecPlan(WF_PLAN_APPROVAL_CONSUME, values, nulls, false, 0, SPI_OK_UPDATE) == 1;
+}
+
+/*
+ * append_decision appends approval_decided for an accepted decision, or
+ * decision_refused with the outcome for a refused one.
+ */
+static void
+append_decision(WfTransition *tr, const Decision *d, const char *outcome)
+{
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	WfJbText(&b, "approver", d->approver);
+	WfJbText(&b, "decision", d->decision);
+	if (outcome != NULL)
+	{
+		WfJbText(&b, "outcome", outcome);
+		WfAppendEvent(tr, WF_EV_DECISION_REFUSED, d->step, 0, WfJbEnd(&b));
+		return;
+	}
+	WfJbInt(&b, "visit", d->visit);
+	WfJbText(&b, "comment", d->comment ? text_to_cstring(d->comment) : NULL);
+	WfJbJsonb(&b, "data", d->data);
+	WfAppendEvent(tr, WF_EV_APPROVAL_DECIDED, d->step, 0, WfJbEnd(&b));
+}
+
 /*
  * wfengine_decide is wf.decide(token, decision, approver, comment, data).
  */
@@ -371,173 +570,56 @@ wfengine_decide(PG_FUNCTION_ARGS)
 {
 	const char *tenant = WfCurrentTenant();
 	TimestampTz now = GetCurrentTimestamp();
-	char	   *token;
-	char	   *decision;
-	char	   *approver;
-	text	   *comment = PG_ARGISNULL(3) ? NULL : PG_GETARG_TEXT_PP(3);
-	Jsonb	   *data = PG_ARGISNULL(4) ? NULL : PG_GETARG_JSONB_P(4);
-	uint8		hash[WF_HASH_LEN];
-	bool		well_formed;
-	const char *outcome = NULL;
-	Datum		values[6];
-	char		nulls[6];
-	int64		approval_id;
-	pg_uuid_t	run_id;
-	char	   *step;
-	int32		visit;
-	char	   *row_approver;
-	char	   *row_status;
-	bool		isnull;
-	Datum		d;
-	TimestampTz expires_at = 0;
+	Decision	d;
+	const char *outcome;
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
 	int			idx;
-	WfJsonBuilder b;
 	bool		stored = true;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("token, decision and approver must not be null")));
-	token = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	decision = WfTextArg(fcinfo, 1, "decision", WF_ARG_NAME);
-	approver = WfTextArg(fcinfo, 2, "approver", WF_ARG_KEY);
-	if (strcmp(decision, "approve") != 0 && strcmp(decision, "reject") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid decision \"%s\"", decision),
-				 errhint("A decision is \"approve\" or \"reject\".")));
-	if (approver[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("approver must have 1 to %d bytes", WF_ARG_MAX_KEY)));
-	WfCheckTextArg(comment, "comment", WF_ARG_REASON);
-	WfCheckPayloadSize(data, "decision data", "an approval");
-	WfRefuseSealedLookalikes(data, "decision data", "an approval");
-	if (comment != NULL)
-		WfRefuseSealedLookalikeText(text_to_cstring(comment), "comment", "an approval");
-
-	well_formed = WfHashToken(token, hash);
-	sodium_memzero(token, strlen(token));
-
+	decide_arguments(fcinfo, &d);
 	WfApiBegin();
 
 	/* an approver locked out for this window: the token is not looked at */
-	if (approver_throttled(tenant, approver, now))
+	if (approver_throttled(tenant, d.approver, now))
 	{
 		WfApiEnd();
 		PG_RETURN_TEXT_P(cstring_to_text("throttled"));
 	}
-
-	values[0] = hash_datum(hash);
-	if (!well_formed ||
-		WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (!match_token(&d, tenant))
 	{
-		if (note_failure(tenant, approver, NULL, NULL, now))
-			audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
+		if (note_failure(tenant, d.approver, NULL, NULL, now))
+			audit_attempt(tenant, now, d.approver, d.decision, "invalid", NULL, NULL);
 		WfApiEnd();
 		PG_RETURN_TEXT_P(cstring_to_text("invalid"));
 	}
-
-	/*
-	 * A hash match.  Compare in constant time all the same, and find which
-	 * decision the token is for: it is bound to one.
-	 */
-	if (strcmp(WfGetTextOrNull(0, 2), tenant) != 0 ||
-		!(token_matches(0, 9, hash, decision, "approve") ||
-		  token_matches(0, 10, hash, decision, "reject")))
-	{
-		if (note_failure(tenant, approver, NULL, NULL, now))
-			audit_attempt(tenant, now, approver, decision, "invalid", NULL, NULL);
-		WfApiEnd();
-		PG_RETURN_TEXT_P(cstring_to_text("invalid"));
-	}
-	approval_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
-	memcpy(&run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 3)), sizeof(pg_uuid_t));
-	step = WfGetTextOrNull(0, 4);
-	visit = DatumGetInt32(WfGetDatumNotNull(0, 5));
-	row_approver = WfGetTextOrNull(0, 6);
 
 	/* lock the live task and the run, then read the approval row again */
-	if (!WfLockRunAndTask(&run_id, tenant, &run))
-		elog(ERROR, "the run of approval %lld vanished", (long long) approval_id);
+	if (!WfLockRunAndTask(&d.run_id, tenant, &run))
+		elog(ERROR, "the run of approval %lld vanished", (long long) d.approval_id);
 	def = WfDefinitionGet(run.definition_id);
-	idx = WfDefinitionStepIndex(def, step);
+	idx = WfDefinitionStepIndex(def, d.step);
 	WfTransitionInit(&tr, &run, def, now);
-
-	values[0] = hash_datum(hash);
-	if (WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-		outcome = "invalid";	/* re-issued meanwhile */
-	else
-	{
-		row_status = WfGetTextOrNull(0, 7);
-		d = WfGetDatum(0, 8, &isnull);
-		if (!isnull)
-			expires_at = DatumGetTimestampTz(d);
-
-		if (strcmp(row_approver, approver) != 0 || strcmp(row_status, "revoked") == 0)
-			outcome = "invalid";
-		else if (strcmp(row_status, "decided") == 0)
-			outcome = "already_decided";
-		else if (expires_at != 0 && expires_at <= now)
-			outcome = "expired";
-		else if (strcmp(row_status, "pending") != 0)
-			outcome = "already_decided";	/* the step ended */
-		else if (idx < 0 || run.status != WF_RUN_RUNNING || run.current_step == NULL ||
-				 strcmp(run.current_step, step) != 0 ||
-				 WfNextVisit(&run, step) != visit)
-			outcome = "invalid";
-	}
-
-	if (outcome == NULL)
-	{
-		memset(nulls, ' ', sizeof(nulls));
-		values[0] = Int64GetDatum(approval_id);
-		values[1] = CStringGetTextDatum(decision);
-		if (comment != NULL)
-			values[2] = PointerGetDatum(comment);
-		else
-			nulls[2] = 'n';
-		if (data != NULL)
-			values[3] = JsonbPGetDatum(data);
-		else
-			nulls[3] = 'n';
-		values[4] = TimestampTzGetDatum(now);
-		values[5] = CStringGetTextDatum(WfCurrentActor());
-		if (WfExecPlan(WF_PLAN_APPROVAL_CONSUME, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
-			outcome = "already_decided";
-	}
+	outcome = refused_outcome(&d, &run, idx, now);
+	if (outcome == NULL && !consume_approval(&d, now))
+		outcome = "already_decided";
 
 	if (outcome == NULL)
 	{
 		outcome = "accepted";
-		WfJbBegin(&b);
-		WfJbText(&b, "approver", approver);
-		WfJbText(&b, "decision", decision);
-		WfJbInt(&b, "visit", visit);
-		WfJbText(&b, "comment", comment ? text_to_cstring(comment) : NULL);
-		WfJbJsonb(&b, "data", data);
-		WfAppendEvent(&tr, WF_EV_APPROVAL_DECIDED, step, 0, WfJbEnd(&b));
-
-		WfEvaluateApprovalPolicy(&tr, idx, visit, approver);
+		append_decision(&tr, &d, NULL);
+		WfEvaluateApprovalPolicy(&tr, idx, d.visit, d.approver);
 	}
-	else if ((stored = note_failure(tenant, approver, hash, &run_id, now)) &&
+	else if ((stored = note_failure(tenant, d.approver, d.hash, &d.run_id, now)) &&
 			 !WfSuppressAuditEvent(&tr, WF_EV_DECISION_REFUSED))
-	{
-		WfJbBegin(&b);
-		WfJbText(&b, "approver", approver);
-		WfJbText(&b, "decision", decision);
-		WfJbText(&b, "outcome", outcome);
-		WfAppendEvent(&tr, WF_EV_DECISION_REFUSED, step, 0, WfJbEnd(&b));
-	}
+		append_decision(&tr, &d, outcome);
 
 	WfTransitionWrite(&tr);
 	if (stored)
-		audit_attempt(tenant, now, approver, decision, outcome, &run_id, step);
+		audit_attempt(tenant, now, d.approver, d.decision, outcome, &d.run_id, d.step);
 	if (strcmp(outcome, "accepted") == 0)
-		WfNoteRunChange(run.tenant_id, &run_id, run.status == WF_RUN_RUNNING ? "decided" :
+		WfNoteRunChange(run.tenant_id, &d.run_id, run.status == WF_RUN_RUNNING ? "decided" :
 						WfRunStatusName(run.status));
 	WfApiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(outcome));
@@ -546,56 +628,53 @@ wfengine_decide(PG_FUNCTION_ARGS)
 /* what an operator command on a waiting approval step works on */
 typedef struct ApprovalCommand
 {
-	WfRunState	run;
-	WfDefinition *def;
+	WfRunCommand rc;			/* the run command: the run, its transition */
 	int			idx;
 	char	   *step;
 	int32		visit;
-	char	   *reason;
-	WfTransition tr;
 } ApprovalCommand;
 
+/* the approval commands check the run's status themselves, after the step */
+static const WfRunCommandSpec approval_command_spec = {
+	.what = "change the approvals of",
+};
+
 /*
- * begin_command checks the arguments of an operator command, locks the
- * run and checks that it waits at the approval step.  The caller is
- * connected to SPI.
+ * approval_command_begin checks the arguments of an operator command,
+ * begins the run command, and checks that the run waits at the approval
+ * step.
  */
 static void
-begin_command(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
+approval_command_begin(FunctionCallInfo fcinfo, int reason_arg, ApprovalCommand *cmd)
 {
 	pg_uuid_t  *run_id;
+	char	   *reason;
+	WfRunState *run = &cmd->rc.run;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run and step must not be null")));
-	cmd->reason = WfRequireReason(fcinfo, reason_arg);
+	WfRequireArgs(fcinfo, 2, "run and step");
+	reason = WfRequireReason(fcinfo, reason_arg);
 	run_id = PG_GETARG_UUID_P(0);
 	cmd->step = WfTextArg(fcinfo, 1, "step", WF_ARG_NAME);
 
-	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), &cmd->run))
-		WfUnknownRun(run_id);
-	cmd->def = WfDefinitionGet(cmd->run.definition_id);
-	cmd->idx = WfDefinitionStepIndex(cmd->def, cmd->step);
-	if (cmd->idx < 0 || cmd->def->steps[cmd->idx].type != WF_STEP_APPROVAL)
+	WfRunCommandBegin(&cmd->rc, run_id, reason, &approval_command_spec);
+	cmd->idx = WfDefinitionStepIndex(cmd->rc.def, cmd->step);
+	if (cmd->idx < 0 || cmd->rc.def->steps[cmd->idx].type != WF_STEP_APPROVAL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("step \"%s\" of run %s is not an approval step", cmd->step,
-						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))))));
-	if (cmd->run.status != WF_RUN_RUNNING || cmd->run.current_step == NULL ||
-		strcmp(cmd->run.current_step, cmd->step) != 0)
+						WfRunIdText(run_id))));
+	if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
+		strcmp(run->current_step, cmd->step) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("run %s is not waiting at approval step \"%s\"",
-						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))),
-						cmd->step),
-				 errdetail("The run is \"%s\"%s%s%s.", WfRunStatusName(cmd->run.status),
-						   cmd->run.current_step ? " at step \"" : "",
-						   cmd->run.current_step ? cmd->run.current_step : "",
-						   cmd->run.current_step ? "\"" : "")));
-	WfCheckEventQuota(&cmd->run, "The run takes no more changes of its approvers or tokens; decisions are still taken.");
-	cmd->visit = WfNextVisit(&cmd->run, cmd->step);
-	WfTransitionInit(&cmd->tr, &cmd->run, cmd->def, GetCurrentTimestamp());
+						WfRunIdText(run_id), cmd->step),
+				 errdetail("The run is \"%s\"%s%s%s.", WfRunStatusName(run->status),
+						   run->current_step ? " at step \"" : "",
+						   run->current_step ? run->current_step : "",
+						   run->current_step ? "\"" : "")));
+	WfCheckEventQuota(run, "The run takes no more changes of its approvers or tokens; decisions are still taken.");
+	cmd->visit = WfNextVisit(run, cmd->step);
 }
 
 /*
@@ -607,7 +686,7 @@ revoke_tokens(ApprovalCommand *cmd)
 {
 	Datum		values[3];
 
-	values[0] = UUIDPGetDatum(&cmd->run.run_id);
+	values[0] = UUIDPGetDatum(cmd->rc.run_id);
 	values[1] = CStringGetTextDatum(cmd->step);
 	values[2] = Int32GetDatum(cmd->visit);
 	return (int) WfExecPlan(WF_PLAN_APPROVALS_REVOKE_TOKENS, values, NULL, false, 0,
@@ -625,17 +704,15 @@ wfengine_revoke_approval_tokens(PG_FUNCTION_ARGS)
 	WfJsonBuilder b;
 	int			n;
 
-	WfApiBegin();
-	begin_command(fcinfo, 2, &cmd);
+	approval_command_begin(fcinfo, 2, &cmd);
 	n = revoke_tokens(&cmd);
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", cmd.visit);
 	WfJbInt(&b, "revoked", n);
-	WfJbText(&b, "reason", cmd.reason);
-	WfAppendEvent(&cmd.tr, WF_EV_APPROVAL_TOKENS_REVOKED, cmd.step, 0, WfJbEnd(&b));
-	WfTransitionWrite(&cmd.tr);
-	WfApiEnd();
-	PG_RETURN_INT32(n);
+	WfJbText(&b, "reason", cmd.rc.reason);
+	WfAppendEvent(&cmd.rc.tr, WF_EV_APPROVAL_TOKENS_REVOKED, cmd.step, 0, WfJbEnd(&b));
+	WfRunCommandWrite(&cmd.rc, NULL);
+	PG_RETURN_DATUM(WfApiReturn(Int32GetDatum(n), true, sizeof(int32)));
 }
 
 /*
@@ -648,6 +725,7 @@ Datum
 wfengine_reissue_approval_tokens(PG_FUNCTION_ARGS)
 {
 	ApprovalCommand cmd;
+	WfTransition *tr = &cmd.rc.tr;
 	WfJsonBuilder b;
 	Datum		values[3];
 	int			n;
@@ -656,14 +734,12 @@ wfengine_reissue_approval_tokens(PG_FUNCTION_ARGS)
 	Datum		d;
 	TimestampTz expires_at = 0;
 	const WfStepDef *sd;
-	Datum		result;
 
-	WfApiBegin();
-	begin_command(fcinfo, 2, &cmd);
-	sd = &cmd.def->steps[cmd.idx];
+	approval_command_begin(fcinfo, 2, &cmd);
+	sd = &cmd.rc.def->steps[cmd.idx];
 	n = revoke_tokens(&cmd);
 
-	values[0] = UUIDPGetDatum(&cmd.run.run_id);
+	values[0] = UUIDPGetDatum(cmd.rc.run_id);
 	values[1] = CStringGetTextDatum(cmd.step);
 	values[2] = Int32GetDatum(cmd.visit);
 	WfExecPlan(WF_PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
@@ -675,24 +751,88 @@ wfengine_reissue_approval_tokens(PG_FUNCTION_ARGS)
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", cmd.visit);
 	WfJbInt(&b, "revoked", n);
-	WfJbText(&b, "reason", cmd.reason);
+	WfJbText(&b, "reason", cmd.rc.reason);
 	WfJbBool(&b, "reissue", true);
-	WfAppendEvent(&cmd.tr, WF_EV_APPROVAL_TOKENS_REVOKED, cmd.step, 0, WfJbEnd(&b));
-	WfWithdrawCurrentTask(&cmd.tr, "reissue");
+	WfAppendEvent(tr, WF_EV_APPROVAL_TOKENS_REVOKED, cmd.step, 0, WfJbEnd(&b));
+	WfWithdrawCurrentTask(tr, "reissue");
 
 	WfJbBegin(&b);
-	WfJbText(&b, "run_id", DatumGetCString(DirectFunctionCall1(uuid_out,
-															   UUIDPGetDatum(&cmd.run.run_id))));
+	WfJbText(&b, "run_id", WfRunIdText(cmd.rc.run_id));
 	WfJbText(&b, "step", sd->name);
 	WfJbInt(&b, "visit", cmd.visit);
 	WfJbBool(&b, "reissue", true);
 	if (expires_at != 0)
 		WfJbTimestamp(&b, "expires_at", expires_at);
-	WfScheduleStep(&cmd.tr, cmd.idx, last_attempt + 1, cmd.tr.now, WfJbEnd(&b));
-	result = Int64GetDatum(cmd.tr.task.task_id);
-	WfTransitionWrite(&cmd.tr);
-	WfApiEnd();
-	PG_RETURN_DATUM(result);
+	WfScheduleStep(tr, cmd.idx, last_attempt + 1, tr->now, WfJbEnd(&b));
+	WfRunCommandWrite(&cmd.rc, NULL);
+	PG_RETURN_DATUM(WfApiReturn(Int64GetDatum(tr->task.task_id), FLOAT8PASSBYVAL,
+								sizeof(int64)));
+}
+
+/*
+ * approver_names checks the approvers argument of wf.set_approvers and
+ * returns its names without repeats, in *names and as an array.
+ */
+static ArrayType *
+approver_names(FunctionCallInfo fcinfo, char ***names, int *nnames)
+{
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			nelems;
+	int			i;
+	int			j = 0;
+	int			k;
+
+	WfRequireArg(fcinfo, 2, "approvers", NULL);
+	arr = PG_GETARG_ARRAYTYPE_P(2);
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
+	if (nelems == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an approval step needs at least one approver")));
+	if (nelems > WF_MAX_APPROVERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("an approval step can have at most %d approvers, not %d",
+						WF_MAX_APPROVERS, nelems)));
+	*names = palloc(sizeof(char *) * nelems);
+	for (i = 0; i < nelems; i++)
+	{
+		char	   *name;
+		bool		dup = false;
+
+		if (!elem_nulls[i])
+			WfCheckTextArg(DatumGetTextPP(elems[i]), "approver name", WF_ARG_KEY);
+		if (elem_nulls[i] || VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("approver names must have 1 to %d bytes", WF_ARG_MAX_KEY)));
+		name = TextDatumGetCString(elems[i]);
+		for (k = 0; k < j; k++)
+			if (strcmp((*names)[k], name) == 0)
+				dup = true;
+		if (!dup)
+			(*names)[j++] = name;
+	}
+	*nnames = j;
+	for (k = 0; k < j; k++)
+		elems[k] = CStringGetTextDatum((*names)[k]);
+	return construct_array(elems, j, TEXTOID, -1, false, TYPALIGN_INT);
+}
+
+/*
+ * returned_names returns column 1 of the n rows of the last statement.
+ */
+static char **
+returned_names(uint64 n)
+{
+	char	  **names = palloc(sizeof(char *) * Max(n, 1));
+	uint64		i;
+
+	for (i = 0; i < n; i++)
+		names[i] = WfGetTextOrNull(i, 1);
+	return names;
 }
 
 /*
@@ -705,85 +845,37 @@ Datum
 wfengine_set_approvers(PG_FUNCTION_ARGS)
 {
 	ApprovalCommand cmd;
+	WfRunState *run = &cmd.rc.run;
 	WfJsonBuilder b;
 	Datum		values[7];
 	char		nulls[7];
 	ArrayType  *arr;
-	Datum	   *elems;
-	bool	   *elem_nulls;
-	int			nelems;
 	char	  **names;
+	int			nnames;
 	char	  **removed;
 	char	  **added;
 	uint64		nr;
 	uint64		na;
-	uint64		i;
 	bool		isnull;
 	Datum		d;
 	bool		ended;
 
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("approvers must not be null")));
-	arr = PG_GETARG_ARRAYTYPE_P(2);
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
-	if (nelems == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("an approval step needs at least one approver")));
-	if (nelems > WF_MAX_APPROVERS)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("an approval step can have at most %d approvers, not %d",
-						WF_MAX_APPROVERS, nelems)));
-	names = palloc(sizeof(char *) * nelems);
-	{
-		int			j = 0;
-		int			k;
+	arr = approver_names(fcinfo, &names, &nnames);
+	approval_command_begin(fcinfo, 3, &cmd);
 
-		for (i = 0; i < (uint64) nelems; i++)
-		{
-			char	   *name;
-			bool		dup = false;
-
-			if (!elem_nulls[i])
-				WfCheckTextArg(DatumGetTextPP(elems[i]), "approver name", WF_ARG_KEY);
-			if (elem_nulls[i] || VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])) == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("approver names must have 1 to %d bytes", WF_ARG_MAX_KEY)));
-			name = TextDatumGetCString(elems[i]);
-			for (k = 0; k < j; k++)
-				if (strcmp(names[k], name) == 0)
-					dup = true;
-			if (!dup)
-				names[j++] = name;
-		}
-		nelems = j;
-		for (k = 0; k < j; k++)
-			elems[k] = CStringGetTextDatum(names[k]);
-		arr = construct_array(elems, nelems, TEXTOID, -1, false, TYPALIGN_INT);
-	}
-
-	WfApiBegin();
-	begin_command(fcinfo, 3, &cmd);
-
-	values[0] = UUIDPGetDatum(&cmd.run.run_id);
+	values[0] = UUIDPGetDatum(&run->run_id);
 	values[1] = CStringGetTextDatum(cmd.step);
 	values[2] = Int32GetDatum(cmd.visit);
 	values[3] = PointerGetDatum(arr);
 	nr = WfExecPlan(WF_PLAN_APPROVALS_REMOVE, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
-	removed = palloc(sizeof(char *) * Max(nr, 1));
-	for (i = 0; i < nr; i++)
-		removed[i] = WfGetTextOrNull(i, 1);
+	removed = returned_names(nr);
 
 	WfExecPlan(WF_PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
 	d = WfGetDatum(0, 1, &isnull);
 
 	memset(nulls, ' ', sizeof(nulls));
-	values[0] = CStringGetTextDatum(cmd.run.tenant_id);
-	values[1] = UUIDPGetDatum(&cmd.run.run_id);
+	values[0] = CStringGetTextDatum(run->tenant_id);
+	values[1] = UUIDPGetDatum(&run->run_id);
 	values[2] = CStringGetTextDatum(cmd.step);
 	values[3] = Int32GetDatum(cmd.visit);
 	values[4] = PointerGetDatum(arr);
@@ -791,26 +883,22 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 		values[5] = d;
 	else
 		nulls[5] = 'n';
-	values[6] = TimestampTzGetDatum(cmd.tr.now);
+	values[6] = TimestampTzGetDatum(cmd.rc.tr.now);
 	na = WfExecPlan(WF_PLAN_APPROVALS_ADD, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
-	added = palloc(sizeof(char *) * Max(na, 1));
-	for (i = 0; i < na; i++)
-		added[i] = WfGetTextOrNull(i, 1);
+	added = returned_names(na);
 
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", cmd.visit);
-	WfJbJsonb(&b, "approvers", WfJsonbTextArray(names, nelems));
+	WfJbJsonb(&b, "approvers", WfJsonbTextArray(names, nnames));
 	WfJbJsonb(&b, "removed", WfJsonbTextArray(removed, (int) nr));
 	WfJbJsonb(&b, "added", WfJsonbTextArray(added, (int) na));
-	WfJbText(&b, "reason", cmd.reason);
-	WfAppendEvent(&cmd.tr, WF_EV_APPROVERS_CHANGED, cmd.step, 0, WfJbEnd(&b));
+	WfJbText(&b, "reason", cmd.rc.reason);
+	WfAppendEvent(&cmd.rc.tr, WF_EV_APPROVERS_CHANGED, cmd.step, 0, WfJbEnd(&b));
 	/* the policy counts the new approvers at once: the step may end here */
-	ended = WfEvaluateApprovalPolicy(&cmd.tr, cmd.idx, cmd.visit, NULL) != NULL;
-	WfTransitionWrite(&cmd.tr);
-	if (ended)
-		WfNoteRunChange(cmd.run.tenant_id, &cmd.run.run_id,
-						cmd.run.status == WF_RUN_RUNNING ? "step_done" :
-						WfRunStatusName(cmd.run.status));
+	ended = WfEvaluateApprovalPolicy(&cmd.rc.tr, cmd.idx, cmd.visit, NULL) != NULL;
+	WfRunCommandWrite(&cmd.rc, !ended ? NULL :
+					  run->status == WF_RUN_RUNNING ? "step_done" :
+					  WfRunStatusName(run->status));
 	WfApiEnd();
 	PG_RETURN_VOID();
 }

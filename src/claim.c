@@ -4,17 +4,21 @@
  *	  Lease-based claiming of task attempts (FOR UPDATE SKIP LOCKED).
  *
  * A task attempt is claimable when its status is "ready" and its
- * available_at has passed.  One partial index (tenant, queue,
- * available_at, task_id) WHERE status = 'ready' serves every claim in FIFO
- * order of availability.  An attempt whose lease expired is not claimable
+ * available_at has passed.  One partial index, tasks_claim_idx on
+ * (tenant_id, queue, priority DESC, available_at, task_id) WHERE status =
+ * 'ready', serves every claim in its order: the highest priority first,
+ * and within one priority FIFO by availability.  An attempt whose lease
+ * expired is not claimable
  * by itself: the engine worker (timer.c) puts it back to "ready" and
  * records lease_expired, so that lost leases are counted and poison tasks
  * quarantined.
  *
- * One statement claims a batch: the CTE picks rows in index order with
- * FOR UPDATE SKIP LOCKED (so concurrent claimers never block on, or
- * receive, the same row) and the UPDATE hands out a new lease and a new
- * fencing token, and sets the attempt's deadline (the earliest of lease
+ * One statement claims a batch (WF_PLAN_CLAIM, spi_util.c): a sub-select,
+ * ARRAY(SELECT task_id ... ORDER BY priority DESC, available_at, task_id
+ * LIMIT max_tasks FOR UPDATE SKIP LOCKED), picks the ids in the claim
+ * index's order (so concurrent claimers never block on, or receive, the
+ * same row), and the UPDATE of those ids, through the primary key, hands
+ * out a new lease and a new fencing token, and sets the attempt's deadline (the earliest of lease
  * expiry, start-to-close and heartbeat timeouts), which wakes the engine
  * worker at commit if it sleeps past it.  A fence is drawn from
  * wf.fence_seq with the server's timeline in its high bits (WfFenceBase):
@@ -92,6 +96,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "api.h"
 #include "argcheck.h"
 #include "guc.h"
 #include "notify.h"
@@ -134,20 +139,10 @@ static uint32 claim_wait_event_info(void);
 static int64
 claim_wait_us(FunctionCallInfo fcinfo)
 {
-	Interval   *w;
-	double		us;
+	double		us = WfIntervalArg(fcinfo, 4, true, (double) WF_MAX_CLAIM_WAIT,
+								   "wait must be between 0 and 5 minutes",
+								   "Wait for a few seconds to a minute and claim again in a loop.");
 
-	if (PG_NARGS() < 5 || PG_ARGISNULL(4))
-		return 0;
-	w = PG_GETARG_INTERVAL_P(4);
-	/* in double first: months and days could overflow int64 microseconds */
-	us = (double) w->time + (double) w->day * USECS_PER_DAY +
-		(double) w->month * DAYS_PER_MONTH * USECS_PER_DAY;
-	if (us < 0 || us > (double) WF_MAX_CLAIM_WAIT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("wait must be between 0 and 5 minutes"),
-				 errhint("Wait for a few seconds to a minute and claim again in a loop.")));
 	if (us > 0 && IsolationUsesXactSnapshot())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -250,182 +245,178 @@ claim_within_limit(Datum *values, const char *queue, int32 max_tasks, bool may_w
 	return n;
 }
 
-/*
- * wfengine_claim_tasks is wf.claim_tasks(queue, worker, max_tasks, lease,
- * wait): it leases up to max_tasks claimable attempts of queue to worker
- * and returns them.  With a wait and nothing to claim, it sleeps until it
- * can claim something or the wait is over (see the file header).
- */
-Datum
-wfengine_claim_tasks(PG_FUNCTION_ARGS)
+/* what wf.claim_tasks was asked for */
+typedef struct ClaimRequest
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *queue;
 	char	   *worker;
 	int32		max_tasks;
 	Interval   *lease;
-	int64		lease_us;
-	int64		wait_us;
-	Datum		values[7];
-	uint64		n;
-	uint64		i;
-	TimestampTz now;
-	TimestampTz deadline = 0;
-	ConditionVariable *cv = NULL;
-	pg_atomic_uint64 *gen_counter = NULL;
-	TimestampTz next_wake = 0;	/* from the last look at the queue */
-	bool		open_sealed;	/* the caller gets sealed values opened */
-	int			ndamaged = 0;	/* claimed tasks whose input does not open */
-	int64	   *damaged_task = NULL;
-	int64	   *damaged_fence = NULL;
-	char	  **damaged_why = NULL;
-	TimestampTz looked_at = 0;	/* when that look was */
-	bool		timed_out = false;
-	bool		limited;		/* the tenant limits tasks in flight */
-	bool		held_back = false;	/* ... and that kept the last try from claiming */
-	bool		cv_prepared = false;	/* on the wait list of cv */
+	int64		wait_us;		/* 0: no wait */
+} ClaimRequest;
+
+/* a waiting claim between its tries */
+typedef struct ClaimWait
+{
+	TimestampTz deadline;		/* the end of the wait */
+	ConditionVariable *cv;		/* of the queue's wait bucket; NULL: none */
+	pg_atomic_uint64 *gen_counter;	/* ... and its generation */
+	TimestampTz next_wake;		/* from the last look at the queue */
+	TimestampTz looked_at;		/* when that look was */
+	bool		timed_out;		/* the last sleep ran to its end */
+	bool		cv_prepared;	/* on the wait list of cv */
+} ClaimWait;
+
+/*
+ * claim_arguments reads and checks the arguments of wf.claim_tasks; false
+ * when one of the first four is NULL (the call returns no rows).
+ */
+static bool
+claim_arguments(FunctionCallInfo fcinfo, ClaimRequest *req)
+{
+	double		lease_us;
+	int			i;
 
 	/*
 	 * The function is not STRICT, because a NULL wait means "no wait"; a NULL
 	 * in any other argument returns no rows, as STRICT would.
 	 */
-	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < 4; i++)
 		if (PG_ARGISNULL(i))
-			return (Datum) 0;
-	queue = WfTextArg(fcinfo, 0, "queue name", WF_ARG_NAME);
-	worker = WfTextArg(fcinfo, 1, "worker name", WF_ARG_NAME);
-	max_tasks = PG_GETARG_INT32(2);
-	lease = PG_GETARG_INTERVAL_P(3);
+			return false;
+	req->queue = WfTextArg(fcinfo, 0, "queue name", WF_ARG_NAME);
+	req->worker = WfTextArg(fcinfo, 1, "worker name", WF_ARG_NAME);
+	req->max_tasks = PG_GETARG_INT32(2);
+	req->lease = PG_GETARG_INTERVAL_P(3);
 
-	if (strlen(queue) == 0)
+	if (strlen(req->queue) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("queue name must not be empty")));
-	if (strlen(worker) == 0)
+	if (strlen(req->worker) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("worker name must not be empty"),
 				 errhint("Name the worker so that leases and results can be traced to it.")));
-	if (max_tasks < 1 || max_tasks > wf_max_claim_batch)
+	if (req->max_tasks < 1 || req->max_tasks > wf_max_claim_batch)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_tasks must be between 1 and %d, not %d",
-						wf_max_claim_batch, max_tasks),
+						wf_max_claim_batch, req->max_tasks),
 				 errhint("The upper bound is set by wfengine.max_claim_batch.")));
-	/* in double first: months and days of a huge interval overflow int64 */
-	{
-		double		total = (double) lease->time +
-			(double) lease->day * USECS_PER_DAY +
-			(double) lease->month * DAYS_PER_MONTH * USECS_PER_DAY;
-
-		lease_us = (total > (double) WF_MAX_LEASE || total <= 0) ? -1 : (int64) total;
-	}
-	if (lease_us <= 0 || lease_us > WF_MAX_LEASE)
+	lease_us = WfIntervalUsec(req->lease);
+	if (lease_us <= 0 || lease_us > (double) WF_MAX_LEASE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease must be positive and at most 7 days"),
 				 errhint("A lease covers one delivery of a task; when it expires the task can be claimed again.")));
-	wait_us = claim_wait_us(fcinfo);
+	req->wait_us = claim_wait_us(fcinfo);
+	return true;
+}
 
-	WfApiBegin();
-
-	values[0] = CStringGetTextDatum(WfCurrentTenant());
-	values[1] = CStringGetTextDatum(queue);
-	values[2] = Int64GetDatum((int64) max_tasks);
-	values[3] = CStringGetTextDatum(worker);
-	values[5] = IntervalPGetDatum(lease);
-	values[6] = Int64GetDatum(WfFenceBase());
-	limited = WfClaimLimited(WfCurrentTenant());
-
-	if (wait_us > 0)
+/*
+ * claim_wait_begin starts the wait of a claim: its deadline, and, with
+ * shared memory, the claimer on the wait list of the queue's bucket before
+ * its first try (see the file header).
+ */
+static void
+claim_wait_begin(ClaimWait *w, const ClaimRequest *req)
+{
+	memset(w, 0, sizeof(ClaimWait));
+	if (req->wait_us == 0)
+		return;
+	w->deadline = GetCurrentTimestamp() + req->wait_us;
+	if (WfShmem != NULL)
 	{
-		deadline = GetCurrentTimestamp() + wait_us;
-		if (WfShmem != NULL)
-		{
-			uint32		b = WfQueueBucket(WfCurrentTenant(), queue);
+		uint32		b = WfQueueBucket(WfCurrentTenant(), req->queue);
 
-			cv = &WfShmem->queue_cv[b];
-			gen_counter = &WfShmem->queue_gen[b];
-			ConditionVariablePrepareToSleep(cv);
-			cv_prepared = true;
-		}
+		w->cv = &WfShmem->queue_cv[b];
+		w->gen_counter = &WfShmem->queue_gen[b];
+		ConditionVariablePrepareToSleep(w->cv);
+		w->cv_prepared = true;
 	}
+}
 
-	for (;;)
+/*
+ * claim_sleep sleeps after a try at now that claimed nothing, read with
+ * the bucket's generation gen, until a commit may have made a task
+ * claimable, the queue's next task becomes available, or the wait ends.
+ * held_back: the tenant's limit kept the try from claiming.  Returns false
+ * when it did not sleep because a commit came since gen was read (the
+ * claim tries again at once).
+ */
+static bool
+claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen,
+			bool held_back)
+{
+	TimestampTz until;
+	long		sleep_ms;
+
+	if (w->timed_out || w->next_wake <= now ||
+		now - w->looked_at >= WF_CLAIM_LOOK_MS * INT64CONST(1000))
 	{
-		uint64		gen = 0;
-		TimestampTz until;
-		long		sleep_ms;
-
-		/* the generation is read before the claim takes its snapshot */
-		if (gen_counter != NULL)
-		{
-			gen = pg_atomic_read_u64(gen_counter);
-			pg_memory_barrier();
-		}
-		now = GetCurrentTimestamp();
-		values[4] = TimestampTzGetDatum(now);
-		if (!limited)
-			n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
-		else
-			n = claim_within_limit(values, queue, max_tasks, wait_us > 0, &held_back);
-		if (n > 0 || wait_us == 0 || now >= deadline)
-			break;
-		SPI_freetuptable(SPI_tuptable);
-
-		if (timed_out || next_wake <= now ||
-			now - looked_at >= WF_CLAIM_LOOK_MS * INT64CONST(1000))
-		{
-			next_wake = claim_next_wake(values[0], values[1], now);
-			looked_at = now;
-		}
-		until = Min(deadline, next_wake);
-		if (looked_at != now)	/* the look was skipped: not for long */
-			until = Min(until, looked_at + WF_CLAIM_LOOK_MS * INT64CONST(1000));
-		/* the tenant's limit held tasks back: look again in a while */
-		if (held_back)
-			until = Min(deadline, Max(until, now + WF_CLAIM_RECHECK_MS * INT64CONST(1000)));
-		/* round up: waking a little late is harmless, early costs a retry */
-		sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
-
-		timed_out = false;
-		if (cv != NULL && !held_back)
-		{
-			if (!cv_prepared)
-			{
-				ConditionVariablePrepareToSleep(cv);
-				cv_prepared = true;
-			}
-			/* a commit since the generation was read: try again at once */
-			pg_memory_barrier();
-			if (pg_atomic_read_u64(gen_counter) != gen)
-				continue;
-			timed_out = ConditionVariableTimedSleep(cv, sleep_ms, claim_wait_event_info());
-		}
-		else
-		{
-			/*
-			 * New tasks of the queue do not make room under the tenant's
-			 * limit: off the condition variable, so that they do not wake
-			 * this claim.
-			 */
-			if (cv_prepared)
-			{
-				ConditionVariableCancelSleep();
-				cv_prepared = false;
-			}
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Min(sleep_ms, WF_CLAIM_RECHECK_MS), claim_wait_event_info());
-			ResetLatch(MyLatch);
-			timed_out = true;
-		}
-		CHECK_FOR_INTERRUPTS();
+		w->next_wake = claim_next_wake(tenant, queue, now);
+		w->looked_at = now;
 	}
-	if (cv_prepared)
-		ConditionVariableCancelSleep();
+	until = Min(w->deadline, w->next_wake);
+	if (w->looked_at != now)	/* the look was skipped: not for long */
+		until = Min(until, w->looked_at + WF_CLAIM_LOOK_MS * INT64CONST(1000));
+	/* the tenant's limit held tasks back: look again in a while */
+	if (held_back)
+		until = Min(w->deadline, Max(until, now + WF_CLAIM_RECHECK_MS * INT64CONST(1000)));
+	/* round up: waking a little late is harmless, early costs a retry */
+	sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
 
-	open_sealed = n > 0 && WfMaySeeSensitive(WfApiCaller());
+	w->timed_out = false;
+	if (w->cv != NULL && !held_back)
+	{
+		if (!w->cv_prepared)
+		{
+			ConditionVariablePrepareToSleep(w->cv);
+			w->cv_prepared = true;
+		}
+		/* a commit since the generation was read: try again at once */
+		pg_memory_barrier();
+		if (pg_atomic_read_u64(w->gen_counter) != gen)
+			return false;
+		w->timed_out = ConditionVariableTimedSleep(w->cv, sleep_ms, claim_wait_event_info());
+	}
+	else
+	{
+		/*
+		 * New tasks of the queue do not make room under the tenant's limit:
+		 * off the condition variable, so that they do not wake this claim.
+		 */
+		if (w->cv_prepared)
+		{
+			ConditionVariableCancelSleep();
+			w->cv_prepared = false;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(sleep_ms, WF_CLAIM_RECHECK_MS), claim_wait_event_info());
+		ResetLatch(MyLatch);
+		w->timed_out = true;
+	}
+	return true;
+}
+
+/*
+ * hand_out returns the n attempts the claim leased, in SPI_tuptable, as
+ * the function's rows: their sealed values opened for a worker entitled
+ * to them, and the engine worker told when each lease can expire.  An
+ * attempt whose input does not open is failed instead (WfFailDamagedTask),
+ * once the rows are read.
+ */
+static void
+hand_out(ReturnSetInfo *rsinfo, uint64 n)
+{
+	bool		open_sealed = n > 0 && WfMaySeeSensitive(WfApiCaller());
+	int			ndamaged = 0;	/* claimed tasks whose input does not open */
+	int64	   *damaged_task = NULL;
+	int64	   *damaged_fence = NULL;
+	char	  **damaged_why = NULL;
+	uint64		i;
+
 	for (i = 0; i < n; i++)
 	{
 		Datum		out[WF_CLAIM_COLUMNS];
@@ -470,7 +461,68 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	}
 	for (i = 0; i < (uint64) ndamaged; i++)
 		WfFailDamagedTask(damaged_task[i], damaged_fence[i], damaged_why[i]);
+}
 
+/*
+ * wfengine_claim_tasks is wf.claim_tasks(queue, worker, max_tasks, lease,
+ * wait): it leases up to max_tasks claimable attempts of queue to worker
+ * and returns them.  With a wait and nothing to claim, it sleeps until it
+ * can claim something or the wait is over (see the file header).
+ */
+Datum
+wfengine_claim_tasks(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ClaimRequest req;
+	ClaimWait	w;
+	Datum		values[7];
+	uint64		n;
+	bool		limited;		/* the tenant limits tasks in flight */
+	bool		held_back = false;	/* ... and that kept the last try from claiming */
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (!claim_arguments(fcinfo, &req))
+		return (Datum) 0;
+
+	WfApiBegin();
+
+	values[0] = CStringGetTextDatum(WfCurrentTenant());
+	values[1] = CStringGetTextDatum(req.queue);
+	values[2] = Int64GetDatum((int64) req.max_tasks);
+	values[3] = CStringGetTextDatum(req.worker);
+	values[5] = IntervalPGetDatum(req.lease);
+	values[6] = Int64GetDatum(WfFenceBase());
+	limited = WfClaimLimited(WfCurrentTenant());
+
+	claim_wait_begin(&w, &req);
+	for (;;)
+	{
+		uint64		gen = 0;
+		TimestampTz now;
+
+		/* the generation is read before the claim takes its snapshot */
+		if (w.gen_counter != NULL)
+		{
+			gen = pg_atomic_read_u64(w.gen_counter);
+			pg_memory_barrier();
+		}
+		now = GetCurrentTimestamp();
+		values[4] = TimestampTzGetDatum(now);
+		if (!limited)
+			n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		else
+			n = claim_within_limit(values, req.queue, req.max_tasks, req.wait_us > 0,
+								   &held_back);
+		if (n > 0 || req.wait_us == 0 || now >= w.deadline)
+			break;
+		SPI_freetuptable(SPI_tuptable);
+		if (claim_sleep(&w, values[0], values[1], now, gen, held_back))
+			CHECK_FOR_INTERRUPTS();
+	}
+	if (w.cv_prepared)
+		ConditionVariableCancelSleep();
+
+	hand_out(rsinfo, n);
 	WfApiEnd();
 	return (Datum) 0;
 }

@@ -32,17 +32,64 @@
 #include "utils/uuid.h"
 
 #include "api.h"
+#include "command.h"
 #include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
-#include "notify.h"
-#include "quota.h"
 #include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
 #include "transition.h"
 
 PG_FUNCTION_INFO_V1(wfengine_migrate_run);
+
+static const WfRunCommandSpec migrate_spec = {
+	.what = "migrate",
+	.applies_to = WF_ST(RUNNING) | WF_ST(PAUSED),
+	.hint = "Only running and paused runs can be migrated.",
+	.quota_hint = "The run takes no more migrations.",
+};
+
+/*
+ * migration_target returns the definition id of version to_version of the
+ * run's definition (from), refusing a version that does not exist, the
+ * run's own, and one the run cannot move to (wf._migration_problem).
+ */
+static int64
+migration_target(WfRunCommand *cmd, int32 to_version)
+{
+	const WfDefinition *from = cmd->def;
+	Datum		values[3];
+	int64		target;
+	char	   *problem;
+
+	values[0] = CStringGetTextDatum(cmd->run.tenant_id);
+	values[1] = CStringGetTextDatum(from->name);
+	values[2] = Int32GetDatum(to_version);
+	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("version %d of definition \"%s\" does not exist", to_version, from->name)));
+	target = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	if (target == cmd->run.definition_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run %s is at version %d of \"%s\" already",
+						WfRunIdText(cmd->run_id), to_version, from->name)));
+
+	values[0] = UUIDPGetDatum(cmd->run_id);
+	values[1] = Int64GetDatum(target);
+	WfExecPlan(WF_PLAN_MIGRATION_PROBLEM, values, NULL, false, 1, SPI_OK_SELECT);
+	problem = WfGetTextOrNull(0, 1);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot migrate run %s to version %d of \"%s\"",
+						WfRunIdText(cmd->run_id), to_version, from->name),
+				 errdetail("%s", problem),
+				 errhint("The run stays at version %d.", from->version)));
+	return target;
+}
 
 /*
  * wfengine_migrate_run is wf.migrate_run(run, to_version, reason).
@@ -51,99 +98,53 @@ PG_FUNCTION_INFO_V1(wfengine_migrate_run);
 Datum
 wfengine_migrate_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id;
 	int32		to_version;
-	char	   *reason;
-	WfRunState	run;
-	WfTransition tr;
+	WfRunCommand cmd;
 	WfDefinition *from;
 	WfDefinition *to;
 	Datum		values[3];
-	int64		target;
-	char	   *problem;
 	const WfStepDef *sd;
 	int			idx;
 	bool		reschedule;
 	WfJsonBuilder b;
-	text	   *result;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run and to_version must not be null")));
-	run_id = PG_GETARG_UUID_P(0);
+	WfRequireArgs(fcinfo, 2, "run and to_version");
 	to_version = PG_GETARG_INT32(1);
-	reason = WfRequireReason(fcinfo, 2);
-
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED)
-		WfRefuseRun(run_id, WfRunStatusName(run.status), "migrate", "Only running and paused runs can be migrated.");
-	WfCheckEventQuota(&run, "The run takes no more migrations.");
-	from = WfDefinitionGet(run.definition_id);
-
-	values[0] = CStringGetTextDatum(run.tenant_id);
-	values[1] = CStringGetTextDatum(from->name);
-	values[2] = Int32GetDatum(to_version);
-	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("version %d of definition \"%s\" does not exist", to_version, from->name)));
-	target = DatumGetInt64(WfGetDatumNotNull(0, 1));
-	if (target == run.definition_id)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("run %s is at version %d of \"%s\" already",
-						WfRunIdText(run_id), to_version, from->name)));
-
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = Int64GetDatum(target);
-	WfExecPlan(WF_PLAN_MIGRATION_PROBLEM, values, NULL, false, 1, SPI_OK_SELECT);
-	problem = WfGetTextOrNull(0, 1);
-	if (problem != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot migrate run %s to version %d of \"%s\"",
-						WfRunIdText(run_id), to_version, from->name),
-				 errdetail("%s", problem),
-				 errhint("The run stays at version %d.", from->version)));
-
-	to = WfDefinitionGet(target);
-	WfTransitionInit(&tr, &run, to, GetCurrentTimestamp());
-	sd = WfTaskStepDef(to, run.current_step, &idx);
+	WfRunCommandBeginCall(&cmd, fcinfo, 2, &migrate_spec);
+	from = cmd.def;
+	to = WfDefinitionGet(migration_target(&cmd, to_version));
+	/* from here on the run follows the target */
+	WfTransitionInit(&cmd.tr, &cmd.run, to, cmd.tr.now);
+	sd = WfTaskStepDef(to, cmd.run.current_step, &idx);
 
 	/* a task step's attempt of the old version gives way to one of the new */
 	reschedule = sd->type == WF_STEP_TASK &&
-		(run.current_task != 0 || run.wait_generation != 0);
-	WfWithdrawCurrentTask(&tr, "migrated");
+		(cmd.run.current_task != 0 || cmd.run.wait_generation != 0);
+	WfWithdrawCurrentTask(&cmd.tr, "migrated");
 
 	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "reason", cmd.reason);
 	WfJbInt(&b, "from_version", from->version);
 	WfJbInt(&b, "to_version", to->version);
 	WfJbInt(&b, "from_definition_id", from->definition_id);
 	WfJbInt(&b, "definition_id", to->definition_id);
-	WfJbText(&b, "step", run.current_step);
+	WfJbText(&b, "step", cmd.run.current_step);
 	WfJbBool(&b, "reschedule", reschedule);
-	WfAppendEvent(&tr, WF_EV_RUN_MIGRATED, NULL, 0, WfJbEnd(&b));
+	WfAppendEvent(&cmd.tr, WF_EV_RUN_MIGRATED, NULL, 0, WfJbEnd(&b));
 
-	if (reschedule && run.status == WF_RUN_RUNNING)
+	if (reschedule && cmd.run.status == WF_RUN_RUNNING)
 	{
-		int32		visit = WfNextVisit(&run, sd->name);
+		int32		visit = WfNextVisit(&cmd.run, sd->name);
 
-		WfScheduleTask(&tr, sd, visit, WfNextAttempt(run_id, sd->name, visit), tr.now, NULL);
+		WfScheduleTask(&cmd.tr, sd, visit, WfNextAttempt(cmd.run_id, sd->name, visit),
+					   cmd.tr.now, NULL);
 	}
 
-	WfTransitionWrite(&tr);
-	values[0] = UUIDPGetDatum(run_id);
+	/* the note is sent at commit: after the run row has the new version */
+	WfRunCommandWrite(&cmd, "migrated");
+	values[0] = UUIDPGetDatum(cmd.run_id);
 	values[1] = Int64GetDatum(to->definition_id);
 	values[2] = Int32GetDatum(to->version);
 	WfExecPlan(WF_PLAN_RUN_SET_VERSION, values, NULL, false, 0, SPI_OK_UPDATE);
-	WfNoteRunChange(run.tenant_id, &run.run_id, "migrated");
-
-	result = (text *) SPI_palloc(VARHDRSZ + strlen(run.current_step));
-	SET_VARSIZE(result, VARHDRSZ + strlen(run.current_step));
-	memcpy(VARDATA(result), run.current_step, strlen(run.current_step));
-	WfApiEnd();
-	PG_RETURN_TEXT_P(result);
+	PG_RETURN_DATUM(WfApiReturn(CStringGetTextDatum(cmd.run.current_step), false, -1));
 }

@@ -4,9 +4,11 @@
  *	  Operator commands that stop and restart a run's progress:
  *	  wf.pause_run, wf.resume_run, wf.retry_step and wf.skip_step.
  *
- * Each command locks the run (its live task first), checks that it applies
- * to the run's state, and appends an event that records the actor, the
- * reason and the state before, in the same transaction as the snapshot.
+ * Each command is a run command (command.c): WfRunCommandBegin locks the
+ * run (its live task first) and checks, by the command's WfRunCommandSpec,
+ * that it applies to the run's state; the command appends an event that
+ * records the actor, the reason and the state before, and
+ * WfRunCommandFinish writes it in the same transaction as the snapshot.
  * Nothing here edits a snapshot directly: the reducer (state.c) applies
  * the events, and replay rebuilds the same state.
  *
@@ -36,11 +38,11 @@
 
 #include "api.h"
 #include "argcheck.h"
+#include "command.h"
 #include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
-#include "quota.h"
 #include "runstore.h"
 #include "sensitive.h"
 #include "spi_util.h"
@@ -55,27 +57,101 @@ PG_FUNCTION_INFO_V1(wfengine_retry_step);
 PG_FUNCTION_INFO_V1(wfengine_skip_step);
 
 /* forward declarations */
+static void status_change_begin(WfJsonBuilder *b, WfRunCommand *cmd,
+								const char *old_status, const char *new_status);
+static void append_step_event(WfRunCommand *cmd, WfEventType type, const char *step,
+							  const char *old_status, const char *new_status,
+							  int32 visit, int32 attempt, Jsonb *output);
+static int32 pending_compensation_visit(WfRunState *run);
 static void resume_live_task(WfTransition *tr, int idx);
-static Datum finish_command(WfTransition *tr, const char *kind);
-static Datum retry_compensation(const char *reason, WfRunState *run);
+static Datum retry_compensation(WfRunCommand *cmd);
+static int64 retry_run_timeout(FunctionCallInfo fcinfo);
+
+/* the commands of this file: the statuses each applies to, its refusals */
+static const WfRunCommandSpec pause_spec = {
+	.what = "pause",
+	.applies_to = WF_ST(RUNNING),
+	.hint = "Only running runs can be paused.",
+	.hints = {{WF_RUN_PAUSED, "It is paused already; wf.resume_run() resumes it."}},
+	.quota_hint = "The run takes no more pauses; wf.terminate_run() and wf.cancel_run() still stop it.",
+};
+static const WfRunCommandSpec resume_spec = {
+	.what = "resume",
+	.applies_to = WF_ST(PAUSED),
+	.hint = "Only paused runs can be resumed.",
+};
+static const WfRunCommandSpec retry_spec = {
+	.what = "retry a step of",
+	.applies_to = WF_ST(FAILED) | WF_ST(COMPENSATION_FAILED),
+	.hint = "Only a failed run can have its step retried; a paused run is resumed with wf.resume_run().",
+	.quota_hint = "The run takes no more retries; wf.skip_step() still moves it on.",
+};
+static const WfRunCommandSpec skip_spec = {
+	.what = "skip a step of",
+	.applies_to = WF_ST(RUNNING) | WF_ST(FAILED) | WF_ST(COMPENSATION_FAILED),
+	.hint = "Only running and failed runs have a step to skip.",
+	.hints = {{WF_RUN_PAUSED, "Resume the run with wf.resume_run() first."}},
+};
+static const WfRunCommandSpec cancel_spec = {
+	.what = "cancel",
+	.applies_to = WF_ST(RUNNING) | WF_ST(PAUSED) | WF_ST(FAILED),
+	.hint = "Only running, paused and failed runs can be cancelled.",
+	.hints = {
+		{WF_RUN_CANCELLING, "It is being cancelled already; wf.explain() shows its compensations."},
+		{WF_RUN_COMPENSATING, "It is undoing its completed steps after a failure already; wf.explain() shows its compensations."},
+	},
+};
 
 /*
- * finish_command writes the transition, tells subscribers and returns the
- * run's new status as text allocated outside SPI.
+ * status_change_begin begins the payload of an operator command's event
+ * with what every one records: the reason and the run's status before and
+ * after.
  */
-static Datum
-finish_command(WfTransition *tr, const char *kind)
+static void
+status_change_begin(WfJsonBuilder *b, WfRunCommand *cmd, const char *old_status,
+					const char *new_status)
 {
-	const char *status = WfRunStatusName(tr->run->status);
-	text	   *result;
+	WfJbBegin(b);
+	WfJbText(b, "reason", cmd->reason);
+	WfJbText(b, "old_status", old_status);
+	WfJbText(b, "new_status", new_status);
+}
 
-	WfTransitionWrite(tr);
-	WfNoteRunChange(tr->run->tenant_id, &tr->run->run_id, tr->run->finished ? status : kind);
-	result = (text *) SPI_palloc(VARHDRSZ + strlen(status));
-	SET_VARSIZE(result, VARHDRSZ + strlen(status));
-	memcpy(VARDATA(result), status, strlen(status));
-	WfApiEnd();
-	return PointerGetDatum(result);
+/*
+ * append_step_event appends step_retried (with the new attempt) or
+ * step_skipped (with the output given) for step, of the visit it applies
+ * to.
+ */
+static void
+append_step_event(WfRunCommand *cmd, WfEventType type, const char *step,
+				  const char *old_status, const char *new_status,
+				  int32 visit, int32 attempt, Jsonb *output)
+{
+	WfJsonBuilder b;
+
+	status_change_begin(&b, cmd, old_status, new_status);
+	WfJbInt(&b, "visit", visit);
+	if (type == WF_EV_STEP_RETRIED)
+		WfJbInt(&b, "attempt", attempt);
+	else
+		WfJbJsonb(&b, "output", output);
+	WfAppendEvent(&cmd->tr, type, step, 0, WfJbEnd(&b));
+}
+
+/*
+ * pending_compensation_visit returns the visit of the compensation the
+ * undone run is at: the first of its pending ones.
+ */
+static int32
+pending_compensation_visit(WfRunState *run)
+{
+	Jsonb	   *comp = WfJsonbGetJsonb(run->context, "compensation");
+	Jsonb	   *pending = comp ? WfJsonbGetJsonb(comp, "pending") : NULL;
+
+	if (pending == NULL || !JB_ROOT_IS_ARRAY(pending) || JB_ROOT_COUNT(pending) == 0)
+		elog(ERROR, "run %s has no pending compensation", WfRunIdText(&run->run_id));
+	return (int32) WfJsonbGetInt(JsonbValueToJsonb(getIthJsonbValueFromContainer(&pending->root, 0)),
+								 "visit", 1);
 }
 
 /*
@@ -87,50 +163,33 @@ finish_command(WfTransition *tr, const char *kind)
 Datum
 wfengine_pause_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
-	char	   *reason = WfRequireReason(fcinfo, 1);
-	WfRunState	run;
-	WfTransition tr;
+	WfRunCommand cmd;
+	WfLockedTask task;
 	WfJsonBuilder b;
 	int64		in_flight = 0;
 	bool		withdrawn = false;
 
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING)
-		WfRefuseRun(run_id, WfRunStatusName(run.status), "pause",
-			   run.status == WF_RUN_PAUSED ?
-			   "It is paused already; wf.resume_run() resumes it." :
-			   "Only running runs can be paused.");
-	WfCheckEventQuota(&run, "The run takes no more pauses; wf.terminate_run() and wf.cancel_run() still stop it.");
-	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
-
-	if (run.current_task != 0)
+	WfRunCommandBeginCall(&cmd, fcinfo, 1, &pause_spec);
+	if (cmd.run.current_task != 0)
 	{
-		Datum		values[1];
-
-		values[0] = Int64GetDatum(run.current_task);
-		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_ROW, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-			elog(ERROR, "the live task of run %s is missing", WfRunIdText(run_id));
-		if (strcmp(WfGetTextOrNull(0, 1), "ready") == 0)
+		if (!WfReadTask(cmd.run.current_task, &task))
+			elog(ERROR, "the live task of run %s is missing", WfRunIdText(cmd.run_id));
+		if (strcmp(task.status, "ready") == 0)
 		{
-			WfWithdrawCurrentTask(&tr, "paused");
+			WfWithdrawCurrentTask(&cmd.tr, "paused");
 			withdrawn = true;
 		}
 		else
-			in_flight = run.current_task;
+			in_flight = cmd.run.current_task;
 	}
 
-	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
-	WfJbText(&b, "old_status", "running");
-	WfJbText(&b, "new_status", "paused");
-	WfJbText(&b, "step", run.current_step);
+	status_change_begin(&b, &cmd, "running", "paused");
+	WfJbText(&b, "step", cmd.run.current_step);
 	if (in_flight != 0)
 		WfJbInt(&b, "in_flight_task", in_flight);
 	WfJbBool(&b, "withdrawn", withdrawn);
-	WfAppendEvent(&tr, WF_EV_RUN_PAUSED, NULL, 0, WfJbEnd(&b));
-	PG_RETURN_DATUM(finish_command(&tr, "paused"));
+	WfAppendEvent(&cmd.tr, WF_EV_RUN_PAUSED, NULL, 0, WfJbEnd(&b));
+	PG_RETURN_DATUM(WfRunCommandFinish(&cmd, "paused"));
 }
 
 /*
@@ -167,42 +226,29 @@ resume_live_task(WfTransition *tr, int idx)
 Datum
 wfengine_resume_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
-	char	   *reason = WfRequireReason(fcinfo, 1);
-	WfRunState	run;
-	WfTransition tr;
+	WfRunCommand cmd;
 	WfJsonBuilder b;
+	Datum		values[2];
 	int			idx = -1;
 
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_PAUSED)
-		WfRefuseRun(run_id, WfRunStatusName(run.status), "resume", "Only paused runs can be resumed.");
-	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
-	if (run.current_step != NULL)
-		idx = WfDefinitionStepIndex(tr.def, run.current_step);
+	WfRunCommandBeginCall(&cmd, fcinfo, 1, &resume_spec);
+	if (cmd.run.current_step != NULL)
+		idx = WfDefinitionStepIndex(cmd.def, cmd.run.current_step);
 
-	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
-	WfJbText(&b, "old_status", "paused");
-	WfJbText(&b, "new_status", "running");
-	WfJbText(&b, "step", run.current_step);
-	WfAppendEvent(&tr, WF_EV_RUN_RESUMED, NULL, 0, WfJbEnd(&b));
+	status_change_begin(&b, &cmd, "paused", "running");
+	WfJbText(&b, "step", cmd.run.current_step);
+	WfAppendEvent(&cmd.tr, WF_EV_RUN_RESUMED, NULL, 0, WfJbEnd(&b));
 
 	/* timers held while paused come due now, whatever else waits */
-	{
-		Datum		values[2];
-
-		values[0] = UUIDPGetDatum(run_id);
-		values[1] = TimestampTzGetDatum(tr.now);
-		if (WfExecPlan(WF_PLAN_TIMERS_UNHOLD, values, NULL, false, 0, SPI_OK_UPDATE) > 0)
-			WfNoteTimer(tr.now);
-	}
-	if (idx >= 0 && run.current_task != 0)
-		resume_live_task(&tr, idx);
+	values[0] = UUIDPGetDatum(cmd.run_id);
+	values[1] = TimestampTzGetDatum(cmd.tr.now);
+	if (WfExecPlan(WF_PLAN_TIMERS_UNHOLD, values, NULL, false, 0, SPI_OK_UPDATE) > 0)
+		WfNoteTimer(cmd.tr.now);
+	if (idx >= 0 && cmd.run.current_task != 0)
+		resume_live_task(&cmd.tr, idx);
 	else if (idx >= 0)
-		WfResumeStep(&tr, idx);	/* the step's kind takes up what the pause stopped */
-	PG_RETURN_DATUM(finish_command(&tr, "resumed"));
+		WfResumeStep(&cmd.tr, idx);	/* the step's kind takes up what the pause stopped */
+	PG_RETURN_DATUM(WfRunCommandFinish(&cmd, "resumed"));
 }
 
 /*
@@ -212,33 +258,16 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
  * its compensations undo a failure).
  */
 static Datum
-retry_compensation(const char *reason, WfRunState *run)
+retry_compensation(WfRunCommand *cmd)
 {
-	WfTransition tr;
-	WfJsonBuilder b;
-	int32		attempt;
-	int32		visit;
-	Jsonb	   *comp;
-	Jsonb	   *pending;
+	WfRunState *run = &cmd->run;
+	int32		visit = pending_compensation_visit(run);
+	int32		attempt = WfNextAttempt(&run->run_id, run->current_step, visit);
 
-	WfTransitionInit(&tr, run, WfDefinitionGet(run->definition_id), GetCurrentTimestamp());
-	comp = WfJsonbGetJsonb(run->context, "compensation");
-	pending = comp ? WfJsonbGetJsonb(comp, "pending") : NULL;
-	if (pending == NULL || !JB_ROOT_IS_ARRAY(pending) || JB_ROOT_COUNT(pending) == 0)
-		elog(ERROR, "run %s has no pending compensation", WfRunIdText(&run->run_id));
-	visit = (int32) WfJsonbGetInt(JsonbValueToJsonb(getIthJsonbValueFromContainer(&pending->root, 0)),
-								  "visit", 1);
-	attempt = WfNextAttempt(&run->run_id, run->current_step, visit);
-
-	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
-	WfJbText(&b, "old_status", "compensation_failed");
-	WfJbText(&b, "new_status", WfRunStatusName(WfUndoingStatus(run)));
-	WfJbInt(&b, "visit", visit);
-	WfJbInt(&b, "attempt", attempt);
-	WfAppendEvent(&tr, WF_EV_STEP_RETRIED, run->current_step, 0, WfJbEnd(&b));
-	WfScheduleCompensation(&tr, attempt);
-	return finish_command(&tr, "retried");
+	append_step_event(cmd, WF_EV_STEP_RETRIED, run->current_step, "compensation_failed",
+					  WfRunStatusName(WfUndoingStatus(run)), visit, attempt, NULL);
+	WfScheduleCompensation(&cmd->tr, attempt);
+	return WfRunCommandFinish(cmd, "retried");
 }
 
 /* the longest run_timeout wf.retry_step takes: a definition's longest timeout */
@@ -252,21 +281,9 @@ retry_compensation(const char *reason, WfRunState *run)
 static int64
 retry_run_timeout(FunctionCallInfo fcinfo)
 {
-	Interval   *iv;
-	double		us;
-
-	if (PG_NARGS() < 3 || PG_ARGISNULL(2))
-		return 0;
-	iv = PG_GETARG_INTERVAL_P(2);
-	/* in double first: months and days of a huge interval overflow int64 */
-	us = (double) iv->time + (double) iv->day * USECS_PER_DAY +
-		(double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
-	if (us <= 0 || us > WF_MAX_RETRY_RUN_TIMEOUT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("run_timeout must be positive and at most 366 days"),
-				 errhint("Leave run_timeout out (NULL) to count the definition's \"timeout\", if it has one, from the retry.")));
-	return (int64) us;
+	return (int64) WfIntervalArg(fcinfo, 2, false, WF_MAX_RETRY_RUN_TIMEOUT,
+								 "run_timeout must be positive and at most 366 days",
+								 "Leave run_timeout out (NULL) to count the definition's \"timeout\", if it has one, from the retry.");
 }
 
 /*
@@ -286,38 +303,29 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *run_id = WfRunArgument(fcinfo);
 	char	   *reason = WfRequireReason(fcinfo, 1);
-	WfRunState	run;
-	WfTransition tr;
-	WfJsonBuilder b;
-	const WfStepDef *sd;
-	int32		attempt;
-	int32		visit;
-	int			idx;
 	int64		run_timeout = retry_run_timeout(fcinfo);
+	WfRunCommand cmd;
+	const WfStepDef *sd;
+	int32		visit;
+	int32		attempt;
+	int			idx;
 
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status == WF_RUN_FAILED || run.status == WF_RUN_COMPENSATION_FAILED)
-		WfCheckEventQuota(&run, "The run takes no more retries; wf.skip_step() still moves it on.");
-	if (run.status == WF_RUN_COMPENSATION_FAILED && run_timeout > 0)
+	WfRunCommandBegin(&cmd, run_id, reason, &retry_spec);
+	if (cmd.run.status == WF_RUN_COMPENSATION_FAILED && run_timeout > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("run_timeout does not apply to run %s", WfRunIdText(run_id)),
 				 errdetail("Its compensation is retried, and a cancelling run has no run timeout."),
 				 errhint("Call wf.retry_step() without run_timeout.")));
-	if (run.status == WF_RUN_COMPENSATION_FAILED)
-		PG_RETURN_DATUM(retry_compensation(reason, &run));
-	if (run.status != WF_RUN_FAILED)
-		WfRefuseRun(run_id, WfRunStatusName(run.status), "retry a step of",
-			   "Only a failed run can have its step retried; a paused run is resumed with wf.resume_run().");
-	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
-	idx = run.current_step ? WfDefinitionStepIndex(tr.def, run.current_step) : -1;
+	if (cmd.run.status == WF_RUN_COMPENSATION_FAILED)
+		PG_RETURN_DATUM(retry_compensation(&cmd));
+	idx = cmd.run.current_step ? WfDefinitionStepIndex(cmd.def, cmd.run.current_step) : -1;
 	if (idx < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot retry a step of run %s", WfRunIdText(run_id)),
 				 errdetail("The run failed as a whole, not at a step.")));
-	sd = &tr.def->steps[idx];
+	sd = &cmd.def->steps[idx];
 	if (sd->type != WF_STEP_TASK)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -325,25 +333,18 @@ wfengine_retry_step(PG_FUNCTION_ARGS)
 				 errdetail("Only task steps are retried; step \"%s\" is not a task step.", sd->name),
 				 errhint("wf.skip_step() moves the run past the step with an output you give.")));
 
-	visit = WfNextVisit(&run, sd->name);
+	visit = WfNextVisit(&cmd.run, sd->name);
 	attempt = WfNextAttempt(run_id, sd->name, visit);
-
-	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
-	WfJbText(&b, "old_status", "failed");
-	WfJbText(&b, "new_status", "running");
-	WfJbInt(&b, "visit", visit);
-	WfJbInt(&b, "attempt", attempt);
-	WfAppendEvent(&tr, WF_EV_STEP_RETRIED, sd->name, 0, WfJbEnd(&b));
+	append_step_event(&cmd, WF_EV_STEP_RETRIED, sd->name, "failed", "running",
+					  visit, attempt, NULL);
 	/* the run's time limit, counted afresh from the retry */
 	if (run_timeout == 0)
-		run_timeout = tr.def->run_timeout;
+		run_timeout = cmd.def->run_timeout;
 	if (run_timeout > 0)
-		WfSetTimer(&tr, WF_TIMER_RUN_TIMEOUT, NULL, 1, tr.now + run_timeout, NULL);
-	WfScheduleStep(&tr, idx, attempt, tr.now, NULL);
-	PG_RETURN_DATUM(finish_command(&tr, "retried"));
+		WfSetTimer(&cmd.tr, WF_TIMER_RUN_TIMEOUT, NULL, 1, cmd.tr.now + run_timeout, NULL);
+	WfScheduleStep(&cmd.tr, idx, attempt, cmd.tr.now, NULL);
+	PG_RETURN_DATUM(WfRunCommandFinish(&cmd, "retried"));
 }
-
 /*
  * wfengine_skip_step is wf.skip_step(run, output, reason, step): the
  * current step of a running or failed run ends with the output given, as
@@ -361,35 +362,20 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	Jsonb	   *output;
 	char	   *reason;
 	char	   *expected = WfTextArg(fcinfo, 3, "step", WF_ARG_NAME);
-	WfRunState	run;
-	WfTransition tr;
-	WfJsonBuilder b;
+	WfRunCommand cmd;
 	const WfStepDef *sd;
-	const char *old_status;
 	int32		visit;
 	int			idx;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("output must not be null"),
-				 errhint("Give the output the following steps should see as the skipped step's, e.g. '{}'.")));
+	WfRequireArg(fcinfo, 1, "output",
+				 "Give the output the following steps should see as the skipped step's, e.g. '{}'.");
 	output = PG_GETARG_JSONB_P(1);
 	reason = WfRequireReason(fcinfo, 2);
 	WfCheckPayloadSize(output, "output", "a skipped step");
 	WfRefuseSealedLookalikes(output, "output", "a skipped step");
 
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_FAILED &&
-		run.status != WF_RUN_COMPENSATION_FAILED)
-		WfRefuseRun(run_id, WfRunStatusName(run.status), "skip a step of",
-			   run.status == WF_RUN_PAUSED ?
-			   "Resume the run with wf.resume_run() first." :
-			   "Only running and failed runs have a step to skip.");
-	old_status = WfRunStatusName(run.status);
-	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
-	sd = run.current_step ? WfTaskStepDef(tr.def, run.current_step, &idx) : NULL;
+	WfRunCommandBegin(&cmd, run_id, reason, &skip_spec);
+	sd = cmd.run.current_step ? WfTaskStepDef(cmd.def, cmd.run.current_step, &idx) : NULL;
 	if (sd == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -412,36 +398,23 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 	if (WfIsCompensation(sd->name))
 	{
 		/* an operator stands in for a compensation that gave up */
-		Jsonb	   *comp = WfJsonbGetJsonb(run.context, "compensation");
-		Jsonb	   *pending = WfJsonbGetJsonb(comp, "pending");
-
-		visit = (int32) WfJsonbGetInt(JsonbValueToJsonb(getIthJsonbValueFromContainer(&pending->root, 0)),
-									  "visit", 1);
-		WfJbBegin(&b);
-		WfJbText(&b, "reason", reason);
-		WfJbText(&b, "old_status", old_status);
-		WfJbText(&b, "new_status", WfRunStatusName(WfUndoingStatus(&run)));
-		WfJbInt(&b, "visit", visit);
-		WfJbJsonb(&b, "output", output);
-		WfAppendEvent(&tr, WF_EV_STEP_SKIPPED, sd->name, 0, WfJbEnd(&b));
-		WfNextCompensation(&tr);
-		PG_RETURN_DATUM(finish_command(&tr, "step_done"));
+		append_step_event(&cmd, WF_EV_STEP_SKIPPED, sd->name, cmd.old_status,
+						  WfRunStatusName(WfUndoingStatus(&cmd.run)),
+						  pending_compensation_visit(&cmd.run), 0, output);
+		WfNextCompensation(&cmd.tr);
+		PG_RETURN_DATUM(WfRunCommandFinish(&cmd, "step_done"));
 	}
 	/* the output stands in for the worker's: sealed like it */
 	if (sd->n_sensitive_output > 0)
-		output = WfSealKeys(run.tenant_id, output, sd->sensitive_output, sd->n_sensitive_output);
-	visit = WfNextVisit(&run, sd->name);
-	WfWithdrawCurrentTask(&tr, "skipped");
-	WfLeaveStep(&tr, idx, "skipped");	/* its tokens, its child runs */
-	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
-	WfJbText(&b, "old_status", old_status);
-	WfJbText(&b, "new_status", "running");
-	WfJbInt(&b, "visit", visit);
-	WfJbJsonb(&b, "output", output);
-	WfAppendEvent(&tr, WF_EV_STEP_SKIPPED, sd->name, 0, WfJbEnd(&b));
-	WfAdvance(&tr, idx);
-	PG_RETURN_DATUM(finish_command(&tr, "step_done"));
+		output = WfSealKeys(cmd.run.tenant_id, output, sd->sensitive_output,
+							sd->n_sensitive_output);
+	visit = WfNextVisit(&cmd.run, sd->name);
+	WfWithdrawCurrentTask(&cmd.tr, "skipped");
+	WfLeaveStep(&cmd.tr, idx, "skipped");	/* its tokens, its child runs */
+	append_step_event(&cmd, WF_EV_STEP_SKIPPED, sd->name, cmd.old_status, "running",
+					  visit, 0, output);
+	WfAdvance(&cmd.tr, idx);
+	PG_RETURN_DATUM(WfRunCommandFinish(&cmd, "step_done"));
 }
 
 /*
@@ -453,34 +426,10 @@ wfengine_skip_step(PG_FUNCTION_ARGS)
 Datum
 wfengine_cancel_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id;
-	char	   *reason;
-	WfRunState	run;
-	WfTransition tr;
-	const char *status;
-	text	   *result;
+	WfRunCommand cmd;
 
-	run_id = WfRunArgument(fcinfo);
-	reason = WfRequireReason(fcinfo, 1);
-
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
-		run.status != WF_RUN_FAILED)
-		WfRefuseRun(run_id, WfRunStatusName(run.status), "cancel",
-					run.status == WF_RUN_CANCELLING ?
-					"It is being cancelled already; wf.explain() shows its compensations." :
-					run.status == WF_RUN_COMPENSATING ?
-					"It is undoing its completed steps after a failure already; wf.explain() shows its compensations." :
-					"Only running, paused and failed runs can be cancelled.");
-	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
-	WfRequestCancel(&tr, reason);
-	WfTransitionWrite(&tr);
-	status = WfRunStatusName(run.status);
-	WfNoteRunChange(run.tenant_id, &run.run_id, status);
-	result = (text *) SPI_palloc(VARHDRSZ + strlen(status));
-	SET_VARSIZE(result, VARHDRSZ + strlen(status));
-	memcpy(VARDATA(result), status, strlen(status));
-	WfApiEnd();
-	PG_RETURN_TEXT_P(result);
+	WfRunCommandBeginCall(&cmd, fcinfo, 1, &cancel_spec);
+	WfRequestCancel(&cmd.tr, cmd.reason);
+	/* subscribers hear the status: "cancelling", or how the cancel ended it */
+	PG_RETURN_DATUM(WfRunCommandFinish(&cmd, NULL));
 }

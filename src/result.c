@@ -40,6 +40,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "api.h"
 #include "argcheck.h"
 #include "defcompile.h"
 #include "definition.h"
@@ -73,8 +74,128 @@ typedef struct WfReport
 static const char *report_result(const WfReport *rep);
 
 /*
+ * finish_task_row records the winning report in its task row.
+ */
+static void
+finish_task_row(const WfReport *rep, TimestampTz now)
+{
+	Datum		values[6] = {Int64GetDatum(rep->task_id), Int64GetDatum(rep->fence),
+		CStringGetTextDatum(rep->is_failure ? "failed" : "completed"),
+	JsonbPGetDatum(rep->output), JsonbPGetDatum(rep->error), TimestampTzGetDatum(now)};
+	char		nulls[6] = {' ', ' ', ' ', rep->output ? ' ' : 'n', rep->error ? ' ' : 'n', ' '};
+
+	if (WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "task %lld changed while locked", (long long) rep->task_id);
+}
+
+/*
+ * append_report_event appends the event that records a report: type is
+ * result_held (the winning report of a paused run's attempt, kept in the
+ * task row and the history until wf.resume_run applies it), or
+ * result_duplicate or result_stale (a report that did not win).
+ */
+static void
+append_report_event(WfTransition *tr, WfEventType type, const WfReport *rep,
+					const WfLockedTask *task)
+{
+	WfJsonBuilder b;
+	bool		held = type == WF_EV_RESULT_HELD;
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "task_id", rep->task_id);
+	WfJbInt(&b, "fence", rep->fence);
+	if (held)
+	{
+		WfJbText(&b, "worker", task->worker);
+		WfJbInt(&b, "visit", task->visit);
+	}
+	else
+	{
+		WfJbInt(&b, "current_fence", task->fence);
+		WfJbText(&b, "task_status", task->status);
+	}
+	WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
+	if (!rep->is_failure)
+		WfJbJsonb(&b, "output", rep->output);
+	else
+	{
+		WfJbJsonb(&b, "error", rep->error);
+		if (held)
+			WfJbBool(&b, "retryable", rep->retryable);
+	}
+	WfAppendEvent(tr, type, task->step, task->attempt, WfJbEnd(&b));
+}
+
+/*
+ * accept_report applies the report that won (the first of the current
+ * lease of the run's live attempt) and returns the verdict: "accepted",
+ * or "cancel_requested" when the run is being cancelled and no work
+ * follows from it.
+ */
+static const char *
+accept_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *task)
+{
+	WfRunState *run = tr->run;
+	int			idx = -1;
+	bool		was_cancelling = run->status == WF_RUN_CANCELLING;
+
+	if (WfTaskStepDef(tr->def, task->step, &idx) == NULL || run->current_task != rep->task_id ||
+		run->current_attempt != task->attempt)
+		elog(ERROR, "task %lld (step \"%s\", attempt %d) is not the current task of its run",
+			 (long long) rep->task_id, task->step, task->attempt);
+	finish_task_row(rep, tr->now);
+	if (run->status == WF_RUN_PAUSED)
+		append_report_event(tr, WF_EV_RESULT_HELD, rep, task);
+	else
+	{
+		WfTaskResult res;
+
+		res.task_id = rep->task_id;
+		res.fence = rep->fence;
+		res.visit = task->visit;
+		res.worker = task->worker;
+		res.is_failure = rep->is_failure;
+		res.output = rep->output;
+		res.error = rep->error;
+		res.retryable = rep->retryable;
+		res.input = task->input;
+		WfApplyResult(tr, idx, &res);
+	}
+	/* recorded, but the run is being cancelled: no work follows from it */
+	return (was_cancelling && !WfIsCompensation(task->step)) ?
+		"cancel_requested" : "accepted";
+}
+
+/*
+ * record_lost_report records a report that did not win in the run's
+ * history (result_duplicate or result_stale) and returns the verdict:
+ * "duplicate" or "stale".  *suppressed tells that the run is at
+ * max_events_per_run and the report was only counted (quota.c).
+ */
+static const char *
+record_lost_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *task,
+				   bool *suppressed)
+{
+	WfEventType type;
+	const char *verdict;
+
+	if (rep->fence == task->fence &&
+		(strcmp(task->status, "completed") == 0 || strcmp(task->status, "failed") == 0))
+		verdict = "duplicate";
+	else
+		verdict = "stale";
+	type = strcmp(verdict, "duplicate") == 0 ? WF_EV_RESULT_DUPLICATE : WF_EV_RESULT_STALE;
+
+	/* a run at max_events_per_run only counts it (quota.c) */
+	*suppressed = WfSuppressAuditEvent(tr, type);
+	if (!*suppressed)
+		append_report_event(tr, type, rep, task);
+	return verdict;
+}
+
+/*
  * report_result applies or records one report and returns the verdict:
- * "accepted", "duplicate" or "stale".
+ * "accepted", "cancel_requested", "duplicate" or "stale".
  */
 static const char *
 report_result(const WfReport *rep)
@@ -82,12 +203,11 @@ report_result(const WfReport *rep)
 	const char *tenant = WfCurrentTenant();
 	TimestampTz now = GetCurrentTimestamp();
 	const char *verdict;
-	Datum		values[6];
-	char		nulls[6];
 	WfRunState	run;
 	WfTransition tr;
 	WfDefinition *def;
 	WfLockedTask task;
+	bool		suppressed;
 
 	WfApiBegin();
 
@@ -126,105 +246,19 @@ report_result(const WfReport *rep)
 		 WF_RUN_UNDOING(run.status)) &&
 		strcmp(task.status, "leased") == 0 && rep->fence == task.fence)
 	{
-		int			idx = -1;
-		bool		was_cancelling = run.status == WF_RUN_CANCELLING;
-
-		if (WfTaskStepDef(def, task.step, &idx) == NULL || run.current_task != rep->task_id ||
-			run.current_attempt != task.attempt)
-			elog(ERROR, "task %lld (step \"%s\", attempt %d) is not the current task of its run",
-				 (long long) rep->task_id, task.step, task.attempt);
-
-		memset(nulls, ' ', sizeof(nulls));
-		values[0] = Int64GetDatum(rep->task_id);
-		values[1] = Int64GetDatum(rep->fence);
-		values[2] = CStringGetTextDatum(rep->is_failure ? "failed" : "completed");
-		if (rep->output != NULL)
-			values[3] = JsonbPGetDatum(rep->output);
-		else
-			nulls[3] = 'n';
-		if (rep->error != NULL)
-			values[4] = JsonbPGetDatum(rep->error);
-		else
-			nulls[4] = 'n';
-		values[5] = TimestampTzGetDatum(now);
-		if (WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
-			elog(ERROR, "task %lld changed while locked", (long long) rep->task_id);
-
-		if (run.status == WF_RUN_PAUSED)
-		{
-			/* kept in the task row and the history; wf.resume_run applies it */
-			WfJsonBuilder b;
-
-			WfJbBegin(&b);
-			WfJbInt(&b, "task_id", rep->task_id);
-			WfJbInt(&b, "fence", rep->fence);
-			WfJbText(&b, "worker", task.worker);
-			WfJbInt(&b, "visit", task.visit);
-			WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
-			if (rep->is_failure)
-			{
-				WfJbJsonb(&b, "error", rep->error);
-				WfJbBool(&b, "retryable", rep->retryable);
-			}
-			else
-				WfJbJsonb(&b, "output", rep->output);
-			WfAppendEvent(&tr, WF_EV_RESULT_HELD, task.step, task.attempt, WfJbEnd(&b));
-		}
-		else
-		{
-			WfTaskResult res;
-
-			res.task_id = rep->task_id;
-			res.fence = rep->fence;
-			res.visit = task.visit;
-			res.worker = task.worker;
-			res.is_failure = rep->is_failure;
-			res.output = rep->output;
-			res.error = rep->error;
-			res.retryable = rep->retryable;
-			res.input = task.input;
-			WfApplyResult(&tr, idx, &res);
-		}
-		/* recorded, but the run is being cancelled: no work follows from it */
-		verdict = (was_cancelling && !WfIsCompensation(task.step)) ?
-			"cancel_requested" : "accepted";
+		verdict = accept_report(&tr, rep, &task);
+		WfTransitionWrite(&tr);
+		/* a paused run's result is held: nothing changed that subscribers see */
+		if (run.status != WF_RUN_PAUSED)
+			WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ?
+							"step_done" : WfRunStatusName(run.status));
 	}
 	else
 	{
-		WfJsonBuilder b;
-		WfEventType type;
-
-		if (rep->fence == task.fence &&
-			(strcmp(task.status, "completed") == 0 || strcmp(task.status, "failed") == 0))
-			verdict = "duplicate";
-		else
-			verdict = "stale";
-		type = strcmp(verdict, "duplicate") == 0 ? WF_EV_RESULT_DUPLICATE : WF_EV_RESULT_STALE;
-
-		/* a run at max_events_per_run only counts it (quota.c) */
-		if (WfSuppressAuditEvent(&tr, type))
-		{
-			WfApiEnd();
-			return verdict;
-		}
-		WfJbBegin(&b);
-		WfJbInt(&b, "task_id", rep->task_id);
-		WfJbInt(&b, "fence", rep->fence);
-		WfJbInt(&b, "current_fence", task.fence);
-		WfJbText(&b, "task_status", task.status);
-		WfJbText(&b, "report", rep->is_failure ? "failure" : "completion");
-		if (rep->is_failure)
-			WfJbJsonb(&b, "error", rep->error);
-		else
-			WfJbJsonb(&b, "output", rep->output);
-		WfAppendEvent(&tr, type, task.step, task.attempt, WfJbEnd(&b));
+		verdict = record_lost_report(&tr, rep, &task, &suppressed);
+		if (!suppressed)
+			WfTransitionWrite(&tr);
 	}
-
-	WfTransitionWrite(&tr);
-	if (strcmp(verdict, "stale") != 0 && strcmp(verdict, "duplicate") != 0 &&
-		run.status != WF_RUN_PAUSED)
-		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "step_done" :
-						WfRunStatusName(run.status));
 	WfApiEnd();
 	return verdict;
 }
@@ -264,15 +298,32 @@ WfFailDamagedTask(int64 task_id, int64 fence, const char *message)
 static void
 check_ids(FunctionCallInfo fcinfo)
 {
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("task_id must not be null")));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fence must not be null"),
-				 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
+	WfRequireArg(fcinfo, 0, "task_id", NULL);
+	WfRequireArg(fcinfo, 1, "fence",
+				 "Report a result with the fence that wf.claim_tasks() returned with the task.");
+}
+
+/*
+ * report_of reads the report of wf.complete_task or wf.fail_task: the task
+ * id and fence, and the output or error (payload, argument 2), checked.
+ */
+static void
+report_of(FunctionCallInfo fcinfo, WfReport *rep, bool is_failure, Jsonb *payload)
+{
+	const char *what = is_failure ? "error" : "output";
+	const char *owner;
+
+	memset(rep, 0, sizeof(WfReport));
+	rep->task_id = PG_GETARG_INT64(0);
+	rep->fence = PG_GETARG_INT64(1);
+	rep->is_failure = is_failure;
+	if (is_failure)
+		rep->error = payload;
+	else
+		rep->output = payload;
+	owner = psprintf("task %lld", (long long) rep->task_id);
+	WfCheckPayloadSize(payload, what, owner);
+	WfRefuseSealedLookalikes(payload, what, owner);
 }
 
 /*
@@ -284,18 +335,9 @@ wfengine_complete_task(PG_FUNCTION_ARGS)
 	WfReport	rep;
 
 	check_ids(fcinfo);
-	memset(&rep, 0, sizeof(rep));
-	rep.task_id = PG_GETARG_INT64(0);
-	rep.fence = PG_GETARG_INT64(1);
-	rep.is_failure = false;
-	if (PG_ARGISNULL(2))
-		rep.output = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("null")));
-	else
-		rep.output = PG_GETARG_JSONB_P(2);
-	WfCheckPayloadSize(rep.output, "output",
-					   psprintf("task %lld", (long long) rep.task_id));
-	WfRefuseSealedLookalikes(rep.output, "output",
-							 psprintf("task %lld", (long long) rep.task_id));
+	report_of(fcinfo, &rep, false, PG_ARGISNULL(2) ?
+			  DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("null"))) :
+			  PG_GETARG_JSONB_P(2));
 	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
 }
 
@@ -308,25 +350,11 @@ wfengine_fail_task(PG_FUNCTION_ARGS)
 	WfReport	rep;
 
 	check_ids(fcinfo);
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("error must not be null"),
-				 errhint("Describe the failure, for example '{\"code\": \"card_declined\", \"message\": \"...\"}'.")));
-	if (PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("retryable must not be null")));
-	memset(&rep, 0, sizeof(rep));
-	rep.task_id = PG_GETARG_INT64(0);
-	rep.fence = PG_GETARG_INT64(1);
-	rep.is_failure = true;
-	rep.error = PG_GETARG_JSONB_P(2);
+	WfRequireArg(fcinfo, 2, "error",
+				 "Describe the failure, for example '{\"code\": \"card_declined\", \"message\": \"...\"}'.");
+	WfRequireArg(fcinfo, 3, "retryable", NULL);
+	report_of(fcinfo, &rep, true, PG_GETARG_JSONB_P(2));
 	rep.retryable = PG_GETARG_BOOL(3);
-	WfCheckPayloadSize(rep.error, "error",
-					   psprintf("task %lld", (long long) rep.task_id));
-	WfRefuseSealedLookalikes(rep.error, "error",
-							 psprintf("task %lld", (long long) rep.task_id));
 	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
 }
 

@@ -35,11 +35,10 @@
 #include "utils/uuid.h"
 
 #include "api.h"
-#include "definition.h"
+#include "command.h"
 #include "guc.h"
 #include "jsonutil.h"
 #include "quota.h"
-#include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
 #include "transition.h"
@@ -94,6 +93,11 @@ wfengine_purge_runs(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32((int32) n);
 }
 
+/* a hold is placed on or released from a run in any status */
+static const WfRunCommandSpec legal_hold_spec = {
+	.what = "set the legal hold of",
+};
+
 /*
  * wfengine_set_legal_hold is wf.set_legal_hold(run, hold, reason): an
  * operator command on a run in any state.  legal_hold_set records the
@@ -103,29 +107,19 @@ wfengine_purge_runs(PG_FUNCTION_ARGS)
 Datum
 wfengine_set_legal_hold(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id;
 	bool		hold;
-	char	   *reason;
-	WfRunState	run;
-	WfTransition tr;
+	WfRunCommand cmd;
 	WfJsonBuilder b;
 	Datum		values[2];
 	bool		old;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run and hold must not be null")));
-	run_id = PG_GETARG_UUID_P(0);
+	WfRequireArgs(fcinfo, 2, "run and hold");
 	hold = PG_GETARG_BOOL(1);
-	reason = WfRequireReason(fcinfo, 2);
-
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	values[0] = UUIDPGetDatum(run_id);
+	WfRunCommandBeginCall(&cmd, fcinfo, 2, &legal_hold_spec);
+	values[0] = UUIDPGetDatum(cmd.run_id);
 	values[1] = BoolGetDatum(hold);
 	if (WfExecPlan(WF_PLAN_RUN_SET_HOLD, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
-		WfUnknownRun(run_id);
+		WfUnknownRun(cmd.run_id);
 	old = DatumGetBool(WfGetDatumNotNull(0, 1));
 
 	/*
@@ -134,14 +128,12 @@ wfengine_set_legal_hold(PG_FUNCTION_ARGS)
 	 * could be toggled without bound.
 	 */
 	if (!hold || old)
-		WfCheckEventQuota(&run, "At this limit a hold can still be placed on the run, but not released or placed again.");
-	WfTransitionInit(&tr, &run, WfDefinitionGet(run.definition_id), GetCurrentTimestamp());
+		WfCheckEventQuota(&cmd.run, "At this limit a hold can still be placed on the run, but not released or placed again.");
 	WfJbBegin(&b);
-	WfJbText(&b, "reason", reason);
+	WfJbText(&b, "reason", cmd.reason);
 	WfJbBool(&b, "old_hold", old);
 	WfJbBool(&b, "hold", hold);
-	WfAppendEvent(&tr, WF_EV_LEGAL_HOLD_SET, NULL, 0, WfJbEnd(&b));
-	WfTransitionWrite(&tr);
-	WfApiEnd();
-	PG_RETURN_BOOL(old);
+	WfAppendEvent(&cmd.tr, WF_EV_LEGAL_HOLD_SET, NULL, 0, WfJbEnd(&b));
+	WfRunCommandWrite(&cmd, NULL);
+	PG_RETURN_DATUM(WfApiReturn(BoolGetDatum(old), true, sizeof(bool)));
 }

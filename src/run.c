@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * run.c
- *	  Starting runs and reading their status.
+ *	  Starting runs and reading their status; the run commands
+ *	  wf.terminate_run and wf.update_context, and wf.signal.
  *
  * wf.start_run pins the run to one definition version (the latest, or the
  * one asked for) and writes the run row, its first two events
@@ -38,6 +39,7 @@
 
 #include "api.h"
 #include "argcheck.h"
+#include "command.h"
 #include "correlate.h"
 #include "crypto.h"
 #include "defcompile.h"
@@ -148,86 +150,118 @@ existing_run(const char *tenant, const char *defname, const char *key,
 	return run_id;
 }
 
-/*
- * wfengine_start_run is wf.start_run(definition, input, idempotency_key,
- * version): it starts a run of the latest (or the given) version and
- * returns its id.
- */
-Datum
-wfengine_start_run(PG_FUNCTION_ARGS)
+/* what wf.start_run was asked for */
+typedef struct StartRequest
 {
-	const char *tenant = WfCurrentTenant();
 	char	   *defname;
-	Jsonb	   *input;
-	Jsonb	   *plain_input;
-	char	   *key = NULL;
-	Datum		values[3];
-	int64		definition_id;
-	int32		version;
-	WfDefinition *def;
-	WfRunState	run;
-	WfTransition tr;
-	WfJsonBuilder b;
-	pg_uuid_t  *result;
-	TimestampTz now = GetCurrentTimestamp();
+	Jsonb	   *input;			/* as given: plain */
+	char	   *key;			/* idempotency key, or NULL */
+	bool		version_given;
+	int32		version;		/* the version asked for, when given */
+} StartRequest;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("definition name must not be null")));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run input must not be null"),
-				 errhint("Pass '{}' for a run without input.")));
-	defname = WfTextArg(fcinfo, 0, "definition name", WF_ARG_NAME);
-	input = PG_GETARG_JSONB_P(1);
-	key = WfTextArg(fcinfo, 2, "idempotency key", WF_ARG_KEY);
-	if (key != NULL && key[0] == '\0')
+/*
+ * start_arguments reads and checks the arguments of wf.start_run.
+ */
+static void
+start_arguments(FunctionCallInfo fcinfo, StartRequest *req)
+{
+	WfRequireArg(fcinfo, 0, "definition name", NULL);
+	WfRequireArg(fcinfo, 1, "run input", "Pass '{}' for a run without input.");
+	req->defname = WfTextArg(fcinfo, 0, "definition name", WF_ARG_NAME);
+	req->input = PG_GETARG_JSONB_P(1);
+	req->key = WfTextArg(fcinfo, 2, "idempotency key", WF_ARG_KEY);
+	if (req->key != NULL && req->key[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("idempotency key must have 1 to %d bytes", WF_ARG_MAX_KEY)));
-	WfCheckPayloadSize(input, "input", psprintf("a run of definition \"%s\"", defname));
-	WfCheckRunInput(input, "input");
-	WfRefuseSealedLookalikes(input, "input", psprintf("a run of definition \"%s\"", defname));
+	req->version_given = !PG_ARGISNULL(3);
+	req->version = req->version_given ? PG_GETARG_INT32(3) : 0;
+	WfCheckPayloadSize(req->input, "input",
+					   psprintf("a run of definition \"%s\"", req->defname));
+	WfCheckRunInput(req->input, "input");
+	WfRefuseSealedLookalikes(req->input, "input",
+							 psprintf("a run of definition \"%s\"", req->defname));
+}
 
-	WfApiBegin();
+/*
+ * pin_version finds the version of the definition a new run follows: the
+ * latest, or the one asked for.  It returns its definition id and sets
+ * *version.
+ */
+static int64
+pin_version(const char *tenant, const StartRequest *req, int32 *version)
+{
+	Datum		values[3];
 
-	/* pin the version */
 	values[0] = CStringGetTextDatum(tenant);
-	values[1] = CStringGetTextDatum(defname);
-	if (PG_ARGISNULL(3))
+	values[1] = CStringGetTextDatum(req->defname);
+	if (!req->version_given)
 	{
 		if (WfExecPlan(WF_PLAN_DEF_LATEST, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("definition \"%s\" does not exist", defname),
+					 errmsg("definition \"%s\" does not exist", req->defname),
 					 errhint("Publish it first with wf.publish_definition().")));
 	}
 	else
 	{
-		values[2] = Int32GetDatum(PG_GETARG_INT32(3));
+		values[2] = Int32GetDatum(req->version);
 		if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("version %d of definition \"%s\" does not exist",
-							PG_GETARG_INT32(3), defname)));
+							req->version, req->defname)));
 	}
-	definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
-	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+	*version = DatumGetInt32(WfGetDatumNotNull(0, 2));
+	return DatumGetInt64(WfGetDatumNotNull(0, 1));
+}
 
-	/*
-	 * A start quota applies to new runs: a repeated start of a run that
-	 * exists returns it, even at the limit.
-	 */
-	if (key != NULL && WfStartQuotaSet(tenant) &&
-		(result = existing_run(tenant, defname, key, input,
-							   PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), !PG_ARGISNULL(3),
-							   false)) != NULL)
-		goto done;
-	WfCheckStartQuota(tenant);
-	def = WfDefinitionGet(definition_id);
-	plain_input = input;
+/*
+ * run_started_payload returns the payload of the new run's run_started
+ * event.
+ */
+static Jsonb *
+run_started_payload(const WfTransition *tr, const StartRequest *req,
+					int64 definition_id, int32 version, Jsonb *input)
+{
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	WfJbText(&b, "definition", req->defname);
+	WfJbInt(&b, "version", version);
+	WfJbInt(&b, "definition_id", definition_id);
+	WfJbJsonb(&b, "input", input);
+	WfJbText(&b, "idempotency_key", req->key);
+	if (tr->input_digest != NULL)
+	{
+		char		hex[WF_HASH_LEN * 2 + 1];
+
+		sodium_bin2hex(hex, sizeof(hex), (const uint8 *) VARDATA(tr->input_digest), WF_HASH_LEN);
+		WfJbText(&b, "input_digest", pstrdup(hex));
+	}
+	return WfJbEnd(&b);
+}
+
+/*
+ * start_new_run builds the new run of definition_id in memory (run_started,
+ * its run timeout, then entering the first step) and writes it: the run
+ * row, its events, first task and timers, and then the correlation keys it
+ * declares, taking the events buffered for them.  It returns the run's id,
+ * or NULL when a run with the same idempotency key exists (and then wrote
+ * nothing).
+ */
+static pg_uuid_t *
+start_new_run(const char *tenant, const StartRequest *req, int64 definition_id,
+			  int32 version)
+{
+	WfDefinition *def = WfDefinitionGet(definition_id);
+	Jsonb	   *input = req->input;
+	TimestampTz now = GetCurrentTimestamp();
+	WfRunState	run;
+	WfTransition tr;
+	pg_uuid_t  *result;
+
 	if (def->n_sensitive_input > 0)
 		input = WfSealKeys(tenant, input, def->sensitive_input, def->n_sensitive_input);
 
@@ -237,52 +271,61 @@ wfengine_start_run(PG_FUNCTION_ARGS)
 	run.tenant_id = (char *) tenant;
 	WfTransitionInit(&tr, &run, def, now);
 	/* what a repeated start compares with, without opening sealed values */
-	if (key != NULL)
-		tr.input_digest = WfInputDigest(tenant, &run.run_id, plain_input);
-
-	WfJbBegin(&b);
-	WfJbText(&b, "definition", defname);
-	WfJbInt(&b, "version", version);
-	WfJbInt(&b, "definition_id", definition_id);
-	WfJbJsonb(&b, "input", input);
-	WfJbText(&b, "idempotency_key", key);
-	if (tr.input_digest != NULL)
-	{
-		char		hex[WF_HASH_LEN * 2 + 1];
-
-		sodium_bin2hex(hex, sizeof(hex), (const uint8 *) VARDATA(tr.input_digest), WF_HASH_LEN);
-		WfJbText(&b, "input_digest", pstrdup(hex));
-	}
-	WfAppendEvent(&tr, WF_EV_RUN_STARTED, NULL, 0, WfJbEnd(&b));
+	if (req->key != NULL)
+		tr.input_digest = WfInputDigest(tenant, &run.run_id, req->input);
+	WfAppendEvent(&tr, WF_EV_RUN_STARTED, NULL, 0,
+				  run_started_payload(&tr, req, definition_id, version, input));
 	if (def->run_timeout > 0)
 		WfSetTimer(&tr, WF_TIMER_RUN_TIMEOUT, NULL, 1, now + def->run_timeout, NULL);
 	WfAdvance(&tr, -1);
 
 	/* write run row, events, first task and timers */
-	if (WfTransitionWriteNew(&tr, defname, version, input, key))
-	{
-		result = palloc(sizeof(pg_uuid_t));
-		memcpy(result, &run.run_id, sizeof(pg_uuid_t));
-		WfNoteRunChange(run.tenant_id, &run.run_id, "started");
-		/* the events sent to its keys before it declared them (events.c) */
-		if (def->n_correlation > 0)
-			WfDeliverBufferedEvents(def, &run.run_id, tenant,
-									WfWriteCorrelations(def, &run, input, now));
-	}
-	else
-		result = existing_run(tenant, defname, key, plain_input,
-							  PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), !PG_ARGISNULL(3), true);
+	if (!WfTransitionWriteNew(&tr, req->defname, version, input, req->key))
+		return NULL;
+	result = palloc(sizeof(pg_uuid_t));
+	memcpy(result, &run.run_id, sizeof(pg_uuid_t));
+	WfNoteRunChange(run.tenant_id, &run.run_id, "started");
+	/* the events sent to its keys before it declared them (events.c) */
+	if (def->n_correlation > 0)
+		WfDeliverBufferedEvents(def, &run.run_id, tenant,
+								WfWriteCorrelations(def, &run, input, now));
+	return result;
+}
 
-done:
-	/* copy the result out of SPI memory before disconnecting */
-	{
-		pg_uuid_t  *out = SPI_palloc(sizeof(pg_uuid_t));
+/*
+ * wfengine_start_run is wf.start_run(definition, input, idempotency_key,
+ * version): it starts a run of the latest (or the given) version and
+ * returns its id.
+ */
+Datum
+wfengine_start_run(PG_FUNCTION_ARGS)
+{
+	const char *tenant = WfCurrentTenant();
+	StartRequest req;
+	int64		definition_id;
+	int32		version;
+	pg_uuid_t  *result = NULL;
 
-		memcpy(out, result, sizeof(pg_uuid_t));
-		result = out;
+	start_arguments(fcinfo, &req);
+	WfApiBegin();
+	definition_id = pin_version(tenant, &req, &version);
+
+	/*
+	 * A start quota applies to new runs: a repeated start of a run that
+	 * exists returns it, even at the limit.
+	 */
+	if (req.key != NULL && WfStartQuotaSet(tenant))
+		result = existing_run(tenant, req.defname, req.key, req.input, req.version,
+							  req.version_given, false);
+	if (result == NULL)
+	{
+		WfCheckStartQuota(tenant);
+		result = start_new_run(tenant, &req, definition_id, version);
 	}
-	WfApiEnd();
-	PG_RETURN_UUID_P(result);
+	if (result == NULL)
+		result = existing_run(tenant, req.defname, req.key, req.input, req.version,
+							  req.version_given, true);
+	PG_RETURN_DATUM(WfApiReturn(UUIDPGetDatum(result), false, UUID_LEN));
 }
 
 /*
@@ -293,19 +336,28 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *run_id = PG_GETARG_UUID_P(0);
 	Datum		values[2];
-	text	   *result;
 
 	WfApiBegin();
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(WfCurrentTenant());
 	if (WfExecPlan(WF_PLAN_RUN_STATUS, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		WfUnknownRun(run_id);
-	result = (text *) SPI_palloc(VARSIZE_ANY(DatumGetPointer(WfGetDatumNotNull(0, 1))));
-	memcpy(result, DatumGetPointer(WfGetDatumNotNull(0, 1)),
-		   VARSIZE_ANY(DatumGetPointer(WfGetDatumNotNull(0, 1))));
-	WfApiEnd();
-	PG_RETURN_TEXT_P(result);
+	PG_RETURN_DATUM(WfApiReturn(WfGetDatumNotNull(0, 1), false, -1));
 }
+
+/* the commands of this file: the statuses each applies to, its refusals */
+static const WfRunCommandSpec terminate_spec = {
+	.what = "terminate",
+	.applies_to = WF_ST(RUNNING) | WF_ST(PAUSED) | WF_ST(CANCELLING) |
+	WF_ST(COMPENSATING) | WF_ST(COMPENSATION_FAILED),
+	.hint = "Only running, paused, cancelling, compensating and compensation_failed runs can be terminated.",
+};
+static const WfRunCommandSpec update_context_spec = {
+	.what = "update the context of",
+	.applies_to = WF_ST(RUNNING) | WF_ST(PAUSED) | WF_ST(FAILED),
+	.hint = "Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).",
+	.quota_hint = "The run takes no more context updates.",
+};
 
 /*
  * wfengine_terminate_run is wf.terminate_run(run, reason): it ends a
@@ -318,34 +370,39 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 Datum
 wfengine_terminate_run(PG_FUNCTION_ARGS)
 {
-	pg_uuid_t  *run_id;
-	char	   *reason;
-	WfRunState	run;
-	WfTransition tr;
-	WfDefinition *def;
-	const char *old_status;
-	text	   *result;
+	WfRunCommand cmd;
 
-	run_id = WfRunArgument(fcinfo);
-	reason = WfRequireReason(fcinfo, 1);
+	WfRunCommandBeginCall(&cmd, fcinfo, 1, &terminate_spec);
+	WfTerminateRun(&cmd.tr, cmd.reason);
+	WfRunCommandWrite(&cmd, "terminated");
+	PG_RETURN_DATUM(WfApiReturn(CStringGetTextDatum(cmd.old_status), false, -1));
+}
 
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
-		!WF_RUN_UNDOING(run.status) && run.status != WF_RUN_COMPENSATION_FAILED)
-		WfRefuseRun(run_id, WfRunStatusName(run.status), "terminate",
-					"Only running, paused, cancelling, compensating and compensation_failed runs can be terminated.");
-	old_status = WfRunStatusName(run.status);
-	def = WfDefinitionGet(run.definition_id);
-	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
-	WfTerminateRun(&tr, reason);
-	WfTransitionWrite(&tr);
-	WfNoteRunChange(run.tenant_id, &run.run_id, "terminated");
-	result = (text *) SPI_palloc(VARHDRSZ + strlen(old_status));
-	SET_VARSIZE(result, VARHDRSZ + strlen(old_status));
-	memcpy(VARDATA(result), old_status, strlen(old_status));
-	WfApiEnd();
-	PG_RETURN_TEXT_P(result);
+/*
+ * old_values returns the values the keys of patch have in input (a null
+ * for a key input does not have).
+ */
+static Jsonb *
+old_values(Jsonb *input, Jsonb *patch)
+{
+	WfJsonBuilder ob;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	WfJbBegin(&ob);
+	it = JsonbIteratorInit(&patch->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
+
+			WfJbJsonb(&ob, key, input && JB_ROOT_IS_OBJECT(input) ?
+					  WfJsonbGetJsonb(input, key) : NULL);
+		}
+	}
+	return WfJbEnd(&ob);
 }
 
 /*
@@ -362,21 +419,11 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	pg_uuid_t  *run_id;
 	Jsonb	   *patch;
 	char	   *reason;
-	WfRunState	run;
-	WfTransition tr;
-	WfDefinition *def;
+	WfRunCommand cmd;
 	WfJsonBuilder b;
-	WfJsonBuilder ob;
-	Jsonb	   *input;
-	Jsonb	   *result;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
+	Jsonb	   *old;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run and patch must not be null")));
+	WfRequireArgs(fcinfo, 2, "run and patch");
 	reason = WfRequireReason(fcinfo, 2);
 	run_id = PG_GETARG_UUID_P(0);
 	patch = PG_GETARG_JSONB_P(1);
@@ -388,49 +435,21 @@ wfengine_update_context(PG_FUNCTION_ARGS)
 	WfCheckPayloadSize(patch, "context patch", "a run");
 	WfRefuseSealedLookalikes(patch, "context patch", "a run");
 
-	WfApiBegin();
-	WfLockRun(run_id, &run);
-	if (run.status != WF_RUN_RUNNING && run.status != WF_RUN_PAUSED &&
-		run.status != WF_RUN_FAILED)
-		WfRefuseRun(run_id, WfRunStatusName(run.status), "update the context of",
-					"Only running, paused and failed runs can be changed (a failed run to be retried with wf.retry_step()).");
-	WfCheckEventQuota(&run, "The run takes no more context updates.");
-	def = WfDefinitionGet(run.definition_id);
-	WfTransitionInit(&tr, &run, def, GetCurrentTimestamp());
+	WfRunCommandBegin(&cmd, run_id, reason, &update_context_spec);
 	/* new values of sensitive input keys are sealed like the input was */
-	if (def->n_sensitive_input > 0)
-		patch = WfSealKeys(run.tenant_id, patch, def->sensitive_input, def->n_sensitive_input);
+	if (cmd.def->n_sensitive_input > 0)
+		patch = WfSealKeys(cmd.run.tenant_id, patch, cmd.def->sensitive_input,
+						   cmd.def->n_sensitive_input);
 
-	/* the old values of the keys the patch touches (null: absent) */
-	input = WfJsonbGetJsonb(run.context, "input");
-	WfJbBegin(&ob);
-	it = JsonbIteratorInit(&patch->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-		{
-			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
-
-			WfJbJsonb(&ob, key, input && JB_ROOT_IS_OBJECT(input) ?
-					  WfJsonbGetJsonb(input, key) : NULL);
-		}
-	}
+	old = old_values(WfJsonbGetJsonb(cmd.run.context, "input"), patch);
 	WfJbBegin(&b);
 	WfJbText(&b, "reason", reason);
 	WfJbJsonb(&b, "patch", patch);
-	WfJbJsonb(&b, "old", WfJbEnd(&ob));
-	WfAppendEvent(&tr, WF_EV_CONTEXT_UPDATED, NULL, 0, WfJbEnd(&b));
-	WfTransitionWrite(&tr);
-
-	result = WfJsonbGetJsonb(run.context, "input");
-	{
-		Jsonb	   *out = (Jsonb *) SPI_palloc(VARSIZE(result));
-
-		memcpy(out, result, VARSIZE(result));
-		result = out;
-	}
-	WfApiEnd();
-	PG_RETURN_JSONB_P(result);
+	WfJbJsonb(&b, "old", old);
+	WfAppendEvent(&cmd.tr, WF_EV_CONTEXT_UPDATED, NULL, 0, WfJbEnd(&b));
+	WfRunCommandWrite(&cmd, NULL);
+	PG_RETURN_DATUM(WfApiReturn(JsonbPGetDatum(WfJsonbGetJsonb(cmd.run.context, "input")),
+								false, -1));
 }
 
 /*
@@ -446,10 +465,7 @@ wfengine_signal(PG_FUNCTION_ARGS)
 	char	   *event_id;
 	const char *outcome;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run and name must not be null")));
+	WfRequireArgs(fcinfo, 2, "run and name");
 	run_id = PG_GETARG_UUID_P(0);
 	name = WfTextArg(fcinfo, 1, "signal name", WF_ARG_SIGNAL);
 	if (name[0] == '\0')
