@@ -21,9 +21,9 @@ $$;
 GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
 -- the card number and the token appear nowhere in the clear (read as superuser)
 CREATE FUNCTION pg_temp.clear_copies() RETURNS bigint LANGUAGE sql AS $$
-    SELECT (SELECT count(*) FROM wf.runs x WHERE x::text ~ '4111|tok-9')
-         + (SELECT count(*) FROM wf.events x WHERE x::text ~ '4111|tok-9')
-         + (SELECT count(*) FROM wf.tasks x WHERE x::text ~ '4111|tok-9')
+    SELECT (SELECT count(*) FROM wf.runs x WHERE x::text ~ '4111111111111111|4111222233334444|4111222233339999|4111000011110000|tok-9f2')
+         + (SELECT count(*) FROM wf.events x WHERE x::text ~ '4111111111111111|4111222233334444|4111222233339999|4111000011110000|tok-9f2')
+         + (SELECT count(*) FROM wf.tasks x WHERE x::text ~ '4111111111111111|4111222233334444|4111222233339999|4111000011110000|tok-9f2')
 $$;
 SELECT wf.create_tenant('payco');
 CREATE ROLE regress_pay_admin IN ROLE wfengine_admin, wf_tenant_payco;

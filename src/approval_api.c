@@ -69,6 +69,7 @@
 #include "utils/timestamp.h"
 
 #include "api.h"
+#include "approval_api.h"
 #include "argcheck.h"
 #include "command.h"
 #include "crypto.h"
@@ -91,6 +92,129 @@ PG_FUNCTION_INFO_V1(wfengine_decide);
 PG_FUNCTION_INFO_V1(wfengine_revoke_approval_tokens);
 PG_FUNCTION_INFO_V1(wfengine_reissue_approval_tokens);
 PG_FUNCTION_INFO_V1(wfengine_set_approvers);
+
+/* the statements of approval_api.c (registered by _PG_init: WfApprovalApiPlans) */
+enum
+{
+	PLAN_APPROVALS_PENDING = 0,
+	PLAN_APPROVAL_SET_TOKEN,
+	PLAN_APPROVAL_BY_HASH,
+	PLAN_APPROVAL_CONSUME,
+	PLAN_ATTEMPT_INSERT,
+	PLAN_DECIDE_LOCKED,
+	PLAN_DECIDE_THROTTLE,
+	PLAN_DECIDE_FAILURE,
+	PLAN_APPROVALS_REVOKE_TOKENS,
+	PLAN_APPROVALS_REMOVE,
+	PLAN_APPROVALS_ADD,
+	PLAN_APPROVAL_EXPIRES
+};
+
+static const WfPlanSpec approval_api_plan_specs[] = {
+	[PLAN_APPROVALS_PENDING] = {
+		"approvals_pending",
+		"SELECT ap.approval_id, ap.approver, ap.expires_at, ap.approve_hash IS NOT NULL FROM wf.approvals ap "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending' "
+		"ORDER BY ap.approver",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[PLAN_APPROVAL_SET_TOKEN] = {
+		"approval_set_token",
+		"UPDATE wf.approvals ap SET approve_hash = $2, reject_hash = $3,"
+		" token_generation = ap.token_generation OPERATOR(pg_catalog.+) 1 "
+		"WHERE ap.approval_id OPERATOR(pg_catalog.=) $1 RETURNING ap.token_generation",
+		3, {INT8OID, BYTEAOID, BYTEAOID}
+	},
+	[PLAN_APPROVAL_BY_HASH] = {
+		"approval_by_hash",
+		"SELECT ap.approval_id, ap.tenant_id, ap.run_id, ap.step, ap.visit, ap.approver,"
+		" ap.status, ap.expires_at, ap.approve_hash, ap.reject_hash FROM wf.approvals ap "
+		"WHERE ap.approve_hash OPERATOR(pg_catalog.=) $1 OR ap.reject_hash OPERATOR(pg_catalog.=) $1",
+		1, {BYTEAOID}
+	},
+	[PLAN_APPROVAL_CONSUME] = {
+		"approval_consume",
+		"UPDATE wf.approvals ap SET status = 'decided', decision = $2, comment = $3, data = $4,"
+		" decided_at = $5, decided_by = $6 "
+		"WHERE ap.approval_id OPERATOR(pg_catalog.=) $1 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
+		6, {INT8OID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID}
+	},
+	[PLAN_ATTEMPT_INSERT] = {
+		"attempt_insert",
+		"INSERT INTO wf.approval_attempts (tenant_id, attempted_at, actor, approver, decision,"
+		" outcome, run_id, step) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+		8, {TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, UUIDOID, TEXTOID}
+	},
+	[PLAN_DECIDE_LOCKED] = {
+		"decide_locked",
+		"SELECT 1 FROM wf.decide_failures f "
+		"WHERE f.tenant_id OPERATOR(pg_catalog.=) $1 AND f.kind OPERATOR(pg_catalog.=) 'approver' "
+		"AND f.subject OPERATOR(pg_catalog.=) $2 AND f.window_start OPERATOR(pg_catalog.>) $3 "
+		"AND f.failures OPERATOR(pg_catalog.>=) $4",
+		4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID}
+	},
+	[PLAN_DECIDE_THROTTLE] = {
+		"decide_throttle",
+		"UPDATE wf.decide_failures f SET throttled = f.throttled OPERATOR(pg_catalog.+) 1, last_at = $3 "
+		"WHERE f.tenant_id OPERATOR(pg_catalog.=) $1 AND f.kind OPERATOR(pg_catalog.=) 'approver' "
+		"AND f.subject OPERATOR(pg_catalog.=) $2",
+		3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	},
+	[PLAN_DECIDE_FAILURE] = {
+		"decide_failure",
+		"INSERT INTO wf.decide_failures AS f (tenant_id, kind, subject, run_id, window_start,"
+		" failures, suppressed, throttled, last_at) VALUES ($1, $2, $3, $4, $5, 1, 0, 0, $5) "
+		"ON CONFLICT (tenant_id, kind, subject) DO UPDATE SET"
+		" window_start = CASE WHEN f.window_start OPERATOR(pg_catalog.<=) $6 THEN $5 ELSE f.window_start END,"
+		" failures = CASE WHEN f.window_start OPERATOR(pg_catalog.<=) $6 THEN 1"
+		"  ELSE f.failures OPERATOR(pg_catalog.+) 1 END,"
+		" suppressed = f.suppressed OPERATOR(pg_catalog.+) CASE WHEN f.window_start OPERATOR(pg_catalog.>) $6"
+		"  AND f.failures OPERATOR(pg_catalog.>=) $7 THEN 1 ELSE 0 END,"
+		" last_at = $5 "
+		"RETURNING f.failures OPERATOR(pg_catalog.>) $7",
+		7, {TEXTOID, TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID}
+	},
+	[PLAN_APPROVALS_REVOKE_TOKENS] = {
+		"approvals_revoke_tokens",
+		"UPDATE wf.approvals ap SET approve_hash = NULL, reject_hash = NULL "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending' "
+		"AND ap.approve_hash IS NOT NULL",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+	[PLAN_APPROVALS_REMOVE] = {
+		"approvals_remove",
+		"UPDATE wf.approvals ap SET status = 'revoked' "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3 AND ap.status OPERATOR(pg_catalog.=) 'pending' "
+		"AND ap.approver OPERATOR(pg_catalog.<>) ALL ($4) RETURNING ap.approver",
+		4, {UUIDOID, TEXTOID, INT4OID, TEXTARRAYOID}
+	},
+	[PLAN_APPROVALS_ADD] = {
+		"approvals_add",
+		"INSERT INTO wf.approvals AS ap (tenant_id, run_id, step, visit, approver, expires_at,"
+		" created_at) "
+		"SELECT $1, $2, $3, $4, a, $6, $7 FROM pg_catalog.unnest($5) AS a "
+		"ON CONFLICT (run_id, step, visit, approver) DO UPDATE SET status = 'pending',"
+		" approve_hash = NULL, reject_hash = NULL"
+		" WHERE ap.status OPERATOR(pg_catalog.=) 'revoked' "
+		"RETURNING ap.approver",
+		7, {TEXTOID, UUIDOID, TEXTOID, INT4OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[PLAN_APPROVAL_EXPIRES] = {
+		"approval_expires",
+		"SELECT pg_catalog.max(ap.expires_at), COALESCE(pg_catalog.max(t.attempt), 0) "
+		"FROM wf.approvals ap LEFT JOIN wf.tasks t ON t.run_id OPERATOR(pg_catalog.=) ap.run_id"
+		" AND t.step OPERATOR(pg_catalog.=) ap.step AND t.visit OPERATOR(pg_catalog.=) ap.visit "
+		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.step OPERATOR(pg_catalog.=) $2 "
+		"AND ap.visit OPERATOR(pg_catalog.=) $3",
+		3, {UUIDOID, TEXTOID, INT4OID}
+	},
+};
+
+WfPlanTable WfApprovalApiPlans = WF_PLAN_TABLE("approval_api", approval_api_plan_specs);
+
 
 /* forward declarations */
 static Datum hash_datum(const uint8 *hash);
@@ -136,7 +260,7 @@ audit_attempt(const char *tenant, TimestampTz now, const char *approver,
 		values[7] = CStringGetTextDatum(step);
 	else
 		nulls[7] = 'n';
-	WfExecPlan(WF_PLAN_ATTEMPT_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
+	WfPlanExec(&WfApprovalApiPlans, PLAN_ATTEMPT_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
 }
 
 /*
@@ -155,10 +279,10 @@ approver_throttled(const char *tenant, const char *approver, TimestampTz now)
 	values[2] = TimestampTzGetDatum(now - (TimestampTz) wf_decide_failure_window * USECS_PER_SEC);
 	values[3] = Int32GetDatum(wf_decide_failure_limit);
 	/* not read-only: it must see the failures of earlier calls of this statement */
-	if (WfExecPlan(WF_PLAN_DECIDE_LOCKED, values, NULL, false, 1, SPI_OK_SELECT) == 0)
+	if (WfPlanExec(&WfApprovalApiPlans, PLAN_DECIDE_LOCKED, values, NULL, false, 1, SPI_OK_SELECT) == 0)
 		return false;
 	values[2] = TimestampTzGetDatum(now);
-	WfExecPlan(WF_PLAN_DECIDE_THROTTLE, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfPlanExec(&WfApprovalApiPlans, PLAN_DECIDE_THROTTLE, values, NULL, false, 0, SPI_OK_UPDATE);
 	return true;
 }
 
@@ -201,7 +325,7 @@ note_failure(const char *tenant, const char *approver, const uint8 *hash,
 			values[3] = UUIDPGetDatum(run_id);
 			nulls[3] = ' ';
 		}
-		WfExecPlan(WF_PLAN_DECIDE_FAILURE, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
+		WfPlanExec(&WfApprovalApiPlans, PLAN_DECIDE_FAILURE, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
 		if (DatumGetBool(WfGetDatumNotNull(0, 1)))
 			store = false;
 	}
@@ -265,7 +389,7 @@ read_pending_approvers(WfRunState *run, WfLockedTask *task, PendingApprovers *p)
 	values[0] = UUIDPGetDatum(&run->run_id);
 	values[1] = CStringGetTextDatum(task->step);
 	values[2] = Int32GetDatum(task->visit);
-	n = WfExecPlan(WF_PLAN_APPROVALS_PENDING, values, NULL, false, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVALS_PENDING, values, NULL, false, 0, SPI_OK_SELECT);
 	p->n = n;
 	p->ids = palloc(sizeof(int64) * Max(n, 1));
 	p->names = palloc(sizeof(char *) * Max(n, 1));
@@ -313,7 +437,7 @@ mint_tokens(ReturnSetInfo *rsinfo, const PendingApprovers *p)
 		tv[0] = Int64GetDatum(p->ids[i]);
 		tv[1] = hash_datum(hash[0]);
 		tv[2] = hash_datum(hash[1]);
-		WfExecPlan(WF_PLAN_APPROVAL_SET_TOKEN, tv, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_SET_TOKEN, tv, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
 		generation = Max(generation, DatumGetInt32(WfGetDatumNotNull(0, 1)));
 
 		for (k = 0; k < 2; k++)
@@ -466,7 +590,7 @@ match_token(Decision *d, const char *tenant)
 
 	values[0] = hash_datum(d->hash);
 	if (!d->well_formed ||
-		WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		return false;
 
 	/*
@@ -501,7 +625,7 @@ refused_outcome(Decision *d, WfRunState *run, int idx, TimestampTz now)
 	TimestampTz expires_at = 0;
 
 	values[0] = hash_datum(d->hash);
-	if (WfExecPlan(WF_PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		return "invalid";		/* re-issued meanwhile */
 	row_status = WfGetTextOrNull(0, 7);
 	e = WfGetDatum(0, 8, &isnull);
@@ -535,7 +659,7 @@ consume_approval(Decision *d, TimestampTz now)
 	CStringGetTextDatum(WfCurrentActor())};
 	char		nulls[6] = {' ', ' ', d->comment ? ' ' : 'n', d->data ? ' ' : 'n', ' ', ' '};
 
-	return WfExecPlan(WF_PLAN_APPROVAL_CONSUME, values, nulls, false, 0, SPI_OK_UPDATE) == 1;
+	return WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_CONSUME, values, nulls, false, 0, SPI_OK_UPDATE) == 1;
 }
 
 /*
@@ -689,7 +813,7 @@ revoke_tokens(ApprovalCommand *cmd)
 	values[0] = UUIDPGetDatum(cmd->rc.run_id);
 	values[1] = CStringGetTextDatum(cmd->step);
 	values[2] = Int32GetDatum(cmd->visit);
-	return (int) WfExecPlan(WF_PLAN_APPROVALS_REVOKE_TOKENS, values, NULL, false, 0,
+	return (int) WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVALS_REVOKE_TOKENS, values, NULL, false, 0,
 							SPI_OK_UPDATE);
 }
 
@@ -742,7 +866,7 @@ wfengine_reissue_approval_tokens(PG_FUNCTION_ARGS)
 	values[0] = UUIDPGetDatum(cmd.rc.run_id);
 	values[1] = CStringGetTextDatum(cmd.step);
 	values[2] = Int32GetDatum(cmd.visit);
-	WfExecPlan(WF_PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
+	WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
 	d = WfGetDatum(0, 1, &isnull);
 	if (!isnull)
 		expires_at = DatumGetTimestampTz(d);
@@ -867,10 +991,10 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(cmd.step);
 	values[2] = Int32GetDatum(cmd.visit);
 	values[3] = PointerGetDatum(arr);
-	nr = WfExecPlan(WF_PLAN_APPROVALS_REMOVE, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	nr = WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVALS_REMOVE, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
 	removed = returned_names(nr);
 
-	WfExecPlan(WF_PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
+	WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
 	d = WfGetDatum(0, 1, &isnull);
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -884,7 +1008,7 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 	else
 		nulls[5] = 'n';
 	values[6] = TimestampTzGetDatum(cmd.rc.tr.now);
-	na = WfExecPlan(WF_PLAN_APPROVALS_ADD, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
+	na = WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVALS_ADD, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
 	added = returned_names(na);
 
 	WfJbBegin(&b);

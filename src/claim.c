@@ -13,7 +13,7 @@
  * records lease_expired, so that lost leases are counted and poison tasks
  * quarantined.
  *
- * One statement claims a batch (WF_PLAN_CLAIM, spi_util.c): a sub-select,
+ * One statement claims a batch (PLAN_CLAIM, spi_util.c): a sub-select,
  * ARRAY(SELECT task_id ... ORDER BY priority DESC, available_at, task_id
  * LIMIT max_tasks FOR UPDATE SKIP LOCKED), picks the ids in the claim
  * index's order (so concurrent claimers never block on, or receive, the
@@ -98,10 +98,12 @@
 
 #include "api.h"
 #include "argcheck.h"
+#include "claim.h"
 #include "guc.h"
 #include "notify.h"
 #include "quota.h"
 #include "result.h"
+#include "runstore.h"
 #include "sensitive.h"
 #include "shmem.h"
 #include "spi_util.h"
@@ -109,8 +111,59 @@
 
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 
+/* the statements of claim.c (registered by _PG_init: WfClaimPlans) */
+enum
+{
+	PLAN_CLAIM = 0,
+	PLAN_NEXT_AVAILABLE
+};
+
+static const WfPlanSpec claim_plan_specs[] = {
+	[PLAN_CLAIM] = {
+		"claim",
+		/*
+		 * The ids are picked by a sub-select (claim index order, SKIP
+		 * LOCKED) and updated through the primary key.  This shape has a
+		 * good generic plan for any batch size, and the statement is
+		 * prepared to use it: with the limit as a parameter the plan cache
+		 * would otherwise plan it again on every call (see WfPlanSpec).
+		 */
+		"UPDATE wf.tasks t SET status = 'leased',"
+		"  fence = " WF_NEW_FENCE("$7") ","
+		"  deliveries = t.deliveries OPERATOR(pg_catalog.+) 1,"
+		"  worker = $4, claimed_at = $5, lease = $6, last_heartbeat_at = NULL,"
+		"  lease_expires_at = $5 OPERATOR(pg_catalog.+) $6,"
+		"  timeout_at = $5 OPERATOR(pg_catalog.+) t.start_to_close,"
+		"  deadline_at = LEAST($5 OPERATOR(pg_catalog.+) $6,"
+		"   $5 OPERATOR(pg_catalog.+) t.start_to_close,"
+		"   $5 OPERATOR(pg_catalog.+) t.heartbeat_timeout)"
+		" WHERE t.task_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"  SELECT c.task_id FROM wf.tasks c"
+		"  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
+		"   AND c.status OPERATOR(pg_catalog.=) 'ready'"
+		"   AND c.available_at OPERATOR(pg_catalog.<=) $5"
+		"  ORDER BY c.priority DESC, c.available_at, c.task_id"
+		"  LIMIT $3"
+		"  FOR UPDATE SKIP LOCKED))"
+		" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key,"
+		"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at",
+		7, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID},
+		true
+	},
+	[PLAN_NEXT_AVAILABLE] = {
+		"next_available",
+		"SELECT pg_catalog.min(t.available_at) FROM wf.tasks t"
+		" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
+		" AND t.status OPERATOR(pg_catalog.=) 'ready'",
+		2, {TEXTOID, TEXTOID}
+	},
+};
+
+WfPlanTable WfClaimPlans = WF_PLAN_TABLE("claim", claim_plan_specs);
+
+
 #define WF_CLAIM_COLUMNS 11
-#define WF_CLAIM_TASK_COLUMN 0	/* t.task_id, in the order of WF_PLAN_CLAIM */
+#define WF_CLAIM_TASK_COLUMN 0	/* t.task_id, in the order of PLAN_CLAIM */
 #define WF_CLAIM_FENCE_COLUMN 4	/* t.fence */
 #define WF_CLAIM_INPUT_COLUMN 6	/* t.input */
 #define WF_MAX_LEASE ((int64) 7 * USECS_PER_DAY)
@@ -170,7 +223,7 @@ claim_next_wake(Datum tenant, Datum queue, TimestampTz now)
 
 	values[0] = tenant;
 	values[1] = queue;
-	if (WfExecPlan(WF_PLAN_NEXT_AVAILABLE, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfClaimPlans, PLAN_NEXT_AVAILABLE, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		elog(ERROR, "could not read the next available task");
 	d = WfGetDatum(0, 1, &isnull);
 	if (!isnull)
@@ -223,7 +276,7 @@ claim_within_limit(Datum *values, const char *queue, int32 max_tasks, bool may_w
 		if (room == 0)
 			return 0;
 		values[2] = Int64GetDatum((int64) room);
-		return WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		return WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
 	}
 
 	/* an error propagates and aborts the subtransaction with the transaction */
@@ -234,7 +287,7 @@ claim_within_limit(Datum *values, const char *queue, int32 max_tasks, bool may_w
 	if (room > 0)
 	{
 		values[2] = Int64GetDatum((int64) room);
-		n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
 	}
 	if (n > 0)
 		ReleaseCurrentSubTransaction();
@@ -509,7 +562,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		now = GetCurrentTimestamp();
 		values[4] = TimestampTzGetDatum(now);
 		if (!limited)
-			n = WfExecPlan(WF_PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+			n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
 		else
 			n = claim_within_limit(values, req.queue, req.max_tasks, req.wait_us > 0,
 								   &held_back);

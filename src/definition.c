@@ -37,6 +37,13 @@
 
 /* the statements of definition.c (registered by _PG_init: WfDefinitionPlans) */
 static const WfPlanSpec definition_plan_specs[] = {
+	[WF_DEFINITION_DEF_BY_DIGEST] = {
+		"def_by_digest",
+		"SELECT d.version, d.definition_id FROM wf.definitions d "
+		"WHERE d.tenant_id OPERATOR(pg_catalog.=) $1 AND d.name OPERATOR(pg_catalog.=) $2 "
+		"AND d.digest OPERATOR(pg_catalog.=) $3",
+		3, {TEXTOID, TEXTOID, BYTEAOID}
+	},
 	[WF_DEFINITION_DEF_VERSION] = {
 		"def_version",
 		"SELECT d.definition_id, d.version FROM wf.definitions d "
@@ -186,10 +193,10 @@ lookup_branch(const char *tenant, const char *parent, const char *name, Jsonb *s
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(name);
 	values[2] = PointerGetDatum(WfSpecDigest(spec));
-	if (WfExecPlan(WF_PLAN_DEF_BY_DIGEST, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_BY_DIGEST, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		elog(ERROR, "branch definition \"%s\" of definition \"%s\" is missing",
 			 name, parent);
-	definition_id = DatumGetInt64(WfGetDatumNotNull(0, 2));
+	definition_id = DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_BY_DIGEST_COL_DEFINITION_ID));
 	*branch = WfDefinitionGet(definition_id);
 	return definition_id;
 }

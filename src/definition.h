@@ -51,8 +51,16 @@ extern void WfDefinitionInit(void);
 typedef enum WfDefinitionPlan
 {
 	WF_DEFINITION_DEF_VERSION = 0,
-	WF_DEFINITION_DEF_BY_ID
+	WF_DEFINITION_DEF_BY_ID,
+	WF_DEFINITION_DEF_BY_DIGEST
 } WfDefinitionPlan;
+
+/* the columns of def_by_digest */
+typedef enum WfDefByDigestColumn
+{
+	WF_DEF_BY_DIGEST_COL_VERSION = 1,
+	WF_DEF_BY_DIGEST_COL_DEFINITION_ID
+} WfDefByDigestColumn;
 
 extern PGDLLIMPORT WfPlanTable WfDefinitionPlans;
 

@@ -57,12 +57,57 @@
 #include "api.h"
 #include "argcheck.h"
 #include "correlate.h"
+#include "events.h"
 #include "quota.h"
 #include "spi_util.h"
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_event_runs);
 PG_FUNCTION_INFO_V1(wfengine_buffer_event);
+
+/* the statements of events.c (registered by _PG_init: WfEventsPlans) */
+enum
+{
+	PLAN_EVENT_RUNS = 0,
+	PLAN_BUFFERED_EXISTS,
+	PLAN_BUFFERED_INSERT
+};
+
+static const WfPlanSpec events_plan_specs[] = {
+	[PLAN_EVENT_RUNS] = {
+		"event_runs",
+		"SELECT c.run_id FROM wf.correlations c JOIN wf.runs r"
+		" ON r.run_id OPERATOR(pg_catalog.=) c.run_id"
+		" WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.key OPERATOR(pg_catalog.=) $2"
+		" AND r.tenant_id OPERATOR(pg_catalog.=) $1"
+		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused'])"
+		" ORDER BY c.run_id",
+		2, {TEXTOID, TEXTOID}
+	},
+	[PLAN_BUFFERED_EXISTS] = {
+		"buffered_exists",
+		"SELECT 1 FROM wf.buffered_events b"
+		" WHERE b.tenant_id OPERATOR(pg_catalog.=) $1 AND b.key OPERATOR(pg_catalog.=) $2"
+		" AND b.event_id OPERATOR(pg_catalog.=) $3 AND b.expires_at OPERATOR(pg_catalog.>) $4",
+		4, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}
+	},
+	[PLAN_BUFFERED_INSERT] = {
+		"buffered_insert",
+		/* an expired row of the same event id is as good as none */
+		"INSERT INTO wf.buffered_events AS x (tenant_id, key, name, event_id, payload,"
+		" sent_by, received_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+		"ON CONFLICT (tenant_id, key, event_id) DO UPDATE SET name = excluded.name,"
+		" payload = excluded.payload, sent_by = excluded.sent_by,"
+		" received_at = excluded.received_at, expires_at = excluded.expires_at,"
+		" delivered_at = NULL, delivered_to = NULL"
+		" WHERE x.expires_at OPERATOR(pg_catalog.<=) excluded.received_at "
+		"RETURNING x.buffer_id",
+		8, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+};
+
+WfPlanTable WfEventsPlans = WF_PLAN_TABLE("events", events_plan_specs);
+
 
 
 /*
@@ -89,7 +134,7 @@ wfengine_event_runs(PG_FUNCTION_ARGS)
 	WfLockCorrelationKey(tenant, key);
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(key);
-	n = WfExecPlanFresh(WF_PLAN_EVENT_RUNS, values, NULL, 0);
+	n = WfPlanExecFresh(&WfEventsPlans, PLAN_EVENT_RUNS, values, NULL, 0);
 	runs = SPI_palloc(sizeof(pg_uuid_t) * Max(n, 1));
 	for (i = 0; i < n; i++)
 		memcpy(&runs[i], DatumGetUUIDP(WfGetDatumNotNull(i, 1)), sizeof(pg_uuid_t));
@@ -97,7 +142,7 @@ wfengine_event_runs(PG_FUNCTION_ARGS)
 	/* a run the transaction's snapshot does not show cannot be signalled */
 	if (IsolationUsesXactSnapshot())
 	{
-		uint64		m = WfExecPlan(WF_PLAN_EVENT_RUNS, values, NULL, true, 0, SPI_OK_SELECT);
+		uint64		m = WfPlanExec(&WfEventsPlans, PLAN_EVENT_RUNS, values, NULL, true, 0, SPI_OK_SELECT);
 
 		if (m != n)
 			WfSerializationFailure(key, "A run that declared the key");
@@ -166,7 +211,7 @@ wfengine_buffer_event(PG_FUNCTION_ARGS)
 	values[2] = CStringGetTextDatum(event_id);
 	values[3] = TimestampTzGetDatum(now);
 	/* a repeat is a duplicate also at the limit (and with none) */
-	if (WfExecPlanFresh(WF_PLAN_BUFFERED_EXISTS, values, NULL, 1) == 1)
+	if (WfPlanExecFresh(&WfEventsPlans, PLAN_BUFFERED_EXISTS, values, NULL, 1) == 1)
 		outcome = "duplicate";
 	else if (WfCheckBufferQuota(tenant, now) == 0)
 		outcome = "dropped";
@@ -178,7 +223,7 @@ wfengine_buffer_event(PG_FUNCTION_ARGS)
 		values[5] = CStringGetTextDatum(WfCurrentActor());
 		values[6] = TimestampTzGetDatum(now);
 		values[7] = TimestampTzGetDatum(expires);
-		outcome = WfExecPlan(WF_PLAN_BUFFERED_INSERT, values, NULL, false, 0,
+		outcome = WfPlanExec(&WfEventsPlans, PLAN_BUFFERED_INSERT, values, NULL, false, 0,
 							 SPI_OK_INSERT_RETURNING) == 1 ? "buffered" : "duplicate";
 	}
 	WfApiEnd();

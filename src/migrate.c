@@ -36,12 +36,37 @@
 #include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
+#include "migrate.h"
 #include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
 #include "transition.h"
 
 PG_FUNCTION_INFO_V1(wfengine_migrate_run);
+
+/* the statements of migrate.c (registered by _PG_init: WfMigratePlans) */
+enum
+{
+	PLAN_MIGRATION_PROBLEM = 0,
+	PLAN_RUN_SET_VERSION
+};
+
+static const WfPlanSpec migrate_plan_specs[] = {
+	[PLAN_MIGRATION_PROBLEM] = {
+		"migration_problem",
+		"SELECT wf._migration_problem($1, $2)",
+		2, {UUIDOID, INT8OID}
+	},
+	[PLAN_RUN_SET_VERSION] = {
+		"run_set_version",
+		"UPDATE wf.runs r SET definition_id = $2, definition_version = $3 "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1",
+		3, {UUIDOID, INT8OID, INT4OID}
+	},
+};
+
+WfPlanTable WfMigratePlans = WF_PLAN_TABLE("migrate", migrate_plan_specs);
+
 
 static const WfRunCommandSpec migrate_spec = {
 	.what = "migrate",
@@ -79,7 +104,7 @@ migration_target(WfRunCommand *cmd, int32 to_version)
 
 	values[0] = UUIDPGetDatum(cmd->run_id);
 	values[1] = Int64GetDatum(target);
-	WfExecPlan(WF_PLAN_MIGRATION_PROBLEM, values, NULL, false, 1, SPI_OK_SELECT);
+	WfPlanExec(&WfMigratePlans, PLAN_MIGRATION_PROBLEM, values, NULL, false, 1, SPI_OK_SELECT);
 	problem = WfGetTextOrNull(0, 1);
 	if (problem != NULL)
 		ereport(ERROR,
@@ -145,6 +170,6 @@ wfengine_migrate_run(PG_FUNCTION_ARGS)
 	values[0] = UUIDPGetDatum(cmd.run_id);
 	values[1] = Int64GetDatum(to->definition_id);
 	values[2] = Int32GetDatum(to->version);
-	WfExecPlan(WF_PLAN_RUN_SET_VERSION, values, NULL, false, 0, SPI_OK_UPDATE);
+	WfPlanExec(&WfMigratePlans, PLAN_RUN_SET_VERSION, values, NULL, false, 0, SPI_OK_UPDATE);
 	PG_RETURN_DATUM(WfApiReturn(CStringGetTextDatum(cmd.run.current_step), false, -1));
 }

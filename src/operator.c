@@ -43,6 +43,7 @@
 #include "definition.h"
 #include "jsonutil.h"
 #include "notify.h"
+#include "operator.h"
 #include "runstore.h"
 #include "sensitive.h"
 #include "spi_util.h"
@@ -55,6 +56,25 @@ PG_FUNCTION_INFO_V1(wfengine_pause_run);
 PG_FUNCTION_INFO_V1(wfengine_resume_run);
 PG_FUNCTION_INFO_V1(wfengine_retry_step);
 PG_FUNCTION_INFO_V1(wfengine_skip_step);
+
+/* the statements of operator.c (registered by _PG_init: WfOperatorPlans) */
+enum
+{
+	PLAN_TIMERS_UNHOLD = 0
+};
+
+static const WfPlanSpec operator_plan_specs[] = {
+	[PLAN_TIMERS_UNHOLD] = {
+		"timers_unhold",
+		"UPDATE wf.timers tm SET fire_at = $2, outcome = NULL "
+		"WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'"
+		" AND tm.outcome OPERATOR(pg_catalog.=) 'held'",
+		2, {UUIDOID, TIMESTAMPTZOID}
+	},
+};
+
+WfPlanTable WfOperatorPlans = WF_PLAN_TABLE("operator", operator_plan_specs);
+
 
 /* forward declarations */
 static void status_change_begin(WfJsonBuilder *b, WfRunCommand *cmd,
@@ -242,7 +262,7 @@ wfengine_resume_run(PG_FUNCTION_ARGS)
 	/* timers held while paused come due now, whatever else waits */
 	values[0] = UUIDPGetDatum(cmd.run_id);
 	values[1] = TimestampTzGetDatum(cmd.tr.now);
-	if (WfExecPlan(WF_PLAN_TIMERS_UNHOLD, values, NULL, false, 0, SPI_OK_UPDATE) > 0)
+	if (WfPlanExec(&WfOperatorPlans, PLAN_TIMERS_UNHOLD, values, NULL, false, 0, SPI_OK_UPDATE) > 0)
 		WfNoteTimer(cmd.tr.now);
 	if (idx >= 0 && cmd.run.current_task != 0)
 		resume_live_task(&cmd.tr, idx);

@@ -168,10 +168,10 @@ publish_spec(const char *tenant, const char *name, Jsonb *spec, int32 *version,
 		values[2] = PointerGetDatum(digest_b);
 		values[3] = JsonbPGetDatum(spec);
 
-		if (WfExecPlan(WF_PLAN_DEF_BY_DIGEST, values, NULL, false, 1, SPI_OK_SELECT) == 1)
+		if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_BY_DIGEST, values, NULL, false, 1, SPI_OK_SELECT) == 1)
 		{
-			*version = DatumGetInt32(WfGetDatumNotNull(0, 1));
-			definition_id = DatumGetInt64(WfGetDatumNotNull(0, 2));
+			*version = DatumGetInt32(WfGetDatumNotNull(0, WF_DEF_BY_DIGEST_COL_VERSION));
+			definition_id = DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_BY_DIGEST_COL_DEFINITION_ID));
 			MemoryContextDelete(defcxt);
 			def = WfDefinitionGet(definition_id);
 			break;

@@ -40,6 +40,7 @@
 #include "api.h"
 #include "crypto.h"
 #include "jsonutil.h"
+#include "replay.h"
 #include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
@@ -48,6 +49,55 @@
 PG_FUNCTION_INFO_V1(wfengine_verify_run);
 PG_FUNCTION_INFO_V1(wfengine_verify_run_anchor);
 PG_FUNCTION_INFO_V1(wfengine_chain_heads);
+
+/* the statements of replay.c (registered by _PG_init: WfReplayPlans) */
+enum
+{
+	PLAN_RUN_GET = 0,
+	PLAN_TASKS_OF_RUN,
+	PLAN_RUN_IDENTITY,
+	PLAN_EVENTS_GET,
+	PLAN_CHAIN_HEADS
+};
+
+static const WfPlanSpec replay_plan_specs[] = {
+	[PLAN_RUN_GET] = {
+		"run_get",
+		"SELECT " WF_RUN_COLUMNS "FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {UUIDOID, TEXTOID}
+	},
+	[PLAN_TASKS_OF_RUN] = {
+		"tasks_of_run",
+		"SELECT t.task_id, t.step, t.attempt, t.status, t.fence, t.output, t.error "
+		"FROM wf.tasks t WHERE t.run_id OPERATOR(pg_catalog.=) $1 ORDER BY t.task_id",
+		1, {UUIDOID}
+	},
+	[PLAN_RUN_IDENTITY] = {
+		"run_identity",
+		"SELECT r.definition_name, r.definition_version, r.input, r.idempotency_key, r.created_at,"
+		" pg_catalog.encode(r.input_digest, 'hex') "
+		"FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) $1",
+		1, {UUIDOID}
+	},
+	[PLAN_EVENTS_GET] = {
+		"events_get",
+		"SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at,"
+		" e.hash, e.tenant_id FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
+		1, {UUIDOID}
+	},
+	[PLAN_CHAIN_HEADS] = {
+		"chain_heads",
+		"SELECT r.run_id, e.seq, e.hash FROM wf.runs r JOIN wf.events e"
+		" ON e.run_id OPERATOR(pg_catalog.=) r.run_id AND e.seq OPERATOR(pg_catalog.=) r.seq"
+		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 ORDER BY r.run_id",
+		1, {TEXTOID}
+	},
+};
+
+WfPlanTable WfReplayPlans = WF_PLAN_TABLE("replay", replay_plan_specs);
+
 
 /* an exported head of the run's chain the history must still extend */
 typedef struct Anchor
@@ -197,7 +247,7 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 	state->tenant_id = stored->tenant_id;
 
 	values[0] = UUIDPGetDatum(&stored->run_id);
-	n = WfExecPlan(WF_PLAN_EVENTS_GET, values, NULL, true, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfReplayPlans, PLAN_EVENTS_GET, values, NULL, true, 0, SPI_OK_SELECT);
 	if (n == 0)
 		return "The run has no events";
 
@@ -273,7 +323,7 @@ check_identity(const WfRunState *stored, ReplayLog *log)
 	char	   *ev_digest = WfJsonbGetText(log->started, "input_digest");
 
 	values[0] = UUIDPGetDatum(&stored->run_id);
-	if (WfExecPlan(WF_PLAN_RUN_IDENTITY, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfReplayPlans, PLAN_RUN_IDENTITY, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		return "The run row vanished";
 	defname = WfGetTextOrNull(0, 1);
 	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
@@ -307,7 +357,7 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 	int			live PG_USED_FOR_ASSERTS_ONLY = 0;
 
 	values[0] = UUIDPGetDatum(&stored->run_id);
-	n = WfExecPlan(WF_PLAN_TASKS_OF_RUN, values, NULL, true, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfReplayPlans, PLAN_TASKS_OF_RUN, values, NULL, true, 0, SPI_OK_SELECT);
 	if (n != (uint64) log->ntasks)
 		return psprintf("The history scheduled %d attempts of the run, wf.tasks holds %d",
 						log->ntasks, (int) n);
@@ -423,7 +473,7 @@ verify_run(pg_uuid_t *run_id, const Anchor *anchor)
 
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(WfCurrentTenant());
-	if (WfExecPlan(WF_PLAN_RUN_GET, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfReplayPlans, PLAN_RUN_GET, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		WfUnknownRun(run_id);
 	WfRunStateFromTuple(&stored, 0);
 
@@ -580,7 +630,7 @@ wfengine_chain_heads(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	WfApiBegin();
 	arg[0] = CStringGetTextDatum(tenant);
-	n = WfExecPlan(WF_PLAN_CHAIN_HEADS, arg, NULL, true, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfReplayPlans, PLAN_CHAIN_HEADS, arg, NULL, true, 0, SPI_OK_SELECT);
 	for (i = 0; i < n; i++)
 	{
 		pg_uuid_t  *run_id = DatumGetUUIDP(WfGetDatumNotNull(i, 1));

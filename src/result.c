@@ -59,6 +59,48 @@ PG_FUNCTION_INFO_V1(wfengine_complete_task);
 PG_FUNCTION_INFO_V1(wfengine_fail_task);
 PG_FUNCTION_INFO_V1(wfengine_heartbeat);
 
+/* the statements of result.c (registered by _PG_init: WfResultPlans) */
+enum
+{
+	PLAN_TASK_FINISH = 0,
+	PLAN_HEARTBEAT,
+	PLAN_TASK_PEEK
+};
+
+static const WfPlanSpec result_plan_specs[] = {
+	[PLAN_TASK_FINISH] = {
+		"task_finish",
+		"UPDATE wf.tasks t SET status = $3, output = $4, error = $5, finished_at = $6,"
+		" deadline_at = NULL "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.fence OPERATOR(pg_catalog.=) $2 "
+		"AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])",
+		6, {INT8OID, INT8OID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID}
+	},
+	[PLAN_HEARTBEAT] = {
+		"heartbeat",
+		"UPDATE wf.tasks t SET last_heartbeat_at = $4,"
+		" heartbeat_details = COALESCE($5, t.heartbeat_details),"
+		" lease_expires_at = $4 OPERATOR(pg_catalog.+) t.lease,"
+		" deadline_at = LEAST($4 OPERATOR(pg_catalog.+) t.lease, t.timeout_at,"
+		"  $4 OPERATOR(pg_catalog.+) t.heartbeat_timeout) "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.fence OPERATOR(pg_catalog.=) $2 "
+		"AND t.tenant_id OPERATOR(pg_catalog.=) $3 AND t.status OPERATOR(pg_catalog.=) 'leased' "
+		"RETURNING t.run_id, t.deadline_at, t.step,"
+		" (SELECT r.status FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) t.run_id)",
+		5, {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID, JSONBOID}
+	},
+	[PLAN_TASK_PEEK] = {
+		"task_peek",
+		"SELECT t.status, t.fence, r.status FROM wf.tasks t JOIN wf.runs r"
+		" ON r.run_id OPERATOR(pg_catalog.=) t.run_id "
+		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {INT8OID, TEXTOID}
+	},
+};
+
+WfPlanTable WfResultPlans = WF_PLAN_TABLE("result", result_plan_specs);
+
+
 /* what a worker reports */
 typedef struct WfReport
 {
@@ -84,7 +126,7 @@ finish_task_row(const WfReport *rep, TimestampTz now)
 	JsonbPGetDatum(rep->output), JsonbPGetDatum(rep->error), TimestampTzGetDatum(now)};
 	char		nulls[6] = {' ', ' ', ' ', rep->output ? ' ' : 'n', rep->error ? ' ' : 'n', ' '};
 
-	if (WfExecPlan(WF_PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
+	if (WfPlanExec(&WfResultPlans, PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "task %lld changed while locked", (long long) rep->task_id);
 }
 
@@ -400,7 +442,7 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 		values[4] = JsonbPGetDatum(details);
 	else
 		nulls[4] = 'n';
-	if (WfExecPlan(WF_PLAN_HEARTBEAT, values, nulls, false, 0,
+	if (WfPlanExec(&WfResultPlans, PLAN_HEARTBEAT, values, nulls, false, 0,
 				   SPI_OK_UPDATE_RETURNING) == 1)
 	{
 		bool		isnull;
@@ -420,7 +462,7 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 		int64		current_fence;
 
 		values[1] = CStringGetTextDatum(tenant);
-		if (WfExecPlan(WF_PLAN_TASK_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfResultPlans, PLAN_TASK_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("task %lld does not exist", (long long) task_id)));

@@ -13,6 +13,12 @@
 #ifndef WF_RESULT_H
 #define WF_RESULT_H
 
+#include "spi_util.h"
+
 extern void WfFailDamagedTask(int64 task_id, int64 fence, const char *message);
+
+
+/* the statements of result.c */
+extern PGDLLIMPORT WfPlanTable WfResultPlans;
 
 #endif							/* WF_RESULT_H */

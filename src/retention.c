@@ -39,6 +39,7 @@
 #include "guc.h"
 #include "jsonutil.h"
 #include "quota.h"
+#include "retention.h"
 #include "spi_util.h"
 #include "state.h"
 #include "transition.h"
@@ -46,6 +47,56 @@
 PG_FUNCTION_INFO_V1(wfengine_purging);
 PG_FUNCTION_INFO_V1(wfengine_purge_runs);
 PG_FUNCTION_INFO_V1(wfengine_set_legal_hold);
+
+/* the statements of retention.c (registered by _PG_init: WfRetentionPlans) */
+enum
+{
+	PLAN_PURGE = 0,
+	PLAN_RUN_SET_HOLD
+};
+
+static const WfPlanSpec retention_plan_specs[] = {
+	[PLAN_PURGE] = {
+		"purge",
+		"WITH victims AS ("
+		" SELECT r.run_id FROM wf.runs r JOIN wf.tenant_policies p"
+		" ON p.tenant_id OPERATOR(pg_catalog.=) r.tenant_id"
+		" WHERE r.finished_at IS NOT NULL AND p.retention IS NOT NULL"
+		" AND r.finished_at OPERATOR(pg_catalog.<) ($1 OPERATOR(pg_catalog.-) p.retention)"
+		" AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'terminated', 'cancelled', 'compensated'])"
+		" AND NOT r.legal_hold"
+		" ORDER BY r.finished_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED),"
+		" e AS (DELETE FROM wf.events x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" t AS (DELETE FROM wf.tasks x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" tm AS (DELETE FROM wf.timers x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" a AS (DELETE FROM wf.approvals x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" aa AS (DELETE FROM wf.approval_attempts x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" s AS (DELETE FROM wf.signals x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" c AS (DELETE FROM wf.correlations x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		/* buffered events past their retention, of every tenant (events.c) */
+		" be AS (DELETE FROM wf.buffered_events x WHERE x.expires_at OPERATOR(pg_catalog.<=) $1),"
+		" se AS (DELETE FROM wf.suppressed_events x"
+		"  WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		" df AS (DELETE FROM wf.decide_failures x"
+		"  WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
+		/* approver counters of a past window that kept nothing from the audit */
+		" dfa AS (DELETE FROM wf.decide_failures x WHERE x.run_id IS NULL"
+		"  AND x.last_at OPERATOR(pg_catalog.<=) $3 AND x.suppressed OPERATOR(pg_catalog.=) 0"
+		"  AND x.throttled OPERATOR(pg_catalog.=) 0) "
+		"DELETE FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v) RETURNING r.run_id",
+		3, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
+	},
+	[PLAN_RUN_SET_HOLD] = {
+		"run_set_hold",
+		"UPDATE wf.runs r SET legal_hold = $2 FROM wf.runs o "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND o.run_id OPERATOR(pg_catalog.=) r.run_id "
+		"RETURNING o.legal_hold",
+		2, {UUIDOID, BOOLOID}
+	},
+};
+
+WfPlanTable WfRetentionPlans = WF_PLAN_TABLE("retention", retention_plan_specs);
+
 
 /* true only inside wfengine_purge_runs's statement */
 static bool purging = false;
@@ -82,7 +133,7 @@ wfengine_purge_runs(PG_FUNCTION_ARGS)
 	purging = true;
 	PG_TRY();
 	{
-		n = WfExecPlan(WF_PLAN_PURGE, values, NULL, false, 0, SPI_OK_DELETE_RETURNING);
+		n = WfPlanExec(&WfRetentionPlans, PLAN_PURGE, values, NULL, false, 0, SPI_OK_DELETE_RETURNING);
 	}
 	PG_FINALLY();
 	{
@@ -118,7 +169,7 @@ wfengine_set_legal_hold(PG_FUNCTION_ARGS)
 	WfRunCommandBeginCall(&cmd, fcinfo, 2, &legal_hold_spec);
 	values[0] = UUIDPGetDatum(cmd.run_id);
 	values[1] = BoolGetDatum(hold);
-	if (WfExecPlan(WF_PLAN_RUN_SET_HOLD, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
+	if (WfPlanExec(&WfRetentionPlans, PLAN_RUN_SET_HOLD, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING) != 1)
 		WfUnknownRun(cmd.run_id);
 	old = DatumGetBool(WfGetDatumNotNull(0, 1));
 

@@ -47,6 +47,7 @@
 #include "jsonutil.h"
 #include "notify.h"
 #include "quota.h"
+#include "run.h"
 #include "runstore.h"
 #include "sensitive.h"
 #include "spi_util.h"
@@ -60,6 +61,41 @@ PG_FUNCTION_INFO_V1(wfengine_run_status);
 PG_FUNCTION_INFO_V1(wfengine_terminate_run);
 PG_FUNCTION_INFO_V1(wfengine_update_context);
 PG_FUNCTION_INFO_V1(wfengine_signal);
+
+/* the statements of run.c (registered by _PG_init: WfRunPlans) */
+enum
+{
+	PLAN_DEF_LATEST = 0,
+	PLAN_RUN_BY_KEY,
+	PLAN_RUN_STATUS
+};
+
+static const WfPlanSpec run_plan_specs[] = {
+	[PLAN_DEF_LATEST] = {
+		"def_latest",
+		"SELECT d.definition_id, d.version FROM wf.definitions d "
+		"WHERE d.tenant_id OPERATOR(pg_catalog.=) $1 AND d.name OPERATOR(pg_catalog.=) $2 "
+		"ORDER BY d.version DESC LIMIT 1",
+		2, {TEXTOID, TEXTOID}
+	},
+	[PLAN_RUN_BY_KEY] = {
+		"run_by_key",
+		"SELECT r.run_id, r.definition_name, r.input, r.definition_version, r.definition_id,"
+		" r.input_digest FROM wf.runs r "
+		"WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 "
+		"AND r.idempotency_key OPERATOR(pg_catalog.=) $2",
+		2, {TEXTOID, TEXTOID}
+	},
+	[PLAN_RUN_STATUS] = {
+		"run_status",
+		"SELECT r.status FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {UUIDOID, TEXTOID}
+	},
+};
+
+WfPlanTable WfRunPlans = WF_PLAN_TABLE("run", run_plan_specs);
+
 
 
 
@@ -116,7 +152,7 @@ existing_run(const char *tenant, const char *defname, const char *key,
 
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = CStringGetTextDatum(key);
-	if (WfExecPlan(WF_PLAN_RUN_BY_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1 &&
+	if (WfPlanExec(&WfRunPlans, PLAN_RUN_BY_KEY, values, NULL, false, 1, SPI_OK_SELECT) != 1 &&
 		!must_exist)
 		return NULL;
 	if (SPI_processed != 1)
@@ -198,7 +234,7 @@ pin_version(const char *tenant, const StartRequest *req, int32 *version)
 	values[1] = CStringGetTextDatum(req->defname);
 	if (!req->version_given)
 	{
-		if (WfExecPlan(WF_PLAN_DEF_LATEST, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfRunPlans, PLAN_DEF_LATEST, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("definition \"%s\" does not exist", req->defname),
@@ -340,7 +376,7 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	values[0] = UUIDPGetDatum(run_id);
 	values[1] = CStringGetTextDatum(WfCurrentTenant());
-	if (WfExecPlan(WF_PLAN_RUN_STATUS, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+	if (WfPlanExec(&WfRunPlans, PLAN_RUN_STATUS, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		WfUnknownRun(run_id);
 	PG_RETURN_DATUM(WfApiReturn(WfGetDatumNotNull(0, 1), false, -1));
 }

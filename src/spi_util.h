@@ -15,47 +15,7 @@
 
 #include "executor/spi.h"
 
-/* one entry per statement; the text lives in spi_util.c */
-typedef enum WfPlanId
-{
-	WF_PLAN_DEF_LATEST = 0,
-	WF_PLAN_DEF_BY_DIGEST,
-	WF_PLAN_RUN_BY_KEY,
-	WF_PLAN_RUN_GET,
-	WF_PLAN_RUN_STATUS,
-	WF_PLAN_TASK_FINISH,
-	WF_PLAN_TASKS_OF_RUN,
-	WF_PLAN_RUN_IDENTITY,
-	WF_PLAN_CLAIM,
-	WF_PLAN_EVENTS_GET,
-	WF_PLAN_HEARTBEAT,
-	WF_PLAN_APPROVALS_PENDING,
-	WF_PLAN_APPROVAL_SET_TOKEN,
-	WF_PLAN_APPROVAL_BY_HASH,
-	WF_PLAN_APPROVAL_CONSUME,
-	WF_PLAN_ATTEMPT_INSERT,
-	WF_PLAN_DECIDE_LOCKED,
-	WF_PLAN_DECIDE_THROTTLE,
-	WF_PLAN_DECIDE_FAILURE,
-	WF_PLAN_APPROVALS_REVOKE_TOKENS,
-	WF_PLAN_APPROVALS_REMOVE,
-	WF_PLAN_APPROVALS_ADD,
-	WF_PLAN_APPROVAL_EXPIRES,
-	WF_PLAN_TASK_PEEK,
-	WF_PLAN_TIMERS_UNHOLD,
-	WF_PLAN_MIGRATION_PROBLEM,
-	WF_PLAN_RUN_SET_VERSION,
-	WF_PLAN_PURGE,
-	WF_PLAN_RUN_SET_HOLD,
-	WF_PLAN_NEXT_AVAILABLE,
-	WF_PLAN_EVENT_RUNS,
-	WF_PLAN_BUFFERED_EXISTS,
-	WF_PLAN_BUFFERED_INSERT,
-	WF_PLAN_CHAIN_HEADS,
-	WF_PLAN_COUNT				/* must be last */
-} WfPlanId;
 
-extern const char *WfPlanSql(WfPlanId id);
 
 /*
  * The statements of one subsystem, next to the code that reads them: a
@@ -102,9 +62,6 @@ extern bool WfParseTimestamp(const char *text, TimestampTz *result);
 /* the low bits of a fence: a value of wf.fence_seq (see WfFenceBase) */
 #define WF_FENCE_SEQ_BITS 44
 extern int64 WfFenceBase(void);
-extern uint64 WfExecPlan(WfPlanId id, Datum *values, const char *nulls,
-						 bool read_only, long tcount, int expected_rc);
-extern uint64 WfExecPlanFresh(WfPlanId id, Datum *values, const char *nulls, long tcount);
 extern Datum WfGetDatum(int row, int col, bool *isnull);
 extern Datum WfGetDatumNotNull(int row, int col);
 extern char *WfGetTextOrNull(int row, int col);

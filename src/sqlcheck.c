@@ -261,8 +261,7 @@ wfengine_unqualified_names(PG_FUNCTION_ARGS)
 		check_statement(&c, 0, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 		return (Datum) 0;
 	}
-	for (id = 0; id < WF_PLAN_COUNT; id++)
-		check_statement(&c, id + 1, WfPlanSql((WfPlanId) id));
+	id = 0;
 	for (t = WfPlanTables(); t != NULL; t = t->next)
 		for (i = 0; i < t->nspecs; i++)
 			check_statement(&c, ++id, t->specs[i].sql);

@@ -32,16 +32,25 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
+#include "approval_api.h"
+#include "claim.h"
 #include "correlate.h"
 #include "crypto.h"
 #include "ddlguard.h"
 #include "defcompile.h"
 #include "definition.h"
+#include "events.h"
 #include "guc.h"
 #include "launcher.h"
+#include "migrate.h"
 #include "notify.h"
+#include "operator.h"
 #include "publish.h"
 #include "quota.h"
+#include "replay.h"
+#include "result.h"
+#include "retention.h"
+#include "run.h"
 #include "runstore.h"
 #include "sensitive.h"
 #include "shmem.h"
@@ -71,11 +80,20 @@ void		_PG_init(void);
  */
 static WfPlanTable *const plan_table_list[] =
 {
+	&WfApprovalApiPlans,
+	&WfClaimPlans,
 	&WfCorrelatePlans,
 	&WfDefinitionPlans,
+	&WfEventsPlans,
+	&WfMigratePlans,
 	&WfNotifyPlans,
+	&WfOperatorPlans,
 	&WfPublishPlans,
 	&WfQuotaPlans,
+	&WfReplayPlans,
+	&WfResultPlans,
+	&WfRetentionPlans,
+	&WfRunPlans,
 	&WfRunstorePlans,
 	&WfSensitivePlans,
 	&WfStepApprovalPlans,

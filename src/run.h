@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * run.h
+ *	  Starting runs, their status, terminate, context updates and signals.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/run.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_RUN_H
+#define WF_RUN_H
+
+#include "spi_util.h"
+
+/* the statements of run.c */
+extern PGDLLIMPORT WfPlanTable WfRunPlans;
+
+#endif							/* WF_RUN_H */
