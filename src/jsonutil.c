@@ -113,22 +113,18 @@ WfJbText(WfJsonBuilder *b, const char *key, const char *value)
 void
 WfJbInt(WfJsonBuilder *b, const char *key, int64 value)
 {
-	JsonbValue	v;
+	JsonbValue	v = {.type = jbvNumeric, .val.numeric = int64_to_numeric(value)};
 
 	jb_key(b, key);
-	v.type = jbvNumeric;
-	v.val.numeric = int64_to_numeric(value);
 	pushJsonbValue(&b->state, WJB_VALUE, &v);
 }
 
 void
 WfJbBool(WfJsonBuilder *b, const char *key, bool value)
 {
-	JsonbValue	v;
+	JsonbValue	v = {.type = jbvBool, .val.boolean = value};
 
 	jb_key(b, key);
-	v.type = jbvBool;
-	v.val.boolean = value;
 	pushJsonbValue(&b->state, WJB_VALUE, &v);
 }
 

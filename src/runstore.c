@@ -259,15 +259,22 @@ WfEventArrays(WfTransition *tr, Datum *values)
 }
 
 /*
- * interval_datum makes an interval of usec microseconds.
+ * interval_param sets a parameter to an interval of usec microseconds, or
+ * to NULL when usec is 0 (no timeout).
  */
-static Datum
-interval_datum(int64 usec)
+static void
+interval_param(int64 usec, Datum *value, char *null)
 {
-	Interval   *iv = palloc0(sizeof(Interval));
+	Interval   *iv;
 
+	if (usec <= 0)
+	{
+		*null = 'n';
+		return;
+	}
+	iv = palloc0(sizeof(Interval));
 	iv->time = usec;
-	return IntervalPGetDatum(iv);
+	*value = IntervalPGetDatum(iv);
 }
 
 /*
@@ -301,18 +308,9 @@ WfTaskValues(WfTransition *tr, Datum *values, char *nulls)
 	values[6] = TimestampTzGetDatum(t->available_at);
 	values[7] = CStringGetTextDatum(t->idempotency_key);
 	values[8] = JsonbPGetDatum(t->input);
-	if (t->schedule_to_start > 0)
-		values[9] = interval_datum(t->schedule_to_start);
-	else
-		nulls[9] = 'n';
-	if (t->start_to_close > 0)
-		values[10] = interval_datum(t->start_to_close);
-	else
-		nulls[10] = 'n';
-	if (t->heartbeat > 0)
-		values[11] = interval_datum(t->heartbeat);
-	else
-		nulls[11] = 'n';
+	interval_param(t->schedule_to_start, &values[9], &nulls[9]);
+	interval_param(t->start_to_close, &values[10], &nulls[10]);
+	interval_param(t->heartbeat, &values[11], &nulls[11]);
 }
 
 /*

@@ -35,7 +35,6 @@ static void
 choice_enter(WfTransition *tr, int step_index)
 {
 	const WfStepDef *sd = &tr->def->steps[step_index];
-	WfJsonBuilder b;
 	WfJsonBuilder ob;
 	int			chosen = -1;
 	int			next = sd->next;
@@ -56,11 +55,8 @@ choice_enter(WfTransition *tr, int step_index)
 	else
 		WfJbText(&ob, "choice", "default");
 	WfJbText(&ob, "next", next == WF_STEP_END ? NULL : tr->def->steps[next].name);
-	WfJbBegin(&b);
-	WfJbInt(&b, "visit", WfNextVisit(tr->run, sd->name));
-	WfJbJsonb(&b, "output", WfJbEnd(&ob));
-	WfAppendEvent(tr, WF_EV_CHOICE_MADE, sd->name, 0, WfJbEnd(&b));
-	WfAdvanceTo(tr, step_index, next);
+	WfFinishVisit(tr, step_index, WF_EV_CHOICE_MADE, WfNextVisit(tr->run, sd->name),
+				  WfJbEnd(&ob), next, false);
 }
 
 const WfStepKindOps WfChoiceStepKind = {

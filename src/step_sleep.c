@@ -91,17 +91,13 @@ sleep_timer_fired(WfTransition *tr, int step_index, WfTimerKind kind,
 {
 	const WfStepDef *sd = &tr->def->steps[step_index];
 	WfJsonBuilder ob;
-	WfJsonBuilder b;
 
 	if (kind != WF_TIMER_SLEEP)
 		return false;
 	WfJbBegin(&ob);
 	WfJbTimestamp(&ob, "until", due_at);
-	WfJbBegin(&b);
-	WfJbInt(&b, "visit", WfJsonbGetInt(payload, "visit", 1));
-	WfJbJsonb(&b, "output", WfJbEnd(&ob));
-	WfAppendEvent(tr, WF_EV_SLEEP_FINISHED, sd->name, 0, WfJbEnd(&b));
-	WfAdvance(tr, step_index);
+	WfFinishVisit(tr, step_index, WF_EV_SLEEP_FINISHED,
+				  (int32) WfJsonbGetInt(payload, "visit", 1), WfJbEnd(&ob), sd->next, false);
 	return true;
 }
 

@@ -222,18 +222,13 @@ wait_timer_fired(WfTransition *tr, int step_index, WfTimerKind kind,
 {
 	const WfStepDef *sd = &tr->def->steps[step_index];
 	WfJsonBuilder ob;
-	WfJsonBuilder b;
 
 	if (kind != WF_TIMER_STEP_TIMEOUT || sd->expiry_next == WF_STEP_END)
 		return false;
 	WfJbBegin(&ob);
 	WfJbBool(&ob, "timed_out", true);
-	WfJbBegin(&b);
-	WfJbInt(&b, "visit", WfNextVisit(tr->run, sd->name));
-	WfJbText(&b, "next", tr->def->steps[sd->expiry_next].name);
-	WfJbJsonb(&b, "output", WfJbEnd(&ob));
-	WfAppendEvent(tr, WF_EV_WAIT_TIMED_OUT, sd->name, 0, WfJbEnd(&b));
-	WfAdvanceTo(tr, step_index, sd->expiry_next);
+	WfFinishVisit(tr, step_index, WF_EV_WAIT_TIMED_OUT, WfNextVisit(tr->run, sd->name),
+				  WfJbEnd(&ob), sd->expiry_next, true);
 	return true;
 }
 

@@ -508,6 +508,27 @@ WfRetryDelay(const WfRetryPolicy *rp, int32 attempt)
 }
 
 /*
+ * WfFinishVisit ends the current visit of the step at step_index, a step
+ * that ran no task: type records it with the visit's output (and, when
+ * name_next, the step it goes to), and the run moves to next.
+ */
+void
+WfFinishVisit(WfTransition *tr, int step_index, WfEventType type, int32 visit,
+			  Jsonb *output, int next, bool name_next)
+{
+	const char *step = tr->def->steps[step_index].name;
+	WfJsonBuilder b;
+
+	WfJbBegin(&b);
+	WfJbInt(&b, "visit", visit);
+	if (name_next)
+		WfJbText(&b, "next", next == WF_STEP_END ? NULL : tr->def->steps[next].name);
+	WfJbJsonb(&b, "output", output);
+	WfAppendEvent(tr, type, step, 0, WfJbEnd(&b));
+	WfAdvanceTo(tr, step_index, next);
+}
+
+/*
  * WfAdvance moves the run past the step at from_step (just completed):
  * it schedules the successor or completes the run.  from_step -1 starts
  * the run at its first step.

@@ -135,6 +135,8 @@ extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 extern void WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit,
 						   int32 attempt, TimestampTz available_at, Jsonb *input);
 extern void WfEnterStep(WfTransition *tr, int step_index);
+extern void WfFinishVisit(WfTransition *tr, int step_index, WfEventType type, int32 visit,
+						  Jsonb *output, int next, bool name_next);
 extern void WfAdvance(WfTransition *tr, int from_step);
 extern void WfAdvanceTo(WfTransition *tr, int from_step, int next);
 extern void WfWithdrawCurrentTask(WfTransition *tr, const char *reason);
