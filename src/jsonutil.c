@@ -96,17 +96,15 @@ WfJbBegin(WfJsonBuilder *b)
 void
 WfJbText(WfJsonBuilder *b, const char *key, const char *value)
 {
-	JsonbValue	v;
+	JsonbValue	v = {.type = jbvNull};
 
-	jb_key(b, key);
-	if (value == NULL)
-		v.type = jbvNull;
-	else
+	if (value != NULL)
 	{
 		v.type = jbvString;
 		v.val.string.val = (char *) value;
 		v.val.string.len = strlen(value);
 	}
+	jb_key(b, key);
 	pushJsonbValue(&b->state, WJB_VALUE, &v);
 }
 
@@ -149,12 +147,10 @@ WfJbTimestamp(WfJsonBuilder *b, const char *key, TimestampTz value)
 void
 WfJbJsonb(WfJsonBuilder *b, const char *key, Jsonb *value)
 {
-	JsonbValue	v;
+	JsonbValue	v = {.type = jbvNull};
 
 	jb_key(b, key);
-	if (value == NULL)
-		v.type = jbvNull;
-	else
+	if (value != NULL)
 	{
 		v.type = jbvBinary;
 		v.val.binary.data = &value->root;

@@ -167,58 +167,30 @@ value_of(const char *const *names, int first, int last, const char *name)
 }
 
 /*
- * WfRunStatusName returns the stored name of a run status.
+ * WF_NAMES defines the two functions of one kind of stored name: Name(v)
+ * returns the stored name of value v (an internal error for a value out
+ * of range), FromName(name) maps a stored name back to its value, or 0
+ * for a name it does not know.  Values first..last have names; FromName
+ * answers from from_first on (a run's status "none" is never stored).
  */
-const char *
-WfRunStatusName(WfRunStatus status)
-{
-	return name_of(run_status_names, WF_RUN_NONE, WF_RUN_LAST, status, "run status");
+#define WF_NAMES(Type, Name, FromName, names, first, from_first, last, what) \
+const char * \
+Name(Type value) \
+{ \
+	return name_of(names, first, last, value, what); \
+} \
+Type \
+FromName(const char *name) \
+{ \
+	return (Type) value_of(names, from_first, last, name); \
 }
 
-/*
- * WfRunStatusFromName maps a stored status name back, or WF_RUN_NONE.
- */
-WfRunStatus
-WfRunStatusFromName(const char *name)
-{
-	return (WfRunStatus) value_of(run_status_names, WF_RUN_RUNNING, WF_RUN_LAST, name);
-}
-
-/*
- * WfEventTypeName returns the stored name of an event type.
- */
-const char *
-WfEventTypeName(WfEventType type)
-{
-	return name_of(event_type_names, WF_EV_RUN_STARTED, WF_EV_LAST, type, "event type");
-}
-
-/*
- * WfEventTypeFromName maps a stored event type name back, or 0.
- */
-WfEventType
-WfEventTypeFromName(const char *name)
-{
-	return (WfEventType) value_of(event_type_names, WF_EV_RUN_STARTED, WF_EV_LAST, name);
-}
-
-/*
- * WfTimerKindName returns the stored name of a timer kind.
- */
-const char *
-WfTimerKindName(WfTimerKind kind)
-{
-	return name_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_CHILD_DONE, kind, "timer kind");
-}
-
-/*
- * WfTimerKindFromName maps a stored timer kind back, or 0.
- */
-WfTimerKind
-WfTimerKindFromName(const char *name)
-{
-	return (WfTimerKind) value_of(timer_kind_names, WF_TIMER_RETRY, WF_TIMER_CHILD_DONE, name);
-}
+WF_NAMES(WfRunStatus, WfRunStatusName, WfRunStatusFromName, run_status_names,
+		 WF_RUN_NONE, WF_RUN_RUNNING, WF_RUN_LAST, "run status")
+WF_NAMES(WfEventType, WfEventTypeName, WfEventTypeFromName, event_type_names,
+		 WF_EV_RUN_STARTED, WF_EV_RUN_STARTED, WF_EV_LAST, "event type")
+WF_NAMES(WfTimerKind, WfTimerKindName, WfTimerKindFromName, timer_kind_names,
+		 WF_TIMER_RETRY, WF_TIMER_RETRY, WF_TIMER_CHILD_DONE, "timer kind")
 
 /*
  * WfMergeInput returns context with the patch merged into $.input: each

@@ -347,9 +347,7 @@ approval_task_completed(WfTransition *tr, int step_index, const WfTaskResult *re
 	WfJsonBuilder b;
 
 	WfJbBegin(&b);
-	WfJbInt(&b, "task_id", res->task_id);
-	WfJbInt(&b, "fence", res->fence);
-	WfJbText(&b, "worker", res->worker);
+	WfJbTaskResult(&b, res);
 	WfJbJsonb(&b, "output", res->output);
 	WfAppendEvent(tr, WF_EV_APPROVAL_NOTIFIED, tr->def->steps[step_index].name,
 				  tr->run->current_attempt, WfJbEnd(&b));

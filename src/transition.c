@@ -391,9 +391,7 @@ fail_attempt(WfTransition *tr, const WfStepDef *sd, int step_index,
 		next_at = tr->now + WfRetryDelay(rp, counted);
 
 	WfJbBegin(&b);
-	WfJbInt(&b, "task_id", res->task_id);
-	WfJbInt(&b, "fence", res->fence);
-	WfJbText(&b, "worker", res->worker);
+	WfJbTaskResult(&b, res);
 	WfJbInt(&b, "visit", res->visit);
 	WfJbJsonb(&b, "error", res->error);
 	WfJbBool(&b, "retryable", res->retryable);
@@ -586,6 +584,18 @@ WfAdvanceTo(WfTransition *tr, int from_step, int next)
 
 
 /*
+ * WfJbTaskResult adds what names a reported result to an event payload:
+ * the task, the fence of the lease it was reported under, the worker.
+ */
+void
+WfJbTaskResult(WfJsonBuilder *b, const WfTaskResult *res)
+{
+	WfJbInt(b, "task_id", res->task_id);
+	WfJbInt(b, "fence", res->fence);
+	WfJbText(b, "worker", res->worker);
+}
+
+/*
  * WfTaskCompleted records task_completed for the accepted result of the
  * live attempt of sd (a step of the definition, or a compensation).
  */
@@ -595,9 +605,7 @@ WfTaskCompleted(WfTransition *tr, const WfStepDef *sd, const WfTaskResult *res)
 	WfJsonBuilder b;
 
 	WfJbBegin(&b);
-	WfJbInt(&b, "task_id", res->task_id);
-	WfJbInt(&b, "fence", res->fence);
-	WfJbText(&b, "worker", res->worker);
+	WfJbTaskResult(&b, res);
 	WfJbInt(&b, "visit", res->visit);
 	WfJbJsonb(&b, "output", res->output);
 	WfAppendEvent(tr, WF_EV_TASK_COMPLETED, sd->name, tr->run->current_attempt,

@@ -20,6 +20,7 @@
 #include "utils/timestamp.h"
 
 #include "definition.h"
+#include "jsonutil.h"
 #include "state.h"
 
 /* what a transition does to the run's live child runs once written */
@@ -146,6 +147,7 @@ extern void WfTerminateRun(WfTransition *tr, const char *reason);
 extern int64 WfRetryDelay(const WfRetryPolicy *rp, int32 attempt);
 
 /* what happens to a run: results, timers, deadlines, commands */
+extern void WfJbTaskResult(WfJsonBuilder *b, const WfTaskResult *res);
 extern void WfTaskCompleted(WfTransition *tr, const WfStepDef *sd, const WfTaskResult *res);
 extern void WfApplyResult(WfTransition *tr, int step_index, const WfTaskResult *res);
 extern void WfApplyHeldResult(WfTransition *tr, int step_index, const char *task_status);
