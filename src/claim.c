@@ -175,10 +175,8 @@ WfPlanTable WfClaimPlans = WF_PLAN_TABLE("claim", claim_plan_specs);
 /* how often a waiting claim looks for the queue's next available task */
 #define WF_CLAIM_LOOK_MS 1000
 
-/* backend state of waiting claims */
-#if PG_VERSION_NUM >= 170000
+/* backend state of waiting claims: their wait event */
 static uint32 claim_wait_event = 0;
-#endif
 
 /* forward declarations */
 static int64 claim_wait_us(FunctionCallInfo fcinfo);
@@ -243,13 +241,7 @@ claim_next_wake(Datum tenant, Datum queue, TimestampTz now)
 static uint32
 claim_wait_event_info(void)
 {
-#if PG_VERSION_NUM >= 170000
-	if (claim_wait_event == 0)
-		claim_wait_event = WaitEventExtensionNew("WfengineClaimWait");
-	return claim_wait_event;
-#else
-	return PG_WAIT_EXTENSION;
-#endif
+	return WfNamedWaitEvent("WfengineClaimWait", &claim_wait_event);
 }
 
 /*

@@ -240,12 +240,23 @@ WfNoteForgetIfEmpty(WfDbNote *note, TimestampTz now)
 uint32
 WfWaitEvent(void)
 {
-#if PG_VERSION_NUM >= 170000
 	static uint32 event = 0;
 
-	if (event == 0)
-		event = WaitEventExtensionNew("WfengineMain");
-	return event;
+	return WfNamedWaitEvent("WfengineMain", &event);
+}
+
+/*
+ * WfNamedWaitEvent returns the wait event called name (PostgreSQL 17 and
+ * later; before, every wait is "Extension"), creating it on first use and
+ * keeping it in *cache.
+ */
+uint32
+WfNamedWaitEvent(const char *name, uint32 *cache)
+{
+#if PG_VERSION_NUM >= 170000
+	if (*cache == 0)
+		*cache = WaitEventExtensionNew(name);
+	return *cache;
 #else
 	return PG_WAIT_EXTENSION;
 #endif

@@ -125,5 +125,6 @@ extern void WfNoteForgetIfEmpty(WfDbNote *note, TimestampTz now);
 
 /* the wait event the background processes and the DDL guard sleep under */
 extern uint32 WfWaitEvent(void);
+extern uint32 WfNamedWaitEvent(const char *name, uint32 *cache);
 
 #endif							/* WF_SHMEM_H */
