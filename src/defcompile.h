@@ -44,6 +44,9 @@ typedef enum WfStepType
 	WF_STEP_COMPENSATION = 8		/* "compensate:<step>": the undoing of a task step */
 } WfStepType;
 
+/* slots for tables by step type (the step kinds, their rows of a transition) */
+#define WF_STEP_KIND_SLOTS 16
+
 /* task priorities run from -WF_MAX_PRIORITY to WF_MAX_PRIORITY; 0 by default */
 #define WF_MAX_PRIORITY 100
 

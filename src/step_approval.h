@@ -16,6 +16,7 @@
 #include "spi_util.h"
 
 #include "stepkind.h"
+#include "transition.h"
 
 /* an approval step has at most this many approvers */
 #define WF_MAX_APPROVERS 100

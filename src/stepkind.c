@@ -14,7 +14,6 @@
 
 #include "defcompile.h"
 #include "stepkind.h"
-#include "transition.h"
 
 /* the ops of each step type, filled at load time (WfRegisterStepKind) */
 static const WfStepKindOps *step_kinds[WF_STEP_KIND_SLOTS];
@@ -84,7 +83,7 @@ WfUndo(void)
  * just written.
  */
 void
-WfStepKindsWrite(WfTransition *tr)
+WfStepKindsWrite(struct WfTransition *tr)
 {
 	int			i;
 

@@ -17,7 +17,11 @@
 #include "utils/timestamp.h"
 
 #include "definition.h"
-#include "transition.h"
+#include "state.h"
+
+/* transition.h; named here only through pointers */
+struct WfTransition;
+struct WfTaskResult;
 
 /*
  * One WfStepKindOps per step kind, registered at load time (wfengine.c's
@@ -39,21 +43,21 @@ typedef struct WfStepKindOps
 	bool		undoes;
 
 	/* the run enters a new visit of the step */
-	void		(*enter) (WfTransition *tr, int step_index);
+	void		(*enter) (struct WfTransition *tr, int step_index);
 
 	/*
 	 * The step's live task attempt completed (a worker's accepted result,
 	 * or one held while the run was paused).  NULL: task_completed is
 	 * recorded and the run moves past the step.
 	 */
-	void		(*task_completed) (WfTransition *tr, int step_index,
-								   const WfTaskResult *res);
+	void		(*task_completed) (struct WfTransition *tr, int step_index,
+								   const struct WfTaskResult *res);
 
 	/*
 	 * The step's task attempts gave up (its retry policy is spent, or the
 	 * engine stopped it).  NULL: the run fails at the step.
 	 */
-	void		(*task_gave_up) (WfTransition *tr, int step_index,
+	void		(*task_gave_up) (struct WfTransition *tr, int step_index,
 								 const char *reason, Jsonb *error, int32 attempt);
 
 	/*
@@ -70,7 +74,7 @@ typedef struct WfStepKindOps
 	 * timeout, an approval's expiry, a child run's end.  NULL (or a kind
 	 * it does not handle, false): a step timeout fails the run.
 	 */
-	bool		(*timer_fired) (WfTransition *tr, int step_index, WfTimerKind kind,
+	bool		(*timer_fired) (struct WfTransition *tr, int step_index, WfTimerKind kind,
 								Jsonb *payload, TimestampTz due_at);
 
 	/*
@@ -78,19 +82,19 @@ typedef struct WfStepKindOps
 	 * withdraws what it runs (reason: the withdrawal's) and releases what
 	 * the visit holds.  NULL: nothing beyond the core's.
 	 */
-	void		(*leave) (WfTransition *tr, int step_index, const char *reason);
+	void		(*leave) (struct WfTransition *tr, int step_index, const char *reason);
 
 	/*
 	 * wf.resume_run: the paused run has no live attempt at the step; it
 	 * takes up what the pause stopped.  NULL: nothing to take up.
 	 */
-	void		(*resume) (WfTransition *tr, int step_index);
+	void		(*resume) (struct WfTransition *tr, int step_index);
 
 	/*
 	 * The transition's statement is written: the kind writes its own rows
 	 * (called for every registered kind, once, in table order).
 	 */
-	void		(*write) (WfTransition *tr);
+	void		(*write) (struct WfTransition *tr);
 } WfStepKindOps;
 
 /*
@@ -100,9 +104,9 @@ typedef struct WfStepKindOps
  */
 typedef struct WfUndoOps
 {
-	void		(*settle) (WfTransition *tr, const char *settled_step,
+	void		(*settle) (struct WfTransition *tr, const char *settled_step,
 						   int32 settled_visit);
-	void		(*compensate_failure) (WfTransition *tr, const char *step,
+	void		(*compensate_failure) (struct WfTransition *tr, const char *step,
 									   int32 attempt, const char *reason,
 									   Jsonb *error);
 } WfUndoOps;
@@ -111,6 +115,6 @@ extern void WfRegisterStepKind(WfStepType type, const WfStepKindOps *ops);
 extern void WfRegisterUndo(const WfUndoOps *ops);
 extern const WfStepKindOps *WfStepKindFor(const WfStepDef *sd);
 extern const WfUndoOps *WfUndo(void);
-extern void WfStepKindsWrite(WfTransition *tr);
+extern void WfStepKindsWrite(struct WfTransition *tr);
 
 #endif							/* WF_STEPKIND_H */

@@ -61,9 +61,6 @@ typedef struct WfNewTimer
 
 #define WF_MAX_TRANSITION_EVENTS 8
 
-/* slots of WfTransition.kind_writes: one per WfStepType, and spare */
-#define WF_STEP_KIND_SLOTS 16
-
 /* the events and writes of one transaction on one run */
 typedef struct WfTransition
 {
