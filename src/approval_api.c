@@ -736,7 +736,7 @@ wfengine_decide(PG_FUNCTION_ARGS)
 		WfEvaluateApprovalPolicy(&tr, idx, d.visit, d.approver);
 	}
 	else if ((stored = note_failure(tenant, d.approver, d.hash, &d.run_id, now)) &&
-			 !WfSuppressAuditEvent(&tr, WF_EV_DECISION_REFUSED))
+			 !WfSuppressAuditEvent(tr.run, WF_EV_DECISION_REFUSED, tr.now))
 		append_decision(&tr, &d, outcome);
 
 	WfTransitionWrite(&tr);

@@ -96,7 +96,6 @@
 #include "shmem.h"
 #include "spi_util.h"
 #include "state.h"
-#include "transition.h"
 
 /* the statements of quota.c (registered by _PG_init: WfQuotaPlans) */
 enum
@@ -479,16 +478,16 @@ WfCheckEventQuota(WfRunState *run, const char *hint)
  * nothing; otherwise false.  Inside an API call, with the run locked.
  */
 bool
-WfSuppressAuditEvent(WfTransition *tr, WfEventType type)
+WfSuppressAuditEvent(const WfRunState *run, WfEventType type, TimestampTz now)
 {
 	Datum		values[4];
 
-	if (!WfEventsAtLimit(tr->run))
+	if (!WfEventsAtLimit(run))
 		return false;
-	values[0] = CStringGetTextDatum(tr->run->tenant_id);
-	values[1] = UUIDPGetDatum(&tr->run->run_id);
+	values[0] = CStringGetTextDatum(run->tenant_id);
+	values[1] = UUIDPGetDatum(&run->run_id);
 	values[2] = CStringGetTextDatum(WfEventTypeName(type));
-	values[3] = TimestampTzGetDatum(tr->now);
+	values[3] = TimestampTzGetDatum(now);
 	WfPlanExec(&WfQuotaPlans, PLAN_SUPPRESSED_EVENT, values, NULL, false, 0, SPI_OK_INSERT);
 	return true;
 }

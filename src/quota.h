@@ -19,7 +19,6 @@
 #include "utils/uuid.h"
 
 #include "state.h"
-#include "transition.h"
 
 extern bool WfStartQuotaSet(const char *tenant);
 extern void WfCheckStartQuota(const char *tenant);
@@ -33,7 +32,7 @@ extern void WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 extern void WfQuotaInit(void);
 extern bool WfEventsAtLimit(const WfRunState *run);
 extern void WfCheckEventQuota(WfRunState *run, const char *hint);
-extern bool WfSuppressAuditEvent(WfTransition *tr, WfEventType type);
+extern bool WfSuppressAuditEvent(const WfRunState *run, WfEventType type, TimestampTz now);
 extern int32 WfCheckBufferQuota(const char *tenant, TimestampTz now);
 
 

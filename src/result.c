@@ -229,7 +229,7 @@ record_lost_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *ta
 	type = strcmp(verdict, "duplicate") == 0 ? WF_EV_RESULT_DUPLICATE : WF_EV_RESULT_STALE;
 
 	/* a run at max_events_per_run only counts it (quota.c) */
-	*suppressed = WfSuppressAuditEvent(tr, type);
+	*suppressed = WfSuppressAuditEvent(tr->run, type, tr->now);
 	if (!*suppressed)
 		append_report_event(tr, type, rep, task);
 	return verdict;

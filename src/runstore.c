@@ -47,7 +47,6 @@
 #include "spi_util.h"
 #include "state.h"
 #include "stepkind.h"
-#include "transition.h"
 #include "wfengine.h"
 
 /* the statements of runstore.c (registered by _PG_init: WfRunstorePlans) */

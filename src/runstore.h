@@ -19,8 +19,72 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "defcompile.h"
+#include "definition.h"
 #include "state.h"
-#include "transition.h"
+
+/*
+ * A transition as it is written: the events of one transaction on one
+ * run, the task attempt and timers it adds (built by transition.c).
+ */
+/* what a transition does to the run's live child runs once written */
+#define WF_STOP_NONE 0
+#define WF_STOP_CANCEL 1
+#define WF_STOP_TERMINATE 2
+
+/* a task attempt to insert with the transition */
+typedef struct WfNewTask
+{
+	int64		task_id;
+	const char *step;
+	int32		visit;
+	int32		attempt;
+	const char *queue;
+	const char *activity;
+	TimestampTz available_at;
+	char	   *idempotency_key;
+	Jsonb	   *input;
+	int64		schedule_to_start;	/* timeouts of the step, microseconds */
+	int64		start_to_close;
+	int64		heartbeat;
+	int32		priority;		/* claimed before lower ones of its queue */
+} WfNewTask;
+
+/* a timer to insert with the transition */
+typedef struct WfNewTimer
+{
+	int64		timer_id;
+	WfTimerKind kind;
+	const char *step;
+	int32		generation;
+	TimestampTz fire_at;
+	Jsonb	   *payload;
+} WfNewTimer;
+
+#define WF_MAX_TRANSITION_TIMERS 4
+
+#define WF_MAX_TRANSITION_EVENTS 8
+
+/* the events and writes of one transaction on one run */
+typedef struct WfTransition
+{
+	WfRunState *run;
+	const WfDefinition *def;
+	const char *actor;
+	TimestampTz now;
+	int			nevents;
+	WfEvent		events[WF_MAX_TRANSITION_EVENTS];
+	bool		has_task;
+	WfNewTask	task;
+	int			ntimers;
+	WfNewTimer	timers[WF_MAX_TRANSITION_TIMERS];
+	int64		withdraw_task;	/* live task to cancel, 0 = none */
+	int32		withdraw_expirations;	/* its lease expirations, if counted */
+	int			stop_children;	/* WF_STOP_*: live child runs to stop */
+	bytea	   *input_digest;	/* a new keyed run: WfInputDigest, else NULL */
+	/* rows a step kind writes after the run's (its WfStepKindOps.write) */
+	void	   *kind_writes[WF_STEP_KIND_SLOTS];
+} WfTransition;
 
 /*
  * SQL fragments of the statements that read and write runs and tasks,

@@ -40,6 +40,7 @@
 #include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
+#include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
 #include "step_approval.h"

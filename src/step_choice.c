@@ -21,6 +21,7 @@
 #include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
+#include "runstore.h"
 #include "state.h"
 #include "step_choice.h"
 #include "stepkind.h"

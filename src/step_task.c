@@ -19,6 +19,7 @@
  */
 #include "postgres.h"
 
+#include "runstore.h"
 #include "step_task.h"
 #include "stepkind.h"
 #include "transition.h"

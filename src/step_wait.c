@@ -156,7 +156,7 @@ WfDeliverSignal(pg_uuid_t *run_id, const char *name, Jsonb *payload,
 	{
 		/* a repeat only records that it was ignored: counted at the limit */
 		outcome = "duplicate";
-		if (WfSuppressAuditEvent(&tr, WF_EV_SIGNAL_RECEIVED))
+		if (WfSuppressAuditEvent(tr.run, WF_EV_SIGNAL_RECEIVED, tr.now))
 			return outcome;
 	}
 	else
