@@ -215,6 +215,37 @@ static const WfPlanSpec approval_api_plan_specs[] = {
 
 WfPlanTable WfApprovalApiPlans = WF_PLAN_TABLE("approval_api", approval_api_plan_specs);
 
+/* the columns of approval_expires */
+enum
+{
+	APPROVAL_EXPIRES_COL_EXPIRES_AT = 1,
+	APPROVAL_EXPIRES_COL_LAST_ATTEMPT
+};
+
+/* the columns of approval_by_hash */
+enum
+{
+	APPROVAL_BY_HASH_COL_APPROVAL_ID = 1,
+	APPROVAL_BY_HASH_COL_TENANT_ID,
+	APPROVAL_BY_HASH_COL_RUN_ID,
+	APPROVAL_BY_HASH_COL_STEP,
+	APPROVAL_BY_HASH_COL_VISIT,
+	APPROVAL_BY_HASH_COL_APPROVER,
+	APPROVAL_BY_HASH_COL_STATUS,
+	APPROVAL_BY_HASH_COL_EXPIRES_AT,
+	APPROVAL_BY_HASH_COL_APPROVE_HASH,
+	APPROVAL_BY_HASH_COL_REJECT_HASH
+};
+
+/* the columns of approvals_pending */
+enum
+{
+	APPROVALS_PENDING_COL_APPROVAL_ID = 1,
+	APPROVALS_PENDING_COL_APPROVER,
+	APPROVALS_PENDING_COL_EXPIRES_AT,
+	APPROVALS_PENDING_COL_HAS_TOKEN
+};
+
 
 /* forward declarations */
 static Datum hash_datum(const uint8 *hash);
@@ -401,13 +432,13 @@ read_pending_approvers(WfRunState *run, WfLockedTask *task, PendingApprovers *p)
 		bool		isnull;
 		Datum		d;
 
-		p->ids[i] = DatumGetInt64(WfGetDatumNotNull(i, 1));
-		p->names[i] = WfGetTextOrNull(i, 2);
-		d = WfGetDatum(i, 3, &isnull);
+		p->ids[i] = DatumGetInt64(WfGetDatumNotNull(i, APPROVALS_PENDING_COL_APPROVAL_ID));
+		p->names[i] = WfGetTextOrNull(i, APPROVALS_PENDING_COL_APPROVER);
+		d = WfGetDatum(i, APPROVALS_PENDING_COL_EXPIRES_AT, &isnull);
 		p->expires_null[i] = isnull;
 		p->expires[i] = isnull ? 0 : DatumGetTimestampTz(d);
 		/* issuing again, which the holder could repeat without bound */
-		if (DatumGetBool(WfGetDatumNotNull(i, 4)))
+		if (DatumGetBool(WfGetDatumNotNull(i, APPROVALS_PENDING_COL_HAS_TOKEN)))
 			p->reissue = true;
 	}
 }
@@ -597,15 +628,15 @@ match_token(Decision *d, const char *tenant)
 	 * A hash match.  Compare in constant time all the same, and find which
 	 * decision the token is for: it is bound to one.
 	 */
-	if (strcmp(WfGetTextOrNull(0, 2), tenant) != 0 ||
+	if (strcmp(WfGetTextOrNull(0, APPROVAL_BY_HASH_COL_TENANT_ID), tenant) != 0 ||
 		!(token_matches(0, 9, d->hash, d->decision, "approve") ||
 		  token_matches(0, 10, d->hash, d->decision, "reject")))
 		return false;
-	d->approval_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
-	memcpy(&d->run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 3)), sizeof(pg_uuid_t));
-	d->step = WfGetTextOrNull(0, 4);
-	d->visit = DatumGetInt32(WfGetDatumNotNull(0, 5));
-	d->row_approver = WfGetTextOrNull(0, 6);
+	d->approval_id = DatumGetInt64(WfGetDatumNotNull(0, APPROVAL_BY_HASH_COL_APPROVAL_ID));
+	memcpy(&d->run_id, DatumGetUUIDP(WfGetDatumNotNull(0, APPROVAL_BY_HASH_COL_RUN_ID)), sizeof(pg_uuid_t));
+	d->step = WfGetTextOrNull(0, APPROVAL_BY_HASH_COL_STEP);
+	d->visit = DatumGetInt32(WfGetDatumNotNull(0, APPROVAL_BY_HASH_COL_VISIT));
+	d->row_approver = WfGetTextOrNull(0, APPROVAL_BY_HASH_COL_APPROVER);
 	return true;
 }
 
@@ -627,8 +658,8 @@ refused_outcome(Decision *d, WfRunState *run, int idx, TimestampTz now)
 	values[0] = hash_datum(d->hash);
 	if (WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_BY_HASH, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 		return "invalid";		/* re-issued meanwhile */
-	row_status = WfGetTextOrNull(0, 7);
-	e = WfGetDatum(0, 8, &isnull);
+	row_status = WfGetTextOrNull(0, APPROVAL_BY_HASH_COL_STATUS);
+	e = WfGetDatum(0, APPROVAL_BY_HASH_COL_EXPIRES_AT, &isnull);
 	if (!isnull)
 		expires_at = DatumGetTimestampTz(e);
 
@@ -867,10 +898,10 @@ wfengine_reissue_approval_tokens(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(cmd.step);
 	values[2] = Int32GetDatum(cmd.visit);
 	WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
-	d = WfGetDatum(0, 1, &isnull);
+	d = WfGetDatum(0, APPROVAL_EXPIRES_COL_EXPIRES_AT, &isnull);
 	if (!isnull)
 		expires_at = DatumGetTimestampTz(d);
-	last_attempt = DatumGetInt32(WfGetDatumNotNull(0, 2));
+	last_attempt = DatumGetInt32(WfGetDatumNotNull(0, APPROVAL_EXPIRES_COL_LAST_ATTEMPT));
 
 	WfJbBegin(&b);
 	WfJbInt(&b, "visit", cmd.visit);
@@ -995,7 +1026,7 @@ wfengine_set_approvers(PG_FUNCTION_ARGS)
 	removed = returned_names(nr);
 
 	WfPlanExec(&WfApprovalApiPlans, PLAN_APPROVAL_EXPIRES, values, NULL, false, 1, SPI_OK_SELECT);
-	d = WfGetDatum(0, 1, &isnull);
+	d = WfGetDatum(0, APPROVAL_EXPIRES_COL_EXPIRES_AT, &isnull);
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = CStringGetTextDatum(run->tenant_id);

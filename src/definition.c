@@ -161,7 +161,7 @@ WfResolveChildren(WfDefinition *def, const char *tenant, WfBranchResolver resolv
 						 errmsg("invalid definition \"%s\": step \"%s\" starts version %d of definition \"%s\", which does not exist",
 								def->name, sd->name, sd->sub_version, sd->sub_name),
 						 errhint("Publish the child definition first.")));
-			sd->child_ids[0] = DatumGetInt64(WfGetDatumNotNull(0, 1));
+			sd->child_ids[0] = DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
 		}
 		else if (sd->type == WF_STEP_PARALLEL)
 		{

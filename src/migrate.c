@@ -95,7 +95,7 @@ migration_target(WfRunCommand *cmd, int32 to_version)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("version %d of definition \"%s\" does not exist", to_version, from->name)));
-	target = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	target = DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
 	if (target == cmd->run.definition_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -98,6 +98,51 @@ static const WfPlanSpec replay_plan_specs[] = {
 
 WfPlanTable WfReplayPlans = WF_PLAN_TABLE("replay", replay_plan_specs);
 
+/* the columns of chain_heads */
+enum
+{
+	CHAIN_HEADS_COL_RUN_ID = 1,
+	CHAIN_HEADS_COL_SEQ,
+	CHAIN_HEADS_COL_HASH
+};
+
+/* the columns of tasks_of_run */
+enum
+{
+	TASKS_OF_RUN_COL_TASK_ID = 1,
+	TASKS_OF_RUN_COL_STEP,
+	TASKS_OF_RUN_COL_ATTEMPT,
+	TASKS_OF_RUN_COL_STATUS,
+	TASKS_OF_RUN_COL_FENCE,
+	TASKS_OF_RUN_COL_OUTPUT,
+	TASKS_OF_RUN_COL_ERROR
+};
+
+/* the columns of run_identity */
+enum
+{
+	RUN_IDENTITY_COL_DEFINITION_NAME = 1,
+	RUN_IDENTITY_COL_DEFINITION_VERSION,
+	RUN_IDENTITY_COL_INPUT,
+	RUN_IDENTITY_COL_IDEMPOTENCY_KEY,
+	RUN_IDENTITY_COL_CREATED_AT,
+	RUN_IDENTITY_COL_INPUT_DIGEST
+};
+
+/* the columns of events_get */
+enum
+{
+	EVENTS_GET_COL_SEQ = 1,
+	EVENTS_GET_COL_TYPE,
+	EVENTS_GET_COL_STEP,
+	EVENTS_GET_COL_ATTEMPT,
+	EVENTS_GET_COL_PAYLOAD,
+	EVENTS_GET_COL_ACTOR,
+	EVENTS_GET_COL_CREATED_AT,
+	EVENTS_GET_COL_HASH,
+	EVENTS_GET_COL_TENANT_ID
+};
+
 
 /* an exported head of the run's chain the history must still extend */
 typedef struct Anchor
@@ -262,17 +307,17 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 		const char *problem;
 
 		memset(&ev, 0, sizeof(ev));
-		ev.seq = DatumGetInt32(WfGetDatumNotNull(i, 1));
-		type = WfGetTextOrNull(i, 2);
+		ev.seq = DatumGetInt32(WfGetDatumNotNull(i, EVENTS_GET_COL_SEQ));
+		type = WfGetTextOrNull(i, EVENTS_GET_COL_TYPE);
 		ev.type = WfEventTypeFromName(type);
-		ev.step = WfGetTextOrNull(i, 3);
-		d = WfGetDatum(i, 4, &isnull);
+		ev.step = WfGetTextOrNull(i, EVENTS_GET_COL_STEP);
+		d = WfGetDatum(i, EVENTS_GET_COL_ATTEMPT, &isnull);
 		ev.attempt = isnull ? 0 : DatumGetInt32(d);
-		ev.payload = DatumGetJsonbP(WfGetDatumNotNull(i, 5));
-		ev.actor = WfGetTextOrNull(i, 6);
-		ev.created_at = DatumGetTimestampTz(WfGetDatumNotNull(i, 7));
-		stored_hash = DatumGetByteaPP(WfGetDatumNotNull(i, 8));
-		tenant = WfGetTextOrNull(i, 9);
+		ev.payload = DatumGetJsonbP(WfGetDatumNotNull(i, EVENTS_GET_COL_PAYLOAD));
+		ev.actor = WfGetTextOrNull(i, EVENTS_GET_COL_ACTOR);
+		ev.created_at = DatumGetTimestampTz(WfGetDatumNotNull(i, EVENTS_GET_COL_CREATED_AT));
+		stored_hash = DatumGetByteaPP(WfGetDatumNotNull(i, EVENTS_GET_COL_HASH));
+		tenant = WfGetTextOrNull(i, EVENTS_GET_COL_TENANT_ID);
 
 		if (ev.seq != state->seq + 1)
 			return psprintf("Event %d follows event %d: the history has a gap",
@@ -325,12 +370,12 @@ check_identity(const WfRunState *stored, ReplayLog *log)
 	values[0] = UUIDPGetDatum(&stored->run_id);
 	if (WfPlanExec(&WfReplayPlans, PLAN_RUN_IDENTITY, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		return "The run row vanished";
-	defname = WfGetTextOrNull(0, 1);
-	version = DatumGetInt32(WfGetDatumNotNull(0, 2));
-	input = DatumGetJsonbP(WfGetDatumNotNull(0, 3));
-	key = WfGetTextOrNull(0, 4);
-	created_at = DatumGetTimestampTz(WfGetDatumNotNull(0, 5));
-	digest = WfGetTextOrNull(0, 6);
+	defname = WfGetTextOrNull(0, RUN_IDENTITY_COL_DEFINITION_NAME);
+	version = DatumGetInt32(WfGetDatumNotNull(0, RUN_IDENTITY_COL_DEFINITION_VERSION));
+	input = DatumGetJsonbP(WfGetDatumNotNull(0, RUN_IDENTITY_COL_INPUT));
+	key = WfGetTextOrNull(0, RUN_IDENTITY_COL_IDEMPOTENCY_KEY);
+	created_at = DatumGetTimestampTz(WfGetDatumNotNull(0, RUN_IDENTITY_COL_CREATED_AT));
+	digest = WfGetTextOrNull(0, RUN_IDENTITY_COL_INPUT_DIGEST);
 
 	if (!str_equal(defname, ev_def) || version != log->version)
 		return "The run's definition or version differs from the one it was started or migrated with";
@@ -366,11 +411,11 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 	for (i = 0; i < n; i++)
 	{
 		ExpectedTask *t = &log->tasks[i];
-		int64		task_id = DatumGetInt64(WfGetDatumNotNull(i, 1));
-		char	   *step = WfGetTextOrNull(i, 2);
-		int32		attempt = DatumGetInt32(WfGetDatumNotNull(i, 3));
-		char	   *status = WfGetTextOrNull(i, 4);
-		int64		fence = DatumGetInt64(WfGetDatumNotNull(i, 5));
+		int64		task_id = DatumGetInt64(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_TASK_ID));
+		char	   *step = WfGetTextOrNull(i, TASKS_OF_RUN_COL_STEP);
+		int32		attempt = DatumGetInt32(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_ATTEMPT));
+		char	   *status = WfGetTextOrNull(i, TASKS_OF_RUN_COL_STATUS);
+		int64		fence = DatumGetInt64(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_FENCE));
 		bool		isnull;
 		Datum		d;
 		Jsonb	   *result = NULL;
@@ -633,9 +678,9 @@ wfengine_chain_heads(PG_FUNCTION_ARGS)
 	n = WfPlanExec(&WfReplayPlans, PLAN_CHAIN_HEADS, arg, NULL, true, 0, SPI_OK_SELECT);
 	for (i = 0; i < n; i++)
 	{
-		pg_uuid_t  *run_id = DatumGetUUIDP(WfGetDatumNotNull(i, 1));
-		int32		seq = DatumGetInt32(WfGetDatumNotNull(i, 2));
-		bytea	   *hash = DatumGetByteaPP(WfGetDatumNotNull(i, 3));
+		pg_uuid_t  *run_id = DatumGetUUIDP(WfGetDatumNotNull(i, CHAIN_HEADS_COL_RUN_ID));
+		int32		seq = DatumGetInt32(WfGetDatumNotNull(i, CHAIN_HEADS_COL_SEQ));
+		bytea	   *hash = DatumGetByteaPP(WfGetDatumNotNull(i, CHAIN_HEADS_COL_HASH));
 		char		hex[WF_HASH_LEN * 2 + 1];
 		uint8		sig[WF_HASH_LEN];
 

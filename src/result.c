@@ -100,6 +100,23 @@ static const WfPlanSpec result_plan_specs[] = {
 
 WfPlanTable WfResultPlans = WF_PLAN_TABLE("result", result_plan_specs);
 
+/* the columns of task_peek */
+enum
+{
+	TASK_PEEK_COL_STATUS = 1,
+	TASK_PEEK_COL_FENCE,
+	TASK_PEEK_COL_RUN_STATUS
+};
+
+/* the columns of heartbeat */
+enum
+{
+	HEARTBEAT_COL_RUN_ID = 1,
+	HEARTBEAT_COL_DEADLINE_AT,
+	HEARTBEAT_COL_STEP,
+	HEARTBEAT_COL_RUN_STATUS
+};
+
 
 /* what a worker reports */
 typedef struct WfReport
@@ -446,13 +463,13 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 				   SPI_OK_UPDATE_RETURNING) == 1)
 	{
 		bool		isnull;
-		Datum		d = WfGetDatum(0, 2, &isnull);
+		Datum		d = WfGetDatum(0, HEARTBEAT_COL_DEADLINE_AT, &isnull);
 
 		if (!isnull)
 			WfNoteTimer(DatumGetTimestampTz(d));
 		/* wf.cancel_run() came while this attempt was in flight */
-		if (strcmp(WfGetTextOrNull(0, 4), "cancelling") == 0 &&
-			!WfIsCompensation(WfGetTextOrNull(0, 3)))
+		if (strcmp(WfGetTextOrNull(0, HEARTBEAT_COL_RUN_STATUS), "cancelling") == 0 &&
+			!WfIsCompensation(WfGetTextOrNull(0, HEARTBEAT_COL_STEP)))
 			verdict = "cancel_requested";
 		else
 			verdict = "ok";
@@ -466,7 +483,7 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("task %lld does not exist", (long long) task_id)));
-		current_fence = DatumGetInt64(WfGetDatumNotNull(0, 2));
+		current_fence = DatumGetInt64(WfGetDatumNotNull(0, TASK_PEEK_COL_FENCE));
 		if (fence <= 0 || fence > current_fence)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -479,7 +496,7 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 		 * or run timed out, its run was paused): the worker should stop.
 		 */
 		if (fence == current_fence &&
-			strcmp(WfGetTextOrNull(0, 1), "cancelled") == 0)
+			strcmp(WfGetTextOrNull(0, TASK_PEEK_COL_STATUS), "cancelled") == 0)
 			verdict = "cancel_requested";
 		else
 			verdict = "stale";

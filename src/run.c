@@ -96,6 +96,17 @@ static const WfPlanSpec run_plan_specs[] = {
 
 WfPlanTable WfRunPlans = WF_PLAN_TABLE("run", run_plan_specs);
 
+/* the columns of run_by_key */
+enum
+{
+	RUN_BY_KEY_COL_RUN_ID = 1,
+	RUN_BY_KEY_COL_DEFINITION_NAME,
+	RUN_BY_KEY_COL_INPUT,
+	RUN_BY_KEY_COL_DEFINITION_VERSION,
+	RUN_BY_KEY_COL_DEFINITION_ID,
+	RUN_BY_KEY_COL_INPUT_DIGEST
+};
+
 
 
 
@@ -161,15 +172,15 @@ existing_run(const char *tenant, const char *defname, const char *key,
 				 errmsg("could not find the run started with idempotency key \"%s\"", key),
 				 errhint("The run was started by a concurrent transaction that is not visible to this snapshot; retry the transaction.")));
 
-	old_def = WfGetTextOrNull(0, 2);
-	old_input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 3));
-	old_version = DatumGetInt32(WfGetDatumNotNull(0, 4));
-	old_definition_id = DatumGetInt64(WfGetDatumNotNull(0, 5));
-	d = WfGetDatum(0, 6, &isnull);
+	old_def = WfGetTextOrNull(0, RUN_BY_KEY_COL_DEFINITION_NAME);
+	old_input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, RUN_BY_KEY_COL_INPUT));
+	old_version = DatumGetInt32(WfGetDatumNotNull(0, RUN_BY_KEY_COL_DEFINITION_VERSION));
+	old_definition_id = DatumGetInt64(WfGetDatumNotNull(0, RUN_BY_KEY_COL_DEFINITION_ID));
+	d = WfGetDatum(0, RUN_BY_KEY_COL_INPUT_DIGEST, &isnull);
 	if (!isnull)
 		old_digest = DatumGetByteaPCopy(d);
 	run_id = palloc(sizeof(pg_uuid_t));
-	memcpy(run_id, DatumGetUUIDP(WfGetDatumNotNull(0, 1)), sizeof(pg_uuid_t));
+	memcpy(run_id, DatumGetUUIDP(WfGetDatumNotNull(0, RUN_BY_KEY_COL_RUN_ID)), sizeof(pg_uuid_t));
 
 	def_differs = strcmp(old_def, defname) != 0;
 	version_differs = version_given && old_version != version;
@@ -249,8 +260,8 @@ pin_version(const char *tenant, const StartRequest *req, int32 *version)
 					 errmsg("version %d of definition \"%s\" does not exist",
 							req->version, req->defname)));
 	}
-	*version = DatumGetInt32(WfGetDatumNotNull(0, 2));
-	return DatumGetInt64(WfGetDatumNotNull(0, 1));
+	*version = DatumGetInt32(WfGetDatumNotNull(0, WF_DEF_COL_VERSION));
+	return DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
 }
 
 /*
