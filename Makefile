@@ -69,7 +69,7 @@ OBJS = \
 PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
 SHLIB_LINK += -lsodium
 
-DATA = sql/wfengine--$(EXTVERSION).sql $(wildcard sql/wfengine--*--*.sql)
+DATA = sql/wfengine--0.1.0.sql $(wildcard sql/wfengine--*--*.sql)
 DOCS := $(wildcard docs/*.md)
 
 # pg_regress: explicit and ordered (never a wildcard over sql/).

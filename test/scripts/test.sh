@@ -291,6 +291,23 @@ in_virtualenv() {
 	! awk -F '\t' '$3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
 }
 
+# check_released: every released install or upgrade script listed in
+# sql/released.sha256 is byte for byte what was released (a released script
+# never changes; schema changes go into the next upgrade script).  One test
+# per listed script.
+check_released() {
+	local p=0 f=0 line
+	while read -r line; do
+		if [[ $line == *': OK' ]]; then
+			p=$((p + 1))
+		else
+			f=$((f + 1))
+			echo "*** released script changed: $line"
+		fi
+	done < <(cd "$WF_ROOT/sql" && sha256sum -c released.sha256 2>&1 || true)
+	record released "$p" "$f" "$(wc -l <"$WF_ROOT/sql/released.sha256") frozen script(s)"
+}
+
 # ---------------------------------------------------------------------------
 main() {
 	export WF_DEADLINE=$(($(date +%s) + ${WF_TEST_BUDGET:-1500}))
@@ -300,6 +317,9 @@ main() {
 	mapfile -t all_suites < <(virtualenv_suites)
 	all_suites+=(fuzz)
 	if have_tap; then all_suites+=(tap); fi
+
+	wf_log "released scripts unchanged (sql/released.sha256)"
+	check_released
 
 	wf_log "dependencies"
 	wf_deps || echo "deps.sh failed; trying to build anyway"
@@ -357,7 +377,7 @@ main() {
 		printf '%-10s %7d %7d  %s\n' "$name" "$p" "$f" "$note"
 		passed=$((passed + p)) failed=$((failed + f))
 	done <"$RESULTS"
-	for s in regress isolation pgtap fuzz tap; do
+	for s in released regress isolation pgtap fuzz tap; do
 		recorded "$s" || printf '%-10s %7s %7s  %s\n' "$s" - - "skipped: no test files"
 	done
 	echo "$passed passed, $failed failed"
