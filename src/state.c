@@ -430,6 +430,61 @@ record_step_output(WfRunState *run, const WfEvent *ev, int32 attempt, bool skipp
 }
 
 /*
+ * step_may_begin: ev may begin a visit of its step (the run is running, at
+ * no live task); refuse_begin is the reducer's answer when it may not.
+ */
+static bool
+step_may_begin(const WfRunState *run, const WfEvent *ev)
+{
+	return run->status == WF_RUN_RUNNING && ev->step != NULL && run->current_task == 0;
+}
+
+static const char *
+refuse_begin(const WfEvent *ev)
+{
+	return psprintf("\"%s\" while the run is not running or has a live task",
+					WfEventTypeName(ev->type));
+}
+
+/*
+ * at_current_step: ev is about the step the running run is at;
+ * refuse_not_current is the reducer's answer when it is not.
+ */
+static bool
+at_current_step(const WfRunState *run, const WfEvent *ev)
+{
+	return run->status == WF_RUN_RUNNING && run->current_step != NULL &&
+		ev->step != NULL && strcmp(run->current_step, ev->step) == 0;
+}
+
+static const char *
+refuse_not_current(const WfEvent *ev)
+{
+	return psprintf("\"%s\" for a step that is not the current one",
+					WfEventTypeName(ev->type));
+}
+
+/*
+ * at_current_attempt: ev is about the current attempt of the step the run
+ * is at, while it runs or undoes (compensation tasks complete while
+ * cancelling or compensating).
+ */
+static bool
+at_current_attempt(const WfRunState *run, const WfEvent *ev)
+{
+	return (run->status == WF_RUN_RUNNING || WF_RUN_UNDOING(run->status)) &&
+		run->current_step != NULL && ev->step != NULL &&
+		strcmp(run->current_step, ev->step) == 0 && ev->attempt == run->current_attempt;
+}
+
+static const char *
+refuse_not_current_attempt(const WfEvent *ev)
+{
+	return psprintf("\"%s\" for a step or attempt that is not the current one",
+					WfEventTypeName(ev->type));
+}
+
+/*
  * enter_visit makes ev's step the run's current one, in a visit that
  * begins at ev (its step_generation) with no attempt yet.
  */
@@ -655,11 +710,8 @@ apply_task_event(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_TASK_COMPLETED:
 			{
-				if ((run->status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run->status)) ||
-					run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
-					ev->attempt != run->current_attempt)
-					return "\"task_completed\" for a step or attempt that is not the current one";
+				if (!at_current_attempt(run, ev))
+					return refuse_not_current_attempt(ev);
 				if (WfIsCompensation(ev->step))
 				{
 					const char *problem = compensation_done(run, ev);
@@ -678,11 +730,8 @@ apply_task_event(WfRunState *run, const WfEvent *ev)
 			}
 
 		case WF_EV_TASK_FAILED:
-			if ((run->status != WF_RUN_RUNNING && !WF_RUN_UNDOING(run->status)) ||
-				run->current_step == NULL ||
-				ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
-				ev->attempt != run->current_attempt)
-				return "\"task_failed\" for a step or attempt that is not the current one";
+			if (!at_current_attempt(run, ev))
+				return refuse_not_current_attempt(ev);
 			/* the step stays current: a retry or run_failed follows */
 			run->current_attempt = 0;
 			run->current_task = 0;
@@ -757,15 +806,15 @@ apply_wait_event(WfRunState *run, const WfEvent *ev)
 	switch (ev->type)
 	{
 		case WF_EV_SLEEP_STARTED:
-			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
-				return "\"sleep_started\" while the run is not running or has a live task";
+			if (!step_may_begin(run, ev))
+				return refuse_begin(ev);
 			enter_visit(run, ev);
 			break;
 
 		case WF_EV_CHOICE_MADE:
 			{
-				if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
-					return "\"choice_made\" while the run is not running or has a live task";
+				if (!step_may_begin(run, ev))
+					return refuse_begin(ev);
 				record_step_output(run, ev, 1, false);
 				run->step_generation = ev->seq;
 				break;
@@ -773,17 +822,16 @@ apply_wait_event(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_SLEEP_FINISHED:
 			{
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
-					return "\"sleep_finished\" for a step that is not the current one";
+				if (!at_current_step(run, ev))
+					return refuse_not_current(ev);
 				record_step_output(run, ev, 1, false);
 				run->wait_generation = 0;
 				break;
 			}
 
 		case WF_EV_WAIT_STARTED:
-			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
-				return "\"wait_started\" while the run is not running or has a live task";
+			if (!step_may_begin(run, ev))
+				return refuse_begin(ev);
 			enter_visit(run, ev);
 			break;
 
@@ -792,10 +840,8 @@ apply_wait_event(WfRunState *run, const WfEvent *ev)
 		case WF_EV_CHILDREN_JOINED:
 			{
 				/* a waiting step ends with the output in the payload */
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
-					return psprintf("\"%s\" for a step that is not the current one",
-									WfEventTypeName(ev->type));
+				if (!at_current_step(run, ev))
+					return refuse_not_current(ev);
 				record_step_output(run, ev, 1, false);
 				break;
 			}
@@ -815,15 +861,14 @@ apply_approval_event(WfRunState *run, const WfEvent *ev)
 	switch (ev->type)
 	{
 		case WF_EV_APPROVAL_REQUESTED:
-			if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0)
-				return "\"approval_requested\" while the run is not running or has a live task";
+			if (!step_may_begin(run, ev))
+				return refuse_begin(ev);
 			enter_visit(run, ev);
 			break;
 
 		case WF_EV_APPROVAL_NOTIFIED:
 			/* the notification task is done; the step waits for decisions */
-			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-				ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
+			if (!at_current_step(run, ev) ||
 				ev->attempt != run->current_attempt || run->current_task == 0)
 				return "\"approval_notified\" for a step or attempt that is not the current one";
 			run->current_attempt = 0;
@@ -834,8 +879,7 @@ apply_approval_event(WfRunState *run, const WfEvent *ev)
 		case WF_EV_APPROVAL_DECIDED:
 		case WF_EV_APPROVAL_TOKENS_REVOKED:
 		case WF_EV_APPROVERS_CHANGED:
-			if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-				ev->step == NULL || strcmp(run->current_step, ev->step) != 0)
+			if (!at_current_step(run, ev))
 				return "an approval event for a step that is not the current one";
 			break;
 
@@ -845,10 +889,8 @@ apply_approval_event(WfRunState *run, const WfEvent *ev)
 
 		case WF_EV_APPROVAL_COMPLETED:
 			{
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 ||
-					run->current_task != 0)
-					return "\"approval_completed\" for a step that is not the current one";
+				if (!at_current_step(run, ev) || run->current_task != 0)
+					return refuse_not_current(ev);
 				record_step_output(run, ev, 1, false);
 				break;
 			}
@@ -875,9 +917,8 @@ apply_children_event(WfRunState *run, const WfEvent *ev)
 				Jsonb	   *runs = WfJsonbGetJsonb(p, "runs");
 				int			n;
 
-				if (run->status != WF_RUN_RUNNING || ev->step == NULL || run->current_task != 0 ||
-					runs == NULL || !JB_ROOT_IS_ARRAY(runs))
-					return "\"children_started\" while the run is not running or has a live task";
+				if (!step_may_begin(run, ev) || runs == NULL || !JB_ROOT_IS_ARRAY(runs))
+					return refuse_begin(ev);
 				n = JB_ROOT_COUNT(runs);
 				WfJbBegin(&b);
 				WfJbInt(&b, "visit", WfJsonbGetInt(p, "visit", 1));
@@ -901,9 +942,8 @@ apply_children_event(WfRunState *run, const WfEvent *ev)
 				bool		completed = status != NULL && strcmp(status, "completed") == 0;
 				JsonbValue	sv;
 
-				if (run->status != WF_RUN_RUNNING || run->current_step == NULL ||
-					ev->step == NULL || strcmp(run->current_step, ev->step) != 0 || status == NULL)
-					return "\"child_finished\" for a step that is not the current one";
+				if (!at_current_step(run, ev) || status == NULL)
+					return refuse_not_current(ev);
 				children = WfJsonbGetJsonb(WfJsonbGetJsonb(run->context, "children"), ev->step);
 				if (children == NULL)
 					return "\"child_finished\" for a step that started no children";
