@@ -31,10 +31,13 @@
  * tolerate anyway (a wake-up only means "look again").
  *
  * Waking the launcher and the engine worker.  Each worker publishes in its
- * slot's next_due the moment it will wake up by itself.  While it is awake
- * and about to look at the timers it publishes 0 first, so a committer
- * that writes a timer must wake the worker when next_due is 0 or later
- * than the timer's fire_at; WfWakeWorker does exactly that and is what
+ * slot's next_due the moment by which it starts its next tick: while it
+ * sleeps, when the sleep ends; while it ticks, the promise that bounds
+ * the coming sleep (worker.c).  A committer that writes a timer must wake
+ * the worker when next_due is 0 (not published yet) or later than the
+ * timer's fire_at, setting the slot's tick_wanted before the latch (a
+ * latch set without it only relays notifications); WfWakeWorker does
+ * exactly that and is what
  * commit-time code calls after the timer became visible (wake_waiters does
  * the same for this database's worker without taking the lock).  A second
  * transaction callback, registered in a backend only once it is needed,
@@ -467,9 +470,12 @@ wake_waiters(void)
 			TimestampTz next_due = (TimestampTz) pg_atomic_read_u64(&slot->next_due);
 			Latch	   *latch = slot->latch;
 
-			/* 0: the worker sleeps with nothing due */
+			/* 0: the worker has not published a time yet */
 			if (latch != NULL && (next_due == 0 || pending_fire_at < next_due))
+			{
+				pg_atomic_write_u32(&slot->tick_wanted, 1);
 				SetLatch(latch);
+			}
 		}
 	}
 }
@@ -544,7 +550,10 @@ WfWakeWorker(Oid dboid, TimestampTz fire_at)
 			continue;
 		due = pg_atomic_read_u64(&slot->next_due);
 		if (fire_at == 0 || due == 0 || (TimestampTz) due > fire_at)
+		{
+			pg_atomic_write_u32(&slot->tick_wanted, 1);
 			SetLatch(slot->latch);
+		}
 	}
 	LWLockRelease(WfShmem->lock);
 }

@@ -100,6 +100,7 @@ wf_shmem_startup(void)
 		for (i = 0; i < WF_MAX_DB_WORKERS; i++)
 		{
 			pg_atomic_init_u64(&WfShmem->workers[i].next_due, 0);
+			pg_atomic_init_u32(&WfShmem->workers[i].tick_wanted, 0);
 			pg_atomic_init_u64(&WfShmem->workers[i].ticks, 0);
 			pg_atomic_init_u64(&WfShmem->workers[i].fired, 0);
 			pg_atomic_init_u32(&WfShmem->workers[i].relay_dropped, 0);

@@ -58,7 +58,10 @@ typedef struct WfDbWorkerSlot
 	Oid			dboid;			/* InvalidOid when the slot is free */
 	pid_t		pid;			/* 0 until the worker has started */
 	Latch	   *latch;			/* the worker's latch, NULL until started */
-	pg_atomic_uint64 next_due;	/* TimestampTz the worker sleeps until */
+	pg_atomic_uint64 next_due;	/* TimestampTz the worker ticks again by */
+	pg_atomic_uint32 tick_wanted;	/* 1: a committer wants a tick now (set
+									 * before the latch); else a set latch
+									 * only means "relay notifications" */
 	TimestampTz started_at;
 	pg_atomic_uint64 ticks;		/* timer ticks done */
 	pg_atomic_uint64 fired;		/* timers and deadlines fired */

@@ -16,7 +16,15 @@
  * (as WfTimerTick reports it) or wfengine.naptime, whichever comes first,
  * and publishes that moment in its slot's next_due; see notify.c for the
  * protocol that lets a committer wake it only when it wrote something
- * sooner.  A tick that fired a full batch is followed at once by another.
+ * sooner.  While it ticks, next_due holds a promise instead: the next tick
+ * starts by the earliest due time the previous tick found, or by naptime
+ * from now; a tick never sleeps past its promise.  So a steady stream of
+ * leases that expire later than the leases already out (every claim
+ * writes one) does not wake the worker at all.  A committer that wants a
+ * tick sets the slot's tick_wanted before the latch; a latch set without
+ * it only hands over notifications, which the worker sends in a short
+ * transaction of their own and goes back to sleep until the same moment.
+ * A tick that fired a full batch is followed at once by another.
  *
  * Errors.  Each tick is one short transaction.  An error in it is logged
  * (rate-limited), the transaction is aborted and the worker retries after
@@ -347,6 +355,52 @@ worker_after_tick(WfDbWorkerSlot *slot, int fired, TimestampTz next_due,
 }
 
 /*
+ * worker_sleep publishes wake as the moment of the next tick and sleeps on
+ * the latch until then (or until the latch is set).
+ */
+static void
+worker_sleep(WfDbWorkerSlot *slot, TimestampTz wake)
+{
+	long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), wake);
+
+	pg_atomic_write_u64(&slot->next_due, (uint64) wake);
+	if (timeout <= 0)
+		return;
+	(void) WaitLatch(MyLatch,
+					 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 timeout, WfWaitEvent());
+	ResetLatch(MyLatch);
+}
+
+/*
+ * worker_relay_guarded sends the relayed notifications in a transaction of
+ * their own, without a timer tick; an error is logged and the
+ * notifications are lost (a notification is a hint, never state).
+ */
+static void
+worker_relay_guarded(MemoryContext loopcxt)
+{
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		(void) WfRelaySend(WfWorkerSlotFor(MyDatabaseId));
+		CommitTransactionCommand();
+		MemoryContextSwitchTo(loopcxt);
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortOutOfAnyTransaction();
+		FlushErrorState();
+		MemoryContextSwitchTo(loopcxt);
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
+}
+
+/*
  * WfWorkerMain is the entry point of the worker of one database (OID in
  * bgw_extra, slot number in main_arg).  It claims its slot, connects, and
  * runs ticks until SIGTERM (through die()), postmaster death, or the
@@ -360,6 +414,8 @@ WfWorkerMain(Datum main_arg)
 	WfDbWorkerSlot *slot;
 	bool		announced = false;
 	MemoryContext loopcxt;
+	TimestampTz wake = 0;		/* when the current sleep ends; 0: none */
+	TimestampTz last_due = 0;	/* the earliest due time the last tick saw */
 
 	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 
@@ -384,7 +440,8 @@ WfWorkerMain(Datum main_arg)
 		int			fired = 0;
 		TimestampTz next_due = 0;
 		bool		absent = false;
-		TimestampTz wake;
+		TimestampTz now;
+		TimestampTz promise;
 		long		timeout;
 
 		CHECK_FOR_INTERRUPTS();
@@ -395,10 +452,32 @@ WfWorkerMain(Datum main_arg)
 		}
 
 		/*
-		 * Awake: anything committed from now on must wake us again (see
-		 * notify.c), since this tick's snapshot may not see it.
+		 * Woken before the time we published and nobody asked for a tick:
+		 * the latch only means that committed transactions handed us
+		 * notifications.  Send them and sleep on until the same moment.
 		 */
-		pg_atomic_write_u64(&slot->next_due, 0);
+		now = GetCurrentTimestamp();
+		if (wake != 0 && now < wake &&
+			pg_atomic_exchange_u32(&slot->tick_wanted, 0) == 0)
+		{
+			worker_relay_guarded(loopcxt);
+			MemoryContextReset(loopcxt);
+			worker_sleep(slot, wake);
+			continue;
+		}
+		pg_atomic_write_u32(&slot->tick_wanted, 0);
+
+		/*
+		 * Awake: promise the next tick by the earliest due time the last tick
+		 * found (if still ahead) or wfengine.naptime from now.  A committer
+		 * wakes us only for something due sooner than that (see notify.c);
+		 * whatever this tick's snapshot misses, the next tick, which starts
+		 * by the promise, sees.
+		 */
+		promise = TimestampTzPlusMilliseconds(now, (long) wf_naptime);
+		if (last_due > now && last_due < promise)
+			promise = last_due;
+		pg_atomic_write_u64(&slot->next_due, (uint64) promise);
 		pg_memory_barrier();
 
 		if (worker_tick_guarded(loopcxt, &fired, &next_due, &absent))
@@ -413,6 +492,9 @@ WfWorkerMain(Datum main_arg)
 				proc_exit(0);
 			}
 			timeout = worker_after_tick(slot, fired, next_due, &announced, &wake);
+			last_due = next_due;
+			if (timeout > 0 && wake > promise)
+				wake = promise;
 		}
 		else
 		{
@@ -420,17 +502,14 @@ WfWorkerMain(Datum main_arg)
 
 			timeout = Min(1000L << shift, WF_ERROR_DELAY_MAX_MS);
 			wake = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout);
+			last_due = 0;
 		}
 
 		MemoryContextReset(loopcxt);
 
 		if (timeout > 0)
-		{
-			pg_atomic_write_u64(&slot->next_due, (uint64) wake);
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 timeout, WfWaitEvent());
-			ResetLatch(MyLatch);
-		}
+			worker_sleep(slot, wake);
+		else
+			wake = 0;
 	}
 }
