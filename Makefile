@@ -85,6 +85,8 @@ REGRESS = \
 	120_claim_wait \
 	130_notify \
 	140_schedules \
+	145_cron_agreement \
+	146_duration_agreement \
 	150_approvals \
 	160_choice \
 	170_explain \

@@ -10,3 +10,17 @@
  * is made, and reaches a fresh install too: CREATE EXTENSION wfengine runs
  * the 0.1.0 script and then this one (docs/upgrading.md).
  */
+
+/*
+ * Durations beside PostgreSQL's interval (issue 14): wf._duration(text)
+ * shows what a duration string of a definition or setting means, as the
+ * C parser reads it, so that a test can compare it with ::interval.
+ * Internal: no role but the owner executes it.
+ */
+CREATE FUNCTION wf._duration(duration text)
+RETURNS interval
+AS 'MODULE_PATHNAME', 'wfengine_duration'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION wf._duration(text) IS
+'Internal: the interval a duration string of a definition or setting ("90s", "1h30m") means, NULL when it is not one.';
+REVOKE ALL ON FUNCTION wf._duration(text) FROM PUBLIC;

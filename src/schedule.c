@@ -58,8 +58,16 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgtime.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "schedule.h"
@@ -135,11 +143,23 @@ static TimestampTz on_to_next_hour(TimestampTz t, const struct pg_tm *tm, pg_tz 
 static TimestampTz on_to_next_day(TimestampTz t, const struct pg_tm *tm, pg_tz *tz);
 static int64 floor_div(int64 a, int64 b);
 static pg_tz *lookup_tz(text *name);
+static char *pg_cron_version(void);
+static bool version_at_least(const char *version, int major, int minor);
 
 /* ----------------------------------------------------------------
  *		parsing
  * ----------------------------------------------------------------
  */
+
+/*
+ * is_blank tells whether c separates fields: pg_cron (Vixie cron) takes
+ * only spaces and tabs, not every isspace() character.
+ */
+static inline bool
+is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
 
 /*
  * parse_value reads one value of field f (a number or a name) from the len
@@ -158,6 +178,9 @@ parse_value(const char *expr, const WfCronField *f, const char *text,
 			digits = false;
 	if (digits)
 	{
+		/* leading zeros are allowed (pg_cron reads the number with atoi) */
+		while (len > 1 && s[0] == '0')
+			s++, len--;
 		/* more than 4 digits is out of range anyway; avoid overflow */
 		if (len > 4)
 			v = 9999;
@@ -295,8 +318,8 @@ parse_interval(const char *s, int *secs)
 
 	while (isdigit((unsigned char) *s))
 	{
-		if (digits < 6)
-			n = n * 10 + (*s - '0');
+		/* saturate: leading zeros are allowed, as with sscanf's %u */
+		n = Min(n * 10 + (*s - '0'), 1000000);
 		digits++;
 		s++;
 	}
@@ -311,7 +334,7 @@ parse_interval(const char *s, int *secs)
 		s++;
 	if (*s != '\0')
 		return false;
-	*secs = digits > 6 ? 1000000 : n;
+	*secs = n;
 	return true;
 }
 
@@ -330,14 +353,14 @@ parse_fields(const char *expr, const char *fields, WfCronSpec *spec)
 
 	for (;;)
 	{
-		while (isspace((unsigned char) *p))
+		while (is_blank(*p))
 			p++;
 		if (*p == '\0')
 			break;
 		if (n < 5)
 			field[n] = p;
 		n++;
-		while (*p != '\0' && !isspace((unsigned char) *p))
+		while (*p != '\0' && !is_blank(*p))
 			p++;
 		if (*p != '\0')
 			*p++ = '\0';
@@ -373,8 +396,17 @@ WfCronParse(const char *expr, WfCronSpec *spec)
 	int			i;
 
 	memset(spec, 0, sizeof(WfCronSpec));
-	while (isspace((unsigned char) *s))
+	if (strlen(expr) >= WF_CRON_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid cron expression \"%.40s...\"", expr),
+				 errdetail("The expression is %zu bytes long; pg_cron refuses %d bytes or more.",
+						   strlen(expr), WF_CRON_MAX_LENGTH),
+				 errhint(WF_CRON_HINT)));
+	/* pg_cron skips blanks and empty lines before the expression */
+	while (is_blank(*s) || *s == '\n')
 		s++;
+	/* and ignores whatever follows it; wfengine allows only white space */
 	len = strlen(s);
 	while (len > 0 && isspace((unsigned char) s[len - 1]))
 		len--;
@@ -387,10 +419,15 @@ WfCronParse(const char *expr, WfCronSpec *spec)
 				 errdetail("The expression is empty."),
 				 errhint(WF_CRON_HINT)));
 
+	/*
+	 * A shorthand is matched case-sensitively and must be followed by a
+	 * blank, a newline or the end, as pg_cron reads it.
+	 */
 	if (trimmed[0] == '@')
 	{
 		for (i = 0; i < lengthof(cron_shorthands); i++)
-			if (pg_strcasecmp(trimmed, cron_shorthands[i].name) == 0)
+			if (strcmp(trimmed, cron_shorthands[i].name) == 0 &&
+				(s[len] == '\0' || is_blank(s[len]) || s[len] == '\n'))
 			{
 				parse_fields(expr, cron_shorthands[i].fields, spec);
 				pfree(trimmed);
@@ -399,10 +436,10 @@ WfCronParse(const char *expr, WfCronSpec *spec)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid cron expression \"%s\"", expr),
-				 pg_strcasecmp(trimmed, "@reboot") == 0 ?
-				 errdetail("@reboot has no scheduled instants.") :
+				 strcmp(trimmed, "@reboot") == 0 || strcmp(trimmed, "@restart") == 0 ?
+				 errdetail("%s has no scheduled instants.", trimmed) :
 				 errdetail("\"%s\" is not a known shorthand.", trimmed),
-				 errhint("The shorthands are @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly.")));
+				 errhint("The shorthands are @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly, in lower case.")));
 	}
 
 	if (parse_interval(trimmed, &spec->interval_secs))
@@ -706,9 +743,68 @@ lookup_tz(text *name)
 }
 
 /*
+ * pg_cron_version returns the version of the pg_cron extension in this
+ * database (pg_extension.extversion, e.g. "1.4-1"), or NULL when pg_cron
+ * is not installed here.  It reads the catalog directly rather than
+ * through SPI: one index lookup on pg_extension, as extension.c does,
+ * with no statement to plan and no search_path to trust.
+ */
+static char *
+pg_cron_version(void)
+{
+	Oid			extoid = get_extension_oid("pg_cron", true);
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	char	   *result = NULL;
+
+	if (!OidIsValid(extoid))
+		return NULL;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(extoid));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			result = TextDatumGetCString(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
+}
+
+/*
+ * version_at_least tells whether an extension version such as "1.4-1" or
+ * "1.10" is at least major.minor (numeric comparison, not textual).
+ */
+static bool
+version_at_least(const char *version, int major, int minor)
+{
+	char	   *end;
+	long		ma = strtol(version, &end, 10);
+	long		mi = (*end == '.') ? strtol(end + 1, NULL, 10) : 0;
+
+	return ma > major || (ma == major && mi >= minor);
+}
+
+/*
  * wfengine_cron_check is wf._cron_check(cron): it reports an error naming
  * the field if cron is not a valid expression, or if no instant in the
- * next eight years (UTC) matches it.  wf.schedule() calls it first.
+ * next eight years (UTC) matches it.  wf.schedule() and
+ * wf.schedule_purge() call it before they hand cron to cron.schedule(),
+ * so it accepts only expressions that pg_cron accepts too, with the same
+ * meaning: WfCronParse's language is a subset of every pg_cron's from
+ * 1.4 on, and the form "N seconds" (pg_cron 1.5) is accepted only when
+ * the pg_cron installed in this database has it (or none is installed:
+ * then nothing is scheduled anyway).  docs/schedules.md lists what pg_cron
+ * accepts and this refuses; sql/145_cron_agreement.sql tests both.
  */
 Datum
 wfengine_cron_check(PG_FUNCTION_ARGS)
@@ -716,8 +812,18 @@ wfengine_cron_check(PG_FUNCTION_ARGS)
 	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	WfCronSpec	spec;
 	TimestampTz next;
+	char	   *cron_version;
 
 	WfCronParse(expr, &spec);
+	if (spec.interval_secs > 0 &&
+		(cron_version = pg_cron_version()) != NULL &&
+		!version_at_least(cron_version, 1, 5))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid cron expression \"%s\"", expr),
+				 errdetail("pg_cron %s, installed in this database, does not accept the form \"N seconds\"; pg_cron 1.5 does.",
+						   cron_version),
+				 errhint("Use the five-field form, or update pg_cron to 1.5 or later.")));
 	if (!WfCronNext(&spec, GetCurrentTimestamp(), pg_tzset("UTC"), &next))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -29,6 +29,9 @@ typedef struct WfCronSpec
 	bool		dow_star;		/* the day-of-week field began with '*' */
 } WfCronSpec;
 
+/* pg_cron refuses a schedule of this many bytes or more */
+#define WF_CRON_MAX_LENGTH 1000
+
 /* how far the matcher searches for an instant */
 #define WF_CRON_HORIZON_DAYS (8 * 366 + 2)
 

@@ -25,6 +25,7 @@ packages=(
 	make
 	clang              # the fuzz harness (test/scripts/fuzz.sh)
 	libclang-rt-14-dev # libFuzzer's runtime for clang 14
+	python3-jsonschema # test/definitions/check.py (docs/definition.schema.json)
 )
 
 missing=()

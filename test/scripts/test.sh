@@ -6,6 +6,8 @@
 #     regress     pg_regress over the Makefile's REGRESS list
 #     isolation   pg_isolation_regress over test/isolation/specs/*.spec
 #     pgtap       pg_prove over test/pgtap/*.sql
+#     schema      test/definitions/check.py: the JSON Schema of definitions
+#                 against the C validator, one test per definition file
 #   outside it:
 #     fuzz        test/scripts/fuzz.sh: each libFuzzer target (definition,
 #                 duration, cron, mapping, envelope) for FUZZ_SECONDS (default 10) in
@@ -38,6 +40,7 @@ STARTED=$WF_TMP/virtualenv-started
 CAP_REGRESS=600
 CAP_ISOLATION=300
 CAP_PGTAP=300
+CAP_SCHEMA=120
 CAP_FUZZ=240
 CAP_TAP=900
 
@@ -58,6 +61,7 @@ virtualenv_suites() {
 	echo regress
 	if have_isolation; then echo isolation; fi
 	if have_pgtap; then echo pgtap; fi
+	echo schema
 }
 
 # Seconds a suite may take: its cap, bounded by what is left of the budget.
@@ -287,6 +291,11 @@ in_virtualenv() {
 		fi
 	fi
 
+	# docs/definition.schema.json against the C validator: every definition
+	# under test/definitions/ through both (TAP, one test per file).
+	timed_suite schema tap $CAP_SCHEMA \
+		prove --exec python3 "$WF_ROOT/test/definitions/check.py"
+
 	# A failure makes pg_virtualenv print the tail of the server log.
 	! awk -F '\t' '$3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
 }
@@ -377,7 +386,7 @@ main() {
 		printf '%-10s %7d %7d  %s\n' "$name" "$p" "$f" "$note"
 		passed=$((passed + p)) failed=$((failed + f))
 	done <"$RESULTS"
-	for s in released regress isolation pgtap fuzz tap; do
+	for s in released regress isolation pgtap schema fuzz tap; do
 		recorded "$s" || printf '%-10s %7s %7s  %s\n' "$s" - - "skipped: no test files"
 	done
 	echo "$passed passed, $failed failed"
