@@ -50,6 +50,7 @@ OBJS = \
 	src/run.o \
 	src/claim.o \
 	src/result.o \
+	src/batch.o \
 	src/operator.o \
 	src/migrate.o \
 	src/retention.o \
