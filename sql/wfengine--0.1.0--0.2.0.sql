@@ -64,7 +64,7 @@ RETURNS TABLE (answer text,
 AS 'MODULE_PATHNAME', 'wfengine_fail_and_claim'
 LANGUAGE C VOLATILE ROWS 1;
 COMMENT ON FUNCTION wf.fail_and_claim(bigint, bigint, jsonb, boolean, text, text, integer, interval) IS
-'wf.fail_task, then a claim of up to max_tasks tasks of the queue for the worker (without waiting; a retry of the same run first, once available), in one call and transaction; answer is fail_task''s verdict.';
+'wf.fail_task, then a claim of up to max_tasks tasks of the queue for the worker (without waiting; a task the failure scheduled for the same run first), in one call and transaction; answer is fail_task''s verdict.';
 
 CREATE FUNCTION wf.complete_tasks(task_ids bigint[],
                                   fences bigint[],

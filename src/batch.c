@@ -21,7 +21,10 @@
  *		advanced thus keeps going on that worker ("continuation first"),
  *		ahead of older or higher-priority attempts of the queue.  The claim
  *		never waits: waiting would hold the report's row locks and delay
- *		its commit, and so the next step of every run it touched.
+ *		its commit, and so the next step of every run it touched.  A
+ *		retry is not a continuation: it waits for its backoff timer
+ *		(wf.tick); a failure continues at once only where it schedules
+ *		another task (a catch, a compensation).
  *
  *	 wf.complete_tasks, wf.fail_tasks
  *		report many results in one statement (one commit), each as its
