@@ -50,6 +50,7 @@ OBJS = \
 	src/run.o \
 	src/claim.o \
 	src/result.o \
+	src/batch.o \
 	src/operator.o \
 	src/migrate.o \
 	src/retention.o \
@@ -113,6 +114,7 @@ REGRESS = \
 	360_saga \
 	370_buffered_events \
 	380_anchors \
+	390_batches \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -12,8 +12,13 @@
 #   cycle-20    20-step runs on one queue: the same two transactions; 19 of 20
 #               completions schedule the next step
 #   onecall-1   1-step runs, claim and complete in one statement and one
-#               transaction (the API has no combined call; see
-#               engine_onecall.sql)
+#               transaction (see engine_onecall.sql)
+#   eager-20    20-step runs, one call and one transaction per step:
+#               wf.complete_and_claim hands the worker its next lease
+#               (engine_eager.sql; engine only, not in the default cases)
+#   batch10-20  20-step runs, a claim of 10 and one wf.complete_tasks of
+#               the 10: two transactions per 10 steps (engine_batch10.sql;
+#               engine only, not in the default cases)
 #
 #   engine      bench/engine_*.sql, through wf.claim_tasks/wf.complete_task
 #   sql         bench/raw_*.sql, the same rows written by hand-written
@@ -185,6 +190,8 @@ run_case() {
 	cycle-1) queue=q1 nsteps=1 script=cycle ;;
 	cycle-20) queue=q20 nsteps=20 script=cycle ;;
 	onecall-1) queue=q1 nsteps=1 script=onecall ;;
+	eager-20) queue=q20 nsteps=20 script=eager ;;
+	batch10-20) queue=q20 nsteps=20 script=batch10 ;;
 	*)
 		echo "bench: unknown case $kase" >&2
 		return 1
@@ -207,7 +214,7 @@ run_case() {
 	wal0=$(q -c "SELECT wal_bytes FROM pg_stat_wal")
 	cpu0=$(cpu_busy_ticks)
 	pgbench -n -r -M prepared -c "$clients" -j "$threads" -T "$DURATION" \
-		-D queue="$queue" -D nsteps="$nsteps" \
+		-D queue="$queue" -D nsteps="$nsteps" -D task_id=0 -D fence=0 \
 		-f "$BENCH_DIR/${impl/sql/raw}_$script.sql" "$CASEDB" >"$out" 2>&1 || rc=$?
 	cpu1=$(cpu_busy_ticks)
 
@@ -249,6 +256,8 @@ log "cases (${DURATION}s each)"
 for kase in $CASES; do
 	for clients in $CLIENTS; do
 		for impl in engine sql; do
+			# the eager and batch cases have no hand-written equivalent
+			case $kase/$impl in eager-*/sql | batch10-*/sql) continue ;; esac
 			run_case "$kase" "$impl" "$clients"
 		done
 	done

@@ -97,6 +97,8 @@ VALUES ('victim', 'victim_sched', '0 0 1 1 *', 'victim_order', '{"victim": "sche
 RETURNING schedule_id AS victim_sched \gset
 SELECT r.input->>'victim_card' LIKE 'wfenc:v1:%' AS victim_card_sealed FROM wf.runs r WHERE r.run_id = :'victim_run';
 SELECT r.input->'victim_card' AS victim_sealed FROM wf.runs r WHERE r.run_id = :'victim_run' \gset
+SELECT t.task_id AS victim_task, t.fence AS victim_fence FROM wf.tasks t
+WHERE t.run_id = :'victim_run' AND t.status = 'leased' \gset
 SELECT tenant_id, pg_catalog.count(*) AS runs FROM wf.runs GROUP BY 1 ORDER BY 1;
 -- what the test knows of the victim (not the attacker: the leak probe uses it
 -- to tell the victim's values apart from the hostile tenant's own)
@@ -489,6 +491,24 @@ SELECT wf.start_run('nope');
 SELECT wf.start_run('h_task', '{}', NULL, 9);
 SELECT wf.start_run('victim_order', '{}');
 SELECT pg_catalog.count(*) AS claimed FROM wf.claim_tasks('shared_q', 'h_worker', 10);
+
+-- scenario: batches and eager dispatch (issue 13): the victim's task on a
+-- queue of the same name is never claimed or reported, its keys never found
+SELECT pg_catalog.count(*) AS started FROM wf.start_runs('h_task',
+  ARRAY['{"x": 6, "corr": "h-6"}', '{"x": 7, "corr": "h-7"}']::pg_catalog.jsonb[], ARRAY['h-b6', NULL]);
+SELECT s.run_id OPERATOR(pg_catalog.<>) :'victim_run' AS own_run
+FROM wf.start_runs('h_task', ARRAY['{"x": 4}']::pg_catalog.jsonb[], ARRAY['key-1']) s;
+SELECT c.task_id AS t, c.fence AS f FROM wf.claim_tasks('shared_q', 'h_worker', 1) c \gset
+SELECT a.answer, a.step, a.input FROM wf.complete_and_claim(:t, :f, '{}', 'shared_q', 'h_worker', 10) a;
+SELECT c.task_id AS t, c.fence AS f FROM wf.tasks c
+WHERE c.queue OPERATOR(pg_catalog.=) 'shared_q' AND c.status OPERATOR(pg_catalog.=) 'leased'
+  AND c.worker OPERATOR(pg_catalog.=) 'h_worker' AND c.input OPERATOR(pg_catalog.=) '{"x": 7, "corr": "h-7"}' \gset
+SELECT a.answer, a.task_id IS NULL AS nothing
+FROM wf.fail_and_claim(:t, :f, '{"code": "h"}', false, 'shared_q', 'h_worker', 10) a;
+SELECT b.answer FROM wf.complete_tasks(ARRAY[:victim_task, :t], ARRAY[:victim_fence, :f]) b;
+SELECT b.answer FROM wf.fail_tasks(ARRAY[:victim_task], ARRAY[:victim_fence], ARRAY['{"code": "h"}']::pg_catalog.jsonb[]) b;
+SELECT pg_temp.code(pg_catalog.format('SELECT * FROM wf.complete_and_claim(%s, %s, %L, %L, %L)',
+                    :victim_task, :victim_fence, '{}', 'shared_q', 'h_worker')) AS victim_eager;
 
 -- scenario: signals and correlated events
 SELECT wf.start_run('h_wait', '{"corr": "h-w1"}') AS w1 \gset

@@ -115,8 +115,28 @@ PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 enum
 {
 	PLAN_CLAIM = 0,
+	PLAN_CLAIM_TASK,
 	PLAN_NEXT_AVAILABLE
 };
+
+/*
+ * What a claim writes to the task rows it leases ($4 worker, $5 now, $6
+ * lease, $7 fence base), and what it returns: the columns of
+ * wf.claim_tasks, then deadline_at.
+ */
+#define CLAIM_LEASE \
+	"UPDATE wf.tasks t SET status = 'leased'," \
+	"  fence = " WF_NEW_FENCE("$7") "," \
+	"  deliveries = t.deliveries OPERATOR(pg_catalog.+) 1," \
+	"  worker = $4, claimed_at = $5, lease = $6, last_heartbeat_at = NULL," \
+	"  lease_expires_at = $5 OPERATOR(pg_catalog.+) $6," \
+	"  timeout_at = $5 OPERATOR(pg_catalog.+) t.start_to_close," \
+	"  deadline_at = LEAST($5 OPERATOR(pg_catalog.+) $6," \
+	"   $5 OPERATOR(pg_catalog.+) t.start_to_close," \
+	"   $5 OPERATOR(pg_catalog.+) t.heartbeat_timeout)"
+#define CLAIM_RETURNING \
+	" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key," \
+	"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at"
 
 static const WfPlanSpec claim_plan_specs[] = {
 	[PLAN_CLAIM] = {
@@ -128,15 +148,7 @@ static const WfPlanSpec claim_plan_specs[] = {
 		 * prepared to use it: with the limit as a parameter the plan cache
 		 * would otherwise plan it again on every call (see WfPlanSpec).
 		 */
-		"UPDATE wf.tasks t SET status = 'leased',"
-		"  fence = " WF_NEW_FENCE("$7") ","
-		"  deliveries = t.deliveries OPERATOR(pg_catalog.+) 1,"
-		"  worker = $4, claimed_at = $5, lease = $6, last_heartbeat_at = NULL,"
-		"  lease_expires_at = $5 OPERATOR(pg_catalog.+) $6,"
-		"  timeout_at = $5 OPERATOR(pg_catalog.+) t.start_to_close,"
-		"  deadline_at = LEAST($5 OPERATOR(pg_catalog.+) $6,"
-		"   $5 OPERATOR(pg_catalog.+) t.start_to_close,"
-		"   $5 OPERATOR(pg_catalog.+) t.heartbeat_timeout)"
+		CLAIM_LEASE
 		" WHERE t.task_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 		"  SELECT c.task_id FROM wf.tasks c"
 		"  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
@@ -145,9 +157,25 @@ static const WfPlanSpec claim_plan_specs[] = {
 		"  ORDER BY c.priority DESC, c.available_at, c.task_id"
 		"  LIMIT $3"
 		"  FOR UPDATE SKIP LOCKED))"
-		" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key,"
-		"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at",
+		CLAIM_RETURNING,
 		7, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID},
+		true
+	},
+	[PLAN_CLAIM_TASK] = {
+		"claim_task",
+		/*
+		 * Eager dispatch (WfClaimNow): the attempt $8 that this transaction
+		 * has just scheduled, if it is claimable in the queue.  No other
+		 * transaction can see the row yet, so there is nothing to skip.
+		 * The same parameters as "claim" ($3 is not used).
+		 */
+		CLAIM_LEASE
+		" WHERE t.task_id OPERATOR(pg_catalog.=) $8"
+		"  AND t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
+		"  AND t.status OPERATOR(pg_catalog.=) 'ready'"
+		"  AND t.available_at OPERATOR(pg_catalog.<=) $5"
+		CLAIM_RETURNING,
+		8, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID, INT8OID},
 		true
 	},
 	[PLAN_NEXT_AVAILABLE] = {
@@ -163,6 +191,7 @@ WfPlanTable WfClaimPlans = WF_PLAN_TABLE("claim", claim_plan_specs);
 
 
 #define WF_CLAIM_COLUMNS 11
+#define WF_CLAIM_MAX_LEAD 1		/* leading columns of WfClaimNow's callers */
 #define WF_CLAIM_TASK_COLUMN 0	/* t.task_id, in the order of PLAN_CLAIM */
 #define WF_CLAIM_FENCE_COLUMN 4	/* t.fence */
 #define WF_CLAIM_INPUT_COLUMN 6	/* t.input */
@@ -290,16 +319,6 @@ claim_within_limit(Datum *values, const char *queue, int32 max_tasks, bool may_w
 	return n;
 }
 
-/* what wf.claim_tasks was asked for */
-typedef struct ClaimRequest
-{
-	char	   *queue;
-	char	   *worker;
-	int32		max_tasks;
-	Interval   *lease;
-	int64		wait_us;		/* 0: no wait */
-} ClaimRequest;
-
 /* a waiting claim between its tries */
 typedef struct ClaimWait
 {
@@ -317,9 +336,8 @@ typedef struct ClaimWait
  * when one of the first four is NULL (the call returns no rows).
  */
 static bool
-claim_arguments(FunctionCallInfo fcinfo, ClaimRequest *req)
+claim_arguments(FunctionCallInfo fcinfo, WfClaimRequest *req)
 {
-	double		lease_us;
 	int			i;
 
 	/*
@@ -333,6 +351,21 @@ claim_arguments(FunctionCallInfo fcinfo, ClaimRequest *req)
 	req->worker = WfTextArg(fcinfo, 1, "worker name", WF_ARG_NAME);
 	req->max_tasks = PG_GETARG_INT32(2);
 	req->lease = PG_GETARG_INTERVAL_P(3);
+	WfCheckClaimRequest(req);
+	req->wait_us = claim_wait_us(fcinfo);
+	return true;
+}
+
+/*
+ * WfCheckClaimRequest refuses a claim request (queue, worker, max_tasks,
+ * lease; the names' lengths were checked as they were read) that
+ * wf.claim_tasks would refuse.  Called by wf.claim_tasks and by the
+ * eager-dispatch entry points (batch.c) before they change anything.
+ */
+void
+WfCheckClaimRequest(const WfClaimRequest *req)
+{
+	double		lease_us;
 
 	if (strlen(req->queue) == 0)
 		ereport(ERROR,
@@ -355,8 +388,6 @@ claim_arguments(FunctionCallInfo fcinfo, ClaimRequest *req)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease must be positive and at most 7 days"),
 				 errhint("A lease covers one delivery of a task; when it expires the task can be claimed again.")));
-	req->wait_us = claim_wait_us(fcinfo);
-	return true;
 }
 
 /*
@@ -365,7 +396,7 @@ claim_arguments(FunctionCallInfo fcinfo, ClaimRequest *req)
  * its first try (see the file header).
  */
 static void
-claim_wait_begin(ClaimWait *w, const ClaimRequest *req)
+claim_wait_begin(ClaimWait *w, const WfClaimRequest *req)
 {
 	memset(w, 0, sizeof(ClaimWait));
 	if (req->wait_us == 0)
@@ -450,10 +481,13 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
  * the function's rows: their sealed values opened for a worker entitled
  * to them, and the engine worker told when each lease can expire.  An
  * attempt whose input does not open is failed instead (WfFailDamagedTask),
- * once the rows are read.
+ * once the rows are read.  Each row starts with the nlead columns lead
+ * (lead_nulls) of the caller (none for wf.claim_tasks).  Returns the
+ * number of rows it put.
  */
-static void
-hand_out(ReturnSetInfo *rsinfo, uint64 n)
+static uint64
+hand_out(ReturnSetInfo *rsinfo, uint64 n, int nlead, const Datum *lead,
+		 const bool *lead_nulls)
 {
 	bool		open_sealed = n > 0 && WfMaySeeSensitive(WfApiCaller());
 	int			ndamaged = 0;	/* claimed tasks whose input does not open */
@@ -462,14 +496,24 @@ hand_out(ReturnSetInfo *rsinfo, uint64 n)
 	char	  **damaged_why = NULL;
 	uint64		i;
 
+	uint64		put = 0;
+
+	Assert(nlead >= 0 && nlead <= WF_CLAIM_MAX_LEAD);
 	for (i = 0; i < n; i++)
 	{
-		Datum		out[WF_CLAIM_COLUMNS];
-		bool		nulls[WF_CLAIM_COLUMNS];
+		Datum		row[WF_CLAIM_MAX_LEAD + WF_CLAIM_COLUMNS];
+		bool		rownulls[WF_CLAIM_MAX_LEAD + WF_CLAIM_COLUMNS];
+		Datum	   *out = row + nlead;
+		bool	   *nulls = rownulls + nlead;
 		bool		isnull;
 		Datum		deadline;
 		int			c;
 
+		for (c = 0; c < nlead; c++)
+		{
+			row[c] = lead[c];
+			rownulls[c] = lead_nulls[c];
+		}
 		for (c = 0; c < WF_CLAIM_COLUMNS; c++)
 			out[c] = WfGetDatum(i, c + 1, &nulls[c]);
 		/* sealed values of the input, opened for a worker entitled to them */
@@ -497,7 +541,8 @@ hand_out(ReturnSetInfo *rsinfo, uint64 n)
 			}
 			out[WF_CLAIM_INPUT_COLUMN] = JsonbPGetDatum(opened);
 		}
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, rownulls);
+		put++;
 
 		/* the engine worker must look at this lease when it can expire */
 		deadline = WfGetDatum(i, WF_CLAIM_COLUMNS + 1, &isnull);
@@ -506,6 +551,7 @@ hand_out(ReturnSetInfo *rsinfo, uint64 n)
 	}
 	for (i = 0; i < (uint64) ndamaged; i++)
 		WfFailDamagedTask(damaged_task[i], damaged_fence[i], damaged_why[i]);
+	return put;
 }
 
 /*
@@ -518,7 +564,7 @@ Datum
 wfengine_claim_tasks(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ClaimRequest req;
+	WfClaimRequest req;
 	ClaimWait	w;
 	Datum		values[7];
 	uint64		n;
@@ -567,7 +613,59 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	if (w.cv_prepared)
 		ConditionVariableCancelSleep();
 
-	hand_out(rsinfo, n);
+	(void) hand_out(rsinfo, n, 0, NULL, NULL);
 	WfApiEnd();
 	return (Datum) 0;
+}
+
+/* ---- eager dispatch (issue 13) ---- */
+
+/*
+ * WfClaimNow leases to req->worker up to req->max_tasks claimable attempts
+ * of req->queue, without waiting (req->wait_us is ignored), and puts them
+ * as rows of rsinfo, each after the caller's nlead leading columns (see
+ * hand_out).  It is the claim of wf.claim_tasks, for the entry points that
+ * report a result and claim in one call (batch.c): when continuation is
+ * not 0, that attempt (one the caller's transaction has just scheduled) is
+ * leased first if it is claimable in the queue (PLAN_CLAIM_TASK), and the
+ * rest in claim order (PLAN_CLAIM).  The tenant's limit of tasks in flight
+ * applies to both.  Called outside an API frame (it opens its own);
+ * returns the number of rows it put.
+ */
+uint64
+WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req, int64 continuation,
+		   int nlead, const Datum *lead, const bool *lead_nulls)
+{
+	Datum		values[8];
+	int32		want = req->max_tasks;
+	uint64		n;
+	uint64		put = 0;
+
+	WfApiBegin();
+	values[0] = CStringGetTextDatum(WfCurrentTenant());
+	values[1] = CStringGetTextDatum(req->queue);
+	values[2] = Int64GetDatum((int64) want);
+	values[3] = CStringGetTextDatum(req->worker);
+	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[5] = IntervalPGetDatum(req->lease);
+	values[6] = Int64GetDatum(WfFenceBase());
+	if (WfClaimLimited(WfCurrentTenant()))
+		want = WfClaimRoom(WfCurrentTenant(), req->queue, want, true);
+	if (want > 0 && continuation != 0)
+	{
+		values[7] = Int64GetDatum(continuation);
+		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM_TASK, values, NULL, false, 0,
+					   SPI_OK_UPDATE_RETURNING);
+		put += hand_out(rsinfo, n, nlead, lead, lead_nulls);
+		want -= (int32) n;
+	}
+	if (want > 0)
+	{
+		values[2] = Int64GetDatum((int64) want);
+		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0,
+					   SPI_OK_UPDATE_RETURNING);
+		put += hand_out(rsinfo, n, nlead, lead, lead_nulls);
+	}
+	WfApiEnd();
+	return put;
 }

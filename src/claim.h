@@ -13,7 +13,27 @@
 #ifndef WF_CLAIM_H
 #define WF_CLAIM_H
 
+#include "fmgr.h"
+#include "funcapi.h"
+#include "datatype/timestamp.h"
+
 #include "spi_util.h"
+
+/* what a claim asks for: wf.claim_tasks' arguments */
+typedef struct WfClaimRequest
+{
+	char	   *queue;
+	char	   *worker;
+	int32		max_tasks;
+	Interval   *lease;
+	int64		wait_us;		/* 0: no wait */
+} WfClaimRequest;
+
+/* claiming for the entry points that report and claim in one call */
+extern void WfCheckClaimRequest(const WfClaimRequest *req);
+extern uint64 WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
+						 int64 continuation, int nlead, const Datum *lead,
+						 const bool *lead_nulls);
 
 /* the statements of claim.c */
 extern PGDLLIMPORT WfPlanTable WfClaimPlans;

@@ -130,7 +130,7 @@ typedef struct WfReport
 } WfReport;
 
 /* forward declarations */
-static const char *report_result(const WfReport *rep);
+static const char *report_result(const WfReport *rep, bool lenient, int64 *next_task);
 
 /*
  * finish_task_row records the winning report in its task row.
@@ -254,10 +254,14 @@ record_lost_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *ta
 
 /*
  * report_result applies or records one report and returns the verdict:
- * "accepted", "cancel_requested", "duplicate" or "stale".
+ * "accepted", "cancel_requested", "duplicate" or "stale".  An unknown
+ * task or a fence never issued for it is an error, or, when lenient (the
+ * batch entry points, batch.c), the verdict "unknown_task" or
+ * "unknown_fence", which changed nothing.  When next_task is not NULL it
+ * is set to the attempt that the report's transition scheduled (0: none).
  */
 static const char *
-report_result(const WfReport *rep)
+report_result(const WfReport *rep, bool lenient, int64 *next_task)
 {
 	const char *tenant = WfCurrentTenant();
 	TimestampTz now = GetCurrentTimestamp();
@@ -268,6 +272,8 @@ report_result(const WfReport *rep)
 	WfLockedTask task;
 	bool		suppressed;
 
+	if (next_task != NULL)
+		*next_task = 0;
 	WfApiBegin();
 
 	/*
@@ -275,10 +281,22 @@ report_result(const WfReport *rep)
 	 * read both under the locks: from here on nothing can change either.
 	 */
 	if (!WfLockTaskAndRun(rep->task_id, tenant, &run, &task))
+	{
+		if (lenient)
+		{
+			WfApiEnd();
+			return "unknown_task";
+		}
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("task %lld does not exist", (long long) rep->task_id)));
+	}
 
+	if ((rep->fence <= 0 || rep->fence > task.fence) && lenient)
+	{
+		WfApiEnd();
+		return "unknown_fence";
+	}
 	if (rep->fence <= 0 || rep->fence > task.fence)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -307,6 +325,8 @@ report_result(const WfReport *rep)
 	{
 		verdict = accept_report(&tr, rep, &task);
 		WfTransitionWrite(&tr);
+		if (next_task != NULL && tr.has_task)
+			*next_task = tr.task.task_id;
 		/* a paused run's result is held: nothing changed that subscribers see */
 		if (run.status != WF_RUN_PAUSED)
 			WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ?
@@ -348,7 +368,7 @@ WfFailDamagedTask(int64 task_id, int64 fence, const char *message)
 	rep.is_failure = true;
 	rep.error = WfJbEnd(&b);
 	rep.retryable = false;
-	(void) report_result(&rep);
+	(void) report_result(&rep, false, NULL);
 }
 
 /*
@@ -363,18 +383,19 @@ check_ids(FunctionCallInfo fcinfo)
 }
 
 /*
- * report_of reads the report of wf.complete_task or wf.fail_task: the task
- * id and fence, and the output or error (payload, argument 2), checked.
+ * report_init fills in the report of task_id under fence: a completion
+ * with output payload, or a failure with error payload (not NULL),
+ * checked (size, sealed look-alikes).
  */
 static void
-report_of(FunctionCallInfo fcinfo, WfReport *rep, bool is_failure, Jsonb *payload)
+report_init(WfReport *rep, int64 task_id, int64 fence, bool is_failure, Jsonb *payload)
 {
 	const char *what = is_failure ? "error" : "output";
 	const char *owner;
 
 	memset(rep, 0, sizeof(WfReport));
-	rep->task_id = PG_GETARG_INT64(0);
-	rep->fence = PG_GETARG_INT64(1);
+	rep->task_id = task_id;
+	rep->fence = fence;
 	rep->is_failure = is_failure;
 	if (is_failure)
 		rep->error = payload;
@@ -383,6 +404,16 @@ report_of(FunctionCallInfo fcinfo, WfReport *rep, bool is_failure, Jsonb *payloa
 	owner = psprintf("task %lld", (long long) rep->task_id);
 	WfCheckPayloadSize(payload, what, owner);
 	WfRefuseSealedLookalikes(payload, what, owner);
+}
+
+/*
+ * report_of reads the report of wf.complete_task or wf.fail_task: the task
+ * id and fence, and the output or error (payload, argument 2), checked.
+ */
+static void
+report_of(FunctionCallInfo fcinfo, WfReport *rep, bool is_failure, Jsonb *payload)
+{
+	report_init(rep, PG_GETARG_INT64(0), PG_GETARG_INT64(1), is_failure, payload);
 }
 
 /*
@@ -397,7 +428,7 @@ wfengine_complete_task(PG_FUNCTION_ARGS)
 	report_of(fcinfo, &rep, false, PG_ARGISNULL(2) ?
 			  DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("null"))) :
 			  PG_GETARG_JSONB_P(2));
-	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
+	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep, false, NULL)));
 }
 
 /*
@@ -414,7 +445,7 @@ wfengine_fail_task(PG_FUNCTION_ARGS)
 	WfRequireArg(fcinfo, 3, "retryable", NULL);
 	report_of(fcinfo, &rep, true, PG_GETARG_JSONB_P(2));
 	rep.retryable = PG_GETARG_BOOL(3);
-	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep)));
+	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep, false, NULL)));
 }
 
 /*
@@ -503,4 +534,28 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 	}
 	WfApiEnd();
 	PG_RETURN_TEXT_P(cstring_to_text(verdict));
+}
+
+/* ---- batches and eager dispatch (issue 13) ---- */
+
+/*
+ * WfReportTaskResult reports one result for the entry points of batch.c,
+ * exactly as wf.complete_task (is_failure false, payload the output) or
+ * wf.fail_task (payload the error, retryable) would, and returns the
+ * verdict.  With lenient, an unknown task or a fence never issued for it
+ * is the verdict "unknown_task" or "unknown_fence" instead of an error.
+ * *next_task (when not NULL) is set to the attempt the report's
+ * transition scheduled, 0 when none.  Payload errors (size, sealed
+ * look-alikes) are errors, as in the single calls.  Called outside an API
+ * frame (it opens its own).
+ */
+const char *
+WfReportTaskResult(int64 task_id, int64 fence, bool is_failure, Jsonb *payload,
+				   bool retryable, bool lenient, int64 *next_task)
+{
+	WfReport	rep;
+
+	report_init(&rep, task_id, fence, is_failure, payload);
+	rep.retryable = retryable;
+	return report_result(&rep, lenient, next_task);
 }

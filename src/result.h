@@ -15,7 +15,12 @@
 
 #include "spi_util.h"
 
+#include "utils/jsonb.h"
+
 extern void WfFailDamagedTask(int64 task_id, int64 fence, const char *message);
+extern const char *WfReportTaskResult(int64 task_id, int64 fence, bool is_failure,
+									  Jsonb *payload, bool retryable, bool lenient,
+									  int64 *next_task);
 
 
 /* the statements of result.c */

@@ -15,6 +15,11 @@
 
 #include "spi_util.h"
 
+#include "fmgr.h"
+
+/* wf.start_run, also called per element by wf.start_runs (batch.c) */
+extern PGDLLEXPORT Datum wfengine_start_run(PG_FUNCTION_ARGS);
+
 /* the statements of run.c */
 extern PGDLLIMPORT WfPlanTable WfRunPlans;
 
