@@ -57,6 +57,7 @@ OBJS = \
 	src/replay.o \
 	src/approval_api.o \
 	src/shmem.o \
+	src/metrics.o \
 	src/notify.o \
 	src/schedule.o \
 	src/timer.o \

@@ -100,6 +100,7 @@
 #include "argcheck.h"
 #include "claim.h"
 #include "guc.h"
+#include "metrics.h"
 #include "notify.h"
 #include "quota.h"
 #include "result.h"
@@ -306,6 +307,8 @@ typedef struct ClaimWait
 	TimestampTz deadline;		/* the end of the wait */
 	ConditionVariable *cv;		/* of the queue's wait bucket; NULL: none */
 	pg_atomic_uint64 *gen_counter;	/* ... and its generation */
+	uint32		bucket;			/* the bucket's number */
+	TimestampTz woken_at;		/* a commit's wake-up ended the last sleep */
 	TimestampTz next_wake;		/* from the last look at the queue */
 	TimestampTz looked_at;		/* when that look was */
 	bool		timed_out;		/* the last sleep ran to its end */
@@ -375,6 +378,7 @@ claim_wait_begin(ClaimWait *w, const ClaimRequest *req)
 	{
 		uint32		b = WfQueueBucket(WfCurrentTenant(), req->queue);
 
+		w->bucket = b;
 		w->cv = &WfShmem->queue_cv[b];
 		w->gen_counter = &WfShmem->queue_gen[b];
 		ConditionVariablePrepareToSleep(w->cv);
@@ -413,6 +417,7 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 	sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
 
 	w->timed_out = false;
+	w->woken_at = 0;
 	if (w->cv != NULL && !held_back)
 	{
 		if (!w->cv_prepared)
@@ -425,6 +430,15 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 		if (pg_atomic_read_u64(w->gen_counter) != gen)
 			return false;
 		w->timed_out = ConditionVariableTimedSleep(w->cv, sleep_ms, claim_wait_event_info());
+		/* woken by a commit during this sleep: for the wake-to-claim time */
+		if (!w->timed_out)
+		{
+			TimestampTz woken = WfMetricsWokenAt(w->bucket);
+
+			WfCount(WF_CNT_CLAIM_WAKEUPS, 1);
+			if (woken >= now)
+				w->woken_at = woken;
+		}
 	}
 	else
 	{
@@ -567,6 +581,10 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	if (w.cv_prepared)
 		ConditionVariableCancelSleep();
 
+	WfCount(WF_CNT_CLAIM_CALLS, 1);
+	WfCount(WF_CNT_TASKS_CLAIMED, n);
+	if (n > 0 && w.woken_at != 0)
+		WfObserve(WF_HIST_WAKE_TO_CLAIM, w.woken_at, GetCurrentTimestamp());
 	hand_out(rsinfo, n);
 	WfApiEnd();
 	return (Datum) 0;
