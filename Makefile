@@ -112,6 +112,7 @@ REGRESS = \
 	360_saga \
 	370_buffered_events \
 	380_anchors \
+	390_metrics \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.
