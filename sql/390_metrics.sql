@@ -50,8 +50,8 @@ SELECT * FROM pg_temp.added();
 SELECT count(*) AS buckets, bool_and(le > 0) AS positive,
        (array_agg(le ORDER BY le DESC))[1] AS last_le
 FROM wf.timer_lag_histogram();
-SELECT count FROM wf.timer_lag_histogram() WHERE le = 'Infinity';
-SELECT value FROM wf.engine_counters() WHERE name = 'timer_lag_count';
+SELECT (SELECT count FROM wf.timer_lag_histogram() WHERE le = 'Infinity') =
+       (SELECT value FROM wf.engine_counters() WHERE name = 'timer_lag_count') AS all_in_last_bucket;
 SELECT bool_and(c >= p) AS cumulative
 FROM (SELECT count AS c, lag(count, 1, 0::bigint) OVER (ORDER BY le) AS p FROM wf.timer_lag_histogram()) h;
 
