@@ -38,9 +38,12 @@
  * Restarts.  Like pg_stat_statements, and like PostgreSQL's own
  * cumulative statistics: a clean shutdown writes the entries to
  * pg_stat/wfengine_metrics.stat (from the postmaster's on_shmem_exit
- * callback), and the next start reads the file back and removes it.  After
- * a crash nothing is written, so the counters start from zero, as the
- * server's own do.  A file of another layout (another build with other
+ * callback), and the next start reads the file back and removes it.  The
+ * file is read only when pg_control says the server was shut down cleanly
+ * (an immediate shutdown also exits the postmaster normally, and writes
+ * the file, but leaves the cluster to crash recovery): after a crash or an
+ * immediate stop the counters start from zero, as the server's own
+ * cumulative statistics do.  A file of another layout (another build with other
  * counters) is ignored with a LOG message.
  *
  * Claim wake-ups.  notify.c records, per wait bucket, when a commit last
@@ -60,6 +63,8 @@
 #include <unistd.h>
 
 #include "access/xact.h"
+#include "catalog/pg_control.h"
+#include "common/controldata_utils.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -233,6 +238,18 @@ metrics_load(void)
 	FILE	   *f;
 	WfMetricsFileHeader h;
 	uint32		i;
+	bool		crc_ok;
+	ControlFileData *control = get_controlfile(DataDir, &crc_ok);
+
+	/* a crash, or an immediate stop: start from zero, as pgstat does */
+	if (!crc_ok || (control->state != DB_SHUTDOWNED &&
+					control->state != DB_SHUTDOWNED_IN_RECOVERY))
+	{
+		pfree(control);
+		unlink(WF_METRICS_FILE);
+		return;
+	}
+	pfree(control);
 
 	f = AllocateFile(WF_METRICS_FILE, PG_BINARY_R);
 	if (f == NULL)

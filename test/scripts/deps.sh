@@ -25,6 +25,7 @@ packages=(
 	make
 	clang              # the fuzz harness (test/scripts/fuzz.sh)
 	libclang-rt-14-dev # libFuzzer's runtime for clang 14
+	prometheus-postgres-exporter # test/t/110_metrics.pl scrapes it (monitoring/queries.yaml)
 )
 
 missing=()
