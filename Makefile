@@ -58,6 +58,7 @@ OBJS = \
 	src/replay.o \
 	src/approval_api.o \
 	src/shmem.o \
+	src/metrics.o \
 	src/notify.o \
 	src/schedule.o \
 	src/timer.o \
@@ -115,6 +116,7 @@ REGRESS = \
 	370_buffered_events \
 	380_anchors \
 	390_batches \
+	390_metrics \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

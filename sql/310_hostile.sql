@@ -445,6 +445,7 @@ SELECT wf.publish_definition('h_bad', '{"steps": [{"name": "a", "queue": "q", "n
 -- task on a queue of the same name is never claimed
 SELECT wf.start_run('h_task', '{"x": 1, "corr": "h-1"}') AS r1 \gset
 SELECT wf.run_status(:'r1');
+SELECT wf.run_traceparent(:'r1') IS NULL AS no_traceparent;
 SELECT c.task_id AS t, c.fence AS f, c.step AS step, c.attempt AS attempt
 FROM wf.claim_tasks('shared_q', 'h_worker', 10) c \gset
 \echo :step :attempt

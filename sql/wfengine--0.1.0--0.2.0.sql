@@ -123,3 +123,270 @@ GRANT EXECUTE ON FUNCTION
     wf.complete_tasks(bigint[], bigint[], jsonb[]),
     wf.fail_tasks(bigint[], bigint[], jsonb[], boolean[])
     TO wfengine_worker;
+
+-- metrics and trace context (issue 14.2)
+/*
+ * Monitoring (docs/monitoring.md).  Four views over the engine's tables,
+ * read with the caller's rights (security_invoker: row-level security
+ * applies as the caller, so a tenant's role sees its own tenant and a
+ * role with BYPASSRLS every tenant, labelled by tenant_id), each cheap
+ * enough to scrape every 15 seconds on a database with a million runs:
+ * they read only what is live (ready and leased attempts, live runs,
+ * pending timers and approvals) and what finished in a short window,
+ * through indexes.  The cumulative counters that no table holds live in
+ * shared memory (metrics.c) and are read by wf.engine_counters() and the
+ * histogram functions, per database and for every tenant of it, so they
+ * are for pg_monitor only.
+ *
+ * Trace context: wf.start_run takes a W3C traceparent, recorded in the
+ * run_started event; wf.run_traceparent(run) hands it to workers.
+ */
+
+-- The attempts that finished, by when: the per-minute completions,
+-- failures and claims of wf.queue_stats and the retries of wf.run_stats
+-- read only the last minutes through it.  Partial on the final statuses,
+-- so an attempt enters it once, when it finishes (never while it is ready
+-- or leased, and a final row is not updated again); its keys grow with
+-- time, so inserts go to the rightmost page.
+CREATE INDEX tasks_finished_idx ON wf.tasks (finished_at)
+    WHERE status IN ('completed', 'failed', 'cancelled');
+
+CREATE VIEW wf.queue_stats WITH (security_invoker = true, security_barrier = true) AS
+WITH ready AS (
+    SELECT t.tenant_id, t.queue, pg_catalog.count(*) AS ready,
+           pg_catalog.min(t.available_at)
+               FILTER (WHERE t.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS oldest_available_at
+    FROM wf.tasks t
+    WHERE t.status OPERATOR(pg_catalog.=) 'ready'
+    GROUP BY t.tenant_id, t.queue
+), leased AS (
+    SELECT t.tenant_id, t.queue, pg_catalog.count(*) AS leased,
+           pg_catalog.count(*)
+               FILTER (WHERE t.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS expired_leases,
+           pg_catalog.count(*)
+               FILTER (WHERE t.claimed_at OPERATOR(pg_catalog.>)
+                       (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')) AS claims
+    FROM wf.tasks t
+    WHERE t.status OPERATOR(pg_catalog.=) 'leased'
+    GROUP BY t.tenant_id, t.queue
+), finished AS (
+    SELECT t.tenant_id, t.queue,
+           pg_catalog.count(*)
+               FILTER (WHERE t.claimed_at OPERATOR(pg_catalog.>)
+                       (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')) AS claims,
+           pg_catalog.count(*) FILTER (WHERE t.status OPERATOR(pg_catalog.=) 'completed') AS completions,
+           pg_catalog.count(*) FILTER (WHERE t.status OPERATOR(pg_catalog.=) 'failed') AS failures
+    FROM wf.tasks t
+    WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'cancelled'])
+      AND t.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')
+    GROUP BY t.tenant_id, t.queue
+), queues AS (
+    SELECT tenant_id, queue FROM ready
+    UNION SELECT tenant_id, queue FROM leased
+    UNION SELECT tenant_id, queue FROM finished
+)
+SELECT q.tenant_id, q.queue,
+       COALESCE(r.ready, 0) AS ready,
+       COALESCE(l.leased, 0) AS leased,
+       COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.oldest_available_at),
+                0) AS oldest_ready_age_seconds,
+       COALESCE(l.claims, 0) OPERATOR(pg_catalog.+) COALESCE(f.claims, 0) AS claims_1m,
+       COALESCE(f.completions, 0) AS completions_1m,
+       COALESCE(f.failures, 0) AS failures_1m,
+       COALESCE(l.expired_leases, 0) AS expired_leases
+FROM queues q
+LEFT JOIN ready r ON r.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND r.queue OPERATOR(pg_catalog.=) q.queue
+LEFT JOIN leased l ON l.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND l.queue OPERATOR(pg_catalog.=) q.queue
+LEFT JOIN finished f ON f.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND f.queue OPERATOR(pg_catalog.=) q.queue;
+COMMENT ON VIEW wf.queue_stats IS
+'Per queue: ready and leased attempts, the age of the oldest claimable one, claims, completions and failures of the last minute, and leases past their expiry the engine has not taken back yet.';
+
+CREATE VIEW wf.run_stats WITH (security_invoker = true, security_barrier = true) AS
+WITH live AS (
+    -- per tenant, so that runs_status_idx (tenant_id, status, ...) serves
+    -- a caller without row-level security too: the live runs only, never
+    -- a scan of every run (every run's tenant has a definition)
+    SELECT tn.tenant_id, l.definition_name, l.definition_version, l.running, l.paused, l.undoing
+    FROM (SELECT DISTINCT d.tenant_id FROM wf.definitions d) tn
+    CROSS JOIN LATERAL (
+        SELECT r.definition_name, r.definition_version,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'running') AS running,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'paused') AS paused,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.<>) 'running'
+                                             AND r.status OPERATOR(pg_catalog.<>) 'paused') AS undoing
+        FROM wf.runs r
+        WHERE r.tenant_id OPERATOR(pg_catalog.=) tn.tenant_id
+          AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused', 'cancelling', 'compensating'])
+        GROUP BY r.definition_name, r.definition_version) l
+), done AS (
+    SELECT r.tenant_id, r.definition_name, r.definition_version,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS completed,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ANY (ARRAY['failed', 'compensation_failed'])) AS failed,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ANY (ARRAY['cancelled', 'compensated', 'terminated'])) AS stopped,
+           pg_catalog.percentile_cont(0.5) WITHIN GROUP
+               (ORDER BY pg_catalog.date_part('epoch', r.finished_at OPERATOR(pg_catalog.-) r.created_at))
+               FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS p50,
+           pg_catalog.percentile_cont(0.95) WITHIN GROUP
+               (ORDER BY pg_catalog.date_part('epoch', r.finished_at OPERATOR(pg_catalog.-) r.created_at))
+               FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS p95
+    FROM wf.runs r
+    WHERE r.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '5 minutes')
+      AND r.status OPERATOR(pg_catalog.<>) ALL (ARRAY['running', 'paused', 'cancelling', 'compensating'])
+    GROUP BY r.tenant_id, r.definition_name, r.definition_version
+), tries AS (
+    SELECT r.tenant_id, r.definition_name, r.definition_version,
+           pg_catalog.count(*) FILTER (WHERE t.attempt OPERATOR(pg_catalog.>) 1) AS retries,
+           pg_catalog.count(*) FILTER (WHERE t.attempt OPERATOR(pg_catalog.=) 1) AS first_attempts
+    FROM wf.tasks t
+    JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id
+    WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'cancelled'])
+      AND t.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '5 minutes')
+    GROUP BY r.tenant_id, r.definition_name, r.definition_version
+), versions AS (
+    SELECT tenant_id, definition_name, definition_version FROM live
+    UNION SELECT tenant_id, definition_name, definition_version FROM done
+    UNION SELECT tenant_id, definition_name, definition_version FROM tries
+)
+SELECT v.tenant_id, v.definition_name, v.definition_version,
+       COALESCE(l.running, 0) AS running,
+       COALESCE(l.paused, 0) AS paused,
+       COALESCE(l.undoing, 0) AS undoing,
+       COALESCE(d.completed, 0) AS completed_5m,
+       COALESCE(d.failed, 0) AS failed_5m,
+       COALESCE(d.stopped, 0) AS stopped_5m,
+       d.p50 AS duration_p50_seconds,
+       d.p95 AS duration_p95_seconds,
+       d.failed::double precision OPERATOR(pg_catalog./)
+           NULLIF(d.completed OPERATOR(pg_catalog.+) d.failed, 0)::double precision AS failure_rate_5m,
+       COALESCE(tr.retries, 0) AS retries_5m,
+       tr.retries::double precision OPERATOR(pg_catalog./)
+           NULLIF(tr.first_attempts, 0)::double precision AS retries_per_step_5m
+FROM versions v
+LEFT JOIN live l ON l.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND l.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND l.definition_version OPERATOR(pg_catalog.=) v.definition_version
+LEFT JOIN done d ON d.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND d.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND d.definition_version OPERATOR(pg_catalog.=) v.definition_version
+LEFT JOIN tries tr ON tr.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND tr.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND tr.definition_version OPERATOR(pg_catalog.=) v.definition_version;
+COMMENT ON VIEW wf.run_stats IS
+'Per definition version: live runs by status; runs that ended in the last 5 minutes by outcome, the median and 95th percentile duration of those that completed, the failure rate; attempts after the first (retries) and retries per step visit among the attempts that finished in the last 5 minutes.';
+
+CREATE VIEW wf.timer_stats WITH (security_invoker = true, security_barrier = true) AS
+SELECT tm.tenant_id, tm.kind,
+       pg_catalog.count(*) AS pending,
+       pg_catalog.count(*) FILTER (WHERE tm.fire_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS due,
+       pg_catalog.count(*) FILTER (WHERE tm.fire_at OPERATOR(pg_catalog.=) 'infinity') AS held,
+       COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
+                pg_catalog.min(tm.fire_at) FILTER (WHERE tm.fire_at OPERATOR(pg_catalog.<=) pg_catalog.now())),
+                0) AS firing_lag_seconds
+FROM wf.timers tm
+WHERE tm.status OPERATOR(pg_catalog.=) 'pending'
+GROUP BY tm.tenant_id, tm.kind
+UNION ALL
+SELECT t.tenant_id, 'task_deadline',
+       pg_catalog.count(*),
+       pg_catalog.count(*) FILTER (WHERE t.deadline_at OPERATOR(pg_catalog.<=) pg_catalog.now()),
+       0,
+       COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
+                pg_catalog.min(t.deadline_at) FILTER (WHERE t.deadline_at OPERATOR(pg_catalog.<=) pg_catalog.now())),
+                0)
+FROM wf.tasks t
+WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL
+GROUP BY t.tenant_id;
+COMMENT ON VIEW wf.timer_stats IS
+'Per timer kind (and task_deadline for the deadlines of live attempts): pending, due now, held for paused runs, and the firing lag: how long the oldest due one has been waiting to fire.';
+
+-- Open approvals, for wf.approval_stats: without it the view reads every
+-- approval ever requested (a row per approver of every approval step, kept
+-- until its run is purged: 16 ms at 100,000 rows, growing with history);
+-- with it only the open ones (3 ms).  Approval rows are written at human
+-- speed, never on the task path; the index makes a decision's update of
+-- the row a non-HOT one.
+CREATE INDEX approvals_pending_idx ON wf.approvals (tenant_id) WHERE status = 'pending';
+
+CREATE VIEW wf.approval_stats WITH (security_invoker = true, security_barrier = true) AS
+SELECT a.tenant_id, r.definition_name, a.step,
+       pg_catalog.count(*) AS open,
+       pg_catalog.count(DISTINCT a.run_id) AS runs,
+       pg_catalog.count(*) FILTER (WHERE a.approve_hash IS NULL) AS without_token,
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(a.created_at))
+           AS oldest_age_seconds,
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(a.expires_at))
+           AS oldest_expiry_passed_seconds
+FROM wf.approvals a
+JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) a.run_id
+WHERE a.status OPERATOR(pg_catalog.=) 'pending'
+  AND r.status OPERATOR(pg_catalog.=) 'running'
+GROUP BY a.tenant_id, r.definition_name, a.step;
+COMMENT ON VIEW wf.approval_stats IS
+'Per definition and approval step: open approvals (approvers still to decide), their runs, those without a token yet, and the age of the oldest request.';
+
+GRANT SELECT ON wf.queue_stats, wf.run_stats, wf.timer_stats, wf.approval_stats
+    TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
+
+-- the engine counters and histograms (metrics.c): every tenant of the
+-- database, so for monitoring roles only
+CREATE FUNCTION wf.engine_counters()
+RETURNS TABLE (name text, value bigint)
+AS 'MODULE_PATHNAME', 'wfengine_engine_counters'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.engine_counters() IS
+'Cumulative counters of this database''s engine (transitions, results by verdict, claims, timers), kept in shared memory across clean restarts; for pg_monitor.';
+
+CREATE FUNCTION wf.timer_lag_histogram()
+RETURNS TABLE (le double precision, count bigint)
+AS 'MODULE_PATHNAME', 'wfengine_timer_lag_histogram'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.timer_lag_histogram() IS
+'How late timers fired behind their due time: cumulative counts per upper bound le in seconds (the last Infinity); for pg_monitor.';
+
+CREATE FUNCTION wf.claim_latency_histogram()
+RETURNS TABLE (le double precision, count bigint)
+AS 'MODULE_PATHNAME', 'wfengine_claim_latency_histogram'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.claim_latency_histogram() IS
+'The time from the commit that woke a waiting wf.claim_tasks to that claim getting its tasks: cumulative counts per upper bound le in seconds; for pg_monitor.';
+
+REVOKE ALL ON FUNCTION wf.engine_counters(), wf.timer_lag_histogram(), wf.claim_latency_histogram()
+    FROM PUBLIC;
+GRANT USAGE ON SCHEMA wf TO pg_monitor;
+GRANT EXECUTE ON FUNCTION wf.engine_counters(), wf.timer_lag_histogram(), wf.claim_latency_histogram()
+    TO pg_monitor;
+
+-- wf.start_run with a traceparent: one signature, not an overload (an
+-- overload whose extra argument has a default would make every call with
+-- four arguments or fewer ambiguous).  The C function reads the fifth
+-- argument only when the SQL definition has it, so the 0.1.0 definition
+-- keeps working against this library until the upgrade.
+DROP FUNCTION wf.start_run(text, jsonb, text, integer);
+CREATE FUNCTION wf.start_run(definition text,
+                             input jsonb DEFAULT '{}',
+                             idempotency_key text DEFAULT NULL,
+                             version integer DEFAULT NULL,
+                             traceparent text DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'wfengine_start_run'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.start_run(text, jsonb, text, integer, text) IS
+'Starts a run of the latest (or the given) version of a definition and returns its id; a W3C traceparent, when given, is recorded in run_started and handed to the run''s tasks by wf.run_traceparent().';
+REVOKE ALL ON FUNCTION wf.start_run(text, jsonb, text, integer, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.start_run(text, jsonb, text, integer, text) TO wfengine_app;
+
+-- the trace context of a run, for its workers: one index probe of the
+-- history (run_started is event 1), as the caller (row-level security)
+CREATE FUNCTION wf.run_traceparent(run uuid)
+RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT e.payload OPERATOR(pg_catalog.->>) 'traceparent'
+FROM wf.events e
+WHERE e.run_id OPERATOR(pg_catalog.=) run AND e.seq OPERATOR(pg_catalog.=) 1
+$$;
+COMMENT ON FUNCTION wf.run_traceparent(uuid) IS
+'The W3C traceparent the run was started with (NULL: none), as recorded in its run_started event; workers call it beside wf.claim_tasks.';
+REVOKE ALL ON FUNCTION wf.run_traceparent(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.run_traceparent(uuid) TO wfengine_app, wfengine_worker;

@@ -100,6 +100,7 @@
 #include "argcheck.h"
 #include "claim.h"
 #include "guc.h"
+#include "metrics.h"
 #include "notify.h"
 #include "quota.h"
 #include "result.h"
@@ -325,6 +326,8 @@ typedef struct ClaimWait
 	TimestampTz deadline;		/* the end of the wait */
 	ConditionVariable *cv;		/* of the queue's wait bucket; NULL: none */
 	pg_atomic_uint64 *gen_counter;	/* ... and its generation */
+	uint32		bucket;			/* the bucket's number */
+	TimestampTz woken_at;		/* a commit's wake-up ended the last sleep */
 	TimestampTz next_wake;		/* from the last look at the queue */
 	TimestampTz looked_at;		/* when that look was */
 	bool		timed_out;		/* the last sleep ran to its end */
@@ -406,6 +409,7 @@ claim_wait_begin(ClaimWait *w, const WfClaimRequest *req)
 	{
 		uint32		b = WfQueueBucket(WfCurrentTenant(), req->queue);
 
+		w->bucket = b;
 		w->cv = &WfShmem->queue_cv[b];
 		w->gen_counter = &WfShmem->queue_gen[b];
 		ConditionVariablePrepareToSleep(w->cv);
@@ -444,6 +448,7 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 	sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
 
 	w->timed_out = false;
+	w->woken_at = 0;
 	if (w->cv != NULL && !held_back)
 	{
 		if (!w->cv_prepared)
@@ -456,6 +461,15 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 		if (pg_atomic_read_u64(w->gen_counter) != gen)
 			return false;
 		w->timed_out = ConditionVariableTimedSleep(w->cv, sleep_ms, claim_wait_event_info());
+		/* woken by a commit during this sleep: for the wake-to-claim time */
+		if (!w->timed_out)
+		{
+			TimestampTz woken = WfMetricsWokenAt(w->bucket);
+
+			WfCount(WF_CNT_CLAIM_WAKEUPS, 1);
+			if (woken >= now)
+				w->woken_at = woken;
+		}
 	}
 	else
 	{
@@ -613,6 +627,10 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	if (w.cv_prepared)
 		ConditionVariableCancelSleep();
 
+	WfCount(WF_CNT_CLAIM_CALLS, 1);
+	WfCount(WF_CNT_TASKS_CLAIMED, n);
+	if (n > 0 && w.woken_at != 0)
+		WfObserve(WF_HIST_WAKE_TO_CLAIM, w.woken_at, GetCurrentTimestamp());
 	(void) hand_out(rsinfo, n, 0, NULL, NULL);
 	WfApiEnd();
 	return (Datum) 0;
@@ -666,6 +684,8 @@ WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req, int64 continuation,
 					   SPI_OK_UPDATE_RETURNING);
 		put += hand_out(rsinfo, n, nlead, lead, lead_nulls);
 	}
+	WfCount(WF_CNT_CLAIM_CALLS, 1);
+	WfCount(WF_CNT_TASKS_CLAIMED, put);
 	WfApiEnd();
 	return put;
 }

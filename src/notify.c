@@ -82,6 +82,7 @@
 
 #include "crypto.h"
 #include "guc.h"
+#include "metrics.h"
 #include "notify.h"
 #include "shmem.h"
 #include "spi_util.h"
@@ -443,9 +444,11 @@ wake_waiters(void)
 {
 	ListCell   *lc;
 	uint32		done[WF_QUEUE_WAIT_BUCKETS / 32];
+	TimestampTz now;
 
 	if (WfShmem == NULL)
 		return;
+	now = pending_queues != NIL ? GetCurrentTimestamp() : 0;
 
 	memset(done, 0, sizeof(done));
 	foreach(lc, pending_queues)
@@ -456,6 +459,8 @@ wake_waiters(void)
 		if (done[b / 32] & ((uint32) 1 << (b % 32)))
 			continue;
 		done[b / 32] |= (uint32) 1 << (b % 32);
+		/* for the wake-to-claim histogram; the bump below orders it */
+		WfMetricsNoteWake(b, now);
 		/* the bump is a full barrier: it is ordered after the commit */
 		pg_atomic_fetch_add_u64(&WfShmem->queue_gen[b], 1);
 		ConditionVariableBroadcast(&WfShmem->queue_cv[b]);

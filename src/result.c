@@ -45,6 +45,7 @@
 #include "defcompile.h"
 #include "definition.h"
 #include "jsonutil.h"
+#include "metrics.h"
 #include "notify.h"
 #include "quota.h"
 #include "result.h"
@@ -338,6 +339,9 @@ report_result(const WfReport *rep, bool lenient, int64 *next_task)
 		if (!suppressed)
 			WfTransitionWrite(&tr);
 	}
+	WfCount(verdict[0] == 'a' ? WF_CNT_RESULTS_ACCEPTED :
+			verdict[0] == 'c' ? WF_CNT_RESULTS_CANCEL_REQUESTED :
+			verdict[0] == 'd' ? WF_CNT_RESULTS_DUPLICATE : WF_CNT_RESULTS_STALE, 1);
 	WfApiEnd();
 	return verdict;
 }

@@ -205,7 +205,46 @@ typedef struct StartRequest
 	char	   *key;			/* idempotency key, or NULL */
 	bool		version_given;
 	int32		version;		/* the version asked for, when given */
+	char	   *traceparent;	/* W3C trace context, or NULL */
 } StartRequest;
+
+/*
+ * check_traceparent refuses a traceparent that is not exactly a W3C
+ * version 00 one: "00-<32 hex>-<16 hex>-<2 hex>", lower case, with
+ * neither the trace id nor the parent id all zeros.
+ */
+static void
+check_traceparent(const char *tp)
+{
+	static const int field_len[4] = {2, 32, 16, 2};
+	const char *p = tp;
+	bool		ok = strlen(tp) == 55 && strncmp(tp, "00-", 3) == 0;
+	int			f;
+
+	for (f = 0; ok && f < 4; f++)
+	{
+		bool		nonzero = false;
+		int			i;
+
+		for (i = 0; i < field_len[f]; i++, p++)
+		{
+			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+				ok = false;
+			else if (*p != '0')
+				nonzero = true;
+		}
+		if ((f == 1 || f == 2) && !nonzero)
+			ok = false;
+		if (f < 3 && *p++ != '-')
+			ok = false;
+	}
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid traceparent \"%s\"", tp),
+				 errdetail("A traceparent is \"00-\", 32 lower-case hex digits of trace id, \"-\", 16 of parent id, \"-\" and 2 of flags; neither id may be all zeros."),
+				 errhint("Pass the traceparent header of the W3C Trace Context as the caller received or made it, or NULL.")));
+}
 
 /*
  * start_arguments reads and checks the arguments of wf.start_run.
@@ -224,6 +263,10 @@ start_arguments(FunctionCallInfo fcinfo, StartRequest *req)
 				 errmsg("idempotency key must have 1 to %d bytes", WF_ARG_MAX_KEY)));
 	req->version_given = !PG_ARGISNULL(3);
 	req->version = req->version_given ? PG_GETARG_INT32(3) : 0;
+	/* the 0.1.0 definition of wf.start_run has no fifth argument */
+	req->traceparent = PG_NARGS() > 4 ? WfTextArg(fcinfo, 4, "traceparent", WF_ARG_KEY) : NULL;
+	if (req->traceparent != NULL)
+		check_traceparent(req->traceparent);
 	WfCheckPayloadSize(req->input, "input",
 					   psprintf("a run of definition \"%s\"", req->defname));
 	WfCheckRunInput(req->input, "input");
@@ -287,6 +330,8 @@ run_started_payload(const WfTransition *tr, const StartRequest *req,
 		sodium_bin2hex(hex, sizeof(hex), (const uint8 *) VARDATA(tr->input_digest), WF_HASH_LEN);
 		WfJbText(&b, "input_digest", pstrdup(hex));
 	}
+	if (req->traceparent != NULL)
+		WfJbText(&b, "traceparent", req->traceparent);
 	return WfJbEnd(&b);
 }
 

@@ -41,6 +41,7 @@
 #include "utils/uuid.h"
 
 #include "api.h"
+#include "metrics.h"
 #include "notify.h"
 #include "quota.h"
 #include "runstore.h"
@@ -474,6 +475,8 @@ WfTransitionWrite(WfTransition *tr)
 	write_side_effects(tr);
 	if (tr->has_task)
 		note_new_task(tr);
+	WfCount(WF_CNT_TRANSITIONS, 1);
+	WfCount(WF_CNT_EVENTS, tr->nevents);
 }
 
 /*
@@ -524,6 +527,9 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	write_side_effects(tr);
 	if (tr->has_task)
 		note_new_task(tr);
+	WfCount(WF_CNT_RUNS_STARTED, 1);
+	WfCount(WF_CNT_TRANSITIONS, 1);
+	WfCount(WF_CNT_EVENTS, tr->nevents);
 	return true;
 }
 

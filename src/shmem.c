@@ -23,6 +23,9 @@
  * launcher, the engine worker, the DDL guard and the commit-time wake-ups
  * read and write them under that lock through the helpers below.
  *
+ * The engine counters and histograms (metrics.c) are a struct of their
+ * own, sized and created here too.
+ *
  * All of this exists only when the library is preloaded; without it
  * WfShmem and WfWorkers stay NULL and every user of them falls back to
  * doing nothing.
@@ -42,6 +45,7 @@
 #include "storage/shmem.h"
 #include "utils/wait_event.h"
 
+#include "metrics.h"
 #include "shmem.h"
 
 WfShmemState *WfShmem = NULL;
@@ -74,11 +78,12 @@ wf_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(WfShmemState)));
 	RequestAddinShmemSpace(MAXALIGN(sizeof(WfWorkerShared)));
+	RequestAddinShmemSpace(WfMetricsShmemSize());
 	RequestNamedLWLockTranche("wfengine", 1);
 }
 
 /*
- * wf_shmem_startup creates or attaches to both structs.  WfShmem->lock,
+ * wf_shmem_startup creates or attaches to the structs.  WfShmem->lock,
  * which protects WfWorkers too, is used only later, at run time.
  */
 
@@ -122,6 +127,8 @@ wf_shmem_startup(void)
 		pg_atomic_init_u64(&WfWorkers->launcher_starts, 0);
 		pg_atomic_init_u64(&WfWorkers->creations, 0);
 	}
+	/* the engine counters (metrics.c), and their file of the last shutdown */
+	WfMetricsShmemStartup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

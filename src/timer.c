@@ -52,6 +52,7 @@
 #include "utils/timestamp.h"
 
 #include "definition.h"
+#include "metrics.h"
 #include "notify.h"
 #include "quota.h"
 #include "runstore.h"
@@ -277,6 +278,11 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	WfPlanExec(&WfTimerPlans, outcome == WF_TIMER_HELD ? PLAN_TIMER_HOLD : PLAN_TIMER_DONE,
 			   values, NULL, false, 0, SPI_OK_UPDATE);
 	WfTransitionWrite(&tr);
+	if (outcome != WF_TIMER_HELD)
+	{
+		WfCount(outcome == WF_TIMER_APPLIED ? WF_CNT_TIMERS_FIRED : WF_CNT_TIMERS_STALE, 1);
+		WfObserve(WF_HIST_TIMER_LAG, timer.due_at, now);
+	}
 	if (outcome == WF_TIMER_APPLIED)
 		WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
 						WfRunStatusName(run.status));
@@ -365,6 +371,7 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	tr.actor = WF_SYSTEM_ACTOR;
 	WfApplyDeadline(&tr, &dl);
 	WfTransitionWrite(&tr);
+	WfCount(WF_CNT_DEADLINES_FIRED, 1);
 	WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ? "timer" :
 					WfRunStatusName(run.status));
 }

@@ -35,8 +35,8 @@ SELECT is((SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.o
 SELECT has_function('wf', 'current_tenant', ARRAY[]::text[], 'wf.current_tenant()');
 SELECT has_function('wf', 'preloaded', ARRAY[]::text[], 'wf.preloaded()');
 SELECT has_function('wf', 'publish_definition', ARRAY['text', 'jsonb'], 'wf.publish_definition(text, jsonb)');
-SELECT has_function('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer'],
-                    'wf.start_run(text, jsonb, text, integer)');
+SELECT has_function('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer', 'text'],
+                    'wf.start_run(text, jsonb, text, integer, text)');
 SELECT has_function('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval', 'interval'],
                     'wf.claim_tasks(text, text, integer, interval, interval)');
 SELECT has_function('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'],
@@ -51,7 +51,7 @@ SELECT has_function('wf', 'refuse_change', ARRAY[]::text[], 'wf.refuse_change()'
 SELECT function_returns('wf', 'current_tenant', ARRAY[]::text[], 'text');
 SELECT function_returns('wf', 'preloaded', ARRAY[]::text[], 'boolean');
 SELECT function_returns('wf', 'publish_definition', ARRAY['text', 'jsonb'], 'integer');
-SELECT function_returns('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer'], 'uuid');
+SELECT function_returns('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer', 'text'], 'uuid');
 SELECT function_returns('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval', 'interval'], 'setof record');
 SELECT function_returns('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'], 'text');
 SELECT function_returns('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boolean'], 'text');
@@ -79,7 +79,7 @@ SELECT function_returns('wf', 'history', ARRAY['uuid'], 'setof record');
 SELECT function_returns('wf', 'refuse_change', ARRAY[]::text[], 'trigger');
 
 SELECT volatility_is('wf', 'publish_definition', ARRAY['text', 'jsonb'], 'volatile');
-SELECT volatility_is('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer'], 'volatile');
+SELECT volatility_is('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer', 'text'], 'volatile');
 SELECT volatility_is('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval', 'interval'], 'volatile');
 SELECT volatility_is('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'], 'volatile');
 SELECT volatility_is('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boolean'], 'volatile');
@@ -93,8 +93,8 @@ SELECT is((SELECT proargnames[2:] FROM pg_proc WHERE oid = 'wf.history(uuid)'::r
           ARRAY['seq', 'type', 'step', 'attempt', 'payload', 'actor', 'created_at', 'hash']::text[],
           'wf.history() returns seq, type, step, attempt, payload, actor, created_at, hash');
 -- the defaults of the optional arguments
-SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'wf.start_run(text, jsonb, text, integer)'::regprocedure),
-          3, 'wf.start_run(): input, idempotency_key and version are optional');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'wf.start_run(text, jsonb, text, integer, text)'::regprocedure),
+          4, 'wf.start_run(): input, idempotency_key, version and traceparent are optional');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'wf.claim_tasks(text, text, integer, interval, interval)'::regprocedure),
           3, 'wf.claim_tasks(): max_tasks, lease and wait are optional');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'wf.fail_task(bigint, bigint, jsonb, boolean)'::regprocedure),

@@ -219,7 +219,8 @@ CREATE TEMP TABLE b_before AS SELECT pg_temp.b_digest() AS digest;
 -- checked against expect ('error' = must be refused, else a regex)
 CREATE TEMP TABLE attacks (fn text PRIMARY KEY, sql text NOT NULL, expect text NOT NULL);
 INSERT INTO attacks VALUES
- ('wf.start_run(text,jsonb,text,integer)', $q$SELECT wf.start_run('b_def', '{}', 'b-key-1')$q$, 'error'),
+ ('wf.start_run(text,jsonb,text,integer,text)', $q$SELECT wf.start_run('b_def', '{}', 'b-key-1')$q$, 'error'),
+ ('wf.run_traceparent(uuid)', $q$SELECT COALESCE(wf.run_traceparent(':claimed_run'), 'hidden')$q$, '^hidden$'),
  ('wf.claim_tasks(text,text,integer,interval,interval)',
   $q$SELECT count(*) FROM wf.claim_tasks('q', 'evil', 100) c WHERE c.run_id IN (SELECT run_id FROM wf.runs WHERE tenant_id <> 't_one')$q$, '^0$'),
  ('wf.run_status(uuid)', $q$SELECT wf.run_status(':claimed_run')$q$, 'error'),

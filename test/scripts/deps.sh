@@ -26,6 +26,7 @@ packages=(
 	clang              # the fuzz harness (test/scripts/fuzz.sh)
 	libclang-rt-14-dev # libFuzzer's runtime for clang 14
 	python3-jsonschema # test/definitions/check.py (docs/definition.schema.json)
+	prometheus-postgres-exporter # test/t/110_metrics.pl scrapes it (monitoring/queries.yaml)
 )
 
 missing=()
