@@ -239,6 +239,7 @@ sub run_file {
 	my $pid = open(my $ph, '-|');
 	die "fork: $!\n" unless defined $pid;
 	if ($pid == 0) {
+		chdir($tmp) or die "chdir $tmp: $!\n";	# files a doc writes (\copy ... TO) land there
 		open(STDIN, '<', $script) or die "$script: $!\n";
 		open(STDERR, '>&', \*STDOUT) or die "dup: $!\n";
 		exec($psql, '-X', '-d', $db) or die "exec $psql: $!\n";
