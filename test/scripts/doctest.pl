@@ -161,7 +161,7 @@ sub mask {
 		$l =~ s/\bTime: \d+(?:\.\d+)? ms\b.*/Time: <ms>/g;
 		$l =~ s/\b\d+\.\d+ ms\b/<ms>/g;
 		$l =~ s/(?:\\{1,2}x|\b)(?=[0-9]*[a-f])[0-9a-f]{16,}\b/<hex>/g;
-		$l =~ s/\bwfa_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])/<token>/g;
+		$l =~ s/\bwfa_[A-Za-z0-9_-]{8,43}(?![A-Za-z0-9_-])/<token>/g;
 		$l =~ s/\s+$//;
 		$l =~ s/^(\s*)//;
 		my $lead = $1;
