@@ -226,6 +226,11 @@ sub run_file {
 		next if $it->{kind} eq 'sql' && $it->{norun};
 		$n++;
 		$block{$n} = $it;
+		if ($it->{code} =~ /\bALTER\s+SYSTEM\b/i) {
+			push @fail, [$it, "the block changes the server's configuration (ALTER SYSTEM): mark it <!-- doctest: norun ... -->"];
+			print $sf "\\echo '\@\@doctest $n\@\@'\n";
+			next;
+		}
 		if (unterminated($it->{code})) {
 			push @fail, [$it, "the block ends inside a statement (no ';'): it would swallow the next block"];
 		}
