@@ -38,9 +38,15 @@
 #   times/intervals with a fraction of a
 #     second (00:00:01.234567)             -> <interval>
 #   "Time: 1.234 ms" and "123.456 ms"      -> <ms>
-#   hex strings of 32 or more digits, with
-#     or without a bytea \x (hashes, keys) -> <hex>
-#   approval tokens wfa_ + 43 base64url    -> <token>
+#   hex strings of 16 or more digits with at
+#     least one of a-f, with or without a
+#     bytea \x (hashes and their prefixes,
+#     keys)                                -> <hex>
+#   approval tokens: wfa_ and 8 to 43
+#     base64url characters (a whole token,
+#     or the start a doc shows of one)     -> <token>
+#   the tenant tag of a LISTEN channel
+#     (wfq.<12 hex>.queue, wf_runs.<12 hex>) -> wfq.<tag>, wf_runs.<tag>
 # Then trailing blanks go, every run of blanks becomes one blank, and every
 # run of dashes in a psql table rule (a line of - and +) becomes one dash,
 # so that column widths that follow from masked values do not matter.
@@ -161,6 +167,7 @@ sub mask {
 		$l =~ s/\bTime: \d+(?:\.\d+)? ms\b.*/Time: <ms>/g;
 		$l =~ s/\b\d+\.\d+ ms\b/<ms>/g;
 		$l =~ s/(?:\\{1,2}x|\b)(?=[0-9]*[a-f])[0-9a-f]{16,}\b/<hex>/g;
+		$l =~ s/\b(wfq|wf_runs)\.[0-9a-f]{12}\b/$1.<tag>/g;
 		$l =~ s/\bwfa_[A-Za-z0-9_-]{8,43}(?![A-Za-z0-9_-])/<token>/g;
 		$l =~ s/\s+$//;
 		$l =~ s/^(\s*)//;
