@@ -8,6 +8,9 @@
 #     pgtap       pg_prove over test/pgtap/*.sql
 #     schema      test/definitions/check.py: the JSON Schema of definitions
 #                 against the C validator, one test per definition file
+#     docs        test/scripts/doctest.pl: the ```sql blocks of README.md and
+#                 docs/*.md, each file in a fresh database, output compared
+#                 with the ```text block after each; one test per block
 #   outside it:
 #     fuzz        test/scripts/fuzz.sh: each libFuzzer target (definition,
 #                 duration, cron, mapping, envelope) for FUZZ_SECONDS (default 10) in
@@ -41,6 +44,7 @@ CAP_REGRESS=600
 CAP_ISOLATION=300
 CAP_PGTAP=300
 CAP_SCHEMA=120
+CAP_DOCS=300
 CAP_FUZZ=240
 CAP_TAP=900
 
@@ -55,6 +59,7 @@ recorded() {
 have_isolation() { compgen -G "$WF_ROOT/test/isolation/specs/*.spec" >/dev/null; }
 have_pgtap() { compgen -G "$WF_ROOT/test/pgtap/*.sql" >/dev/null; }
 have_tap() { compgen -G "$WF_ROOT/test/t/*.pl" >/dev/null; }
+have_docs() { [[ -f $WF_ROOT/test/scripts/doctest.pl ]]; }
 
 # Suites run inside pg_virtualenv, in order.
 virtualenv_suites() {
@@ -62,6 +67,7 @@ virtualenv_suites() {
 	if have_isolation; then echo isolation; fi
 	if have_pgtap; then echo pgtap; fi
 	echo schema
+	if have_docs; then echo docs; fi
 }
 
 # Seconds a suite may take: its cap, bounded by what is left of the budget.
@@ -150,6 +156,15 @@ count_fuzz() {
 	awk '
 		/^fuzz target [^ ]+: passed/ { p++; next }
 		/^fuzz target [^ ]+: FAILED/ { f++; next }
+		END { printf "%d %d\n", p, f }
+	' "$1"
+}
+
+# count_doctest LOG: prints "PASSED FAILED" from the lines doctest.pl prints
+# per documentation file, "doc FILE: N blocks, P passed, F failed".
+count_doctest() {
+	awk '
+		/^doc [^ ]+: [0-9]+ blocks, [0-9]+ passed, [0-9]+ failed$/ { p += $5; f += $7 }
 		END { printf "%d %d\n", p, f }
 	' "$1"
 }
@@ -295,6 +310,11 @@ in_virtualenv() {
 	# under test/definitions/ through both (TAP, one test per file).
 	timed_suite schema tap $CAP_SCHEMA \
 		prove --exec python3 "$WF_ROOT/test/definitions/check.py"
+	if have_docs; then
+		# Each documentation file in a database of its own (doctest.pl makes
+		# and drops them), as the superuser pg_virtualenv gives us.
+		timed_suite docs doctest $CAP_DOCS perl "$WF_ROOT/test/scripts/doctest.pl"
+	fi
 
 	# A failure makes pg_virtualenv print the tail of the server log.
 	! awk -F '\t' '$3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
@@ -346,7 +366,7 @@ main() {
 	fi
 
 	if ((built)); then
-		wf_log "pg_virtualenv: regress, isolation, pgtap"
+		wf_log "pg_virtualenv: regress, isolation, pgtap, docs"
 		rm -f "$STARTED"
 		export WF_WORKER_ENABLED=off
 		wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
@@ -386,7 +406,7 @@ main() {
 		printf '%-10s %7d %7d  %s\n' "$name" "$p" "$f" "$note"
 		passed=$((passed + p)) failed=$((failed + f))
 	done <"$RESULTS"
-	for s in released regress isolation pgtap schema fuzz tap; do
+	for s in released regress isolation pgtap schema docs fuzz tap; do
 		recorded "$s" || printf '%-10s %7s %7s  %s\n' "$s" - - "skipped: no test files"
 	done
 	echo "$passed passed, $failed failed"
