@@ -66,7 +66,8 @@ OBJS = \
 	src/worker.o \
 	src/ddlguard.o \
 	src/sqlcheck.o \
-	src/events.o
+	src/events.o \
+	src/rowcheck.o
 
 PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
 SHLIB_LINK += -lsodium
