@@ -422,11 +422,15 @@ worker_sleep(WfDbWorkerSlot *slot, TimestampTz wake)
 /*
  * worker_relay_guarded sends the relayed notifications in a transaction of
  * their own, without a timer tick; an error is logged and the
- * notifications are lost (a notification is a hint, never state).
+ * notifications are lost (a notification is a hint, never state).  On a
+ * schema too old for this library (the last tick found it so) nothing is
+ * sent: no API call there succeeded to hand any over.
  */
 static void
 worker_relay_guarded(MemoryContext loopcxt)
 {
+	if (worker_schema_refused)
+		return;
 	PG_TRY();
 	{
 		SetCurrentStatementStartTimestamp();
