@@ -23,6 +23,7 @@ MODULE_big = wfengine
 OBJS = \
 	src/wfengine.o \
 	src/tenant.o \
+	src/version.o \
 	src/guc.o \
 	src/spi_util.o \
 	src/crypto.o \

@@ -13,7 +13,9 @@
  * the statement, and lifts the pause 5 s after the statement ended.  It
  * does so only for the database's owner (or a superuser), who could run
  * the statement anyway.  DROP EXTENSION wfengine wakes the worker at
- * commit; it then finds the extension gone and exits.  Each tick holds
+ * commit; it then finds the extension gone and exits.  ALTER EXTENSION
+ * wfengine UPDATE wakes it too, so that a worker idling on a schema older
+ * than the library needs (worker.c) notices the update at once.  Each tick holds
  * AccessShareLock on the extension object (worker.c), so DROP EXTENSION
  * waits for a running tick instead of pulling the tables from under it.
  *
@@ -140,6 +142,17 @@ is_drop_of_wfengine(Node *parsetree)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * is_update_of_wfengine tells whether a statement is ALTER EXTENSION
+ * wfengine UPDATE.
+ */
+static bool
+is_update_of_wfengine(Node *parsetree)
+{
+	return IsA(parsetree, AlterExtensionStmt) &&
+		strcmp(((AlterExtensionStmt *) parsetree)->extname, "wfengine") == 0;
 }
 
 /*
@@ -286,8 +299,9 @@ ddl_next_process_utility(PlannedStmt *pstmt, const char *queryString,
 /*
  * wf_process_utility is the ProcessUtility hook (installed only when
  * preloaded).  Around DDL that needs a database free of other connections
- * it stops that database's worker; after DROP EXTENSION wfengine it wakes
- * this database's worker at commit.  Everything else passes through.
+ * it stops that database's worker; after DROP EXTENSION wfengine and
+ * ALTER EXTENSION wfengine UPDATE it wakes this database's worker at
+ * commit.  Everything else passes through.
  */
 static void
 wf_process_utility(PlannedStmt *pstmt, const char *queryString,
@@ -318,7 +332,7 @@ wf_process_utility(PlannedStmt *pstmt, const char *queryString,
 				paused = dboid;
 #endif
 		}
-		else if (is_drop_of_wfengine(parsetree))
+		else if (is_drop_of_wfengine(parsetree) || is_update_of_wfengine(parsetree))
 			WfWakeWorkerAtCommit();
 	}
 

@@ -18,7 +18,10 @@
  * belong to one installation of the extension.  WfApiBegin, called at the
  * top of every SQL-callable function, compares the OID of wf.tasks with
  * the one the caches were built for; after DROP EXTENSION and CREATE
- * EXTENSION it differs, and everything is thrown away and rebuilt.
+ * EXTENSION it differs, and everything is thrown away and rebuilt.  The
+ * same happens when the installed version changes (ALTER EXTENSION
+ * wfengine UPDATE), and before anything else WfApiBegin refuses a schema
+ * older than this library needs (version.c).
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -42,6 +45,7 @@
 #include "utils/memutils.h"
 
 #include "spi_util.h"
+#include "version.h"
 #include "wfengine.h"
 
 #define WF_MAX_RESET_CALLBACKS 16
@@ -54,6 +58,8 @@ static Oid	cached_tasks_relid = InvalidOid;
 static Oid	cached_task_seq = InvalidOid;
 static Oid	cached_timer_seq = InvalidOid;
 static Oid	cached_owner = InvalidOid;	/* of extension wfengine */
+static char *cached_version = NULL; /* the installed version the caches
+									 * were built for, in TopMemoryContext */
 static int	n_reset_callbacks = 0;
 static void (*reset_callbacks[WF_MAX_RESET_CALLBACKS]) (void);
 
@@ -191,14 +197,16 @@ reset_caches(void)
 
 /*
  * WfApiBegin is called first by every SQL-callable function that touches
- * engine tables.  It connects to SPI and makes sure that the caches
- * belong to the installed extension.
+ * engine tables.  It refuses a schema older than WF_MIN_SCHEMA_VERSION,
+ * connects to SPI and makes sure that the caches belong to the installed
+ * extension and version.
  */
 void
 WfApiBegin(void)
 {
 	Oid			nsp;
 	Oid			relid = InvalidOid;
+	const char *version;
 
 	nsp = get_namespace_oid("wf", true);
 	if (OidIsValid(nsp))
@@ -209,8 +217,15 @@ WfApiBegin(void)
 				 errmsg("extension \"wfengine\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION wfengine.")));
 
-	if (relid != cached_tasks_relid)
+	/* a database not updated since the library was installed (version.c) */
+	version = WfRequireSchemaVersion(WF_MIN_SCHEMA_VERSION);
+
+	if (relid != cached_tasks_relid || cached_version == NULL ||
+		strcmp(version, cached_version) != 0)
 	{
+		if (cached_version != NULL)
+			pfree(cached_version);
+		cached_version = MemoryContextStrdup(TopMemoryContext, version);
 		reset_caches();
 		cached_tasks_relid = relid;
 		cached_task_seq = get_relname_relid("task_id_seq", nsp);

@@ -65,6 +65,7 @@
 #include "stepkind.h"
 #include "timer.h"
 #include "transition.h"
+#include "version.h"
 #include "wfengine.h"
 
 PG_MODULE_MAGIC;
@@ -153,6 +154,7 @@ _PG_init(void)
 	WfDefinitionInit();
 	WfNotifyInit();
 	WfTenantInit();
+	WfVersionInit();
 	if (wf_preloaded)
 	{
 		WfShmemInit();

@@ -26,6 +26,14 @@
  * transaction of their own and goes back to sleep until the same moment.
  * A tick that fired a full batch is followed at once by another.
  *
+ * An older schema.  A database whose installed extension is older than
+ * this library needs (WF_MIN_SCHEMA_VERSION, version.c) gets no timers
+ * fired: the worker says so once in the log, keeps its slot and goes on
+ * ticking at wfengine.naptime, doing nothing, until ALTER EXTENSION
+ * wfengine UPDATE (which wakes it, ddlguard.c) brings the schema up to
+ * date; it logs that it resumes.  It never exits or fails for it, so the
+ * launcher does not restart it over and over.
+ *
  * Errors.  Each tick is one short transaction.  An error in it is logged
  * (rate-limited), the transaction is aborted and the worker retries after
  * a growing delay of 1 to 10 s; one bad tick never kills the worker.
@@ -64,6 +72,7 @@
 #include "notify.h"
 #include "shmem.h"
 #include "timer.h"
+#include "version.h"
 #include "worker.h"
 
 /* constants */
@@ -82,6 +91,8 @@ static char *worker_dbname = NULL;
 static int	worker_failed_ticks = 0;
 static int	worker_unlogged_errors = 0;
 static TimestampTz worker_last_error_log = 0;
+static bool worker_schema_refused = false;	/* the schema was too old at
+											 * the last tick (logged) */
 
 
 /*
@@ -130,9 +141,44 @@ worker_error_context(void *arg)
 }
 
 /*
+ * worker_schema_usable tells whether this library may fire timers in the
+ * database: its schema is at WF_MIN_SCHEMA_VERSION or newer.  The first
+ * tick that finds it older logs it, and the first that finds it usable
+ * again logs that; the ticks in between are silent.  Called in the tick's
+ * transaction, with the extension locked.
+ */
+static bool
+worker_schema_usable(void)
+{
+	const char *installed;
+	const char *dbname = worker_dbname ? worker_dbname : "?";
+
+	if (!WfSchemaVersionAtLeast(WF_MIN_SCHEMA_VERSION, &installed))
+	{
+		if (!worker_schema_refused)
+			ereport(LOG,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("wfengine schema version %s is older than the loaded library %s",
+							installed ? installed : "?", WFENGINE_VERSION),
+					 errdetail("The engine worker of database \"%s\" fires no timers until the schema is at version %s or later.",
+							   dbname, WF_MIN_SCHEMA_VERSION),
+					 errhint("Run ALTER EXTENSION wfengine UPDATE.")));
+		worker_schema_refused = true;
+		return false;
+	}
+	if (worker_schema_refused)
+		ereport(LOG,
+				(errmsg("wfengine worker for database \"%s\" resumes: schema version %s",
+						dbname, installed)));
+	worker_schema_refused = false;
+	return true;
+}
+
+/*
  * worker_tick runs one tick in its own transaction: it checks that the
  * extension is installed and keeps it so until commit (else it sets
- * *absent and fires nothing) and,
+ * *absent and fires nothing), that its schema is not older than this
+ * library needs (else it fires nothing) and,
  * when wfengine.enabled, fires up to wfengine.timer_batch due timers.
  * *fired is how many were fired, *next_due the earliest pending due time
  * (0: none).  Errors propagate to the caller.
@@ -176,7 +222,8 @@ worker_tick(int *fired, TimestampTz *next_due, bool *absent)
 
 	if (!OidIsValid(extoid))
 		*absent = true;
-	else if (wf_enabled)
+	/* a schema too old for this library: idle until it is updated */
+	else if (worker_schema_usable() && wf_enabled)
 	{
 		*fired = WfTimerTick(wf_timer_batch, next_due);
 		/* notifications that committed transactions handed to us */
@@ -375,11 +422,15 @@ worker_sleep(WfDbWorkerSlot *slot, TimestampTz wake)
 /*
  * worker_relay_guarded sends the relayed notifications in a transaction of
  * their own, without a timer tick; an error is logged and the
- * notifications are lost (a notification is a hint, never state).
+ * notifications are lost (a notification is a hint, never state).  On a
+ * schema too old for this library (the last tick found it so) nothing is
+ * sent: no API call there succeeded to hand any over.
  */
 static void
 worker_relay_guarded(MemoryContext loopcxt)
 {
+	if (worker_schema_refused)
+		return;
 	PG_TRY();
 	{
 		SetCurrentStatementStartTimestamp();
