@@ -27,6 +27,8 @@ packages=(
 	libclang-rt-14-dev # libFuzzer's runtime for clang 14
 	python3-jsonschema # test/definitions/check.py (docs/definition.schema.json)
 	prometheus-postgres-exporter # test/t/110_metrics.pl scrapes it (monitoring/queries.yaml)
+	pgbouncer          # test/t/130_pgbouncer.pl: workers behind a pooler
+	python3-psycopg    # test/t/130_pgbouncer.pl: psycopg prepared statements behind a pooler
 )
 
 missing=()
