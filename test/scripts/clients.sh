@@ -19,7 +19,12 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLIENTS=$ROOT/clients
-SCRATCH=${WF_TMP:-$(mktemp -d)}/clients
+if [[ -n ${WF_TMP:-} ]]; then
+	SCRATCH=$WF_TMP/clients
+else
+	SCRATCH=$(mktemp -d)
+	trap 'rm -rf -- "$SCRATCH"' EXIT
+fi
 mkdir -p "$SCRATCH"
 STEP_TIMEOUT=${WF_CLIENT_TIMEOUT:-150}
 PSQL=(psql -X -q -v ON_ERROR_STOP=1)
