@@ -6,7 +6,7 @@
 #   python   clients/python/test_e2e.py          (python3 + psycopg 3)
 #   c        clients/c: make test                (libpq, pthreads)
 #   node     clients/node: npm test              (node + pg from package-lock.json)
-#   go       clients/go: go test                 (Go + lib/pq from Debian, GOPATH mode)
+#   go       clients/go: go test                 (Go + pgx v4 from Debian, GOPATH mode)
 #
 # Connects with the libpq environment (test.sh runs it inside pg_virtualenv,
 # as a superuser: the tests publish definitions and call wf.tick()).  Prints
@@ -62,8 +62,8 @@ prereq_node() {
 }
 prereq_go() {
 	command -v go >/dev/null || { echo "no go (golang-go)"; return 1; }
-	[[ -d /usr/share/gocode/src/github.com/lib/pq ]] ||
-		{ echo "no lib/pq sources (golang-github-lib-pq-dev)"; return 1; }
+	[[ -d /usr/share/gocode/src/github.com/jackc/pgx/v4 ]] ||
+		{ echo "no pgx v4 sources (golang-github-jackc-pgx-v4-dev)"; return 1; }
 }
 
 # Each cmd_LANG sets cmd to the command of the test (a program, for timeout).
@@ -71,13 +71,13 @@ cmd_python() { cmd=("$(python_with_psycopg)" "$CLIENTS/python/test_e2e.py"); }
 cmd_c() { cmd=(make -C "$CLIENTS/c" --no-print-directory BUILD="$SCRATCH/c" test); }
 cmd_node() { cmd=(bash -c 'cd "$1" && node test/e2e.js' _ "$CLIENTS/node"); }
 cmd_go() {
-	# GOPATH mode, offline: lib/pq from Debian's /usr/share/gocode, and the
+	# GOPATH mode, offline: pgx v4 from Debian's /usr/share/gocode, and the
 	# package itself under a GOPATH of its own.
 	mkdir -p "$SCRATCH/gopath/src/wfengine"
 	ln -sfn "$CLIENTS/go" "$SCRATCH/gopath/src/wfengine/worker"
 	cmd=(env GOCACHE="$SCRATCH/gocache" GO111MODULE=off GOPROXY=off
 		GOPATH="$SCRATCH/gopath:/usr/share/gocode"
-		bash -c 'cd "$1" && go test -count=1 -v .' _ "$SCRATCH/gopath/src/wfengine/worker")
+		bash -c 'cd "$1" && go vet . ./example && go test -count=1 -v .' _ "$SCRATCH/gopath/src/wfengine/worker")
 }
 
 langs=("$@")
