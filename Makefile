@@ -121,6 +121,7 @@ REGRESS = \
 	380_anchors \
 	390_batches \
 	390_metrics \
+	395_claim_any \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -450,6 +450,7 @@ SELECT c.task_id AS t, c.fence AS f, c.step AS step, c.attempt AS attempt
 FROM wf.claim_tasks('shared_q', 'h_worker', 10) c \gset
 \echo :step :attempt
 SELECT pg_catalog.count(*) AS more FROM wf.claim_tasks('shared_q', 'h_worker', 10);
+SELECT pg_catalog.count(*) AS more_any FROM wf.claim_tasks_any(ARRAY['shared_q', 'victim_mail', 'victim_fail_q'], 'h_worker', 10);
 SELECT wf.heartbeat(:t, :f, '{"progress": 1}');
 SELECT wf.fail_task(:t, :f, '{"code": "busy"}', true);
 SELECT wf.fail_task(:t, :f, '{"code": "busy"}', true);

@@ -9,7 +9,7 @@ SELECT wf.publish_definition('bt_flow', '{"steps": [
   {"name": "s2", "queue": "bt_q", "retry": {"max_attempts": 3, "initial_interval": "1ms", "jitter": 0}},
   {"name": "s3", "queue": "bt_other"}]}');
 SELECT wf.publish_definition('bt_slow_retry', '{"steps": [
-  {"name": "s1", "queue": "bt_slow", "retry": {"max_attempts": 2, "initial_interval": "1h"}}]}');
+  {"name": "s1", "queue": "bt_slow", "retry": {"max_attempts": 2, "initial_interval": "1h", "jitter": 0}}]}');
 
 -- a history without what differs between two runs driven alike (ids,
 -- fences, times), for comparing runs

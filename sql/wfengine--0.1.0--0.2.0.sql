@@ -437,3 +437,29 @@ CREATE OR REPLACE FUNCTION wf.explain(run uuid)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'wfengine_explain'
 LANGUAGE C STABLE STRICT;
+
+-- ---------------------------------------------------------------------------
+-- claim on several queues (issue 14.3): one connection serves a worker of
+-- many queues; src/claim.c.
+CREATE FUNCTION wf.claim_tasks_any(queues text[],
+                                   worker text,
+                                   max_tasks integer DEFAULT 1,
+                                   lease interval DEFAULT '30 seconds',
+                                   wait interval DEFAULT NULL)
+RETURNS TABLE (task_id bigint,
+               run_id uuid,
+               step text,
+               attempt integer,
+               fence bigint,
+               idempotency_key text,
+               input jsonb,
+               lease_expires_at timestamptz,
+               queue text,
+               activity text,
+               deliveries integer)
+AS 'MODULE_PATHNAME', 'wfengine_claim_tasks_any'
+LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION wf.claim_tasks_any(text[], text, integer, interval, interval) IS
+'wf.claim_tasks over several queues (1 to 64): up to max_tasks leases, from the queues in the order given; with a wait, sleeps until a task of one of them can be claimed.';
+REVOKE ALL ON FUNCTION wf.claim_tasks_any(text[], text, integer, interval, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.claim_tasks_any(text[], text, integer, interval, interval) TO wfengine_worker;

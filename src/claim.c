@@ -91,6 +91,7 @@
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
@@ -111,6 +112,7 @@
 #include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
+PG_FUNCTION_INFO_V1(wfengine_claim_tasks_any);
 
 /* the statements of claim.c (registered by _PG_init: WfClaimPlans) */
 enum
@@ -632,6 +634,217 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	if (n > 0 && w.woken_at != 0)
 		WfObserve(WF_HIST_WAKE_TO_CLAIM, w.woken_at, GetCurrentTimestamp());
 	(void) hand_out(rsinfo, n, 0, NULL, NULL);
+	WfApiEnd();
+	return (Datum) 0;
+}
+
+/* ---- claims on several queues ---- */
+
+/* the most queues one wf.claim_tasks_any names */
+#define WF_CLAIM_MAX_QUEUES 64
+
+/*
+ * claim_queues reads the queues of wf.claim_tasks_any (argument 0): a
+ * one-dimensional array of 1 to WF_CLAIM_MAX_QUEUES names, none NULL or
+ * empty; a name given twice counts once, where it is first.
+ */
+static char **
+claim_queues(FunctionCallInfo fcinfo, int *nqueues)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			k = 0;
+	int			i;
+	char	  **queues;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("queues must be a one-dimensional array")));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n < 1 || n > WF_CLAIM_MAX_QUEUES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queues must name between 1 and %d queues, not %d", WF_CLAIM_MAX_QUEUES, n),
+				 errhint("Run one worker per group of queues.")));
+	queues = palloc(sizeof(char *) * n);
+	for (i = 0; i < n; i++)
+	{
+		char	   *q;
+		int			j;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("queues[%d] must not be NULL", i + 1)));
+		q = TextDatumGetCString(elems[i]);
+		if (q[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("queues[%d] must not be empty", i + 1)));
+		WfCheckCStringArg(q, "queue name", WF_ARG_NAME);
+		for (j = 0; j < k; j++)
+			if (strcmp(queues[j], q) == 0)
+				break;
+		if (j == k)
+			queues[k++] = q;
+	}
+	*nqueues = k;
+	return queues;
+}
+
+/*
+ * claim_any_next_wake returns when a waiting wf.claim_tasks_any that found
+ * nothing at now must look again without a commit: the earliest of its
+ * queues' claim_next_wake.
+ */
+static TimestampTz
+claim_any_next_wake(Datum tenant, char **queues, int nqueues, TimestampTz now)
+{
+	TimestampTz until = DT_NOEND;
+	int			i;
+
+	for (i = 0; i < nqueues; i++)
+		until = Min(until, claim_next_wake(tenant, CStringGetTextDatum(queues[i]), now));
+	return until;
+}
+
+/*
+ * wfengine_claim_tasks_any is wf.claim_tasks_any(queues, worker,
+ * max_tasks, lease, wait): wf.claim_tasks over several queues, so that one
+ * connection serves a worker of many.  It leases up to max_tasks attempts,
+ * from the queues in the order given (all it can from the first, then from
+ * the next); with a wait and nothing to claim, it sleeps until a commit
+ * makes a task of one of them claimable, one becomes available, or the wait
+ * ends.  A claim on one queue sleeps on its bucket's condition variable
+ * (see the file header); one on several sleeps on the condition variable
+ * that notify.c broadcasts with every bucket's, and looks at its own
+ * buckets' generations: it is on the wait list before it reads them, so a
+ * wake-up is never lost, and a commit to another queue costs it only a
+ * look at those counters.
+ */
+Datum
+wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	WfClaimRequest req;
+	char	  **queues;
+	int			nq;
+	Datum		values[7];
+	uint64		put = 0;
+	bool		limited;
+	bool		prepared = false;
+	pg_atomic_uint64 **counters = NULL;
+	uint64	   *gens;
+	TimestampTz deadline = 0;
+	TimestampTz next_wake = 0;
+	TimestampTz looked_at = 0;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < 4; i++)
+		if (PG_ARGISNULL(i))
+			return (Datum) 0;
+	queues = claim_queues(fcinfo, &nq);
+	req.queue = queues[0];
+	req.worker = WfTextArg(fcinfo, 1, "worker name", WF_ARG_NAME);
+	req.max_tasks = PG_GETARG_INT32(2);
+	req.lease = PG_GETARG_INTERVAL_P(3);
+	WfCheckClaimRequest(&req);
+	req.wait_us = claim_wait_us(fcinfo);
+
+	WfApiBegin();
+	values[0] = CStringGetTextDatum(WfCurrentTenant());
+	values[3] = CStringGetTextDatum(req.worker);
+	values[5] = IntervalPGetDatum(req.lease);
+	values[6] = Int64GetDatum(WfFenceBase());
+	limited = WfClaimLimited(WfCurrentTenant());
+	gens = palloc0(sizeof(uint64) * nq);
+	if (req.wait_us > 0)
+	{
+		deadline = GetCurrentTimestamp() + req.wait_us;
+		if (WfShmem != NULL)
+		{
+			counters = palloc(sizeof(pg_atomic_uint64 *) * nq);
+			for (i = 0; i < nq; i++)
+				counters[i] = &WfShmem->queue_gen[WfQueueBucket(WfCurrentTenant(), queues[i])];
+			ConditionVariablePrepareToSleep(&WfShmem->any_queue_cv);
+			prepared = true;
+		}
+	}
+
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz until;
+		bool		held_back = false;
+		bool		changed = false;
+		long		sleep_ms;
+
+		/* the generations are read before the tries take their snapshots */
+		if (counters != NULL)
+		{
+			for (i = 0; i < nq; i++)
+				gens[i] = pg_atomic_read_u64(counters[i]);
+			pg_memory_barrier();
+		}
+		now = GetCurrentTimestamp();
+		values[4] = TimestampTzGetDatum(now);
+		for (i = 0; i < nq && put < (uint64) req.max_tasks; i++)
+		{
+			int32		want = req.max_tasks - (int32) put;
+			uint64		n;
+			bool		held = false;
+
+			values[1] = CStringGetTextDatum(queues[i]);
+			values[2] = Int64GetDatum((int64) want);
+			if (!limited)
+				n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0,
+							   SPI_OK_UPDATE_RETURNING);
+			else
+				n = claim_within_limit(values, queues[i], want, req.wait_us > 0, &held);
+			held_back |= held;
+			if (n > 0)
+				put += hand_out(rsinfo, n, 0, NULL, NULL);
+		}
+		if (put > 0 || req.wait_us == 0 || now >= deadline)
+			break;
+
+		if (next_wake <= now || now - looked_at >= WF_CLAIM_LOOK_MS * INT64CONST(1000))
+		{
+			next_wake = claim_any_next_wake(values[0], queues, nq, now);
+			looked_at = now;
+		}
+		until = Min(deadline, Min(next_wake, looked_at + WF_CLAIM_LOOK_MS * INT64CONST(1000)));
+		if (held_back)
+			until = Min(deadline, Max(until, now + WF_CLAIM_RECHECK_MS * INT64CONST(1000)));
+		sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
+		if (prepared && !held_back)
+		{
+			/* a commit to one of the queues since the generations were read */
+			pg_memory_barrier();
+			for (i = 0; i < nq && !changed; i++)
+				changed = pg_atomic_read_u64(counters[i]) != gens[i];
+			if (!changed &&
+				!ConditionVariableTimedSleep(&WfShmem->any_queue_cv, sleep_ms,
+											 claim_wait_event_info()))
+				WfCount(WF_CNT_CLAIM_WAKEUPS, 1);
+		}
+		else
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Min(sleep_ms, WF_CLAIM_RECHECK_MS), claim_wait_event_info());
+			ResetLatch(MyLatch);
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (prepared)
+		ConditionVariableCancelSleep();
+
+	WfCount(WF_CNT_CLAIM_CALLS, 1);
+	WfCount(WF_CNT_TASKS_CLAIMED, put);
 	WfApiEnd();
 	return (Datum) 0;
 }

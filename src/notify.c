@@ -465,6 +465,9 @@ wake_waiters(void)
 		pg_atomic_fetch_add_u64(&WfShmem->queue_gen[b], 1);
 		ConditionVariableBroadcast(&WfShmem->queue_cv[b]);
 	}
+	/* the claims that wait on several queues (claim.c) look at their buckets */
+	if (pending_queues != NIL)
+		ConditionVariableBroadcast(&WfShmem->any_queue_cv);
 
 	if (pending_timer)
 	{

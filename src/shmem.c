@@ -118,6 +118,7 @@ wf_shmem_startup(void)
 			ConditionVariableInit(&WfShmem->queue_cv[i]);
 			pg_atomic_init_u64(&WfShmem->queue_gen[i], 0);
 		}
+		ConditionVariableInit(&WfShmem->any_queue_cv);
 	}
 	WfWorkers = ShmemInitStruct("wfengine workers", sizeof(WfWorkerShared), &found);
 	if (!found)

@@ -77,6 +77,8 @@ typedef struct WfShmemState
 	WfDbWorkerSlot workers[WF_MAX_DB_WORKERS];
 	ConditionVariable queue_cv[WF_QUEUE_WAIT_BUCKETS];
 	pg_atomic_uint64 queue_gen[WF_QUEUE_WAIT_BUCKETS];	/* bumped on wake */
+	ConditionVariable any_queue_cv; /* broadcast with every bucket's: the
+									 * claims that wait on several queues */
 	slock_t		relay_lock;		/* protects relay_count and relay[] */
 	int			relay_count;
 	WfRelayItem relay[WF_RELAY_SLOTS];

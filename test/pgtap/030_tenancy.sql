@@ -223,6 +223,8 @@ INSERT INTO attacks VALUES
  ('wf.run_traceparent(uuid)', $q$SELECT COALESCE(wf.run_traceparent(':claimed_run'), 'hidden')$q$, '^hidden$'),
  ('wf.claim_tasks(text,text,integer,interval,interval)',
   $q$SELECT count(*) FROM wf.claim_tasks('q', 'evil', 100) c WHERE c.run_id IN (SELECT run_id FROM wf.runs WHERE tenant_id <> 't_one')$q$, '^0$'),
+ ('wf.claim_tasks_any(text[],text,integer,interval,interval)',
+  $q$SELECT count(*) FROM wf.claim_tasks_any(ARRAY['q', 'b_mail'], 'evil', 100) c WHERE c.run_id IN (SELECT run_id FROM wf.runs WHERE tenant_id <> 't_one')$q$, '^0$'),
  ('wf.run_status(uuid)', $q$SELECT wf.run_status(':claimed_run')$q$, 'error'),
  ('wf.history(uuid)', $q$SELECT count(*) FROM wf.history(':claimed_run')$q$, 'error'),
  ('wf.explain(uuid)', $q$SELECT wf.explain(':approval_run')$q$, 'error'),
