@@ -428,3 +428,109 @@ ALTER TABLE wf.timers DROP CONSTRAINT timers_status_check,
     ADD CONSTRAINT timers_status_check CHECK (wf._timer_status_ok(status)),
     DROP CONSTRAINT timers_kind_check,
     ADD CONSTRAINT timers_kind_check CHECK (wf._timer_kind_ok(kind));
+
+-- shards (issue 15)
+--
+-- A sharded deployment spreads tenants over several databases (shards),
+-- each an ordinary wfengine install, behind a router database
+-- (wfengine_router, router/).  A tenant's partition is
+-- hashtext(tenant) & (partitions - 1) (wf.tenant_partition), the same
+-- value PL/Proxy's RUN ON uses on the router; the map gives each partition
+-- to one shard.  Every shard holds the whole map and its own name: an API
+-- call of a tenant whose partition the map gives to another shard is
+-- refused (src/shard.c).  Both tables empty (the default): not sharded, no
+-- check.  Written by wf.configure_shard; readable by every job role (the
+-- map is not tenant data).
+CREATE TABLE wf.shard_map (
+    partition integer PRIMARY KEY CHECK (partition OPERATOR(pg_catalog.>=) 0),
+    shard text NOT NULL CHECK (pg_catalog.length(shard) OPERATOR(pg_catalog.<=) 63)
+);
+COMMENT ON TABLE wf.shard_map IS
+'The shard map of a sharded deployment: the shard each hash partition of tenants lives on (the router holds the same map). Empty: not sharded.';
+CREATE TABLE wf.shard_self (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    shard text NOT NULL
+);
+COMMENT ON TABLE wf.shard_self IS
+'The name of this database in wf.shard_map (one row, or none when not sharded).';
+SELECT pg_catalog.pg_extension_config_dump('wf.shard_map', '');
+SELECT pg_catalog.pg_extension_config_dump('wf.shard_self', '');
+ALTER TABLE wf.shard_map ENABLE ROW LEVEL SECURITY;
+ALTER TABLE wf.shard_map FORCE ROW LEVEL SECURITY;
+ALTER TABLE wf.shard_self ENABLE ROW LEVEL SECURITY;
+ALTER TABLE wf.shard_self FORCE ROW LEVEL SECURITY;
+-- no tenant_id: the map is the same for every tenant; only superusers
+-- write it (no job role has INSERT, UPDATE or DELETE)
+CREATE POLICY tenant_isolation ON wf.shard_map FOR SELECT USING (true);
+CREATE POLICY tenant_isolation ON wf.shard_self FOR SELECT USING (true);
+GRANT SELECT ON wf.shard_map, wf.shard_self
+    TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
+
+-- every backend reads the map once and keeps it until a statement changes
+-- either table (this trigger sends the invalidation, at commit)
+CREATE FUNCTION wf._shard_map_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'wfengine_shard_map_changed'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION wf._shard_map_changed() FROM PUBLIC;
+CREATE TRIGGER shard_map_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON wf.shard_map
+    FOR EACH STATEMENT EXECUTE FUNCTION wf._shard_map_changed();
+CREATE TRIGGER shard_self_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON wf.shard_self
+    FOR EACH STATEMENT EXECUTE FUNCTION wf._shard_map_changed();
+
+CREATE FUNCTION wf.tenant_partition(tenant text, partitions integer)
+RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.hashtext(tenant) OPERATOR(pg_catalog.&) (partitions OPERATOR(pg_catalog.-) 1)
+$$;
+COMMENT ON FUNCTION wf.tenant_partition(text, integer) IS
+'The hash partition of a tenant among partitions (a power of 2): hashtext(tenant) & (partitions - 1), as PL/Proxy''s RUN ON maps it.';
+REVOKE ALL ON FUNCTION wf.tenant_partition(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.tenant_partition(text, integer)
+    TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
+
+CREATE FUNCTION wf.configure_shard(self text, map text[])
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := pg_catalog.cardinality(map);
+    owned integer;
+BEGIN
+    IF self IS NULL THEN
+        DELETE FROM wf.shard_map;
+        DELETE FROM wf.shard_self;
+        RETURN 0;
+    END IF;
+    IF n OPERATOR(pg_catalog.<) 1 OR n OPERATOR(pg_catalog.>) 4096
+       OR (n OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1)) OPERATOR(pg_catalog.<>) 0 THEN
+        RAISE EXCEPTION 'shard map has % partitions', n
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The number of partitions is a power of 2 between 1 and 4096.';
+    END IF;
+    IF pg_catalog.array_position(map, NULL::text) IS NOT NULL THEN
+        RAISE EXCEPTION 'shard map gives partition % to no shard',
+            pg_catalog.array_position(map, NULL::text) OPERATOR(pg_catalog.-) 1
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    owned := pg_catalog.cardinality(pg_catalog.array_positions(map, self));
+    IF owned OPERATOR(pg_catalog.=) 0 THEN
+        RAISE EXCEPTION 'shard map gives no partition to shard "%"', self
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Name this database as the map names it.';
+    END IF;
+    DELETE FROM wf.shard_map;
+    INSERT INTO wf.shard_map (partition, shard)
+        SELECT (m.i OPERATOR(pg_catalog.-) 1)::integer, m.s
+        FROM pg_catalog.unnest(map) WITH ORDINALITY AS m(s, i);
+    INSERT INTO wf.shard_self (shard) VALUES (self)
+        ON CONFLICT (only_row) DO UPDATE SET shard = EXCLUDED.shard;
+    RETURN owned;
+END
+$$;
+COMMENT ON FUNCTION wf.configure_shard(text, text[]) IS
+'Makes this database shard self of a sharded deployment: map[i + 1] is the shard of partition i (the router''s wfrouter.shard_map()); returns how many partitions this shard owns. A null self clears the map (not sharded).';
+REVOKE ALL ON FUNCTION wf.configure_shard(text, text[]) FROM PUBLIC;
