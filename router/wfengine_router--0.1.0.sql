@@ -3,7 +3,7 @@
 \echo Use "CREATE EXTENSION wfengine_router CASCADE" to load this file. \quit
 
 -- The router database holds no runs.  It has the shard list and the same
--- partition map every shard holds (wf.shard_map there), and the wfengine
+-- partition map every shard holds (wfshard.partitions there), and the wfengine
 -- application API in schema wf as PL/Proxy functions that run the same
 -- call on the shard of the caller's tenant, connecting onward as the
 -- caller's own login (session_user).  A tenant is identified as on a
@@ -55,7 +55,7 @@ CREATE TABLE wfrouter.partitions (
     shard text NOT NULL REFERENCES wfrouter.shards
 );
 COMMENT ON TABLE wfrouter.partitions IS
-'The partition map: the shard of each hash partition of tenants; every shard holds the same map (wf.shard_map).';
+'The partition map: the shard of each hash partition of tenants; every shard holds the same map (wfshard.partitions).';
 
 CREATE TABLE wfrouter.config (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
@@ -286,7 +286,7 @@ RETURNS SETOF text
 LANGUAGE plproxy AS $$
     CLUSTER 'wfengine_shards';
     RUN ON ALL;
-    SELECT s.shard FROM wf.shard_self s;
+    SELECT s.shard FROM wfshard.self s;
 $$;
 
 -- publish_definition: on every shard, so that a tenant's definitions are
@@ -339,7 +339,7 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
     SELECT s.shard, q.tenant_id, q.queue, q.ready, q.leased, q.oldest_ready_age_seconds,
            q.claims_1m, q.completions_1m, q.failures_1m, q.expired_leases
-    FROM wf.queue_stats q CROSS JOIN wf.shard_self s;
+    FROM wf.queue_stats q CROSS JOIN wfshard.self s;
 $$;
 COMMENT ON FUNCTION wfrouter.queue_stats() IS 'wf.queue_stats of every shard, with the shard.';
 
@@ -355,7 +355,7 @@ LANGUAGE plproxy AS $$
     SELECT s.shard, r.tenant_id, r.definition_name, r.definition_version, r.running, r.paused,
            r.undoing, r.completed_5m, r.failed_5m, r.stopped_5m, r.duration_p50_seconds,
            r.duration_p95_seconds, r.failure_rate_5m, r.retries_5m, r.retries_per_step_5m
-    FROM wf.run_stats r CROSS JOIN wf.shard_self s;
+    FROM wf.run_stats r CROSS JOIN wfshard.self s;
 $$;
 COMMENT ON FUNCTION wfrouter.run_stats() IS 'wf.run_stats of every shard, with the shard.';
 

@@ -439,31 +439,30 @@ ALTER TABLE wf.timers DROP CONSTRAINT timers_status_check,
 -- to one shard.  Every shard holds the whole map and its own name: an API
 -- call of a tenant whose partition the map gives to another shard is
 -- refused (src/shard.c).  Both tables empty (the default): not sharded, no
--- check.  Written by wf.configure_shard; readable by every job role (the
--- map is not tenant data).
-CREATE TABLE wf.shard_map (
+-- check.  Written by wf.configure_shard; readable by every job role.  The
+-- map is not tenant data, so its tables are in a schema of their own,
+-- wfshard: every table of schema wf has a tenant_id and row-level security.
+CREATE SCHEMA wfshard;
+COMMENT ON SCHEMA wfshard IS
+'The shard map of a sharded deployment (issue 15): not tenant data, so not in schema wf, whose every table is keyed by tenant.';
+CREATE TABLE wfshard.partitions (
     partition integer PRIMARY KEY CHECK (partition OPERATOR(pg_catalog.>=) 0),
     shard text NOT NULL CHECK (pg_catalog.length(shard) OPERATOR(pg_catalog.<=) 63)
 );
-COMMENT ON TABLE wf.shard_map IS
+COMMENT ON TABLE wfshard.partitions IS
 'The shard map of a sharded deployment: the shard each hash partition of tenants lives on (the router holds the same map). Empty: not sharded.';
-CREATE TABLE wf.shard_self (
+CREATE TABLE wfshard.self (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     shard text NOT NULL
 );
-COMMENT ON TABLE wf.shard_self IS
-'The name of this database in wf.shard_map (one row, or none when not sharded).';
-SELECT pg_catalog.pg_extension_config_dump('wf.shard_map', '');
-SELECT pg_catalog.pg_extension_config_dump('wf.shard_self', '');
-ALTER TABLE wf.shard_map ENABLE ROW LEVEL SECURITY;
-ALTER TABLE wf.shard_map FORCE ROW LEVEL SECURITY;
-ALTER TABLE wf.shard_self ENABLE ROW LEVEL SECURITY;
-ALTER TABLE wf.shard_self FORCE ROW LEVEL SECURITY;
--- no tenant_id: the map is the same for every tenant; only superusers
--- write it (no job role has INSERT, UPDATE or DELETE)
-CREATE POLICY tenant_isolation ON wf.shard_map FOR SELECT USING (true);
-CREATE POLICY tenant_isolation ON wf.shard_self FOR SELECT USING (true);
-GRANT SELECT ON wf.shard_map, wf.shard_self
+COMMENT ON TABLE wfshard.self IS
+'The name of this database in wfshard.partitions (one row, or none when not sharded).';
+SELECT pg_catalog.pg_extension_config_dump('wfshard.partitions', '');
+SELECT pg_catalog.pg_extension_config_dump('wfshard.self', '');
+-- the same for every tenant; only superusers write it
+GRANT USAGE ON SCHEMA wfshard
+    TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
+GRANT SELECT ON wfshard.partitions, wfshard.self
     TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
 
 -- every backend reads the map once and keeps it until a statement changes
@@ -473,9 +472,9 @@ RETURNS trigger
 AS 'MODULE_PATHNAME', 'wfengine_shard_map_changed'
 LANGUAGE C;
 REVOKE ALL ON FUNCTION wf._shard_map_changed() FROM PUBLIC;
-CREATE TRIGGER shard_map_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON wf.shard_map
+CREATE TRIGGER partitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON wfshard.partitions
     FOR EACH STATEMENT EXECUTE FUNCTION wf._shard_map_changed();
-CREATE TRIGGER shard_self_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON wf.shard_self
+CREATE TRIGGER self_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON wfshard.self
     FOR EACH STATEMENT EXECUTE FUNCTION wf._shard_map_changed();
 
 CREATE FUNCTION wf.tenant_partition(tenant text, partitions integer)
@@ -487,9 +486,8 @@ SELECT pg_catalog.hashtext(tenant) OPERATOR(pg_catalog.&) (partitions OPERATOR(p
 $$;
 COMMENT ON FUNCTION wf.tenant_partition(text, integer) IS
 'The hash partition of a tenant among partitions (a power of 2): hashtext(tenant) & (partitions - 1), as PL/Proxy''s RUN ON maps it.';
+-- for administrators (the router has its own, wfrouter.tenant_partition)
 REVOKE ALL ON FUNCTION wf.tenant_partition(text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION wf.tenant_partition(text, integer)
-    TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
 
 CREATE FUNCTION wf.configure_shard(self text, map text[])
 RETURNS integer
@@ -501,8 +499,8 @@ DECLARE
     owned integer;
 BEGIN
     IF self IS NULL THEN
-        DELETE FROM wf.shard_map;
-        DELETE FROM wf.shard_self;
+        DELETE FROM wfshard.partitions;
+        DELETE FROM wfshard.self;
         RETURN 0;
     END IF;
     IF n OPERATOR(pg_catalog.<) 1 OR n OPERATOR(pg_catalog.>) 4096
@@ -522,11 +520,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Name this database as the map names it.';
     END IF;
-    DELETE FROM wf.shard_map;
-    INSERT INTO wf.shard_map (partition, shard)
+    DELETE FROM wfshard.partitions;
+    INSERT INTO wfshard.partitions (partition, shard)
         SELECT (m.i OPERATOR(pg_catalog.-) 1)::integer, m.s
         FROM pg_catalog.unnest(map) WITH ORDINALITY AS m(s, i);
-    INSERT INTO wf.shard_self (shard) VALUES (self)
+    INSERT INTO wfshard.self (shard) VALUES (self)
         ON CONFLICT (only_row) DO UPDATE SET shard = EXCLUDED.shard;
     RETURN owned;
 END

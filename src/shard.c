@@ -8,7 +8,7 @@
  * several databases, each an ordinary wfengine install, behind a router
  * (wfengine_router).  A tenant's partition is hashtext(tenant) &
  * (partitions - 1), the value PL/Proxy's RUN ON computes on the router;
- * wf.shard_map gives each partition to a shard and wf.shard_self names
+ * wfshard.partitions gives each partition to a shard and wfshard.self names
  * this one.  The router sends a call to the shard of the caller's tenant;
  * a call that reaches another shard anyway (a stale router map, a worker
  * pointed at the wrong database) must be refused, never served, or the
@@ -73,7 +73,7 @@ static bool shard_skip_next = false;	/* WfShardAllowAnyTenant */
 /* the statement that reads the map (not kept: read once per backend) */
 static const char *const shard_read_sql =
 "SELECT m.partition, m.shard, s.shard "
-"FROM wf.shard_map m LEFT JOIN wf.shard_self s ON true "
+"FROM wfshard.partitions m LEFT JOIN wfshard.self s ON true "
 "ORDER BY m.partition";
 
 /* forward declarations */
@@ -141,20 +141,25 @@ WfShardInit(void)
 }
 
 /*
- * shard_load reads wf.shard_map and wf.shard_self into the cache.  Called
+ * shard_load reads wfshard.partitions and wfshard.self into the cache.  Called
  * by WfShardCheckTenant as the extension's owner, outside SPI.  A schema
- * without the tables (0.1.0) is not sharded.
+ * without the tables (0.1.0: no schema wfshard) is not sharded.
  */
 static void
 shard_load(void)
 {
-	Oid			nsp = get_namespace_oid("wf", false);
+	Oid			nsp = get_namespace_oid("wfshard", true);
 	MemoryContext old;
 	int			n;
 
 	shard_forget();
-	shard_map_relid = get_relname_relid("shard_map", nsp);
-	shard_self_relid = get_relname_relid("shard_self", nsp);
+	shard_map_relid = InvalidOid;
+	shard_self_relid = InvalidOid;
+	if (OidIsValid(nsp))
+	{
+		shard_map_relid = get_relname_relid("partitions", nsp);
+		shard_self_relid = get_relname_relid("self", nsp);
+	}
 	if (!OidIsValid(shard_map_relid) || !OidIsValid(shard_self_relid))
 	{
 		shard_state = WF_SHARD_OFF;
@@ -164,7 +169,7 @@ shard_load(void)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute(shard_read_sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute failed: could not read wf.shard_map");
+		elog(ERROR, "SPI_execute failed: could not read wfshard.partitions");
 	n = (int) SPI_processed;
 	if (n == 0)
 	{
@@ -202,7 +207,7 @@ shard_load(void)
 			if (self == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_EXCEPTION),
-						 errmsg("shard map is set but wf.shard_self names no shard"),
+						 errmsg("shard map is set but wfshard.self names no shard"),
 						 errhint("Set both with wf.configure_shard(self, map).")));
 			shard_self = MemoryContextStrdup(TopMemoryContext, self);
 		}
@@ -286,8 +291,8 @@ WfShardCheckTenant(const char *tenant)
 PG_FUNCTION_INFO_V1(wfengine_shard_map_changed);
 
 /*
- * wfengine_shard_map_changed is the statement trigger of wf.shard_map and
- * wf.shard_self: it queues an invalidation of the table, so that every
+ * wfengine_shard_map_changed is the statement trigger of wfshard.partitions and
+ * wfshard.self: it queues an invalidation of the table, so that every
  * backend reads the map again after the commit.
  */
 Datum
