@@ -21,6 +21,12 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# the router needs PL/Proxy (Debian's postgresql-15-plproxy, test/scripts/deps.sh)
+my $sharedir = `pg_config --sharedir`;
+chomp $sharedir;
+plan skip_all => "PL/Proxy is not installed ($sharedir/extension/plproxy.control)"
+  unless -f "$sharedir/extension/plproxy.control";
+
 my $db = 'wf';
 my %shard;    # name -> node
 for my $name (qw(s1 s2 s3))
