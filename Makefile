@@ -69,7 +69,9 @@ OBJS = \
 	src/ddlguard.o \
 	src/sqlcheck.o \
 	src/events.o \
-	src/rowcheck.o
+	src/rowcheck.o \
+	src/waits.o \
+	src/explain.o
 
 PG_CPPFLAGS += -I$(srcdir)/src -DWFENGINE_VERSION=\"$(EXTVERSION)\"
 SHLIB_LINK += -lsodium

@@ -429,6 +429,15 @@ ALTER TABLE wf.timers DROP CONSTRAINT timers_status_check,
     DROP CONSTRAINT timers_kind_check,
     ADD CONSTRAINT timers_kind_check CHECK (wf._timer_kind_ok(kind));
 
+-- ---------------------------------------------------------------------------
+-- wf.explain in C (issue 12): the run as a whole is answered by explain.c,
+-- what a live run waits for at its step by the step kind
+-- (WfStepKindOps.explain).  Same signature, same answers.
+CREATE OR REPLACE FUNCTION wf.explain(run uuid)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'wfengine_explain'
+LANGUAGE C STABLE STRICT;
+
 -- shards (issue 15)
 --
 -- A sharded deployment spreads tenants over several databases (shards),

@@ -166,6 +166,18 @@ WfJbEnd(WfJsonBuilder *b)
 }
 
 /*
+ * WfJsonbConcat returns a || b (jsonb concatenation); a NULL a is {}.
+ */
+Jsonb *
+WfJsonbConcat(Jsonb *a, Jsonb *b)
+{
+	if (a == NULL)
+		return b;
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(a),
+											  JsonbPGetDatum(b)));
+}
+
+/*
  * WfJsonbTextArray returns a jsonb array of n strings.
  */
 Jsonb *

@@ -22,6 +22,7 @@ extern Jsonb *WfJsonbGetJsonb(Jsonb *obj, const char *key);
 extern char *WfJsonbGetText(Jsonb *obj, const char *key);
 extern int64 WfJsonbGetInt(Jsonb *obj, const char *key, int64 missing);
 extern Jsonb *WfJsonbTextArray(char **items, int n);
+extern Jsonb *WfJsonbConcat(Jsonb *a, Jsonb *b);
 
 /* building small jsonb objects */
 typedef struct WfJsonBuilder

@@ -46,6 +46,7 @@
 #include "step_approval.h"
 #include "stepkind.h"
 #include "transition.h"
+#include "waits.h"
 
 /* the statements of step_approval.c (registered by _PG_init: WfStepApprovalPlans) */
 enum
@@ -53,7 +54,8 @@ enum
 	PLAN_APPROVALS_INSERT = 0,
 	PLAN_APPROVALS_CLOSE,
 	PLAN_APPROVAL_TALLY,
-	PLAN_APPROVALS_CLOSE_RUN
+	PLAN_APPROVALS_CLOSE_RUN,
+	PLAN_EXPLAIN_APPROVAL
 };
 
 static const WfPlanSpec step_approval_plan_specs[] = {
@@ -88,6 +90,16 @@ static const WfPlanSpec step_approval_plan_specs[] = {
 		"UPDATE wf.approvals ap SET status = 'closed' "
 		"WHERE ap.run_id OPERATOR(pg_catalog.=) $1 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
 		1, {UUIDOID}
+	},
+	[PLAN_EXPLAIN_APPROVAL] = {
+		"explain_approval",
+		"SELECT pg_catalog.jsonb_build_object('pending',"
+		" COALESCE(pg_catalog.jsonb_agg(ap.approver ORDER BY ap.approver), '[]'::pg_catalog.jsonb),"
+		" 'since', pg_catalog.min(ap.created_at), 'expires_at', pg_catalog.max(ap.expires_at),"
+		" 'tokens_issued', COALESCE(pg_catalog.bool_or(ap.approve_hash IS NOT NULL), false)) "
+		"FROM wf.approvals ap WHERE ap.run_id OPERATOR(pg_catalog.=) $1"
+		" AND ap.step OPERATOR(pg_catalog.=) $2 AND ap.status OPERATOR(pg_catalog.=) 'pending'",
+		2, {UUIDOID, TEXTOID}
 	},
 };
 
@@ -510,8 +522,47 @@ approval_leave(WfTransition *tr, int step_index, const char *reason)
 	approval_writes(tr, sd->name, WfNextVisit(tr->run, sd->name))->close = true;
 }
 
+/*
+ * approval_explain: a running approval step waits for its approvers (what
+ * its notification task waits for, while it is live, goes under
+ * "notification"); the commands of approvals apply.
+ */
+static void
+approval_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
+{
+	WfJsonBuilder b;
+	WfJsonBuilder w;
+	Datum		values[2];
+
+	if (!WfExplainLiveTask(run, ex))
+		(void) WfExplainWaitTimer(run, ex);
+	if (run->status != WF_RUN_RUNNING)
+		return;
+	if (ex->waiting != NULL)
+	{
+		WfJbBegin(&b);
+		WfJbText(&b, "waiting_for", ex->waiting);
+		WfJbBegin(&w);
+		WfJbJsonb(&w, "notification", WfJsonbConcat(ex->details, WfJbEnd(&b)));
+		ex->details = WfJbEnd(&w);
+	}
+	ex->waiting = "approval";
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = CStringGetTextDatum(run->current_step);
+	(void) WfPlanExec(&WfStepApprovalPlans, PLAN_EXPLAIN_APPROVAL, values, NULL, true, 1,
+					  SPI_OK_SELECT);
+	WfJbBegin(&b);
+	WfJbJsonb(&b, "approval", DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1)));
+	ex->details = WfJsonbConcat(ex->details, WfJbEnd(&b));
+	ex->commands = lappend(ex->commands, "wf.decide");
+	ex->commands = lappend(ex->commands, "wf.revoke_approval_tokens");
+	ex->commands = lappend(ex->commands, "wf.reissue_approval_tokens");
+	ex->commands = lappend(ex->commands, "wf.set_approvers");
+}
+
 const WfStepKindOps WfApprovalStepKind = {
 	.name = "approval",
+	.explain = approval_explain,
 	.enter = approval_enter,
 	.task_completed = approval_task_completed,
 	.timer_fired = approval_timer_fired,

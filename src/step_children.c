@@ -51,13 +51,15 @@
 #include "step_compensate.h"
 #include "stepkind.h"
 #include "transition.h"
+#include "waits.h"
 #include "wfengine.h"
 
 /* the statements of step_children.c (registered by _PG_init: WfStepChildrenPlans) */
 enum
 {
 	PLAN_RUN_SET_PARENT = 0,
-	PLAN_STOP_CHILDREN
+	PLAN_STOP_CHILDREN,
+	PLAN_EXPLAIN_CHILDREN
 };
 
 static const WfPlanSpec step_children_plan_specs[] = {
@@ -72,6 +74,19 @@ static const WfPlanSpec step_children_plan_specs[] = {
 		" AND c.status OPERATOR(pg_catalog.=) ANY ('{running,paused}'::pg_catalog.text[])"
 		" ORDER BY c.run_id",
 		1, {UUIDOID}
+	},
+	[PLAN_EXPLAIN_CHILDREN] = {
+		"explain_children",
+		/* $1: the step's entry of $.children in the context */
+		"SELECT pg_catalog.jsonb_build_object("
+		" 'runs', (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('run_id', c.run_id,"
+		"   'definition', c.definition_name, 'status', c.status, 'step', c.current_step)"
+		"   ORDER BY c.created_at, c.run_id)"
+		"  FROM wf.runs c WHERE c.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"   SELECT pg_catalog.jsonb_array_elements_text($1 OPERATOR(pg_catalog.->) 'runs')::pg_catalog.uuid))),"
+		" 'join', $1 OPERATOR(pg_catalog.->) 'join',"
+		" 'completed', $1 OPERATOR(pg_catalog.->) 'completed')",
+		1, {JSONBOID}
 	},
 };
 
@@ -455,8 +470,30 @@ children_write(WfTransition *tr)
 		stop_children(tr->run, tr->stop_children);
 }
 
+/*
+ * children_explain: the step waits for its child runs.
+ */
+static void
+children_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
+{
+	Jsonb	   *children;
+	Datum		values[1];
+
+	if (WfExplainLiveTask(run, ex) || WfExplainWaitTimer(run, ex))
+		return;
+	children = WfJsonbGetJsonb(WfJsonbGetJsonb(run->context, "children"), run->current_step);
+	if (children == NULL)
+		return;
+	values[0] = JsonbPGetDatum(children);
+	(void) WfPlanExec(&WfStepChildrenPlans, PLAN_EXPLAIN_CHILDREN, values, NULL, true, 1,
+					  SPI_OK_SELECT);
+	ex->waiting = "children";
+	ex->details = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
+}
+
 const WfStepKindOps WfChildrenStepKind = {
 	.name = "children",
+	.explain = children_explain,
 	.enter = children_enter,
 	.timer_applies = children_timer_applies,
 	.timer_fired = children_timer_fired,

@@ -33,6 +33,7 @@
 #include "step_sleep.h"
 #include "stepkind.h"
 #include "transition.h"
+#include "waits.h"
 
 /*
  * sleep_enter starts a visit of the sleep step at step_index: its timer.
@@ -102,8 +103,18 @@ sleep_timer_fired(WfTransition *tr, int step_index, WfTimerKind kind,
 	return true;
 }
 
+/*
+ * sleep_explain: the step waits on its sleep timer.
+ */
+static void
+sleep_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
+{
+	(void) WfExplainWaitTimer(run, ex);
+}
+
 const WfStepKindOps WfSleepStepKind = {
 	.name = "sleep",
 	.enter = sleep_enter,
 	.timer_fired = sleep_timer_fired,
+	.explain = sleep_explain,
 };

@@ -23,6 +23,7 @@
 #include "step_task.h"
 #include "stepkind.h"
 #include "transition.h"
+#include "waits.h"
 
 /*
  * task_enter schedules the first attempt of a new visit of the task step
@@ -34,8 +35,20 @@ task_enter(WfTransition *tr, int step_index)
 	WfScheduleStep(tr, step_index, 1, tr->now, NULL);
 }
 
+/*
+ * task_explain: the step waits on its live attempt, or on the backoff
+ * timer before the next one.
+ */
+static void
+task_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
+{
+	if (!WfExplainLiveTask(run, ex))
+		(void) WfExplainWaitTimer(run, ex);
+}
+
 const WfStepKindOps WfTaskStepKind = {
 	.name = "task",
 	.enter = task_enter,
 	.resume = WfRescheduleWithdrawn,	/* its input mapped again */
+	.explain = task_explain,
 };

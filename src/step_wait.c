@@ -39,12 +39,14 @@
 #include "step_wait.h"
 #include "stepkind.h"
 #include "transition.h"
+#include "waits.h"
 
 /* the statements of step_wait.c (registered by _PG_init: WfStepWaitPlans) */
 enum
 {
 	PLAN_SIGNAL_INSERT = 0,
-	PLAN_SIGNAL_TAKE
+	PLAN_SIGNAL_TAKE,
+	PLAN_EXPLAIN_WAIT
 };
 
 static const WfPlanSpec step_wait_plan_specs[] = {
@@ -63,6 +65,18 @@ static const WfPlanSpec step_wait_plan_specs[] = {
 		" AND s.consumed_at IS NULL ORDER BY s.signal_id LIMIT 1) "
 		"RETURNING sg.signal_id, sg.event_id, sg.payload",
 		4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
+	},
+	[PLAN_EXPLAIN_WAIT] = {
+		"explain_wait",
+		/* the visit that began at event $2 waits for the event it names */
+		"SELECT pg_catalog.jsonb_build_object('event', e.payload OPERATOR(pg_catalog.->) 'event',"
+		" 'since', e.created_at,"
+		" 'timeout_at', (SELECT x.fire_at FROM wf.timers x WHERE x.run_id OPERATOR(pg_catalog.=) $1"
+		"  AND x.kind OPERATOR(pg_catalog.=) 'step_timeout' AND x.status OPERATOR(pg_catalog.=) 'pending'"
+		"  AND x.generation OPERATOR(pg_catalog.=) $2)) "
+		"FROM wf.events e WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.seq OPERATOR(pg_catalog.=) $2"
+		" AND e.type OPERATOR(pg_catalog.=) 'wait_started'",
+		2, {UUIDOID, INT4OID}
 	},
 };
 
@@ -241,8 +255,29 @@ wait_resume(WfTransition *tr, int step_index)
 	(void) take_signal(tr, step_index);
 }
 
+/*
+ * wait_explain: the step waits for the event its visit names (and its
+ * timeout), unless a task or a timer of the run is live.
+ */
+static void
+wait_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
+{
+	Datum		values[2];
+
+	if (WfExplainLiveTask(run, ex) || WfExplainWaitTimer(run, ex))
+		return;
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = Int32GetDatum(run->step_generation);
+	if (WfPlanExec(&WfStepWaitPlans, PLAN_EXPLAIN_WAIT, values, NULL, true, 1,
+				   SPI_OK_SELECT) != 1)
+		return;
+	ex->waiting = "event";
+	ex->details = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
+}
+
 const WfStepKindOps WfWaitStepKind = {
 	.name = "wait_event",
+	.explain = wait_explain,
 	.enter = wait_enter,
 	.timer_fired = wait_timer_fired,
 	.resume = wait_resume,

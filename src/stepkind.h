@@ -13,6 +13,7 @@
 #ifndef WF_STEPKIND_H
 #define WF_STEPKIND_H
 
+#include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
@@ -22,6 +23,7 @@
 /* transition.h; named here only through pointers */
 struct WfTransition;
 struct WfTaskResult;
+struct WfExplanation;
 
 /*
  * One WfStepKindOps per step kind, registered at load time (wfengine.c's
@@ -95,7 +97,23 @@ typedef struct WfStepKindOps
 	 * (called for every registered kind, once, in table order).
 	 */
 	void		(*write) (struct WfTransition *tr);
+
+	/*
+	 * wf.explain: what the live run (not paused) waits for at the step:
+	 * the kind sets ex->waiting and ex->details and may add commands that
+	 * apply because of the wait.  NULL: the step never waits (a choice).
+	 */
+	void		(*explain) (const WfRunState *run, const WfStepDef *sd,
+							struct WfExplanation *ex);
 } WfStepKindOps;
+
+/* what a step kind's explain answers (see explain.c) */
+typedef struct WfExplanation
+{
+	const char *waiting;		/* the "waiting_for" of wf.explain; NULL: none */
+	Jsonb	   *details;		/* its "details"; NULL: {} */
+	List	   *commands;		/* commands (char *) that apply because of it */
+} WfExplanation;
 
 /*
  * The undoing of a run (compensation): what the core calls when a run

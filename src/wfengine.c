@@ -40,6 +40,7 @@
 #include "defcompile.h"
 #include "definition.h"
 #include "events.h"
+#include "explain.h"
 #include "guc.h"
 #include "launcher.h"
 #include "migrate.h"
@@ -66,6 +67,7 @@
 #include "stepkind.h"
 #include "timer.h"
 #include "transition.h"
+#include "waits.h"
 #include "version.h"
 #include "wfengine.h"
 
@@ -87,6 +89,7 @@ static WfPlanTable *const plan_table_list[] =
 	&WfCorrelatePlans,
 	&WfDefinitionPlans,
 	&WfEventsPlans,
+	&WfExplainPlans,
 	&WfMigratePlans,
 	&WfNotifyPlans,
 	&WfOperatorPlans,
@@ -104,6 +107,7 @@ static WfPlanTable *const plan_table_list[] =
 	&WfStepWaitPlans,
 	&WfTimerPlans,
 	&WfTransitionPlans,
+	&WfWaitsPlans,
 };
 
 /*

@@ -28,7 +28,18 @@ packages=(
 	libclang-rt-14-dev # libFuzzer's runtime for clang 14
 	python3-jsonschema # test/definitions/check.py (docs/definition.schema.json)
 	prometheus-postgres-exporter # test/t/110_metrics.pl scrapes it (monitoring/queries.yaml)
+	pgbouncer          # test/t/130_pgbouncer.pl: workers behind a pooler
+	# the worker libraries of clients/ (test/scripts/clients.sh)
+	libpq-dev                    # clients/c
+	python3-psycopg              # clients/python (psycopg 3); test/t/130_pgbouncer.pl
+	golang-go                    # clients/go
+	golang-github-jackc-pgx-v4-dev # clients/go: pgx v4 (GOPATH mode, /usr/share/gocode)
+	nodejs                       # clients/node (pg comes from npm: package-lock.json)
 )
+
+# npm: Debian's package, unless an npm is there already (NodeSource's nodejs
+# bundles one and conflicts with Debian's npm package)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for pkg in "${packages[@]}"; do

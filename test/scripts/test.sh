@@ -11,6 +11,10 @@
 #     docs        test/scripts/doctest.pl: the ```sql blocks of README.md and
 #                 docs/*.md, each file in a fresh database, output compared
 #                 with the ```text block after each; one test per block
+#     clients     test/scripts/clients.sh: the end-to-end test of each worker
+#                 library in clients/ (python, c, node, go), one test per
+#                 language; a language whose toolchain is missing is
+#                 skipped (named in the note), not passed
 #   outside it:
 #     fuzz        test/scripts/fuzz.sh: each libFuzzer target (definition,
 #                 duration, cron, mapping, envelope) for FUZZ_SECONDS (default 10) in
@@ -45,6 +49,7 @@ CAP_ISOLATION=300
 CAP_PGTAP=300
 CAP_SCHEMA=120
 CAP_DOCS=300
+CAP_CLIENTS=600
 CAP_FUZZ=240
 CAP_TAP=900
 
@@ -60,6 +65,7 @@ have_isolation() { compgen -G "$WF_ROOT/test/isolation/specs/*.spec" >/dev/null;
 have_pgtap() { compgen -G "$WF_ROOT/test/pgtap/*.sql" >/dev/null; }
 have_tap() { compgen -G "$WF_ROOT/test/t/*.pl" >/dev/null; }
 have_docs() { [[ -f $WF_ROOT/test/scripts/doctest.pl ]]; }
+have_clients() { [[ -f $WF_ROOT/test/scripts/clients.sh ]]; }
 
 # Suites run inside pg_virtualenv, in order.
 virtualenv_suites() {
@@ -68,6 +74,7 @@ virtualenv_suites() {
 	if have_pgtap; then echo pgtap; fi
 	echo schema
 	if have_docs; then echo docs; fi
+	if have_clients; then echo clients; fi
 }
 
 # Seconds a suite may take: its cap, bounded by what is left of the budget.
@@ -169,6 +176,18 @@ count_doctest() {
 	' "$1"
 }
 
+# count_clients LOG: prints "PASSED FAILED NOTE" from the lines clients.sh
+# prints per language, "client NAME: passed", "client NAME: FAILED ..." or
+# "client NAME: skipped (why)"; NOTE names the skipped languages.
+count_clients() {
+	awk '
+		/^client [^ ]+: passed$/ { p++; next }
+		/^client [^ ]+: FAILED/ { f++; next }
+		/^client [^ ]+: skipped/ { sub(/:$/, "", $2); s = s (s ? ", " : "") $2 }
+		END { printf "%d %d%s\n", p, f, s ? " skipped: " s : "" }
+	' "$1"
+}
+
 # Names of the test files a TAP summary reports as failed (one per line).
 tap_failed_files() {
 	awk '/ \(Wstat: [0-9]+.* Tests: [0-9]+ Failed: [0-9]+\)$/ &&
@@ -229,9 +248,9 @@ run_suite() {
 	} | tee "$log" &
 	wait $! || true
 	rc=$(cat "$log.rc" 2>/dev/null || echo 130)
-	read -r p f < <("count_$kind" "$log")
+	read -r p f note < <("count_$kind" "$log")
 	if ((rc == 124 || rc == 137)); then
-		f=$((f + 1)) note="timed out"
+		f=$((f + 1)) note="timed out${note:+; $note}"
 	elif ((rc != 0 && f == 0)); then
 		f=1 note="exit status $rc"
 		if ((p == 0)); then note="did not run (exit status $rc)"; fi
@@ -315,6 +334,10 @@ in_virtualenv() {
 		# and drops them), as the superuser pg_virtualenv gives us.
 		timed_suite docs doctest $CAP_DOCS perl "$WF_ROOT/test/scripts/doctest.pl"
 	fi
+	if have_clients; then
+		# The worker libraries of clients/, each driving the order workflow.
+		timed_suite clients clients $CAP_CLIENTS bash "$WF_ROOT/test/scripts/clients.sh"
+	fi
 
 	# A failure makes pg_virtualenv print the tail of the server log.
 	! awk -F '\t' '$3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
@@ -366,7 +389,7 @@ main() {
 	fi
 
 	if ((built)); then
-		wf_log "pg_virtualenv: regress, isolation, pgtap, docs"
+		wf_log "pg_virtualenv: regress, isolation, pgtap, docs, clients"
 		rm -f "$STARTED"
 		export WF_WORKER_ENABLED=off
 		wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
@@ -406,7 +429,7 @@ main() {
 		printf '%-10s %7d %7d  %s\n' "$name" "$p" "$f" "$note"
 		passed=$((passed + p)) failed=$((failed + f))
 	done <"$RESULTS"
-	for s in released regress isolation pgtap schema docs fuzz tap; do
+	for s in released regress isolation pgtap schema docs clients fuzz tap; do
 		recorded "$s" || printf '%-10s %7s %7s  %s\n' "$s" - - "skipped: no test files"
 	done
 	echo "$passed passed, $failed failed"

@@ -1,0 +1,250 @@
+/*
+ * test_e2e.c
+ *	  End-to-end test of wfworker: the order workflow of test/demo.
+ *
+ * Usage: test_e2e ORDER_JSON_FILE, with the libpq environment naming a
+ * database where wfengine is installed and the caller is a superuser (it
+ * publishes the definition and calls wf.tick(), the engine worker's part:
+ * `make test` runs with wfengine.enabled = off).  Exit status 0 when every
+ * check passed.  The same checks as clients/python/test_e2e.py.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wfworker.h"
+
+static int	failures = 0;
+static volatile int ticking = 1;
+static volatile int slow_started = 0;
+static volatile int failed_once = 0;
+static char slow_run[64] = "";
+
+static void
+check(int ok, const char *what, const char *more)
+{
+	printf("%s %s%s%s\n", ok ? "ok    " : "NOT OK", what, more ? ": " : "", more ? more : "");
+	fflush(stdout);
+	if (!ok)
+		failures++;
+}
+
+static PGconn *
+connect_or_die(void)
+{
+	PGconn	   *c = PQconnectdb("");
+
+	if (PQstatus(c) != CONNECTION_OK)
+	{
+		fprintf(stderr, "could not connect: %s", PQerrorMessage(c));
+		exit(2);
+	}
+	return c;
+}
+
+/* the value of a one-row, one-column query (static buffer) */
+static const char *
+value(PGconn *c, const char *sql, int n, const char *const *params)
+{
+	static char buf[4096];
+	PGresult   *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
+	{
+		fprintf(stderr, "query failed: %s: %s", sql, PQerrorMessage(c));
+		exit(2);
+	}
+	snprintf(buf, sizeof(buf), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return buf;
+}
+
+static void *
+ticker(void *arg)
+{
+	PGconn	   *c = connect_or_die();
+
+	(void) arg;
+	while (ticking)
+	{
+		PQclear(PQexec(c, "SELECT wf.tick()"));
+		usleep(200000);
+	}
+	PQfinish(c);
+	return NULL;
+}
+
+static char *
+json(const char *fmt, const WfTask *t)
+{
+	char	   *s = malloc(512);
+
+	snprintf(s, 512, fmt, t->idempotency_key);
+	return s;
+}
+
+static WfResult
+handle(const WfTask *t, void *arg)
+{
+	WfResult	r = {0, 0, NULL};
+	const char *act = t->activity ? t->activity : t->queue;
+
+	(void) arg;
+	if (strcmp(act, "charge_card") == 0)
+	{
+		if (strstr(t->input, "\"c0@example.com\"") && t->attempt == 1)
+		{
+			failed_once++;
+			r.failed = 1;
+			r.retryable = 1;
+			r.json = strdup("{\"code\": \"timeout\", \"message\": \"simulated gateway timeout\"}");
+			return r;
+		}
+		if (strstr(t->input, "\"slow@example.com\""))
+		{
+			slow_started = 1;
+			usleep(1500000);
+		}
+		r.json = json("{\"charge_id\": \"ch_%s\", \"status\": \"captured\"}", t);
+	}
+	else if (strcmp(act, "reserve_stock") == 0)
+	{
+		/* SKU-1: longer than the 1 s lease; heartbeats keep it */
+		usleep(strstr(t->input, "\"SKU-1\"") ? 2500000 : 300000);
+		r.json = json("{\"reservation_id\": \"rsv_%s\"}", t);
+	}
+	else if (strcmp(act, "send_receipt") == 0)
+		r.json = json("{\"message_id\": \"msg_%s\"}", t);
+	else
+	{
+		r.failed = 1;
+		r.json = strdup("{\"code\": \"unknown_activity\"}");
+	}
+	return r;
+}
+
+/* waits for the six runs, starts a slow one and sends SIGTERM when it runs */
+static void *
+driver(void *arg)
+{
+	PGconn	   *c = connect_or_die();
+	int			i;
+	const char *p[1] = {"{\"amount\": 1, \"currency\": \"EUR\", \"customer\": \"slow@example.com\", \"sku\": \"SKU-SLOW\"}"};
+
+	(void) arg;
+	for (i = 0; i < 300; i++)
+	{
+		if (strcmp(value(c, "SELECT count(*) FROM wf.runs WHERE status = 'completed'", 0, NULL), "6") == 0)
+			break;
+		usleep(200000);
+	}
+	snprintf(slow_run, sizeof(slow_run), "%s", value(c, "SELECT wf.start_run('order', $1::jsonb)", 1, p));
+	for (i = 0; i < 200 && !slow_started; i++)
+		usleep(100000);
+	if (slow_started)
+		kill(getpid(), SIGTERM);
+	else
+		wf_worker_stop();
+	PQfinish(c);
+	return NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+	PGconn	   *admin;
+	FILE	   *f;
+	char		spec[8192],
+				more[512];
+	size_t		len;
+	const char *p[1];
+	const char *queues[] = {"payments", "warehouse", "email"};
+	WfWorkerConfig cfg = {0};
+	WfWorkerStats stats;
+	WfError		err = WF_ERROR_INIT;
+	pthread_t	tick,
+				drive;
+	int			i,
+				rc;
+
+	if (argc != 2 || (f = fopen(argv[1], "r")) == NULL)
+	{
+		fprintf(stderr, "usage: test_e2e ORDER_JSON_FILE\n");
+		return 2;
+	}
+	len = fread(spec, 1, sizeof(spec) - 1, f);
+	spec[len] = '\0';
+	fclose(f);
+
+	admin = connect_or_die();
+	p[0] = spec;
+	value(admin, "SELECT wf.publish_definition('order', $1::jsonb)", 1, p);
+	for (i = 0; i < 6; i++)
+	{
+		char		input[256];
+
+		snprintf(input, sizeof(input),
+				 "{\"amount\": %d, \"currency\": \"EUR\", \"customer\": \"c%d@example.com\", \"sku\": \"SKU-%d\"}",
+				 10 + i, i, i);
+		p[0] = input;
+		value(admin, "SELECT wf.start_run('order', $1::jsonb)", 1, p);
+	}
+
+	pthread_create(&tick, NULL, ticker, NULL);
+	pthread_create(&drive, NULL, driver, NULL);
+	cfg.conninfo = "";
+	cfg.queues = queues;
+	cfg.nqueues = 3;
+	cfg.name = "c-e2e";
+	cfg.concurrency = 4;
+	cfg.lease = 1.0;
+	cfg.wait = 1.0;
+	cfg.heartbeat = 0.3;
+	cfg.drain_timeout = 10;
+	cfg.handler = handle;
+	rc = wf_worker_run(&cfg, &stats, &err);
+	check(rc == 0, "the worker ran and stopped", err.message);
+	pthread_join(drive, NULL);
+	ticking = 0;
+	pthread_join(tick, NULL);
+
+	check(strcmp(value(admin, "SELECT count(*) FILTER (WHERE status = 'completed' AND wf.verify_run(run_id))"
+					   " FROM wf.runs WHERE input->>'customer' <> 'slow@example.com'", 0, NULL), "6") == 0,
+		  "six order runs completed and verify", NULL);
+	check(failed_once == 1, "a charge failed once (retryable)", NULL);
+	check(strcmp(value(admin, "SELECT count(*) FROM wf.tasks WHERE step = 'charge' AND attempt = 2"
+					   " AND status = 'completed'", 0, NULL), "1") == 0, "the retry (attempt 2) completed", NULL);
+	check(strcmp(value(admin, "SELECT status || '/' || deliveries FROM wf.tasks WHERE step = 'reserve'"
+					   " AND input->>'sku' = 'SKU-1'", 0, NULL), "completed/1") == 0,
+		  "a task longer than its lease was kept by heartbeats, delivered once", NULL);
+	snprintf(more, sizeof(more), "%d accepted, %d not", stats.accepted, stats.not_accepted);
+	check(stats.not_accepted == 0 && stats.accepted == 20, "every report accepted", more);
+	snprintf(more, sizeof(more), "at most %d at once", stats.max_in_flight);
+	check(stats.max_in_flight >= 2, "tasks ran concurrently", more);
+	p[0] = slow_run;
+	check(slow_run[0] && strcmp(value(admin, "SELECT string_agg(step || ':' || status, ',' ORDER BY task_id)"
+									  " FROM wf.tasks WHERE run_id = $1::uuid", 1, p),
+								"charge:completed,reserve:ready") == 0,
+		  "SIGTERM: the task in flight finished and nothing more was claimed", NULL);
+
+	/* typed errors: SQLSTATE and hint */
+	check(wf_complete(admin, 1, (int64_t) 1 << 40, "{}", &err) == WF_ANSWER_ERROR &&
+		  strcmp(err.sqlstate, "22023") == 0 && err.hint && strstr(err.message, "fence"),
+		  "an error carries SQLSTATE and hint", err.message);
+	wf_error_clear(&err);
+	{
+		WfTask	  **tasks;
+
+		check(wf_claim(admin, "payments", "", 1, 30, 0, &tasks, &err) < 0 &&
+			  strcmp(err.sqlstate, "22023") == 0 && err.hint &&
+			  strncmp(err.hint, "Name the worker", 15) == 0, "claim error", err.hint);
+		wf_error_clear(&err);
+	}
+	check(wf_heartbeat(admin, 1, 1, &err) == WF_ANSWER_STALE, "a heartbeat of a finished attempt is stale", NULL);
+	PQfinish(admin);
+	printf("c client: %s\n", failures ? "FAILED" : "passed");
+	return failures ? 1 : 0;
+}

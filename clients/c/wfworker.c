@@ -1,0 +1,775 @@
+/*
+ * wfworker.c
+ *	  A small worker library for wfengine in C (libpq, POSIX threads).
+ *
+ * Threads and connections (each connection in autocommit, so every call is
+ * its own transaction):
+ *   - the caller's thread claims, on the claim connection, as many tasks as
+ *     there are free slots, with a wait (wf.claim_tasks for one queue,
+ *     wf.claim_tasks_any for several when the server has it, else a claim
+ *     per queue and a LISTEN on their channels), and queues them;
+ *   - `concurrency` task threads each take a task, run the handler and
+ *     report on a connection of their own;
+ *   - a heartbeat thread renews the leases of every task in flight, in one
+ *     statement, on a connection of its own.
+ *
+ * Shutdown: the signal handler (or wf_worker_stop) sets a flag and cancels
+ * the waiting claim with PQcancel, which libpq documents as safe in a
+ * signal handler.  A cancelled claim rolls back: it leased nothing.  The
+ * tasks in flight then finish and report, heartbeaten, for up to
+ * drain_timeout seconds; wfengine has no call to hand a lease back, so a
+ * task still running after that is left to its lease, which expires (the
+ * engine delivers the attempt again).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wfworker.h"
+
+#define CLAIM_COLUMNS "task_id, run_id, step, attempt, fence, idempotency_key, input," \
+	" lease_expires_at, queue, activity, deliveries"
+
+/* ---- errors and answers ---- */
+
+static char *
+dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+void
+wf_error_clear(WfError *err)
+{
+	if (err == NULL)
+		return;
+	free(err->message);
+	free(err->detail);
+	free(err->hint);
+	memset(err, 0, sizeof(WfError));
+}
+
+/* fills err from a failed result (or the connection's message) */
+static void
+set_error(WfError *err, PGconn *conn, const PGresult *res)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+	if (err == NULL)
+		return;
+	wf_error_clear(err);
+	snprintf(err->sqlstate, sizeof(err->sqlstate), "%s", state ? state : "");
+	err->message = strdup(msg ? msg : PQerrorMessage(conn));
+	if (res)
+	{
+		err->detail = dup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+		err->hint = dup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_HINT));
+	}
+}
+
+const char *
+wf_answer_name(WfAnswer a)
+{
+	switch (a)
+	{
+		case WF_ANSWER_ACCEPTED:
+			return "accepted";
+		case WF_ANSWER_DUPLICATE:
+			return "duplicate";
+		case WF_ANSWER_STALE:
+			return "stale";
+		case WF_ANSWER_CANCEL_REQUESTED:
+			return "cancel_requested";
+		case WF_ANSWER_OK:
+			return "ok";
+		default:
+			return "error";
+	}
+}
+
+static WfAnswer
+parse_answer(const char *s)
+{
+	static const WfAnswer all[] = {WF_ANSWER_ACCEPTED, WF_ANSWER_DUPLICATE, WF_ANSWER_STALE,
+	WF_ANSWER_CANCEL_REQUESTED, WF_ANSWER_OK};
+	size_t		i;
+
+	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (strcmp(s, wf_answer_name(all[i])) == 0)
+			return all[i];
+	return WF_ANSWER_ERROR;
+}
+
+/* ---- the worker calls ---- */
+
+/* runs sql with text parameters; NULL (err filled) unless it returned rows */
+static PGresult *
+exec(PGconn *conn, const char *sql, int n, const char *const *params, WfError *err)
+{
+	PGresult   *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		set_error(err, conn, res);
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+static WfAnswer
+answer_of(PGconn *conn, const char *sql, int n, const char *const *params, WfError *err)
+{
+	PGresult   *res = exec(conn, sql, n, params, err);
+	WfAnswer	a;
+
+	if (res == NULL)
+		return WF_ANSWER_ERROR;
+	a = PQntuples(res) == 1 ? parse_answer(PQgetvalue(res, 0, 0)) : WF_ANSWER_ERROR;
+	PQclear(res);
+	return a;
+}
+
+void
+wf_task_free(WfTask *t)
+{
+	if (t == NULL)
+		return;
+	free(t->run_id);
+	free(t->step);
+	free(t->idempotency_key);
+	free(t->input);
+	free(t->queue);
+	free(t->activity);
+	free(t->lease_expires_at);
+	free(t);
+}
+
+/* the rows of a claim as tasks; returns their number, or -1 */
+static int
+tasks_of(PGresult *res, WfTask ***tasks)
+{
+	int			n,
+				i;
+
+	if (res == NULL)
+		return -1;
+	n = PQntuples(res);
+	*tasks = calloc(n > 0 ? n : 1, sizeof(WfTask *));
+	for (i = 0; i < n; i++)
+	{
+		WfTask	   *t = calloc(1, sizeof(WfTask));
+
+		t->task_id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		t->run_id = strdup(PQgetvalue(res, i, 1));
+		t->step = strdup(PQgetvalue(res, i, 2));
+		t->attempt = atoi(PQgetvalue(res, i, 3));
+		t->fence = strtoll(PQgetvalue(res, i, 4), NULL, 10);
+		t->idempotency_key = strdup(PQgetvalue(res, i, 5));
+		t->input = strdup(PQgetvalue(res, i, 6));
+		t->lease_expires_at = strdup(PQgetvalue(res, i, 7));
+		t->queue = strdup(PQgetvalue(res, i, 8));
+		t->activity = PQgetisnull(res, i, 9) ? NULL : strdup(PQgetvalue(res, i, 9));
+		t->deliveries = atoi(PQgetvalue(res, i, 10));
+		(*tasks)[i] = t;
+	}
+	PQclear(res);
+	return n;
+}
+
+int
+wf_claim(PGconn *conn, const char *queue, const char *worker, int max_tasks,
+		 double lease, double wait, WfTask ***tasks, WfError *err)
+{
+	char		maxs[16],
+				leases[48],
+				waits[48];
+	const char *p[5] = {queue, worker, maxs, leases, wait > 0 ? waits : NULL};
+
+	snprintf(maxs, sizeof(maxs), "%d", max_tasks);
+	snprintf(leases, sizeof(leases), "%.3f seconds", lease);
+	snprintf(waits, sizeof(waits), "%.3f seconds", wait);
+	return tasks_of(exec(conn, "SELECT " CLAIM_COLUMNS
+						 " FROM wf.claim_tasks($1, $2, $3::integer, $4::interval, $5::interval)",
+						 5, p, err), tasks);
+}
+
+/* a text[] literal of names: {"a","b"} */
+static char *
+array_literal(const char *const *items, int n)
+{
+	size_t		len = 3;
+	char	   *s,
+			   *o;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		len += 2 * strlen(items[i]) + 3;
+	o = s = malloc(len);
+	*o++ = '{';
+	for (i = 0; i < n; i++)
+	{
+		const char *c;
+
+		if (i > 0)
+			*o++ = ',';
+		*o++ = '"';
+		for (c = items[i]; *c; c++)
+		{
+			if (*c == '"' || *c == '\\')
+				*o++ = '\\';
+			*o++ = *c;
+		}
+		*o++ = '"';
+	}
+	*o++ = '}';
+	*o = '\0';
+	return s;
+}
+
+int
+wf_claim_any(PGconn *conn, const char *const *queues, int nqueues, const char *worker,
+			 int max_tasks, double lease, double wait, WfTask ***tasks, WfError *err)
+{
+	char		maxs[16],
+				leases[48],
+				waits[48];
+	char	   *qs = array_literal(queues, nqueues);
+	const char *p[5] = {qs, worker, maxs, leases, wait > 0 ? waits : NULL};
+	int			n;
+
+	snprintf(maxs, sizeof(maxs), "%d", max_tasks);
+	snprintf(leases, sizeof(leases), "%.3f seconds", lease);
+	snprintf(waits, sizeof(waits), "%.3f seconds", wait);
+	n = tasks_of(exec(conn, "SELECT " CLAIM_COLUMNS
+					  " FROM wf.claim_tasks_any($1::text[], $2, $3::integer, $4::interval, $5::interval)",
+					  5, p, err), tasks);
+	free(qs);
+	return n;
+}
+
+WfAnswer
+wf_complete(PGconn *conn, int64_t task_id, int64_t fence, const char *output_json,
+			WfError *err)
+{
+	char		t[24],
+				f[24];
+	const char *p[3] = {t, f, output_json ? output_json : "{}"};
+
+	snprintf(t, sizeof(t), "%" PRId64, task_id);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	return answer_of(conn, "SELECT wf.complete_task($1::bigint, $2::bigint, $3::jsonb)", 3, p, err);
+}
+
+WfAnswer
+wf_fail(PGconn *conn, int64_t task_id, int64_t fence, const char *error_json, int retryable,
+		WfError *err)
+{
+	char		t[24],
+				f[24];
+	const char *p[4] = {t, f, error_json ? error_json : "{}", retryable ? "true" : "false"};
+
+	snprintf(t, sizeof(t), "%" PRId64, task_id);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	return answer_of(conn, "SELECT wf.fail_task($1::bigint, $2::bigint, $3::jsonb, $4::boolean)",
+					 4, p, err);
+}
+
+WfAnswer
+wf_heartbeat(PGconn *conn, int64_t task_id, int64_t fence, WfError *err)
+{
+	char		t[24],
+				f[24];
+	const char *p[2] = {t, f};
+
+	snprintf(t, sizeof(t), "%" PRId64, task_id);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	return answer_of(conn, "SELECT wf.heartbeat($1::bigint, $2::bigint)", 2, p, err);
+}
+
+/* ---- the worker loop ---- */
+
+typedef struct Worker
+{
+	WfWorkerConfig config;		/* with the defaults filled in */
+	const WfWorkerConfig *cfg;	/* = &config */
+	char		name[128];
+	pthread_mutex_t lock;
+	pthread_cond_t changed;		/* a task was queued, or one finished */
+	WfTask	  **in_flight;		/* [concurrency]: claimed, not reported */
+	int			n_in_flight;
+	WfTask	  **todo;			/* [concurrency]: claimed, not started */
+	int			n_todo;
+	int			threads_done;	/* task threads that returned */
+	int			beat_stop;
+	WfWorkerStats stats;
+} Worker;
+
+static volatile sig_atomic_t stopping = 0;
+static PGcancel *volatile claim_cancel = NULL;
+
+void
+wf_worker_stop(void)
+{
+	char		buf[256];
+	PGcancel   *c = claim_cancel;
+
+	stopping = 1;
+	if (c != NULL)
+		(void) PQcancel(c, buf, sizeof(buf));
+}
+
+static void
+on_signal(int signo)
+{
+	(void) signo;
+	wf_worker_stop();
+}
+
+static PGconn *
+connect_to(const char *conninfo, WfError *err)
+{
+	PGconn	   *conn = PQconnectdb(conninfo ? conninfo : "");
+
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		set_error(err, conn, NULL);
+		PQfinish(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+wait_on(Worker *w, double seconds)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t) seconds;
+	ts.tv_nsec += (long) ((seconds - (time_t) seconds) * 1e9);
+	if (ts.tv_nsec >= 1000000000L)
+	{
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&w->changed, &w->lock, &ts);
+}
+
+/* reports one task's result; a lost connection is reconnected and tried again */
+static WfAnswer
+report(Worker *w, PGconn **conn, WfTask *t, WfResult r)
+{
+	WfError		err = WF_ERROR_INIT;
+	WfAnswer	a = WF_ANSWER_ERROR;
+	int			i;
+
+	for (i = 0; i < 3; i++)
+	{
+		if (*conn == NULL || PQstatus(*conn) != CONNECTION_OK)
+		{
+			PQfinish(*conn);
+			*conn = connect_to(w->cfg->conninfo, &err);
+			if (*conn == NULL)
+			{
+				usleep(200000 * (i + 1));
+				continue;
+			}
+		}
+		a = r.failed ? wf_fail(*conn, t->task_id, t->fence, r.json, r.retryable, &err)
+			: wf_complete(*conn, t->task_id, t->fence, r.json, &err);
+		if (a != WF_ANSWER_ERROR || err.sqlstate[0] != '\0')
+			break;				/* an answer, or an error of the server */
+	}
+	if (a == WF_ANSWER_ERROR)
+		fprintf(stderr, "wfworker: task %" PRId64 ": report failed: %s %s%s%s\n", t->task_id,
+				err.sqlstate, err.message ? err.message : "",
+				err.hint ? " HINT: " : "", err.hint ? err.hint : "");
+	wf_error_clear(&err);
+	return a;
+}
+
+static void *
+task_thread(void *arg)
+{
+	Worker	   *w = arg;
+	PGconn	   *conn = NULL;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;)
+	{
+		WfTask	   *t;
+		WfResult	r;
+		WfAnswer	a;
+		int			i;
+
+		while (w->n_todo == 0 && !stopping)
+			wait_on(w, 0.2);
+		if (w->n_todo == 0)
+			break;				/* stopping, and nothing left to start */
+		t = w->todo[--w->n_todo];
+		pthread_mutex_unlock(&w->lock);
+
+		r = w->cfg->handler(t, w->cfg->arg);
+		a = report(w, &conn, t, r);
+		free(r.json);
+
+		pthread_mutex_lock(&w->lock);
+		if (a == WF_ANSWER_ACCEPTED)
+			w->stats.accepted++;
+		else
+			w->stats.not_accepted++;
+		for (i = 0; i < w->n_in_flight; i++)
+			if (w->in_flight[i] == t)
+			{
+				w->in_flight[i] = w->in_flight[--w->n_in_flight];
+				break;
+			}
+		wf_task_free(t);
+		pthread_cond_broadcast(&w->changed);
+	}
+	w->threads_done++;
+	pthread_cond_broadcast(&w->changed);
+	pthread_mutex_unlock(&w->lock);
+	PQfinish(conn);
+	return NULL;
+}
+
+/* renews the leases of every task in flight, in one statement per round */
+static void *
+heartbeat_thread(void *arg)
+{
+	Worker	   *w = arg;
+	PGconn	   *conn = NULL;
+	size_t		cap = (size_t) w->cfg->concurrency * 24 + 3;
+	char	   *ids = malloc(cap),
+			   *fences = malloc(cap);
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->beat_stop)
+	{
+		int			i;
+		size_t		li = 0,
+					lf = 0;
+		PGresult   *res;
+		WfError		err = WF_ERROR_INIT;
+		const char *p[2] = {ids, fences};
+
+		wait_on(w, w->cfg->heartbeat);
+		if (w->beat_stop || w->n_in_flight == 0)
+			continue;
+		li += snprintf(ids + li, cap - li, "{");
+		lf += snprintf(fences + lf, cap - lf, "{");
+		for (i = 0; i < w->n_in_flight; i++)
+		{
+			li += snprintf(ids + li, cap - li, "%s%" PRId64, i ? "," : "", w->in_flight[i]->task_id);
+			lf += snprintf(fences + lf, cap - lf, "%s%" PRId64, i ? "," : "", w->in_flight[i]->fence);
+		}
+		snprintf(ids + li, cap - li, "}");
+		snprintf(fences + lf, cap - lf, "}");
+		pthread_mutex_unlock(&w->lock);
+
+		if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+		{
+			PQfinish(conn);
+			conn = connect_to(w->cfg->conninfo, &err);
+		}
+		res = conn ? exec(conn, "SELECT u.t, wf.heartbeat(u.t, u.f)"
+						  " FROM unnest($1::bigint[], $2::bigint[]) AS u(t, f)", 2, p, &err) : NULL;
+		if (res == NULL)
+			fprintf(stderr, "wfworker: heartbeat failed: %s %s\n", err.sqlstate,
+					err.message ? err.message : "");
+		wf_error_clear(&err);
+
+		pthread_mutex_lock(&w->lock);
+		for (i = 0; res != NULL && i < PQntuples(res); i++)
+		{
+			int64_t		id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+			WfAnswer	a = parse_answer(PQgetvalue(res, i, 1));
+			int			j;
+
+			if (a != WF_ANSWER_STALE && a != WF_ANSWER_CANCEL_REQUESTED)
+				continue;
+			for (j = 0; j < w->n_in_flight; j++)
+				if (w->in_flight[j]->task_id == id)
+					w->in_flight[j]->cancelled = 1;
+		}
+		PQclear(res);
+	}
+	pthread_mutex_unlock(&w->lock);
+	PQfinish(conn);
+	free(ids);
+	free(fences);
+	return NULL;
+}
+
+/* LISTEN on the queues' channels (the claim of a server without wf.claim_tasks_any) */
+static int
+listen_all(PGconn *conn, const WfWorkerConfig *cfg, WfError *err)
+{
+	int			i;
+
+	for (i = 0; i < cfg->nqueues; i++)
+	{
+		const char *p[1] = {cfg->queues[i]};
+		PGresult   *res = exec(conn, "SELECT wf.channel('queue', $1)", 1, p, err);
+		char	   *id,
+				   *sql;
+
+		if (res == NULL)
+			return -1;
+		id = PQescapeIdentifier(conn, PQgetvalue(res, 0, 0), strlen(PQgetvalue(res, 0, 0)));
+		sql = malloc(strlen(id) + 8);
+		sprintf(sql, "LISTEN %s", id);
+		PQclear(res);
+		res = PQexec(conn, sql);
+		PQfreemem(id);
+		free(sql);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		{
+			set_error(err, conn, res);
+			PQclear(res);
+			return -1;
+		}
+		PQclear(res);
+	}
+	return 0;
+}
+
+/* one claim of up to free tasks; -1 on an error (err filled) */
+static int
+claim_round(Worker *w, PGconn *conn, int free_slots, int has_any, WfTask ***tasks, WfError *err)
+{
+	const WfWorkerConfig *cfg = w->cfg;
+	int			n = 0,
+				i;
+	double		end;
+
+	if (cfg->nqueues == 1)
+		return wf_claim(conn, cfg->queues[0], w->name, free_slots, cfg->lease, cfg->wait,
+						tasks, err);
+	if (has_any)
+		return wf_claim_any(conn, cfg->queues, cfg->nqueues, w->name, free_slots, cfg->lease,
+							cfg->wait, tasks, err);
+	*tasks = calloc(free_slots, sizeof(WfTask *));
+	for (i = 0; i < cfg->nqueues && n < free_slots; i++)
+	{
+		WfTask	  **got;
+		int			k = wf_claim(conn, cfg->queues[i], w->name, free_slots - n, cfg->lease, 0,
+								 &got, err);
+
+		if (k < 0)
+		{
+			free(*tasks);
+			return -1;
+		}
+		memcpy(*tasks + n, got, k * sizeof(WfTask *));
+		n += k;
+		free(got);
+	}
+	if (n > 0)
+		return n;
+	/* until a notification, the end of the wait or a stop (in short steps) */
+	end = now_s() + cfg->wait;
+	while (!stopping && now_s() < end)
+	{
+		fd_set		fds;
+		struct timeval tv = {0, 250000};
+		PGnotify   *nf;
+		int			got = 0;
+
+		FD_ZERO(&fds);
+		FD_SET(PQsocket(conn), &fds);
+		if (select(PQsocket(conn) + 1, &fds, NULL, NULL, &tv) > 0)
+		{
+			PQconsumeInput(conn);
+			while ((nf = PQnotifies(conn)) != NULL)
+			{
+				PQfreemem(nf);
+				got = 1;
+			}
+			if (got || PQstatus(conn) != CONNECTION_OK)
+				break;
+		}
+	}
+	return 0;
+}
+
+int
+wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
+{
+	Worker	   *w = calloc(1, sizeof(Worker));
+	WfWorkerConfig cfg = *in;
+	PGcancel   *cancel;
+	PGconn	   *conn;
+	pthread_t  *threads,
+				beat;
+	struct sigaction sa,
+				old_term,
+				old_int;
+	int			has_any = 0,
+				i,
+				listening = 0;
+	double		deadline;
+	PGresult   *res;
+
+	if (cfg.concurrency < 1)
+		cfg.concurrency = 4;
+	if (cfg.lease <= 0)
+		cfg.lease = 30;
+	if (cfg.wait <= 0)
+		cfg.wait = 10;
+	if (cfg.heartbeat <= 0)
+		cfg.heartbeat = cfg.lease / 3;
+	if (cfg.drain_timeout <= 0)
+		cfg.drain_timeout = cfg.lease;
+	w->config = cfg;
+	w->cfg = &w->config;
+	if (cfg.name)
+		snprintf(w->name, sizeof(w->name), "%s", cfg.name);
+	else
+	{
+		char		host[64] = "worker";
+
+		gethostname(host, sizeof(host) - 1);
+		snprintf(w->name, sizeof(w->name), "%s-%d", host, (int) getpid());
+	}
+
+	conn = connect_to(cfg.conninfo, err);
+	if (conn == NULL)
+	{
+		free(w);
+		return -1;
+	}
+	res = PQexec(conn, "SELECT pg_catalog.to_regprocedure("
+				 "'wf.claim_tasks_any(text[],text,integer,interval,interval)') IS NOT NULL");
+	has_any = PQresultStatus(res) == PGRES_TUPLES_OK && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->changed, NULL);
+	w->in_flight = calloc(cfg.concurrency, sizeof(WfTask *));
+	w->todo = calloc(cfg.concurrency, sizeof(WfTask *));
+	threads = calloc(cfg.concurrency, sizeof(pthread_t));
+
+	stopping = 0;
+	cancel = PQgetCancel(conn);
+	claim_cancel = cancel;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, &old_term);
+	sigaction(SIGINT, &sa, &old_int);
+
+	for (i = 0; i < cfg.concurrency; i++)
+		pthread_create(&threads[i], NULL, task_thread, w);
+	pthread_create(&beat, NULL, heartbeat_thread, w);
+
+	while (!stopping)
+	{
+		int			free_slots,
+					n;
+		WfTask	  **tasks = NULL;
+		WfError		cerr = WF_ERROR_INIT;
+
+		pthread_mutex_lock(&w->lock);
+		while (w->n_in_flight >= cfg.concurrency && !stopping)
+			wait_on(w, 0.2);
+		free_slots = cfg.concurrency - w->n_in_flight;
+		pthread_mutex_unlock(&w->lock);
+		if (stopping)
+			break;
+		if (cfg.nqueues > 1 && !has_any && !listening)
+		{
+			if (listen_all(conn, &cfg, &cerr) < 0)
+				fprintf(stderr, "wfworker: LISTEN failed: %s\n", cerr.message);
+			listening = 1;
+		}
+		n = claim_round(w, conn, free_slots, has_any, &tasks, &cerr);
+		if (n < 0)
+		{
+			if (!stopping)
+			{
+				fprintf(stderr, "wfworker: claim failed: %s %s\n", cerr.sqlstate,
+						cerr.message ? cerr.message : "");
+				if (PQstatus(conn) != CONNECTION_OK)
+					PQreset(conn);
+				sleep(1);
+			}
+			wf_error_clear(&cerr);
+			continue;
+		}
+		pthread_mutex_lock(&w->lock);
+		for (i = 0; i < n; i++)
+		{
+			w->in_flight[w->n_in_flight++] = tasks[i];
+			w->todo[w->n_todo++] = tasks[i];
+		}
+		w->stats.claimed += n;
+		if (w->n_in_flight > w->stats.max_in_flight)
+			w->stats.max_in_flight = w->n_in_flight;
+		pthread_cond_broadcast(&w->changed);
+		pthread_mutex_unlock(&w->lock);
+		free(tasks);
+	}
+
+	/* graceful shutdown: the tasks in flight finish, heartbeaten */
+	claim_cancel = NULL;
+	deadline = now_s() + cfg.drain_timeout;
+	pthread_mutex_lock(&w->lock);
+	pthread_cond_broadcast(&w->changed);
+	while (w->n_in_flight > 0 && now_s() < deadline)
+		wait_on(w, 0.1);
+	for (i = 0; i < w->n_in_flight; i++)
+		w->in_flight[i]->cancelled = 1;
+	w->stats.abandoned = w->n_in_flight;
+	w->beat_stop = 1;
+	pthread_cond_broadcast(&w->changed);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(beat, NULL);
+	if (w->stats.abandoned == 0)
+		for (i = 0; i < cfg.concurrency; i++)
+			pthread_join(threads[i], NULL);
+	else
+	{
+		/* their leases will expire; the threads are left to the process */
+		fprintf(stderr, "wfworker: %d task(s) still running at shutdown; their leases will expire\n",
+				w->stats.abandoned);
+		for (i = 0; i < cfg.concurrency; i++)
+			pthread_detach(threads[i]);
+	}
+
+	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGINT, &old_int, NULL);
+	PQfreeCancel(cancel);
+	if (stats)
+		*stats = w->stats;
+	PQfinish(conn);
+	free(threads);
+	if (w->stats.abandoned == 0)
+	{
+		free(w->in_flight);
+		free(w->todo);
+		pthread_cond_destroy(&w->changed);
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+	}							/* else the detached threads still use w */
+	return 0;
+}

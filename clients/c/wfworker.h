@@ -1,0 +1,123 @@
+/*
+ * wfworker.h
+ *	  A small worker library for wfengine in C (libpq, POSIX threads).
+ *
+ * Two layers:
+ *   - the worker calls, typed, on a PGconn of the caller's: wf_claim,
+ *     wf_complete, wf_fail, wf_heartbeat.  Each returns a WfAnswer and
+ *     fills a WfError (SQLSTATE, message, detail, hint) on an error.
+ *   - a worker loop, wf_worker_run: claims with a wait, runs a handler on
+ *     up to `concurrency` threads, heartbeats the tasks in flight on a
+ *     connection of its own, reports, and shuts down gracefully on
+ *     SIGTERM/SIGINT or wf_worker_stop().
+ *
+ * Inputs and outputs are JSON text: the library does not parse JSON.
+ */
+#ifndef WFWORKER_H
+#define WFWORKER_H
+
+#include <stdint.h>
+#include <signal.h>
+
+#include <libpq-fe.h>
+
+/* the verdict on a report or heartbeat (docs/reference.md) */
+typedef enum WfAnswer
+{
+	WF_ANSWER_ERROR = 0,		/* the call failed: see the WfError */
+	WF_ANSWER_ACCEPTED,
+	WF_ANSWER_DUPLICATE,
+	WF_ANSWER_STALE,
+	WF_ANSWER_CANCEL_REQUESTED,
+	WF_ANSWER_OK				/* a heartbeat that renewed the lease */
+} WfAnswer;
+
+/* an error of the server (or of the connection: sqlstate "" ) */
+typedef struct WfError
+{
+	char		sqlstate[6];
+	char	   *message;		/* malloc'd; NULL when there is no error */
+	char	   *detail;			/* malloc'd or NULL */
+	char	   *hint;			/* malloc'd or NULL */
+} WfError;
+
+#define WF_ERROR_INIT {"", NULL, NULL, NULL}
+
+/* one leased attempt, as wf.claim_tasks returns it */
+typedef struct WfTask
+{
+	int64_t		task_id;
+	int64_t		fence;
+	int			attempt;
+	int			deliveries;
+	char	   *run_id;
+	char	   *step;
+	char	   *idempotency_key;
+	char	   *input;			/* JSON text */
+	char	   *queue;
+	char	   *activity;		/* NULL when the step has none */
+	char	   *lease_expires_at;
+	volatile sig_atomic_t cancelled;	/* a heartbeat answered stale or
+										 * cancel_requested: give up */
+} WfTask;
+
+/* what a handler returns: an output to complete with, or an error to fail with */
+typedef struct WfResult
+{
+	int			failed;			/* 0: complete with json; 1: fail with json */
+	int			retryable;		/* for a failure */
+	char	   *json;			/* malloc'd JSON text (NULL: {}); freed by the library */
+} WfResult;
+
+typedef WfResult (*WfHandler) (const WfTask *task, void *arg);
+
+typedef struct WfWorkerConfig
+{
+	const char *conninfo;		/* libpq connection string ("" = environment) */
+	const char *const *queues;
+	int			nqueues;
+	const char *name;			/* the worker's name (NULL: host-pid) */
+	int			concurrency;	/* threads (default 4) */
+	double		lease;			/* seconds (default 30) */
+	double		wait;			/* seconds a claim waits (default 10) */
+	double		heartbeat;		/* seconds between heartbeats (default lease/3) */
+	double		drain_timeout;	/* seconds to finish at shutdown (default lease) */
+	WfHandler	handler;
+	void	   *arg;
+} WfWorkerConfig;
+
+/* counts of a worker's run, for tests and logs */
+typedef struct WfWorkerStats
+{
+	int			claimed;
+	int			accepted;		/* reports answered accepted */
+	int			not_accepted;	/* duplicate, stale, cancel_requested or error */
+	int			max_in_flight;
+	int			abandoned;		/* still running at the end of the drain */
+} WfWorkerStats;
+
+extern void wf_error_clear(WfError *err);
+
+/* the worker calls; conn must be in autocommit (no open transaction) */
+extern int	wf_claim(PGconn *conn, const char *queue, const char *worker, int max_tasks,
+					 double lease, double wait, WfTask ***tasks, WfError *err);
+extern int	wf_claim_any(PGconn *conn, const char *const *queues, int nqueues,
+						 const char *worker, int max_tasks, double lease, double wait,
+						 WfTask ***tasks, WfError *err);
+extern WfAnswer wf_complete(PGconn *conn, int64_t task_id, int64_t fence,
+							const char *output_json, WfError *err);
+extern WfAnswer wf_fail(PGconn *conn, int64_t task_id, int64_t fence,
+						const char *error_json, int retryable, WfError *err);
+extern WfAnswer wf_heartbeat(PGconn *conn, int64_t task_id, int64_t fence, WfError *err);
+extern void wf_task_free(WfTask *task);
+extern const char *wf_answer_name(WfAnswer a);
+
+/*
+ * wf_worker_run runs the loop until wf_worker_stop() or SIGTERM/SIGINT
+ * (handlers installed for the call); returns 0, or -1 when it could not
+ * connect (err filled).  One worker per process at a time.
+ */
+extern int	wf_worker_run(const WfWorkerConfig *cfg, WfWorkerStats *stats, WfError *err);
+extern void wf_worker_stop(void);	/* async-signal-safe */
+
+#endif							/* WFWORKER_H */

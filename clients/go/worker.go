@@ -1,0 +1,488 @@
+// Package worker is a small worker library for wfengine (pgx v4).
+//
+//	w := &worker.Worker{ConnString: "dbname=shop", Queues: []string{"payments"},
+//		Handlers: map[string]worker.Handler{"charge_card": charge}}
+//	err := w.Run(context.Background()) // until SIGTERM / SIGINT or ctx is done
+//
+// Connections (each statement its own transaction): one claim connection
+// (waiting claims: wf.claim_tasks for one queue, wf.claim_tasks_any for
+// several when the server has it, else a claim per queue and LISTEN on
+// their channels), one heartbeat connection (one statement renews every
+// lease in flight), and a pool of Concurrency connections for reports.
+// Concurrency is goroutines.
+//
+// Graceful shutdown: SIGTERM, SIGINT or the end of Run's context cancels
+// the waiting claim (pgx sends a cancel request; the cancelled claim rolls
+// back and leased nothing), claims nothing more, and lets the tasks in
+// flight finish and report, heartbeaten, for up to DrainTimeout.  wfengine
+// has no call that hands a lease back: a task still running after that is
+// left to its lease, which expires, and the engine delivers the attempt
+// again; its context is cancelled.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v4/pgxpool"
+)
+
+// Answer is the verdict on a report or heartbeat (docs/reference.md).
+type Answer string
+
+const (
+	Accepted        Answer = "accepted"
+	Duplicate       Answer = "duplicate"
+	Stale           Answer = "stale"
+	CancelRequested Answer = "cancel_requested"
+	OK              Answer = "ok" // a heartbeat that renewed the lease
+)
+
+// WfError is an error of the server: SQLSTATE, message, detail, hint.
+type WfError struct {
+	SQLState, Message, Detail, Hint string
+}
+
+func (e *WfError) Error() string {
+	s := e.SQLState + ": " + e.Message
+	if e.Hint != "" {
+		s += " (hint: " + e.Hint + ")"
+	}
+	return s
+}
+
+// wrap turns a server error into a *WfError; other errors pass.
+func wrap(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return &WfError{SQLState: pe.Code, Message: pe.Message, Detail: pe.Detail, Hint: pe.Hint}
+	}
+	return err
+}
+
+// TaskFailure, returned by a handler, fails the attempt with an error code.
+type TaskFailure struct {
+	Code, Message string
+	Retryable     bool
+	Details       map[string]interface{}
+}
+
+func (f *TaskFailure) Error() string { return f.Code + ": " + f.Message }
+
+// Task is one leased attempt, as wf.claim_tasks returns it.
+type Task struct {
+	TaskID         int64
+	RunID          string
+	Step           string
+	Attempt        int32
+	Fence          int64
+	IdempotencyKey string
+	Input          json.RawMessage
+	LeaseExpiresAt time.Time
+	Queue          string
+	Activity       *string
+	Deliveries     int32
+
+	cancel context.CancelFunc
+}
+
+// Handler does the work of a task and returns its output (marshalled to
+// JSON), or an error: a *TaskFailure, or any other error, which fails the
+// attempt as retryable with code "exception".  ctx is cancelled when a
+// heartbeat answers stale or cancel_requested, or at the end of the drain.
+type Handler func(ctx context.Context, t *Task) (interface{}, error)
+
+// Querier is a pgx connection or pool.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...interface{}) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row
+}
+
+const columns = "task_id, run_id::text, step, attempt, fence, idempotency_key, input," +
+	" lease_expires_at, queue, activity, deliveries"
+
+func secs(s float64) string { return fmt.Sprintf("%f seconds", s) }
+
+func scanTasks(rows pgx.Rows, err error) ([]*Task, error) {
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []*Task
+	for rows.Next() {
+		t := &Task{}
+		var input []byte
+		if err := rows.Scan(&t.TaskID, &t.RunID, &t.Step, &t.Attempt, &t.Fence, &t.IdempotencyKey,
+			&input, &t.LeaseExpiresAt, &t.Queue, &t.Activity, &t.Deliveries); err != nil {
+			return nil, wrap(err)
+		}
+		t.Input = input
+		out = append(out, t)
+	}
+	return out, wrap(rows.Err())
+}
+
+// Claim leases up to maxTasks attempts of queue (wait 0: do not wait).
+func Claim(ctx context.Context, q Querier, queue, worker string, maxTasks int, lease, wait float64) ([]*Task, error) {
+	var w *string
+	if wait > 0 {
+		s := secs(wait)
+		w = &s
+	}
+	return scanTasks(q.Query(ctx, "SELECT "+columns+
+		" FROM wf.claim_tasks($1, $2, $3::integer, $4::interval, $5::interval)",
+		queue, worker, maxTasks, secs(lease), w))
+}
+
+// ClaimAny leases up to maxTasks attempts of any of queues (wfengine 0.2.0).
+func ClaimAny(ctx context.Context, q Querier, queues []string, worker string, maxTasks int, lease, wait float64) ([]*Task, error) {
+	var w *string
+	if wait > 0 {
+		s := secs(wait)
+		w = &s
+	}
+	return scanTasks(q.Query(ctx, "SELECT "+columns+
+		" FROM wf.claim_tasks_any($1::text[], $2, $3::integer, $4::interval, $5::interval)",
+		queues, worker, maxTasks, secs(lease), w))
+}
+
+func answer(row pgx.Row) (Answer, error) {
+	var a string
+	if err := row.Scan(&a); err != nil {
+		return "", wrap(err)
+	}
+	return Answer(a), nil
+}
+
+// Complete reports that the attempt succeeded with output (JSON-marshalled).
+func Complete(ctx context.Context, q Querier, taskID, fence int64, output interface{}) (Answer, error) {
+	if output == nil {
+		output = map[string]interface{}{}
+	}
+	b, err := json.Marshal(output)
+	if err != nil {
+		return "", err
+	}
+	return answer(q.QueryRow(ctx, "SELECT wf.complete_task($1, $2, $3::text::jsonb)", taskID, fence, string(b)))
+}
+
+// Fail reports that the attempt failed with error (JSON-marshalled).
+func Fail(ctx context.Context, q Querier, taskID, fence int64, error interface{}, retryable bool) (Answer, error) {
+	b, err := json.Marshal(error)
+	if err != nil {
+		return "", err
+	}
+	return answer(q.QueryRow(ctx, "SELECT wf.fail_task($1, $2, $3::text::jsonb, $4)", taskID, fence, string(b), retryable))
+}
+
+// Heartbeat renews the lease of an attempt.
+func Heartbeat(ctx context.Context, q Querier, taskID, fence int64) (Answer, error) {
+	return answer(q.QueryRow(ctx, "SELECT wf.heartbeat($1, $2)", taskID, fence))
+}
+
+// Worker is a worker loop; set the fields, then call Run.
+type Worker struct {
+	ConnString   string             // libpq connection string ("": the environment)
+	Queues       []string           //
+	Handler      Handler            // for every task, or:
+	Handlers     map[string]Handler // by activity (by queue for a step without one)
+	Name         string             // default host-pid
+	Concurrency  int                // default 4
+	Lease        float64            // seconds, default 30
+	Wait         float64            // seconds a claim waits, default 10
+	HeartbeatSec float64            // seconds, default Lease/3
+	DrainTimeout time.Duration      // default Lease
+	Logger       *log.Logger        // default log.Default()
+
+	mu          sync.Mutex
+	inFlight    map[int64]*Task
+	Answers     []Answer // of every report ("" for a report that failed)
+	MaxInFlight int
+}
+
+func (w *Worker) defaults() {
+	if w.Concurrency < 1 {
+		w.Concurrency = 4
+	}
+	if w.Lease <= 0 {
+		w.Lease = 30
+	}
+	if w.Wait <= 0 {
+		w.Wait = 10
+	}
+	if w.HeartbeatSec <= 0 {
+		w.HeartbeatSec = w.Lease / 3
+	}
+	if w.DrainTimeout <= 0 {
+		w.DrainTimeout = time.Duration(w.Lease * float64(time.Second))
+	}
+	if w.Name == "" {
+		h, _ := os.Hostname()
+		w.Name = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	if w.Logger == nil {
+		w.Logger = log.Default()
+	}
+	w.inFlight = map[int64]*Task{}
+}
+
+// Run runs the loop until ctx is done, SIGTERM or SIGINT.
+func (w *Worker) Run(ctx context.Context) error {
+	w.defaults()
+	stop, cancelStop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer cancelStop()
+	bg := context.Background() // reports and heartbeats outlive stop
+	claimConn, err := pgx.Connect(bg, w.ConnString)
+	if err != nil {
+		return wrap(err)
+	}
+	defer claimConn.Close(bg)
+	cfg, err := pgxpool.ParseConfig(w.ConnString)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = int32(w.Concurrency)
+	pool, err := pgxpool.ConnectConfig(bg, cfg)
+	if err != nil {
+		return wrap(err)
+	}
+	defer pool.Close()
+
+	hasAny := false
+	if len(w.Queues) > 1 {
+		if err := claimConn.QueryRow(bg, "SELECT pg_catalog.to_regprocedure("+
+			"'wf.claim_tasks_any(text[],text,integer,interval,interval)') IS NOT NULL").Scan(&hasAny); err != nil {
+			return wrap(err)
+		}
+		if !hasAny {
+			for _, q := range w.Queues {
+				var ch string
+				if err := claimConn.QueryRow(bg, "SELECT wf.channel('queue', $1)", q).Scan(&ch); err != nil {
+					return wrap(err)
+				}
+				if _, err := claimConn.Exec(bg, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+					return wrap(err)
+				}
+			}
+		}
+	}
+
+	beatDone := make(chan struct{})
+	beatStop := make(chan struct{})
+	go w.heartbeats(pool, beatStop, beatDone)
+
+	slots := make(chan struct{}, w.Concurrency)
+	var wg sync.WaitGroup
+	var loopErr error
+	for stop.Err() == nil {
+		slots <- struct{}{} // one free slot at least
+		free := 1
+		for free < w.Concurrency && len(slots) < w.Concurrency {
+			slots <- struct{}{}
+			free++
+		}
+		tasks, err := w.claim(stop, claimConn, hasAny, free)
+		for i := len(tasks); i < free; i++ {
+			<-slots // give back what was not claimed
+		}
+		if err != nil {
+			if stop.Err() != nil {
+				break // our cancel
+			}
+			loopErr = err
+			break
+		}
+		w.mu.Lock()
+		for _, t := range tasks {
+			w.inFlight[t.TaskID] = t
+		}
+		if len(w.inFlight) > w.MaxInFlight {
+			w.MaxInFlight = len(w.inFlight)
+		}
+		w.mu.Unlock()
+		for _, t := range tasks {
+			wg.Add(1)
+			go func(t *Task) {
+				defer wg.Done()
+				defer func() { <-slots }()
+				w.execute(pool, t)
+			}(t)
+		}
+	}
+
+	// graceful shutdown: let the tasks in flight finish
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.DrainTimeout):
+		w.mu.Lock()
+		for _, t := range w.inFlight {
+			w.Logger.Printf("wfengine worker: task %d still running at shutdown; its lease will expire", t.TaskID)
+			t.cancel()
+		}
+		w.mu.Unlock()
+	}
+	close(beatStop)
+	<-beatDone
+	return loopErr
+}
+
+func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free int) ([]*Task, error) {
+	if len(w.Queues) == 1 {
+		return Claim(ctx, conn, w.Queues[0], w.Name, free, w.Lease, w.Wait)
+	}
+	if hasAny {
+		return ClaimAny(ctx, conn, w.Queues, w.Name, free, w.Lease, w.Wait)
+	}
+	// an older server: a claim per queue, then sleep until a notification
+	var tasks []*Task
+	for _, q := range w.Queues {
+		if len(tasks) >= free {
+			break
+		}
+		got, err := Claim(ctx, conn, q, w.Name, free-len(tasks), w.Lease, 0)
+		if err != nil {
+			return tasks, err
+		}
+		tasks = append(tasks, got...)
+	}
+	if len(tasks) == 0 {
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(w.Wait*float64(time.Second)))
+		_, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err) {
+			return nil, wrap(err)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return tasks, nil
+}
+
+func (w *Worker) execute(pool *pgxpool.Pool, t *Task) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.mu.Lock()
+	t.cancel = cancel
+	w.mu.Unlock()
+
+	h := w.Handler
+	if h == nil {
+		key := t.Queue
+		if t.Activity != nil {
+			key = *t.Activity
+		}
+		h = w.Handlers[key]
+		if h == nil {
+			h = func(context.Context, *Task) (interface{}, error) {
+				return nil, &TaskFailure{Code: "unknown_activity", Message: "no handler for " + key}
+			}
+		}
+	}
+	output, herr := h(ctx, t)
+	report := func() (Answer, error) {
+		var f *TaskFailure
+		switch {
+		case herr == nil:
+			return Complete(context.Background(), pool, t.TaskID, t.Fence, output)
+		case errors.As(herr, &f):
+			e := map[string]interface{}{"code": f.Code, "message": f.Message}
+			for k, v := range f.Details {
+				e[k] = v
+			}
+			return Fail(context.Background(), pool, t.TaskID, t.Fence, e, f.Retryable)
+		default:
+			return Fail(context.Background(), pool, t.TaskID, t.Fence,
+				map[string]string{"code": "exception", "message": herr.Error()}, true)
+		}
+	}
+	var a Answer
+	for i := 0; i < 3; i++ { // a lost connection: report again (a repeat is "duplicate")
+		var err error
+		a, err = report()
+		var we *WfError
+		if err == nil {
+			break
+		} else if errors.As(err, &we) {
+			w.Logger.Printf("wfengine worker: task %d: report refused: %v", t.TaskID, err)
+			break
+		}
+		w.Logger.Printf("wfengine worker: task %d: report failed (%v), retrying", t.TaskID, err)
+		time.Sleep(time.Duration(i+1) * 200 * time.Millisecond)
+	}
+	w.mu.Lock()
+	w.Answers = append(w.Answers, a)
+	delete(w.inFlight, t.TaskID)
+	w.mu.Unlock()
+}
+
+// heartbeats renews every lease in flight in one statement, on a
+// connection of its own taken from the pool for as long as it runs.
+func (w *Worker) heartbeats(pool *pgxpool.Pool, stop, done chan struct{}) {
+	defer close(done)
+	cfg := pool.Config().ConnConfig.Copy()
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		w.Logger.Printf("wfengine worker: heartbeat connection: %v", err)
+	} else {
+		defer conn.Close(context.Background())
+	}
+	tick := time.NewTicker(time.Duration(w.HeartbeatSec * float64(time.Second)))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		var ids, fences []int64
+		for _, t := range w.inFlight {
+			ids = append(ids, t.TaskID)
+			fences = append(fences, t.Fence)
+		}
+		w.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		if conn == nil || conn.IsClosed() {
+			if conn, err = pgx.ConnectConfig(context.Background(), cfg); err != nil {
+				w.Logger.Printf("wfengine worker: heartbeat connection: %v", err)
+				conn = nil
+				continue
+			}
+		}
+		rows, err := conn.Query(context.Background(),
+			"SELECT u.t, wf.heartbeat(u.t, u.f) FROM unnest($1::bigint[], $2::bigint[]) AS u(t, f)", ids, fences)
+		if err != nil {
+			w.Logger.Printf("wfengine worker: heartbeat failed: %v", wrap(err))
+			continue
+		}
+		for rows.Next() {
+			var id int64
+			var a string
+			if rows.Scan(&id, &a) == nil && (Answer(a) == Stale || Answer(a) == CancelRequested) {
+				w.mu.Lock()
+				if t := w.inFlight[id]; t != nil && t.cancel != nil {
+					t.cancel()
+				}
+				w.mu.Unlock()
+			}
+		}
+		if err := rows.Err(); err != nil {
+			w.Logger.Printf("wfengine worker: heartbeat failed: %v", wrap(err))
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package worker
+
+// End-to-end test: the order workflow of test/demo, through one Worker of
+// three queues.  Connects with the libpq environment (PGHOST, PGDATABASE,
+// ...) to a database with wfengine, as a superuser (it publishes and calls
+// wf.tick(), the engine worker's part: `make test` runs with
+// wfengine.enabled = off).  The same checks as clients/python/test_e2e.py.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v4"
+)
+
+func TestOrderWorkflow(t *testing.T) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	one := func(sql string, args ...interface{}) string {
+		var s string
+		if err := admin.QueryRow(ctx, "SELECT ("+sql+")::text", args...).Scan(&s); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return s
+	}
+	spec, err := os.ReadFile(filepath.Join("..", "..", "test", "demo", "order.json"))
+	if err != nil {
+		wd, _ := os.Getwd()
+		// GOPATH mode runs in a symlinked directory: try the real one
+		real, _ := filepath.EvalSymlinks(wd)
+		if spec, err = os.ReadFile(filepath.Join(real, "..", "..", "test", "demo", "order.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one("SELECT wf.publish_definition('order', $1::text::jsonb)", string(spec))
+	var runs []string
+	for i := 0; i < 6; i++ {
+		in := fmt.Sprintf(`{"amount": %d, "currency": "EUR", "customer": "c%d@example.com", "sku": "SKU-%d"}`, 10+i, i, i)
+		runs = append(runs, one("SELECT wf.start_run('order', $1::text::jsonb)", in))
+	}
+
+	// the engine worker's part: due timers (retry backoff), expired leases
+	tickCtx, stopTicks := context.WithCancel(ctx)
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		c, err := pgx.Connect(ctx, "")
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		for tickCtx.Err() == nil {
+			c.Exec(ctx, "SELECT wf.tick()")
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+
+	var failedOnce, slowStarted int32
+	type in struct{ Customer, Sku string }
+	parse := func(t *Task) in {
+		var v in
+		json.Unmarshal(t.Input, &v)
+		return v
+	}
+	w := &Worker{
+		Queues: []string{"payments", "warehouse", "email"}, Name: "go-e2e",
+		Concurrency: 4, Lease: 1, Wait: 1, HeartbeatSec: 0.3, DrainTimeout: 10 * time.Second,
+		Handlers: map[string]Handler{
+			"charge_card": func(ctx context.Context, t *Task) (interface{}, error) {
+				v := parse(t)
+				if v.Customer == "c0@example.com" && t.Attempt == 1 {
+					atomic.AddInt32(&failedOnce, 1)
+					return nil, &TaskFailure{Code: "timeout", Message: "simulated gateway timeout", Retryable: true}
+				}
+				if v.Customer == "slow@example.com" {
+					atomic.StoreInt32(&slowStarted, 1)
+					time.Sleep(1500 * time.Millisecond)
+				}
+				return map[string]string{"charge_id": "ch_" + t.IdempotencyKey, "status": "captured"}, nil
+			},
+			"reserve_stock": func(ctx context.Context, t *Task) (interface{}, error) {
+				d := 300 * time.Millisecond
+				if parse(t).Sku == "SKU-1" {
+					d = 2500 * time.Millisecond // longer than the 1 s lease: heartbeats keep it
+				}
+				time.Sleep(d)
+				return map[string]string{"reservation_id": "rsv_" + t.IdempotencyKey}, nil
+			},
+			"send_receipt": func(ctx context.Context, t *Task) (interface{}, error) {
+				return map[string]interface{}{"message_id": fmt.Sprintf("msg_%d", t.TaskID)}, nil
+			},
+		},
+	}
+
+	var slowRun string
+	driven := make(chan struct{})
+	go func() {
+		defer close(driven)
+		c, err := pgx.Connect(ctx, "")
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		for i := 0; i < 300; i++ {
+			var n int
+			c.QueryRow(ctx, "SELECT count(*) FROM wf.runs WHERE status = 'completed'").Scan(&n)
+			if n == 6 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		c.QueryRow(ctx, "SELECT wf.start_run('order', $1::text::jsonb)::text",
+			`{"amount": 1, "currency": "EUR", "customer": "slow@example.com", "sku": "SKU-SLOW"}`).Scan(&slowRun)
+		for i := 0; i < 200 && atomic.LoadInt32(&slowStarted) == 0; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	}()
+
+	t0 := time.Now()
+	if err := w.Run(ctx); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	elapsed := time.Since(t0)
+	<-driven
+	stopTicks()
+	<-ticked
+
+	check := func(ok bool, what string, args ...interface{}) {
+		if ok {
+			t.Logf("ok     "+what, args...)
+		} else {
+			t.Errorf("NOT OK "+what, args...)
+		}
+	}
+	var statuses []string
+	verified := true
+	for _, r := range runs {
+		statuses = append(statuses, one("SELECT wf.run_status($1::uuid)", r))
+		verified = verified && one("SELECT wf.verify_run($1::uuid)", r) == "true"
+	}
+	check(strings.Join(statuses, ",") == strings.TrimSuffix(strings.Repeat("completed,", 6), ","),
+		"six order runs completed: %v", statuses)
+	check(verified, "wf.verify_run holds for every run")
+	check(atomic.LoadInt32(&failedOnce) == 1, "a charge failed once (retryable)")
+	check(one("SELECT count(*) FROM wf.tasks WHERE step = 'charge' AND attempt = 2 AND status = 'completed'") == "1",
+		"the retry (attempt 2) completed")
+	sr := one("SELECT status || '/' || deliveries FROM wf.tasks WHERE step = 'reserve' AND input->>'sku' = 'SKU-1'")
+	check(sr == "completed/1", "a task longer than its lease was kept by heartbeats, delivered once: %s", sr)
+	accepted := 0
+	for _, a := range w.Answers {
+		if a == Accepted {
+			accepted++
+		}
+	}
+	check(accepted == 20 && len(w.Answers) == 20, "every report accepted (%d of %d)", accepted, len(w.Answers))
+	check(w.MaxInFlight >= 2, "tasks ran concurrently (at most %d at once)", w.MaxInFlight)
+	slow := ""
+	if slowRun != "" {
+		slow = one("SELECT string_agg(step || ':' || status, ',' ORDER BY task_id) FROM wf.tasks WHERE run_id = $1::uuid", slowRun)
+	}
+	check(slow == "charge:completed,reserve:ready", "SIGTERM: the task in flight finished and nothing more was claimed: %s", slow)
+	check(elapsed < 60*time.Second, "the worker stopped (%v)", elapsed)
+
+	_, err = Complete(ctx, admin, 1, 1<<40, nil)
+	var we *WfError
+	check(errors.As(err, &we) && we.SQLState == "22023" && we.Hint != "" && strings.Contains(we.Message, "fence"),
+		"WfError carries SQLSTATE and hint: %v", err)
+	_, err = Claim(ctx, admin, "payments", "", 1, 30, 0)
+	check(errors.As(err, &we) && we.SQLState == "22023" && strings.HasPrefix(we.Hint, "Name the worker"), "claim error: %v", err)
+	a, err := Heartbeat(ctx, admin, 1, 1)
+	check(err == nil && a == Stale, "a heartbeat of a finished attempt is stale: %v %v", a, err)
+}

@@ -1,0 +1,336 @@
+'use strict';
+// wfengine-worker: a small worker library for wfengine (node-postgres).
+//
+//   const { Worker, TaskFailure } = require('wfengine-worker');
+//   new Worker({ queues: ['payments'], handlers: { charge_card: async (task) => ({ ok: true }) } })
+//     .run();                               // until SIGTERM or SIGINT
+//
+// Connections (each query its own transaction): one claim client (waiting
+// claims: wf.claim_tasks for one queue, wf.claim_tasks_any for several when
+// the server has it, else a claim per queue and LISTEN on their channels),
+// one heartbeat client (one statement renews every lease in flight), and a
+// pool of `concurrency` clients for reports.  Concurrency is async: up to
+// `concurrency` handlers run at once on the event loop.
+//
+// task_id and fence are BigInt (bigint columns; a Number would lose
+// precision past 2^53 and a fence carries the timeline in its high bits).
+//
+// Graceful shutdown: stop() (SIGTERM/SIGINT in run()) cancels the waiting
+// claim (pg_cancel_backend on the heartbeat client; the cancelled claim rolls
+// back and leased nothing), claims nothing more, and lets the tasks in
+// flight finish, heartbeaten, for up to drainTimeout seconds.  wfengine has
+// no call that hands a lease back: a task still running after that is left
+// to its lease, which expires, and the engine delivers the attempt again.
+
+const os = require('os');
+const pg = require('pg');
+
+const COLUMNS = 'task_id, run_id, step, attempt, fence, idempotency_key, input,' +
+  ' lease_expires_at, queue, activity, deliveries';
+
+// An error of the server: SQLSTATE, message, detail, hint.
+class WfError extends Error {
+  constructor(sqlstate, message, detail, hint) {
+    super(message);
+    this.name = 'WfError';
+    this.sqlstate = sqlstate;
+    this.detail = detail;
+    this.hint = hint;
+  }
+
+  static from(e) {
+    if (!e || !e.code || !/^[0-9A-Z]{5}$/.test(e.code)) return e; // not the server's
+    return new WfError(e.code, e.message, e.detail, e.hint);
+  }
+}
+
+// The verdict on a report or heartbeat (docs/reference.md).
+const Answer = Object.freeze({
+  ACCEPTED: 'accepted',
+  DUPLICATE: 'duplicate',
+  STALE: 'stale',
+  CANCEL_REQUESTED: 'cancel_requested',
+  OK: 'ok',
+});
+
+// Throw from a handler to fail the attempt with an error code.
+class TaskFailure extends Error {
+  constructor(code, message = '', { retryable = true, ...details } = {}) {
+    super(message || code);
+    this.error = { code, message, ...details };
+    this.retryable = retryable;
+  }
+}
+
+function toTask(r) {
+  return {
+    taskId: BigInt(r.task_id),
+    runId: r.run_id,
+    step: r.step,
+    attempt: r.attempt,
+    fence: BigInt(r.fence),
+    idempotencyKey: r.idempotency_key,
+    input: r.input,
+    leaseExpiresAt: r.lease_expires_at,
+    queue: r.queue,
+    activity: r.activity,
+    deliveries: r.deliveries,
+    cancelled: false, // set when a heartbeat answers stale or cancel_requested
+  };
+}
+
+const secs = (s) => (s == null ? null : `${s} seconds`);
+
+// The worker calls on one client or pool, typed; errors are WfError.
+class Client {
+  constructor(db) {
+    this.db = db; // a pg.Client or pg.Pool
+  }
+
+  async rows(sql, params) {
+    try {
+      return (await this.db.query(sql, params)).rows;
+    } catch (e) {
+      throw WfError.from(e);
+    }
+  }
+
+  async claim(queue, worker, maxTasks = 1, lease = 30, wait = null) {
+    const rows = await this.rows(
+      `SELECT ${COLUMNS} FROM wf.claim_tasks($1, $2, $3, $4::interval, $5::interval)`,
+      [queue, worker, maxTasks, secs(lease), secs(wait)]);
+    return rows.map(toTask);
+  }
+
+  async claimAny(queues, worker, maxTasks = 1, lease = 30, wait = null) {
+    const rows = await this.rows(
+      `SELECT ${COLUMNS} FROM wf.claim_tasks_any($1::text[], $2, $3, $4::interval, $5::interval)`,
+      [queues, worker, maxTasks, secs(lease), secs(wait)]);
+    return rows.map(toTask);
+  }
+
+  async hasClaimAny() {
+    const rows = await this.rows("SELECT pg_catalog.to_regprocedure(" +
+      "'wf.claim_tasks_any(text[],text,integer,interval,interval)') IS NOT NULL AS has", []);
+    return rows[0].has;
+  }
+
+  async complete(taskId, fence, output = {}) {
+    const rows = await this.rows('SELECT wf.complete_task($1::bigint, $2::bigint, $3::jsonb) AS a',
+      [String(taskId), String(fence), JSON.stringify(output ?? {})]);
+    return rows[0].a;
+  }
+
+  async fail(taskId, fence, error, retryable = true) {
+    const rows = await this.rows('SELECT wf.fail_task($1::bigint, $2::bigint, $3::jsonb, $4) AS a',
+      [String(taskId), String(fence), JSON.stringify(error), retryable]);
+    return rows[0].a;
+  }
+
+  async heartbeat(taskId, fence, details = {}) {
+    const rows = await this.rows('SELECT wf.heartbeat($1::bigint, $2::bigint, $3::jsonb) AS a',
+      [String(taskId), String(fence), JSON.stringify(details)]);
+    return rows[0].a;
+  }
+
+  // Renews the leases of many tasks in one statement: Map taskId (string) -> answer.
+  async heartbeatMany(tasks) {
+    const rows = await this.rows(
+      'SELECT u.t::text AS t, wf.heartbeat(u.t, u.f) AS a FROM unnest($1::bigint[], $2::bigint[]) AS u(t, f)',
+      [tasks.map((t) => String(t.taskId)), tasks.map((t) => String(t.fence))]);
+    return new Map(rows.map((r) => [r.t, r.a]));
+  }
+
+  async channel(queue) {
+    return (await this.rows("SELECT wf.channel('queue', $1) AS c", [queue]))[0].c;
+  }
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+class Worker {
+  // options: connection (pg client config or connection string; default:
+  // the libpq environment), queues, handler (async (task) => output) or
+  // handlers ({activity: fn}; a step without activity goes by its queue),
+  // name, concurrency (4), lease (30 s), wait (10 s), heartbeat (lease/3),
+  // drainTimeout (lease), log (console).
+  constructor(opts) {
+    if (!opts.queues || opts.queues.length === 0) throw new Error('a worker needs at least one queue');
+    this.connection = opts.connection;
+    this.queues = opts.queues;
+    this.handler = opts.handler;
+    this.handlers = opts.handlers || {};
+    this.name = opts.name || `${os.hostname()}-${process.pid}`;
+    this.concurrency = opts.concurrency || 4;
+    this.lease = opts.lease || 30;
+    this.wait = opts.wait || 10;
+    this.heartbeatEvery = opts.heartbeat || this.lease / 3;
+    this.drainTimeout = opts.drainTimeout || this.lease;
+    this.log = opts.log || console;
+    this.inFlight = new Map(); // taskId string -> task
+    this.answers = []; // [task, answer or error] of every report
+    this.maxInFlight = 0;
+    this.stopping = false;
+    this.slotFreed = null;
+  }
+
+  async stop() {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.slotFreed) this.slotFreed();
+    if (this.wakeListen) this.wakeListen();
+    if (this.claimer && this.beater) {
+      try { // end a waiting claim now
+        await this.beater.query('SELECT pg_catalog.pg_cancel_backend($1)', [this.claimer.processID]);
+      } catch (e) { /* it ends by its wait anyway */ }
+    }
+  }
+
+  // Runs until stop(), SIGTERM or SIGINT.
+  async run() {
+    const onSignal = () => { this.stop(); };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    this.claimer = new pg.Client(this.connection);
+    this.beater = new pg.Client(this.connection);
+    this.pool = new pg.Pool({ ...(typeof this.connection === 'string'
+      ? { connectionString: this.connection } : this.connection), max: this.concurrency });
+    this.pool.on('error', (e) => this.log.warn(`wfengine-worker: pool: ${e.message}`));
+    await this.claimer.connect();
+    await this.beater.connect();
+    const claims = new Client(this.claimer);
+    const reports = new Client(this.pool);
+    const beat = this.heartbeats(new Client(this.beater));
+    const running = new Set();
+    try {
+      const hasAny = this.queues.length > 1 && await claims.hasClaimAny();
+      if (this.queues.length > 1 && !hasAny) await this.listen(claims);
+      while (!this.stopping) {
+        if (this.inFlight.size >= this.concurrency) {
+          await new Promise((resolve) => { this.slotFreed = resolve; });
+          this.slotFreed = null;
+          continue;
+        }
+        let tasks;
+        try {
+          tasks = await this.claim(claims, hasAny, this.concurrency - this.inFlight.size);
+        } catch (e) {
+          if (this.stopping && e.sqlstate === '57014') break; // our cancel
+          throw e;
+        }
+        for (const t of tasks) {
+          this.inFlight.set(String(t.taskId), t);
+          const p = this.execute(reports, t).finally(() => running.delete(p));
+          running.add(p);
+        }
+        this.maxInFlight = Math.max(this.maxInFlight, this.inFlight.size);
+      }
+      // graceful shutdown: let the tasks in flight finish
+      const drained = Promise.all(running);
+      const timedOut = await Promise.race([drained.then(() => false),
+        sleep(this.drainTimeout * 1000).then(() => true)]);
+      if (timedOut) {
+        for (const t of this.inFlight.values()) {
+          t.cancelled = true;
+          this.log.warn(`wfengine-worker: task ${t.taskId} still running at shutdown; its lease will expire`);
+        }
+      }
+    } finally {
+      this.stopping = true;
+      this.beatStop = true;
+      if (this.wakeBeat) this.wakeBeat();
+      await beat;
+      process.removeListener('SIGTERM', onSignal);
+      process.removeListener('SIGINT', onSignal);
+      await this.claimer.end().catch(() => {});
+      await this.beater.end().catch(() => {});
+      this.pool.end().catch(() => {}); // a handler still running may hold a client
+    }
+  }
+
+  async listen(claims) {
+    for (const q of this.queues) {
+      const ch = await claims.channel(q);
+      await this.claimer.query(`LISTEN "${ch.replace(/"/g, '""')}"`);
+    }
+    this.claimer.on('notification', () => { if (this.wakeListen) this.wakeListen(); });
+  }
+
+  async claim(claims, hasAny, free) {
+    if (this.queues.length === 1) {
+      return claims.claim(this.queues[0], this.name, free, this.lease, this.wait);
+    }
+    if (hasAny) return claims.claimAny(this.queues, this.name, free, this.lease, this.wait);
+    // an older server: a claim per queue, then sleep until a notification
+    const tasks = [];
+    for (const q of this.queues) {
+      if (tasks.length >= free) break;
+      tasks.push(...await claims.claim(q, this.name, free - tasks.length, this.lease));
+    }
+    if (tasks.length === 0 && !this.stopping) {
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, this.wait * 1000);
+        this.wakeListen = () => { clearTimeout(timer); resolve(); };
+      });
+      this.wakeListen = null;
+    }
+    return tasks;
+  }
+
+  async execute(reports, task) {
+    let report;
+    try {
+      const fn = this.handler || this.handlers[task.activity || task.queue];
+      if (!fn) throw new TaskFailure('unknown_activity', `no handler for ${task.activity || task.queue}`, { retryable: false });
+      const output = await fn(task);
+      report = () => reports.complete(task.taskId, task.fence, output);
+    } catch (e) {
+      if (e instanceof TaskFailure) {
+        report = () => reports.fail(task.taskId, task.fence, e.error, e.retryable);
+      } else {
+        this.log.error(`wfengine-worker: task ${task.taskId}: handler threw: ${e && e.stack}`);
+        const err = { code: 'exception', message: String(e && e.message) };
+        report = () => reports.fail(task.taskId, task.fence, err, true);
+      }
+    }
+    let answer;
+    for (let i = 0; i < 3; i++) { // a lost connection: report again (a repeat is "duplicate")
+      try {
+        answer = await report();
+        break;
+      } catch (e) {
+        answer = e;
+        if (e instanceof WfError) {
+          this.log.error(`wfengine-worker: task ${task.taskId}: report refused: ${e.sqlstate} ${e.message}`);
+          break;
+        }
+        await sleep(200 * (i + 1));
+      }
+    }
+    this.answers.push([task, answer]);
+    this.inFlight.delete(String(task.taskId));
+    if (this.slotFreed) this.slotFreed();
+  }
+
+  async heartbeats(client) {
+    while (!this.beatStop) {
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, this.heartbeatEvery * 1000);
+        this.wakeBeat = () => { clearTimeout(timer); resolve(); };
+      });
+      const tasks = [...this.inFlight.values()];
+      if (this.beatStop || tasks.length === 0) continue;
+      try {
+        const answers = await client.heartbeatMany(tasks);
+        for (const t of tasks) {
+          const a = answers.get(String(t.taskId));
+          if (a === Answer.STALE || a === Answer.CANCEL_REQUESTED) t.cancelled = true;
+        }
+      } catch (e) {
+        this.log.warn(`wfengine-worker: heartbeat failed: ${e.message}`);
+      }
+    }
+  }
+}
+
+module.exports = { Answer, Client, TaskFailure, WfError, Worker };

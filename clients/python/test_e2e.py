@@ -1,0 +1,167 @@
+"""End-to-end test of wfengine_worker: the order workflow of test/demo.
+
+Connects with the libpq environment (PGHOST, PGPORT, PGDATABASE, ...) to a
+database where wfengine is installed and the caller is a superuser (it
+publishes the definition and calls wf.tick(), which the engine worker
+would do; `make test` runs with wfengine.enabled = off).  Exit status 0
+when every check passed.
+
+Checks: six runs of "order" driven to completion by one Worker of three
+queues with concurrency 4 (a charge that fails once and is retried after
+its backoff; a reservation that runs longer than its lease and survives
+through heartbeats); wf.verify_run on each; a server error carrying its
+SQLSTATE and hint; SIGTERM while a task is in flight: the task finishes
+and is reported, and nothing more is claimed.
+"""
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import psycopg  # noqa: E402
+from wfengine_worker import Answer, Client, TaskFailure, WfError, Worker  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+failures = []
+
+
+def check(cond, what):
+    print(("ok     " if cond else "NOT OK ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+admin = psycopg.connect("", autocommit=True)
+with open(os.path.join(ROOT, "test", "demo", "order.json")) as f:
+    admin.execute("SELECT wf.publish_definition('order', %s::jsonb)", (f.read(),))
+
+runs = [admin.execute(
+    "SELECT wf.start_run('order', %s::jsonb)",
+    (json.dumps({"amount": 10 + i, "currency": "EUR", "customer": f"c{i}@example.com",
+                 "sku": f"SKU-{i}"}),)).fetchone()[0] for i in range(6)]
+
+# the engine worker's part: fire due timers (retry backoff), expire leases
+ticking = threading.Event()
+
+
+def ticker():
+    conn = psycopg.connect("", autocommit=True)
+    while not ticking.wait(0.2):
+        conn.execute("SELECT wf.tick()")
+    conn.close()
+
+
+threading.Thread(target=ticker, daemon=True).start()
+
+failed_once = set()
+slow_started = threading.Event()
+
+
+def charge_card(task):
+    if task.input["customer"] == "c0@example.com" and task.attempt == 1:
+        failed_once.add(task.task_id)
+        raise TaskFailure("timeout", "simulated gateway timeout", retryable=True)
+    if task.input["customer"] == "slow@example.com":
+        slow_started.set()
+        time.sleep(1.5)
+    return {"charge_id": "ch_" + task.idempotency_key, "status": "captured"}
+
+
+def reserve_stock(task):
+    if task.input["sku"] == "SKU-1":
+        time.sleep(2.5)            # longer than the 1 s lease: heartbeats keep it
+    else:
+        time.sleep(0.3)
+    return {"reservation_id": "rsv_" + task.idempotency_key, "sku": task.input["sku"]}
+
+
+def send_receipt(task):
+    return {"message_id": "msg_" + str(task.task_id), "to": task.input["customer"]}
+
+
+worker = Worker("", ["payments", "warehouse", "email"],
+                {"charge_card": charge_card, "reserve_stock": reserve_stock,
+                 "send_receipt": send_receipt},
+                name="py-e2e", concurrency=4, lease=1.0, wait=1.0, heartbeat=0.3,
+                drain_timeout=10)
+
+
+def driver():
+    """Waits for the six runs, then starts a slow one and sends SIGTERM."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        n = admin.execute("SELECT count(*) FROM wf.runs WHERE status = 'completed'").fetchone()[0]
+        if n == len(runs):
+            break
+        time.sleep(0.2)
+    global slow_run
+    slow_run = admin.execute(
+        "SELECT wf.start_run('order', %s::jsonb)",
+        (json.dumps({"amount": 1, "currency": "EUR", "customer": "slow@example.com",
+                     "sku": "SKU-SLOW"}),)).fetchone()[0]
+    if slow_started.wait(20):
+        os.kill(os.getpid(), signal.SIGTERM)
+    else:
+        worker.stop()
+
+
+slow_run = None
+d = threading.Thread(target=driver, daemon=True)
+d.start()
+t0 = time.time()
+worker.run()                      # in the main thread: SIGTERM stops it
+elapsed = time.time() - t0
+d.join(5)
+ticking.set()
+
+statuses = [admin.execute("SELECT wf.run_status(%s)", (r,)).fetchone()[0] for r in runs]
+check(statuses == ["completed"] * 6, f"six order runs completed: {statuses}")
+check(all(admin.execute("SELECT wf.verify_run(%s)", (r,)).fetchone()[0] for r in runs),
+      "wf.verify_run holds for every run")
+check(len(failed_once) == 1, "a charge failed once (retryable) and was retried")
+retried = admin.execute(
+    "SELECT count(*) FROM wf.tasks t JOIN wf.runs r USING (run_id)"
+    " WHERE t.step = 'charge' AND t.attempt = 2 AND t.status = 'completed'").fetchone()[0]
+check(retried == 1, "the retry (attempt 2) completed")
+slow_reserve = admin.execute(
+    "SELECT t.status, t.deliveries FROM wf.tasks t WHERE t.step = 'reserve'"
+    " AND t.input->>'sku' = 'SKU-1'").fetchone()
+check(slow_reserve == ("completed", 1),
+      f"a task longer than its lease was kept by heartbeats, delivered once: {slow_reserve}")
+stale = [a for _, a in worker.answers if a != Answer.ACCEPTED]
+check(not stale, f"every report accepted ({len(worker.answers)} reports; others: {stale})")
+check(worker.max_in_flight >= 2, f"tasks ran concurrently (at most {worker.max_in_flight} at once)")
+
+# SIGTERM while the slow charge ran: it finished and was reported, and the
+# worker claimed nothing more (the run's reservation waits, unclaimed).
+slow = admin.execute(
+    "SELECT t.step, t.status FROM wf.tasks t WHERE t.run_id = %s ORDER BY t.task_id",
+    (slow_run,)).fetchall() if slow_run else []
+check(slow == [("charge", "completed"), ("reserve", "ready")],
+      f"SIGTERM: the task in flight finished and nothing more was claimed: {slow}")
+check(elapsed < 60, f"the worker stopped ({elapsed:.1f} s)")
+
+# typed errors: SQLSTATE and hint of the server's error
+client = Client("")
+try:
+    client.complete(1, 1 << 40, {})
+    check(False, "a fence never issued is refused")
+except WfError as e:
+    check(e.sqlstate == "22023" and e.hint is not None and "fence" in e.message,
+          f"WfError carries SQLSTATE and hint: {e}")
+try:
+    client.claim("payments", "")
+    check(False, "an empty worker name is refused")
+except WfError as e:
+    check(e.sqlstate == "22023" and e.hint.startswith("Name the worker"), f"claim error: {e}")
+check(client.heartbeat(1, 1) == Answer.STALE, "a heartbeat of a finished attempt is stale")
+client.close()
+admin.close()
+
+print(f"python client: {'FAILED' if failures else 'passed'}")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,425 @@
+"""wfengine_worker: a small worker library for wfengine (psycopg 3).
+
+    from wfengine_worker import Worker, TaskFailure
+
+    def charge(task):
+        return {"charge_id": "ch_" + task.idempotency_key}
+
+    Worker("dbname=shop", ["payments"], {"charge_card": charge},
+           concurrency=4).run()          # until SIGTERM or SIGINT
+
+Connections (each in autocommit mode, so every call is its own
+transaction):
+
+- one claim connection: waiting claims (wf.claim_tasks with a wait, or
+  wf.claim_tasks_any for several queues when the server has it; otherwise
+  a claim on each queue and a LISTEN on their channels);
+- one heartbeat connection: every `heartbeat` seconds one statement renews
+  the leases of every task in flight (wf.heartbeat per task);
+- one report connection per worker thread (wf.complete_task / wf.fail_task).
+
+Graceful shutdown: stop() (or SIGTERM/SIGINT in run()) cancels the waiting
+claim, claims nothing more, and lets the tasks in flight finish and report,
+heartbeating them meanwhile, for up to `drain_timeout` seconds.  wfengine has
+no call that hands a lease back, so a task still running after that is left
+to its lease: heartbeats stop, the lease expires, and the engine delivers the
+attempt again (at least once).
+
+Errors of the server are raised as WfError, which carries the SQLSTATE,
+message, detail and hint.
+"""
+
+import datetime
+import enum
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+import psycopg
+from psycopg import sql as pgsql
+from psycopg.types.json import Jsonb
+
+__all__ = ["Answer", "Client", "Task", "TaskFailure", "WfError", "Worker"]
+
+log = logging.getLogger("wfengine_worker")
+
+_COLUMNS = ("task_id, run_id, step, attempt, fence, idempotency_key, input, "
+            "lease_expires_at, queue, activity, deliveries")
+
+
+class WfError(Exception):
+    """An error raised by the server: SQLSTATE, message, detail and hint."""
+
+    def __init__(self, sqlstate: Optional[str], message: str,
+                 detail: Optional[str] = None, hint: Optional[str] = None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+
+    @classmethod
+    def from_psycopg(cls, e: psycopg.Error) -> "WfError":
+        d = e.diag
+        return cls(e.sqlstate, d.message_primary or str(e).strip(),
+                   d.message_detail, d.message_hint)
+
+    def __str__(self) -> str:
+        s = f"{self.sqlstate}: {self.message}"
+        if self.detail:
+            s += f" (detail: {self.detail})"
+        if self.hint:
+            s += f" (hint: {self.hint})"
+        return s
+
+
+class Answer(str, enum.Enum):
+    """The verdict on a report or heartbeat (docs/reference.md)."""
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    STALE = "stale"
+    CANCEL_REQUESTED = "cancel_requested"
+    OK = "ok"                   # a heartbeat that renewed the lease
+
+
+class TaskFailure(Exception):
+    """Raise from a handler to fail the attempt with an error code.
+
+    retryable=True lets the step's retry policy try again."""
+
+    def __init__(self, code: str, message: str = "", retryable: bool = True,
+                 **details: Any):
+        super().__init__(message or code)
+        self.error = {"code": code, "message": message, **details}
+        self.retryable = retryable
+
+
+@dataclass
+class Task:
+    """One leased attempt, as wf.claim_tasks returns it."""
+    task_id: int
+    run_id: Any
+    step: str
+    attempt: int
+    fence: int
+    idempotency_key: str
+    input: Any
+    lease_expires_at: datetime.datetime
+    queue: str
+    activity: Optional[str]
+    deliveries: int
+    cancelled: threading.Event = field(default_factory=threading.Event,
+                                       repr=False, compare=False)
+
+
+def _seconds(x: Union[float, datetime.timedelta]) -> datetime.timedelta:
+    return x if isinstance(x, datetime.timedelta) else datetime.timedelta(seconds=x)
+
+
+class Client:
+    """The worker calls of wfengine on one connection, typed.
+
+    Every method raises WfError for an error of the server."""
+
+    def __init__(self, conninfo: str = "", conn: Optional[psycopg.Connection] = None):
+        self.conninfo = conninfo
+        self.conn = conn or psycopg.connect(conninfo, autocommit=True)
+        self._has_any: Optional[bool] = None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> List[tuple]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except psycopg.Error as e:
+            if e.sqlstate is None:       # connection trouble, not the server
+                raise
+            raise WfError.from_psycopg(e) from e
+
+    def claim(self, queue: str, worker: str, max_tasks: int = 1,
+              lease: Union[float, datetime.timedelta] = 30.0,
+              wait: Union[None, float, datetime.timedelta] = None) -> List[Task]:
+        rows = self._rows(
+            f"SELECT {_COLUMNS} FROM wf.claim_tasks(%s, %s, %s, %s, %s)",
+            (queue, worker, max_tasks, _seconds(lease),
+             None if wait is None else _seconds(wait)))
+        return [Task(*r) for r in rows]
+
+    def has_claim_any(self) -> bool:
+        """Whether the server has wf.claim_tasks_any (wfengine 0.2.0)."""
+        if self._has_any is None:
+            self._has_any = self._rows(
+                "SELECT pg_catalog.to_regprocedure("
+                "'wf.claim_tasks_any(text[],text,integer,interval,interval)') IS NOT NULL",
+                ())[0][0]
+        return self._has_any
+
+    def claim_any(self, queues: Sequence[str], worker: str, max_tasks: int = 1,
+                  lease: Union[float, datetime.timedelta] = 30.0,
+                  wait: Union[None, float, datetime.timedelta] = None) -> List[Task]:
+        rows = self._rows(
+            f"SELECT {_COLUMNS} FROM wf.claim_tasks_any(%s, %s, %s, %s, %s)",
+            (list(queues), worker, max_tasks, _seconds(lease),
+             None if wait is None else _seconds(wait)))
+        return [Task(*r) for r in rows]
+
+    def complete(self, task_id: int, fence: int, output: Any = None) -> Answer:
+        return Answer(self._rows("SELECT wf.complete_task(%s, %s, %s)",
+                                 (task_id, fence, Jsonb(output if output is not None else {})))[0][0])
+
+    def fail(self, task_id: int, fence: int, error: Mapping[str, Any],
+             retryable: bool = True) -> Answer:
+        return Answer(self._rows("SELECT wf.fail_task(%s, %s, %s, %s)",
+                                 (task_id, fence, Jsonb(dict(error)), retryable))[0][0])
+
+    def heartbeat(self, task_id: int, fence: int, details: Any = None) -> Answer:
+        return Answer(self._rows("SELECT wf.heartbeat(%s, %s, %s)",
+                                 (task_id, fence, Jsonb(details if details is not None else {})))[0][0])
+
+    def heartbeat_many(self, tasks: Sequence[Task]) -> Dict[int, Answer]:
+        """Renew the leases of many tasks in one statement."""
+        rows = self._rows(
+            "SELECT u.t, wf.heartbeat(u.t, u.f) FROM unnest(%s::bigint[], %s::bigint[]) AS u(t, f)",
+            ([t.task_id for t in tasks], [t.fence for t in tasks]))
+        return {r[0]: Answer(r[1]) for r in rows}
+
+    def channel(self, queue: str) -> str:
+        return self._rows("SELECT wf.channel('queue', %s)", (queue,))[0][0]
+
+
+Handler = Callable[[Task], Any]
+
+
+class Worker:
+    """A worker loop: claims from `queues`, runs `handler` on up to
+    `concurrency` tasks at once (threads), heartbeats them, reports.
+
+    handler is a callable(task) -> output, or a mapping from activity (or,
+    for a step without one, queue) to such a callable.  A handler returns
+    the output (JSON-able), raises TaskFailure to fail the attempt, or any
+    other exception to fail it as retryable with code "exception"."""
+
+    def __init__(self, conninfo: str, queues: Sequence[str],
+                 handler: Union[Handler, Mapping[str, Handler]], *,
+                 name: Optional[str] = None, concurrency: int = 4,
+                 lease: float = 30.0, wait: float = 10.0,
+                 heartbeat: Optional[float] = None,
+                 drain_timeout: Optional[float] = None):
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.conninfo = conninfo
+        self.queues = list(queues)
+        self.handler = handler
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.concurrency = concurrency
+        self.lease = lease
+        self.wait = wait
+        self.heartbeat_every = heartbeat if heartbeat is not None else lease / 3
+        self.drain_timeout = drain_timeout if drain_timeout is not None else lease
+        self.answers: List[tuple] = []          # (task, Answer) of every report
+        self.max_in_flight = 0
+        self._in_flight: Dict[int, Task] = {}
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._local = threading.local()
+        self._claimer: Optional[Client] = None
+
+    # ---- public ----
+
+    def stop(self) -> None:
+        """Ask the worker to stop: claim nothing more, finish the tasks in
+        flight.  Safe from a signal handler or another thread."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        claimer = self._claimer
+        if claimer is not None:
+            try:
+                claimer.conn.cancel()    # end a waiting claim now
+            except Exception:            # pragma: no cover
+                pass
+        with self._lock:
+            self._lock.notify_all()
+
+    def run(self) -> None:
+        """Run until stop(), or SIGTERM/SIGINT when called in the main thread."""
+        if threading.current_thread() is not threading.main_thread():
+            return self._run()
+        # The loop runs in a thread of its own: a signal handler runs only in
+        # the main thread, between bytecodes, not while it waits in libpq.
+        restore = {s: signal.signal(s, lambda *_: self.stop())
+                   for s in (signal.SIGTERM, signal.SIGINT)}
+        error: List[BaseException] = []
+
+        def loop() -> None:
+            try:
+                self._run()
+            except BaseException as e:   # re-raised in the caller's thread
+                error.append(e)
+
+        t = threading.Thread(target=loop, name="wf-claim")
+        try:
+            t.start()
+            while t.is_alive():
+                t.join(0.2)
+        finally:
+            for s, h in restore.items():
+                signal.signal(s, h)
+        if error:
+            raise error[0]
+
+    # ---- the loop ----
+
+    def _run(self) -> None:
+        self._claimer = Client(self.conninfo)
+        if self._stopping.is_set():      # stop() before the claim connection
+            self._claimer.conn.cancel()
+        beat = threading.Thread(target=self._heartbeats, name="wf-heartbeat", daemon=True)
+        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="wf-task")
+        beat_stop = threading.Event()
+        self._beat_stop = beat_stop
+        beat.start()
+        log.info("worker %s: queues %s, concurrency %d", self.name, self.queues, self.concurrency)
+        try:
+            while not self._stopping.is_set():
+                with self._lock:
+                    while len(self._in_flight) >= self.concurrency and not self._stopping.is_set():
+                        self._lock.wait()
+                    free = self.concurrency - len(self._in_flight)
+                if self._stopping.is_set():
+                    break
+                try:
+                    tasks = self._claim(free)
+                except psycopg.errors.QueryCanceled:
+                    if self._stopping.is_set():
+                        break
+                    raise
+                except WfError as e:
+                    if e.sqlstate == "57014" and self._stopping.is_set():
+                        break
+                    raise
+                with self._lock:
+                    for t in tasks:
+                        self._in_flight[t.task_id] = t
+                    self.max_in_flight = max(self.max_in_flight, len(self._in_flight))
+                for t in tasks:
+                    pool.submit(self._execute, t)
+            # graceful shutdown: let the tasks in flight finish
+            deadline = time.monotonic() + self.drain_timeout
+            with self._lock:
+                while self._in_flight and time.monotonic() < deadline:
+                    self._lock.wait(max(0.0, deadline - time.monotonic()))
+                left = list(self._in_flight.values())
+            for t in left:
+                t.cancelled.set()
+                log.warning("worker %s: task %d still running at shutdown; its lease will expire",
+                            self.name, t.task_id)
+        finally:
+            self._stopping.set()
+            beat_stop.set()
+            pool.shutdown(wait=False)
+            beat.join()
+            self._claimer.close()
+            log.info("worker %s stopped", self.name)
+
+    def _claim(self, free: int) -> List[Task]:
+        c = self._claimer
+        if len(self.queues) == 1:
+            return c.claim(self.queues[0], self.name, free, self.lease, self.wait)
+        if c.has_claim_any():
+            return c.claim_any(self.queues, self.name, free, self.lease, self.wait)
+        # An older server: claim on each queue without a wait, and if all
+        # were empty, sleep on their LISTEN channels (docs/notifications.md).
+        if not getattr(self, "_listening", False):
+            for q in self.queues:
+                c.conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(c.channel(q))))
+            self._listening = True
+        tasks: List[Task] = []
+        for q in self.queues:
+            tasks += c.claim(q, self.name, free - len(tasks), self.lease)
+            if len(tasks) >= free:
+                break
+        if not tasks:
+            # until a notification, the wait's end or stop() (in short steps)
+            end = time.monotonic() + self.wait
+            while not self._stopping.is_set() and time.monotonic() < end:
+                if select.select([c.conn.fileno()], [], [], min(0.25, end - time.monotonic()))[0]:
+                    break
+            c.conn.execute("SELECT 1")   # consume the notifications
+        return tasks
+
+    def _handler_for(self, task: Task) -> Handler:
+        if callable(self.handler):
+            return self.handler
+        key = task.activity or task.queue
+        h = self.handler.get(key)
+        if h is None:
+            raise TaskFailure("unknown_activity", f"no handler for {key!r}", retryable=False)
+        return h
+
+    def _reporter(self) -> Client:
+        c = getattr(self._local, "client", None)
+        if c is None or c.conn.closed or c.conn.broken:
+            c = self._local.client = Client(self.conninfo)
+        return c
+
+    def _execute(self, task: Task) -> None:
+        try:
+            try:
+                output = self._handler_for(task)(task)
+                report = lambda c: c.complete(task.task_id, task.fence, output)
+            except TaskFailure as f:
+                report = lambda c, f=f: c.fail(task.task_id, task.fence, f.error, f.retryable)
+            except Exception as e:
+                log.exception("task %d: handler raised", task.task_id)
+                err = {"code": "exception", "message": f"{type(e).__name__}: {e}"}
+                report = lambda c: c.fail(task.task_id, task.fence, err, True)
+            for attempt in range(3):     # a lost connection: report again
+                try:
+                    answer = report(self._reporter())
+                    break
+                except WfError as e:
+                    log.error("task %d: report refused: %s", task.task_id, e)
+                    answer = e
+                    break
+                except psycopg.OperationalError as e:
+                    log.warning("task %d: report failed (%s), retrying", task.task_id, e)
+                    answer = e
+                    time.sleep(0.2 * (attempt + 1))
+            with self._lock:
+                self.answers.append((task, answer))
+        finally:
+            with self._lock:
+                self._in_flight.pop(task.task_id, None)
+                self._lock.notify_all()
+
+    def _heartbeats(self) -> None:
+        client = None
+        while not self._beat_stop.wait(self.heartbeat_every):
+            with self._lock:
+                tasks = list(self._in_flight.values())
+            if not tasks:
+                continue
+            try:
+                if client is None or client.conn.broken:
+                    client = Client(self.conninfo)
+                answers = client.heartbeat_many(tasks)
+            except (WfError, psycopg.Error) as e:
+                log.warning("heartbeat failed: %s", e)
+                continue
+            for t in tasks:
+                if answers.get(t.task_id) in (Answer.STALE, Answer.CANCEL_REQUESTED):
+                    t.cancelled.set()
+        if client is not None:
+            client.close()

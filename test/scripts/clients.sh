@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# clients.sh — the end-to-end test of each worker library in clients/ (the
+# order workflow of test/demo driven by the library's worker loop), one test
+# per language, each in a fresh database with wfengine created:
+#
+#   python   clients/python/test_e2e.py          (python3 + psycopg 3)
+#   c        clients/c: make test                (libpq, pthreads)
+#   node     clients/node: npm test              (node + pg from package-lock.json)
+#   go       clients/go: go test                 (Go + pgx v4 from Debian, GOPATH mode)
+#
+# Connects with the libpq environment (test.sh runs it inside pg_virtualenv,
+# as a superuser: the tests publish definitions and call wf.tick()).  Prints
+# one line per language, "client NAME: passed", "client NAME: FAILED" or
+# "client NAME: skipped (why)" — a language whose toolchain is missing is
+# skipped, not passed — and exits non-zero when one failed.
+#
+# Usage: bash test/scripts/clients.sh [LANGUAGE...]
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CLIENTS=$ROOT/clients
+if [[ -n ${WF_TMP:-} ]]; then
+	SCRATCH=$WF_TMP/clients
+else
+	SCRATCH=$(mktemp -d)
+	trap 'rm -rf -- "$SCRATCH"' EXIT
+fi
+mkdir -p "$SCRATCH"
+STEP_TIMEOUT=${WF_CLIENT_TIMEOUT:-150}
+PSQL=(psql -X -q -v ON_ERROR_STOP=1)
+failed=0
+
+# python3 that has psycopg 3: Debian's (python3-psycopg), or the first on PATH
+python_with_psycopg() {
+	local py
+	for py in /usr/bin/python3 python3; do
+		if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import psycopg' 2>/dev/null; then
+			echo "$py"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# Each prereq_LANG prints why it cannot run and fails, or succeeds.
+prereq_python() {
+	python_with_psycopg >/dev/null || { echo "no python3 with psycopg 3 (python3-psycopg)"; return 1; }
+}
+prereq_c() {
+	command -v cc >/dev/null || { echo "no C compiler"; return 1; }
+	command -v pg_config >/dev/null && [[ -f $(pg_config --includedir)/libpq-fe.h ]] ||
+		{ echo "no libpq-fe.h (libpq-dev)"; return 1; }
+}
+prereq_node() {
+	command -v node >/dev/null || { echo "no node (nodejs)"; return 1; }
+	command -v npm >/dev/null || { echo "no npm"; return 1; }
+	if [[ ! -d $CLIENTS/node/node_modules/pg ]] &&
+		! (cd "$CLIENTS/node" && timeout 120 npm ci --no-audit --no-fund >"$SCRATCH/npm-ci.log" 2>&1); then
+		echo "npm ci could not install pg from the npm registry (see npm-ci.log)"
+		return 1
+	fi
+}
+prereq_go() {
+	command -v go >/dev/null || { echo "no go (golang-go)"; return 1; }
+	[[ -d /usr/share/gocode/src/github.com/jackc/pgx/v4 ]] ||
+		{ echo "no pgx v4 sources (golang-github-jackc-pgx-v4-dev)"; return 1; }
+}
+
+# Each cmd_LANG sets cmd to the command of the test (a program, for timeout).
+cmd_python() { cmd=("$(python_with_psycopg)" "$CLIENTS/python/test_e2e.py"); }
+cmd_c() { cmd=(make -C "$CLIENTS/c" --no-print-directory BUILD="$SCRATCH/c" test); }
+cmd_node() { cmd=(bash -c 'cd "$1" && node test/e2e.js' _ "$CLIENTS/node"); }
+cmd_go() {
+	# GOPATH mode, offline: pgx v4 from Debian's /usr/share/gocode, and the
+	# package itself under a GOPATH of its own.
+	mkdir -p "$SCRATCH/gopath/src/wfengine"
+	ln -sfn "$CLIENTS/go" "$SCRATCH/gopath/src/wfengine/worker"
+	cmd=(env GOCACHE="$SCRATCH/gocache" GO111MODULE=off GOPROXY=off
+		GOPATH="$SCRATCH/gopath:/usr/share/gocode"
+		bash -c 'cd "$1" && go vet . ./example && go test -count=1 -v .' _ "$SCRATCH/gopath/src/wfengine/worker")
+}
+
+langs=("$@")
+((${#langs[@]})) || langs=(python c node go)
+for lang in "${langs[@]}"; do
+	if ! why=$("prereq_$lang"); then
+		echo "client $lang: skipped ($why)"
+		continue
+	fi
+	db=wf_client_$lang
+	if ! "${PSQL[@]}" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" ||
+		! PGDATABASE=$db "${PSQL[@]}" -c 'CREATE EXTENSION wfengine'; then
+		echo "client $lang: FAILED (could not create database $db)"
+		failed=1
+		continue
+	fi
+	echo "--- client $lang"
+	"cmd_$lang"
+	if PGDATABASE=$db timeout -k 10 "$STEP_TIMEOUT" "${cmd[@]}"; then
+		echo "client $lang: passed"
+	else
+		echo "client $lang: FAILED (exit status $?)"
+		failed=1
+	fi
+	"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $db" || true
+done
+exit $failed
