@@ -23,6 +23,7 @@ MODULE_big = wfengine
 OBJS = \
 	src/wfengine.o \
 	src/tenant.o \
+	src/shard.o \
 	src/version.o \
 	src/guc.o \
 	src/spi_util.o \
@@ -137,6 +138,13 @@ include $(PGXS)
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes.
 $(OBJS): $(wildcard src/*.h)
+
+# The router extension (router/: wfengine_router, SQL only) installs with
+# wfengine, so `make install` (and so `make test`) puts both in place.
+.PHONY: install-router
+install: install-router
+install-router:
+	$(MAKE) -C $(srcdir)/router PG_CONFIG='$(PG_CONFIG)' install
 
 PROVE ?= prove
 PG_PROVE ?= pg_prove

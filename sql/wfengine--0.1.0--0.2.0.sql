@@ -463,3 +463,107 @@ COMMENT ON FUNCTION wf.claim_tasks_any(text[], text, integer, interval, interval
 'wf.claim_tasks over several queues (1 to 64): up to max_tasks leases, from the queues in the order given; with a wait, sleeps until a task of one of them can be claimed.';
 REVOKE ALL ON FUNCTION wf.claim_tasks_any(text[], text, integer, interval, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION wf.claim_tasks_any(text[], text, integer, interval, interval) TO wfengine_worker;
+
+-- shards (issue 15)
+--
+-- A sharded deployment spreads tenants over several databases (shards),
+-- each an ordinary wfengine install, behind a router database
+-- (wfengine_router, router/).  A tenant's partition is
+-- hashtext(tenant) & (partitions - 1) (wf.tenant_partition), the same
+-- value PL/Proxy's RUN ON uses on the router; the map gives each partition
+-- to one shard.  Every shard holds the whole map and its own name: an API
+-- call of a tenant whose partition the map gives to another shard is
+-- refused (src/shard.c).  Both tables empty (the default): not sharded, no
+-- check.  Written by wf.configure_shard; readable by every job role.  The
+-- map is not tenant data, so its tables are in a schema of their own,
+-- wfshard: every table of schema wf has a tenant_id and row-level security.
+CREATE SCHEMA wfshard;
+COMMENT ON SCHEMA wfshard IS
+'The shard map of a sharded deployment (issue 15): not tenant data, so not in schema wf, whose every table is keyed by tenant.';
+CREATE TABLE wfshard.partitions (
+    partition integer PRIMARY KEY CHECK (partition OPERATOR(pg_catalog.>=) 0),
+    shard text NOT NULL CHECK (pg_catalog.length(shard) OPERATOR(pg_catalog.<=) 63)
+);
+COMMENT ON TABLE wfshard.partitions IS
+'The shard map of a sharded deployment: the shard each hash partition of tenants lives on (the router holds the same map). Empty: not sharded.';
+CREATE TABLE wfshard.self (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    shard text NOT NULL
+);
+COMMENT ON TABLE wfshard.self IS
+'The name of this database in wfshard.partitions (one row, or none when not sharded).';
+SELECT pg_catalog.pg_extension_config_dump('wfshard.partitions', '');
+SELECT pg_catalog.pg_extension_config_dump('wfshard.self', '');
+-- the same for every tenant; only superusers write it
+GRANT USAGE ON SCHEMA wfshard
+    TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
+GRANT SELECT ON wfshard.partitions, wfshard.self
+    TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
+
+-- every backend reads the map once and keeps it until a statement changes
+-- either table (this trigger sends the invalidation, at commit)
+CREATE FUNCTION wf._shard_map_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'wfengine_shard_map_changed'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION wf._shard_map_changed() FROM PUBLIC;
+CREATE TRIGGER partitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON wfshard.partitions
+    FOR EACH STATEMENT EXECUTE FUNCTION wf._shard_map_changed();
+CREATE TRIGGER self_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON wfshard.self
+    FOR EACH STATEMENT EXECUTE FUNCTION wf._shard_map_changed();
+
+CREATE FUNCTION wf.tenant_partition(tenant text, partitions integer)
+RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.hashtext(tenant) OPERATOR(pg_catalog.&) (partitions OPERATOR(pg_catalog.-) 1)
+$$;
+COMMENT ON FUNCTION wf.tenant_partition(text, integer) IS
+'The hash partition of a tenant among partitions (a power of 2): hashtext(tenant) & (partitions - 1), as PL/Proxy''s RUN ON maps it.';
+-- for administrators (the router has its own, wfrouter.tenant_partition)
+REVOKE ALL ON FUNCTION wf.tenant_partition(text, integer) FROM PUBLIC;
+
+CREATE FUNCTION wf.configure_shard(self text, map text[])
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := pg_catalog.cardinality(map);
+    owned integer;
+BEGIN
+    IF self IS NULL THEN
+        DELETE FROM wfshard.partitions;
+        DELETE FROM wfshard.self;
+        RETURN 0;
+    END IF;
+    IF n OPERATOR(pg_catalog.<) 1 OR n OPERATOR(pg_catalog.>) 4096
+       OR (n OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1)) OPERATOR(pg_catalog.<>) 0 THEN
+        RAISE EXCEPTION 'shard map has % partitions', n
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The number of partitions is a power of 2 between 1 and 4096.';
+    END IF;
+    IF pg_catalog.array_position(map, NULL::text) IS NOT NULL THEN
+        RAISE EXCEPTION 'shard map gives partition % to no shard',
+            pg_catalog.array_position(map, NULL::text) OPERATOR(pg_catalog.-) 1
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    owned := pg_catalog.cardinality(pg_catalog.array_positions(map, self));
+    IF owned OPERATOR(pg_catalog.=) 0 THEN
+        RAISE EXCEPTION 'shard map gives no partition to shard "%"', self
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Name this database as the map names it.';
+    END IF;
+    DELETE FROM wfshard.partitions;
+    INSERT INTO wfshard.partitions (partition, shard)
+        SELECT (m.i OPERATOR(pg_catalog.-) 1)::integer, m.s
+        FROM pg_catalog.unnest(map) WITH ORDINALITY AS m(s, i);
+    INSERT INTO wfshard.self (shard) VALUES (self)
+        ON CONFLICT (only_row) DO UPDATE SET shard = EXCLUDED.shard;
+    RETURN owned;
+END
+$$;
+COMMENT ON FUNCTION wf.configure_shard(text, text[]) IS
+'Makes this database shard self of a sharded deployment: map[i + 1] is the shard of partition i (the router''s wfrouter.shard_map()); returns how many partitions this shard owns. A null self clears the map (not sharded).';
+REVOKE ALL ON FUNCTION wf.configure_shard(text, text[]) FROM PUBLIC;

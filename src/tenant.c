@@ -52,6 +52,7 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#include "shard.h"
 #include "wfengine.h"
 
 /* the tenant of a superuser or of the owner that belongs to no tenant */
@@ -121,6 +122,7 @@ api_xact_callback(XactEvent event, void *arg)
 	{
 		api_depth = 0;
 		tenant_override = NULL;
+		WfShardXactEnd();
 		if (api_actor != NULL)
 			pfree(api_actor);
 		api_actor = NULL;
@@ -312,6 +314,13 @@ WfApiSwitchIn(Oid owner)
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	api_depth++;
+
+	/*
+	 * A sharded deployment: refuse a tenant that lives on another shard
+	 * (shard.c).  The engine acting for a run's tenant is not a caller.
+	 */
+	if (api_depth == 1 && tenant_override == NULL)
+		WfShardCheckTenant(WfCurrentTenant());
 }
 
 /*

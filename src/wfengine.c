@@ -54,6 +54,7 @@
 #include "run.h"
 #include "runstore.h"
 #include "sensitive.h"
+#include "shard.h"
 #include "shmem.h"
 #include "spi_util.h"
 #include "step_approval.h"
@@ -158,6 +159,7 @@ _PG_init(void)
 	WfDefinitionInit();
 	WfNotifyInit();
 	WfTenantInit();
+	WfShardInit();
 	WfVersionInit();
 	if (wf_preloaded)
 	{

@@ -16,6 +16,7 @@ packages=(
 	"postgresql-server-dev-${PG_MAJOR}"
 	"postgresql-${PG_MAJOR}-cron"
 	"postgresql-${PG_MAJOR}-pgtap"
+	"postgresql-${PG_MAJOR}-plproxy" # the router (router/, test/t/120_shards.pl)
 	postgresql-contrib
 	libsodium-dev
 	libipc-run-perl                        # PostgreSQL::Test::Cluster (TAP tests)

@@ -1,0 +1,308 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard.c
+ *	  The shard check: an API call of a tenant whose partition this
+ *	  database does not own is refused.
+ *
+ * In a sharded deployment (docs/scale-out.md) tenants are spread over
+ * several databases, each an ordinary wfengine install, behind a router
+ * (wfengine_router).  A tenant's partition is hashtext(tenant) &
+ * (partitions - 1), the value PL/Proxy's RUN ON computes on the router;
+ * wfshard.partitions gives each partition to a shard and wfshard.self names
+ * this one.  The router sends a call to the shard of the caller's tenant;
+ * a call that reaches another shard anyway (a stale router map, a worker
+ * pointed at the wrong database) must be refused, never served, or the
+ * tenant's runs would be split over two shards.
+ *
+ * WfShardCheckTenant is called once per outermost API call (tenant.c,
+ * WfApiSwitchIn), after the switch to the extension's owner.  The map is
+ * read once per backend and kept until either table changes: their
+ * statement trigger (wf._shard_map_changed) queues a relcache invalidation
+ * of the table, which every backend receives after the commit.  With both
+ * tables empty the deployment is not sharded, and the check is one test
+ * of a cached flag.  Superusers are not checked (as row-level security
+ * does not hold them): the engine worker, which acts for the runs it finds
+ * in this database, and the administrator, who sets up and repairs shards.
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/shard.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "shard.h"
+#include "spi_util.h"
+#include "wfengine.h"
+
+/* the most partitions a map may have (wf.configure_shard checks it too) */
+#define WF_SHARD_MAX_PARTITIONS 4096
+
+/* what this backend knows of the map */
+typedef enum WfShardState
+{
+	WF_SHARD_UNKNOWN = 0,		/* not read yet, or invalidated */
+	WF_SHARD_OFF,				/* not sharded: no map */
+	WF_SHARD_ON					/* a map, and this shard's name */
+} WfShardState;
+
+/* cached map */
+static WfShardState shard_state = WF_SHARD_UNKNOWN;
+static Oid	shard_map_relid = InvalidOid;
+static Oid	shard_self_relid = InvalidOid;
+static int	shard_partitions = 0;	/* a power of 2 */
+static char *shard_self = NULL; /* in TopMemoryContext */
+static char **shard_owner = NULL;	/* per partition, in TopMemoryContext */
+static bool shard_callback = false;
+static bool shard_skip_next = false;	/* WfShardAllowAnyTenant */
+
+/* the statement that reads the map (not kept: read once per backend) */
+static const char *const shard_read_sql =
+"SELECT m.partition, m.shard, s.shard "
+"FROM wfshard.partitions m LEFT JOIN wfshard.self s ON true "
+"ORDER BY m.partition";
+
+/* forward declarations */
+static void shard_invalidate(Datum arg, Oid relid);
+static void shard_reset(void);
+static void shard_forget(void);
+static void shard_load(void);
+
+/*
+ * shard_forget frees the cached map.
+ */
+static void
+shard_forget(void)
+{
+	if (shard_owner != NULL)
+	{
+		for (int i = 0; i < shard_partitions; i++)
+			if (shard_owner[i] != NULL)
+				pfree(shard_owner[i]);
+		pfree(shard_owner);
+	}
+	if (shard_self != NULL)
+		pfree(shard_self);
+	shard_owner = NULL;
+	shard_self = NULL;
+	shard_partitions = 0;
+	shard_state = WF_SHARD_UNKNOWN;
+}
+
+/*
+ * shard_invalidate is the relcache callback: a change of either table (or
+ * a reset of the whole relcache, relid invalid) makes the next API call
+ * read the map again.
+ */
+static void
+shard_invalidate(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == shard_map_relid || relid == shard_self_relid)
+		shard_state = WF_SHARD_UNKNOWN;
+}
+
+/*
+ * shard_reset is the plan cache's reset callback (another install or
+ * version of the extension): the tables may be new ones.
+ */
+static void
+shard_reset(void)
+{
+	shard_state = WF_SHARD_UNKNOWN;
+	shard_map_relid = InvalidOid;
+	shard_self_relid = InvalidOid;
+}
+
+/*
+ * WfShardInit registers the callbacks; called from _PG_init.
+ */
+void
+WfShardInit(void)
+{
+	if (shard_callback)
+		return;
+	CacheRegisterRelcacheCallback(shard_invalidate, (Datum) 0);
+	WfRegisterResetCallback(shard_reset);
+	shard_callback = true;
+}
+
+/*
+ * shard_load reads wfshard.partitions and wfshard.self into the cache.  Called
+ * by WfShardCheckTenant as the extension's owner, outside SPI.  A schema
+ * without the tables (0.1.0: no schema wfshard) is not sharded.
+ */
+static void
+shard_load(void)
+{
+	Oid			nsp = get_namespace_oid("wfshard", true);
+	MemoryContext old;
+	int			n;
+
+	shard_forget();
+	shard_map_relid = InvalidOid;
+	shard_self_relid = InvalidOid;
+	if (OidIsValid(nsp))
+	{
+		shard_map_relid = get_relname_relid("partitions", nsp);
+		shard_self_relid = get_relname_relid("self", nsp);
+	}
+	if (!OidIsValid(shard_map_relid) || !OidIsValid(shard_self_relid))
+	{
+		shard_state = WF_SHARD_OFF;
+		return;
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(shard_read_sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute failed: could not read wfshard.partitions");
+	n = (int) SPI_processed;
+	if (n == 0)
+	{
+		SPI_finish();
+		shard_state = WF_SHARD_OFF;
+		return;
+	}
+	if (n > WF_SHARD_MAX_PARTITIONS || (n & (n - 1)) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("shard map has %d partitions", n),
+				 errhint("Set the map with wf.configure_shard(); the number of partitions is a power of 2.")));
+
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	shard_owner = palloc0(sizeof(char *) * n);
+	MemoryContextSwitchTo(old);
+	shard_partitions = n;
+	for (int i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int32		part = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+
+		if (isnull || part != i)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("shard map has no partition %d", i),
+					 errhint("Set the map with wf.configure_shard(); its partitions are 0 to n - 1.")));
+		shard_owner[i] = MemoryContextStrdup(TopMemoryContext, SPI_getvalue(tup, desc, 2));
+		if (i == 0)
+		{
+			char	   *self = SPI_getvalue(tup, desc, 3);
+
+			if (self == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_EXCEPTION),
+						 errmsg("shard map is set but wfshard.self names no shard"),
+						 errhint("Set both with wf.configure_shard(self, map).")));
+			shard_self = MemoryContextStrdup(TopMemoryContext, self);
+		}
+	}
+	SPI_finish();
+	shard_state = WF_SHARD_ON;
+}
+
+/*
+ * WfShardPartition returns the partition of tenant among partitions (a
+ * power of 2): hashtext(tenant) & (partitions - 1), as wf.tenant_partition
+ * and PL/Proxy's RUN ON on the router compute it.
+ */
+int
+WfShardPartition(const char *tenant, int partitions)
+{
+	int32		h;
+
+	h = DatumGetInt32(DirectFunctionCall1Coll(hashtext, C_COLLATION_OID,
+											  CStringGetTextDatum(tenant)));
+	return (int) (h & (partitions - 1));
+}
+
+/*
+ * WfShardAllowAnyTenant exempts the next outermost API call of this
+ * transaction from the check: wf.publish_definition, which the router
+ * sends to every shard, so that a tenant's definitions are on every shard
+ * (a partition that moves finds them in place).
+ */
+void
+WfShardAllowAnyTenant(void)
+{
+	shard_skip_next = true;
+}
+
+/*
+ * WfShardXactEnd forgets an exemption an error left unused; called by
+ * tenant.c at the end of every transaction.
+ */
+void
+WfShardXactEnd(void)
+{
+	shard_skip_next = false;
+}
+
+/*
+ * WfShardCheckTenant refuses an API call of tenant when the shard map
+ * gives the tenant's partition to another shard.  Called by WfApiSwitchIn
+ * for the outermost call, running as the extension's owner, outside SPI.
+ */
+void
+WfShardCheckTenant(const char *tenant)
+{
+	int			part;
+
+	if (shard_skip_next)
+	{
+		shard_skip_next = false;
+		return;
+	}
+	if (shard_state == WF_SHARD_OFF)
+		return;
+	if (superuser_arg(GetSessionUserId()))
+		return;
+	if (shard_state == WF_SHARD_UNKNOWN)
+		shard_load();
+	if (shard_state != WF_SHARD_ON)
+		return;
+
+	part = WfShardPartition(tenant, shard_partitions);
+	if (strcmp(shard_owner[part], shard_self) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("tenant \"%s\" does not live on shard \"%s\"", tenant, shard_self),
+				 errdetail("The tenant is in partition %d of %d, which the shard map gives to shard \"%s\".",
+						   part, shard_partitions, shard_owner[part]),
+				 errhint("Connect to shard \"%s\", or call through the router (wfengine_router).",
+						 shard_owner[part])));
+}
+
+PG_FUNCTION_INFO_V1(wfengine_shard_map_changed);
+
+/*
+ * wfengine_shard_map_changed is the statement trigger of wfshard.partitions and
+ * wfshard.self: it queues an invalidation of the table, so that every
+ * backend reads the map again after the commit.
+ */
+Datum
+wfengine_shard_map_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		elog(ERROR, "wf._shard_map_changed() is a trigger function");
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	shard_state = WF_SHARD_UNKNOWN;
+	return PointerGetDatum(NULL);
+}

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard.h
+ *	  The shard check of a sharded deployment (see shard.c).
+ *
+ * Copyright (c) 2026, wfengine developers
+ *
+ * IDENTIFICATION
+ *	  src/shard.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef WF_SHARD_H
+#define WF_SHARD_H
+
+extern void WfShardInit(void);
+extern int	WfShardPartition(const char *tenant, int partitions);
+extern void WfShardAllowAnyTenant(void);
+extern void WfShardXactEnd(void);
+extern void WfShardCheckTenant(const char *tenant);
+
+#endif							/* WF_SHARD_H */
