@@ -320,6 +320,7 @@ check_definition(const WfDefinition *def, bool enforce_limits)
 				WF_FUZZ_CHECK(sd->priority >= -WF_MAX_PRIORITY && sd->priority <= WF_MAX_PRIORITY);
 				if (sd->compensate != NULL)
 				{
+					WF_FUZZ_CHECK(sd->compensate->type == WF_STEP_COMPENSATION);
 					WF_FUZZ_CHECK(sd->compensate->queue != NULL);
 					WF_FUZZ_CHECK(WfIsCompensation(sd->compensate->name));
 					check_mapping(sd->compensate->input, sd->compensate->n_input);
@@ -343,6 +344,10 @@ check_definition(const WfDefinition *def, bool enforce_limits)
 				break;
 			case WF_STEP_SUBWORKFLOW:
 				WF_FUZZ_CHECK(sd->sub_name != NULL && sd->sub_version >= 1);
+				break;
+			case WF_STEP_COMPENSATION:
+				/* only ever a task step's compensate, never a step of its own */
+				WF_FUZZ_CHECK(sd->type != WF_STEP_COMPENSATION);
 				break;
 			case WF_STEP_PARALLEL:
 				WF_FUZZ_CHECK(sd->n_branches >= 2);
