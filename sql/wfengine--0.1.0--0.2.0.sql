@@ -694,15 +694,18 @@ BEGIN
     -- every transaction older than this one has ended (READ COMMITTED: the
     -- statements below see what they committed)
     LOOP
+        -- (pg_stat_activity is read once per transaction unless cleared)
+        PERFORM pg_catalog.pg_stat_clear_snapshot();
         EXIT WHEN NOT EXISTS (
             SELECT 1 FROM pg_catalog.pg_stat_activity a
             WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
               AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+              AND a.backend_type OPERATOR(pg_catalog.<>) 'autovacuum worker'
               AND a.xact_start OPERATOR(pg_catalog.<) started);
         IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
             RAISE EXCEPTION 'cannot export partition %: transactions older than the move are still open', p
                 USING ERRCODE = 'lock_not_available',
-                      DETAIL = (SELECT pg_catalog.string_agg(a.pid::text, ', ') FROM pg_catalog.pg_stat_activity a
+                      DETAIL = (SELECT 'Backends: ' OPERATOR(pg_catalog.||) pg_catalog.string_agg(a.pid::text, ', ') FROM pg_catalog.pg_stat_activity a
                                 WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
                                   AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
                                   AND a.xact_start OPERATOR(pg_catalog.<) started),
