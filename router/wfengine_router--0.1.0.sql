@@ -557,6 +557,125 @@ LANGUAGE plproxy AS $$
     RUN ON wfrouter.route();
 $$;
 
+-- Moving a partition to another shard (docs/scale-out.md, "Moving a
+-- partition"), for superusers: through dblink, as the calling superuser,
+-- to the shards' connection strings.  The steps, each safe to repeat:
+--   1. the source gives the partition away in its map: from its commit on
+--      the source refuses the partition's tenants (the target does too, the
+--      router still sends them to the source) and the source's engine
+--      worker leaves their timers and deadlines alone;
+--   2. wf.export_partition on the source waits for every older transaction
+--      (calls that passed the check before) and returns the rows;
+--   3. wf.import_partition on the target inserts them, makes the leases
+--      held on the source stale, verifies every run and takes the
+--      partition, in one transaction (skipped when the target has it: a
+--      move run again after a failure);
+--   4. wf.drop_partition on the source deletes the rows;
+--   5. the router's map and every other shard's.
+-- A failure before 3 commits gives the partition back to the source.
+CREATE FUNCTION wfrouter._connstr(shard text)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT s.connstr OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||)
+       pg_catalog.quote_literal(CURRENT_USER::text)
+FROM wfrouter.shards s WHERE s.shard OPERATOR(pg_catalog.=) _connstr.shard
+$$;
+
+-- one statement on a shard, in a transaction of its own; its one value as text
+CREATE FUNCTION wfrouter._remote(shard text, sql text)
+RETURNS text
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT x.v FROM public.dblink(wfrouter._connstr(shard), sql) AS x(v text)
+$$;
+
+CREATE FUNCTION wfrouter._remote_owner(shard text, p integer)
+RETURNS text
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT wfrouter._remote(shard,
+    pg_catalog.format('SELECT m.shard FROM wfshard.partitions m WHERE m.partition = %s', p))
+$$;
+
+CREATE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds')
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    from_shard text;
+    old_map text[];
+    new_map text[];
+    data text;
+    moved integer;
+    s text;
+BEGIN
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION 'permission denied for function wfrouter.move_partition'
+            USING ERRCODE = 'insufficient_privilege', HINT = 'Moving a partition is for superusers.';
+    END IF;
+    SELECT m.shard INTO from_shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p;
+    IF from_shard IS NULL THEN
+        RAISE EXCEPTION 'partition % is not in the router''s map', p
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
+        RAISE EXCEPTION 'shard "%" does not exist', to_shard
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Add it first: INSERT INTO wfrouter.shards VALUES (name, connstr).';
+    END IF;
+    IF from_shard OPERATOR(pg_catalog.=) to_shard THEN
+        RAISE EXCEPTION 'partition % is on shard "%" already', p, to_shard
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    old_map := wfrouter.shard_map();
+    new_map := ARRAY(SELECT CASE WHEN m.partition OPERATOR(pg_catalog.=) p THEN to_shard ELSE m.shard END
+                     FROM wfrouter.partitions m ORDER BY m.partition);
+
+    -- 1. the source refuses the partition from now on
+    PERFORM wfrouter._remote(from_shard,
+        pg_catalog.format('SELECT wf.configure_shard(%L, %L)::text', from_shard, new_map));
+
+    -- 2. and 3., unless the target has the partition already
+    IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
+        BEGIN
+            data := wfrouter._remote(from_shard,
+                pg_catalog.format('SELECT wf.export_partition(%s, %L)::text', p, wait));
+            moved := wfrouter._remote(to_shard,
+                pg_catalog.format('SELECT wf.import_partition(%s, %L::jsonb)', p, data))::integer;
+        EXCEPTION WHEN OTHERS THEN
+            -- the target did not take it: back to the source, which has every row
+            IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
+                PERFORM wfrouter._remote(from_shard,
+                    pg_catalog.format('SELECT wf.configure_shard(%L, %L)::text', from_shard, old_map));
+            END IF;
+            RAISE;
+        END;
+    END IF;
+
+    -- 4. the source's rows go
+    PERFORM wfrouter._remote(from_shard,
+        pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
+
+    -- 5. the router sends the tenants to the target; the other shards learn it
+    UPDATE wfrouter.partitions SET shard = to_shard WHERE partition OPERATOR(pg_catalog.=) p;
+    FOR s IN SELECT x.shard FROM wfrouter.shards x
+             WHERE x.shard OPERATOR(pg_catalog.<>) ALL (ARRAY[from_shard, to_shard])
+               AND EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.shard OPERATOR(pg_catalog.=) x.shard)
+             ORDER BY x.shard LOOP
+        PERFORM wfrouter._remote(s,
+            pg_catalog.format('SELECT wf.configure_shard(%L, %L)::text', s, new_map));
+    END LOOP;
+    RETURN COALESCE(moved, 0);
+END
+$$;
+COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval) IS
+'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard (each run verified there), and gives it the partition on the router and every shard; returns the number of runs moved. Safe to run again after a failure.';
+
 -- privileges: as on a shard (docs/tenancy.md); the shard checks them
 -- again for the login the call arrives as
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA wf FROM PUBLIC;

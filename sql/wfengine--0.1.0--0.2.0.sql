@@ -567,3 +567,397 @@ $$;
 COMMENT ON FUNCTION wf.configure_shard(text, text[]) IS
 'Makes this database shard self of a sharded deployment: map[i + 1] is the shard of partition i (the router''s wfrouter.shard_map()); returns how many partitions this shard owns. A null self clears the map (not sharded).';
 REVOKE ALL ON FUNCTION wf.configure_shard(text, text[]) FROM PUBLIC;
+
+-- moving partitions (issue 15)
+--
+-- wfrouter.move_partition(p, to_shard) on the router moves a partition's
+-- tenants from the shard that holds them to another (docs/scale-out.md,
+-- "Moving a partition").  These are its pieces on the shards, for
+-- superusers only: wf.export_partition on the source, once the source's
+-- map gives the partition away (so its API calls are refused and its
+-- engine worker leaves its timers alone); wf.import_partition on the
+-- target, which inserts the rows with their ids (history names task,
+-- timer, signal and definition ids, and wf.verify_run checks them),
+-- moves wf.fence_seq above every fence the source handed out for the
+-- moved tasks, gives every leased task a new fence (the old lease is
+-- stale there), verifies every run, and takes the partition in the same
+-- transaction; wf.drop_partition on the source once the target has it.
+-- Ids must not collide: wf.set_id_block gives each shard its own range.
+
+-- every table of schema wf keyed by tenant, in the order rows are inserted
+-- (a table of wf not listed here and not wf.secrets makes the move refuse:
+-- a new table must say how it moves)
+CREATE FUNCTION wf._partition_tables()
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT ARRAY['definitions', 'runs', 'events', 'suppressed_events', 'tasks', 'timers',
+             'approvals', 'approval_attempts', 'decide_failures', 'signals', 'correlations',
+             'buffered_events', 'schedules', 'tenant_policies', 'tenant_keys']
+$$;
+REVOKE ALL ON FUNCTION wf._partition_tables() FROM PUBLIC;
+
+-- the id columns drawn from sequences: (table, column)
+CREATE FUNCTION wf._partition_ids()
+RETURNS TABLE (tab text, col text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+VALUES ('definitions', 'definition_id'), ('tasks', 'task_id'), ('timers', 'timer_id'),
+       ('approvals', 'approval_id'), ('approval_attempts', 'attempt_id'),
+       ('signals', 'signal_id'), ('buffered_events', 'buffer_id'), ('schedules', 'schedule_id')
+$$;
+REVOKE ALL ON FUNCTION wf._partition_ids() FROM PUBLIC;
+
+CREATE FUNCTION wf._fence_base()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'wfengine_fence_base'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf._fence_base() IS
+'Internal: the high bits of the fences this server hands out now (the timeline id minus one, times 2^44).';
+REVOKE ALL ON FUNCTION wf._fence_base() FROM PUBLIC;
+
+CREATE FUNCTION wf._verify_moved_run(tenant text, run uuid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'wfengine_verify_moved_run'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION wf._verify_moved_run(text, uuid) IS
+'Internal, for superusers: wf.verify_run(run) as tenant would call it (wf.import_partition checks every run it brings in).';
+REVOKE ALL ON FUNCTION wf._verify_moved_run(text, uuid) FROM PUBLIC;
+
+-- refuses unless the caller is a superuser and every table of wf is known
+CREATE FUNCTION wf._partition_check(what text)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    unknown text;
+    n integer;
+BEGIN
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION 'permission denied for function wf.%', what
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Moving a partition is for superusers (wfrouter.move_partition on the router).';
+    END IF;
+    SELECT pg_catalog.string_agg(c.relname, ', ') INTO unknown
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace s ON s.oid OPERATOR(pg_catalog.=) c.relnamespace
+    WHERE s.nspname OPERATOR(pg_catalog.=) 'wf' AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p'])
+      AND c.relname OPERATOR(pg_catalog.<>) 'secrets'
+      AND c.relname OPERATOR(pg_catalog.<>) ALL (wf._partition_tables());
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot move a partition: table wf.% has no moving rule', unknown
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    n := (SELECT pg_catalog.count(*) FROM wfshard.partitions);
+    IF n OPERATOR(pg_catalog.=) 0 THEN
+        RAISE EXCEPTION 'this database is not a shard'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Set the map with wf.configure_shard(self, map).';
+    END IF;
+    RETURN n;
+END
+$$;
+REVOKE ALL ON FUNCTION wf._partition_check(text) FROM PUBLIC;
+
+CREATE FUNCTION wf.export_partition(p integer, wait interval DEFAULT '30 seconds')
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := wf._partition_check('export_partition');
+    me text := (SELECT s.shard FROM wfshard.self s);
+    started timestamptz := pg_catalog.statement_timestamp();
+    deadline timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
+    t text;
+    rows jsonb;
+    result jsonb := '{}';
+BEGIN
+    IF p IS NULL OR p OPERATOR(pg_catalog.<) 0 OR p OPERATOR(pg_catalog.>=) n THEN
+        RAISE EXCEPTION 'partition % is not in the shard map of % partitions', p, n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (SELECT m.shard FROM wfshard.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
+       OPERATOR(pg_catalog.=) me THEN
+        RAISE EXCEPTION 'partition % is still given to this shard "%"', p, me
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Give it to the target in this shard''s map first (wf.configure_shard), so that its calls are refused while it moves.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM wf.schedules s WHERE wf.tenant_partition(s.tenant_id, n) OPERATOR(pg_catalog.=) p) THEN
+        RAISE EXCEPTION 'cannot move partition %: its tenants have schedules', p
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Their pg_cron jobs are on this database: wf.unschedule them, move, and wf.schedule them on the target.';
+    END IF;
+    -- calls that passed the shard check before the map changed: wait until
+    -- every transaction older than this one has ended (READ COMMITTED: the
+    -- statements below see what they committed)
+    LOOP
+        -- (pg_stat_activity is read once per transaction unless cleared)
+        PERFORM pg_catalog.pg_stat_clear_snapshot();
+        EXIT WHEN NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_stat_activity a
+            WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+              AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+              AND a.backend_type OPERATOR(pg_catalog.<>) 'autovacuum worker'
+              AND a.xact_start OPERATOR(pg_catalog.<) started);
+        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
+            RAISE EXCEPTION 'cannot export partition %: transactions older than the move are still open', p
+                USING ERRCODE = 'lock_not_available',
+                      DETAIL = (SELECT 'Backends: ' OPERATOR(pg_catalog.||) pg_catalog.string_agg(a.pid::text, ', ') FROM pg_catalog.pg_stat_activity a
+                                WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+                                  AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+                                  AND a.xact_start OPERATOR(pg_catalog.<) started),
+                      HINT = 'Those backends hold transactions open; end them, or move again with a longer wait.';
+        END IF;
+        PERFORM pg_catalog.pg_sleep(0.05);
+    END LOOP;
+    FOREACH t IN ARRAY wf._partition_tables() LOOP
+        EXECUTE pg_catalog.format(
+            'SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(x)), ''[]'') FROM wf.%I x '
+            'WHERE wf.tenant_partition(x.tenant_id, $1) OPERATOR(pg_catalog.=) $2', t)
+            INTO rows USING n, p;
+        result := result OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(t, rows);
+    END LOOP;
+    RETURN result OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
+        'partition', p, 'partitions', n, 'from', me,
+        'fence', (SELECT pg_catalog.max(tk.fence) FROM wf.tasks tk
+                  WHERE wf.tenant_partition(tk.tenant_id, n) OPERATOR(pg_catalog.=) p));
+END
+$$;
+COMMENT ON FUNCTION wf.export_partition(integer, interval) IS
+'For superusers, on the source of a move: the rows of every tenant of partition p, as JSON, once the map gives p away and every older transaction has ended (at most wait).';
+REVOKE ALL ON FUNCTION wf.export_partition(integer, interval) FROM PUBLIC;
+
+CREATE FUNCTION wf.import_partition(p integer, data jsonb)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := wf._partition_check('import_partition');
+    me text := (SELECT s.shard FROM wfshard.self s);
+    map text[];
+    t text;
+    c text;
+    cnt bigint;
+    d record;
+    hi bigint;
+    runs integer := 0;
+    r record;
+BEGIN
+    IF data IS NULL OR (data OPERATOR(pg_catalog.->>) 'partition')::integer IS DISTINCT FROM p
+       OR (data OPERATOR(pg_catalog.->>) 'partitions')::integer IS DISTINCT FROM n THEN
+        RAISE EXCEPTION 'the data is not an export of partition % of % partitions', p, n
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass what wf.export_partition(p) returned on the source.';
+    END IF;
+    IF (SELECT m.shard FROM wfshard.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
+       OPERATOR(pg_catalog.=) me THEN
+        RAISE EXCEPTION 'partition % is already on this shard "%"', p, me
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- the tenants are new here: no rows of theirs (definitions aside, which
+    -- are published on every shard, and policies, set on every shard)
+    FOREACH t IN ARRAY wf._partition_tables() LOOP
+        CONTINUE WHEN t OPERATOR(pg_catalog.=) ANY (ARRAY['definitions', 'tenant_policies']);
+        EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.%I x '
+            'WHERE wf.tenant_partition(x.tenant_id, $1) OPERATOR(pg_catalog.=) $2', t)
+            INTO cnt USING n, p;
+        IF cnt OPERATOR(pg_catalog.>) 0 THEN
+            RAISE EXCEPTION 'cannot import partition %: shard "%" holds % rows of its tenants in wf.%', p, me, cnt, t
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'A partition moves to a shard that holds none of its tenants'' runs.';
+        END IF;
+    END LOOP;
+    -- ids must be free here (history names them; wf.set_id_block)
+    FOR t, c IN SELECT i.tab, i.col FROM wf._partition_ids() i WHERE i.tab OPERATOR(pg_catalog.<>) 'definitions' LOOP
+        EXECUTE pg_catalog.format('SELECT pg_catalog.min(x.%I) FROM wf.%I x WHERE x.%I OPERATOR(pg_catalog.=) ANY ('
+            'SELECT (e OPERATOR(pg_catalog.->>) %L)::bigint FROM pg_catalog.jsonb_array_elements($1) e)', c, t, c, c)
+            INTO cnt USING data OPERATOR(pg_catalog.->) t;
+        IF cnt IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot import partition %: % % is taken on shard "%"', p, c, cnt, me
+                USING ERRCODE = 'unique_violation',
+                      HINT = 'Give every shard its own id range with wf.set_id_block(block) before it takes tenants.';
+        END IF;
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM wf.runs x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (
+               SELECT (e OPERATOR(pg_catalog.->>) 'run_id')::uuid
+               FROM pg_catalog.jsonb_array_elements(data OPERATOR(pg_catalog.->) 'runs') e)) THEN
+        RAISE EXCEPTION 'cannot import partition %: a run id is taken on shard "%"', p, me
+            USING ERRCODE = 'unique_violation';
+    END IF;
+    -- definitions: the moved runs name the source's definition ids; the
+    -- same definition published here under another id gives way to it
+    FOR d IN SELECT x.* FROM pg_catalog.jsonb_populate_recordset(NULL::wf.definitions,
+                                                                data OPERATOR(pg_catalog.->) 'definitions') x LOOP
+        IF EXISTS (SELECT 1 FROM wf.definitions x WHERE x.definition_id OPERATOR(pg_catalog.=) d.definition_id) THEN
+            IF NOT EXISTS (SELECT 1 FROM wf.definitions x
+                           WHERE x.definition_id OPERATOR(pg_catalog.=) d.definition_id
+                             AND x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id
+                             AND x.name OPERATOR(pg_catalog.=) d.name
+                             AND x.version OPERATOR(pg_catalog.=) d.version
+                             AND x.digest OPERATOR(pg_catalog.=) d.digest) THEN
+                RAISE EXCEPTION 'cannot import partition %: definition_id % is taken on shard "%"', p, d.definition_id, me
+                    USING ERRCODE = 'unique_violation',
+                          HINT = 'Give every shard its own id range with wf.set_id_block(block) before it takes tenants.';
+            END IF;
+            CONTINUE;
+        END IF;
+        IF EXISTS (SELECT 1 FROM wf.definitions x
+                   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.name OPERATOR(pg_catalog.=) d.name
+                     AND x.version OPERATOR(pg_catalog.=) d.version
+                     AND x.digest OPERATOR(pg_catalog.<>) d.digest) THEN
+            RAISE EXCEPTION 'cannot import partition %: definition "%" version % of tenant "%" differs on shard "%"',
+                p, d.name, d.version, d.tenant_id, me
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'The shards disagree on a publication; publish the definition on every shard alike.';
+        END IF;
+        -- the copy published here has no run (the tenant had none here)
+        PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+        DELETE FROM wf.definitions x
+        WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.name OPERATOR(pg_catalog.=) d.name
+          AND x.version OPERATOR(pg_catalog.=) d.version;
+        PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
+        INSERT INTO wf.definitions OVERRIDING SYSTEM VALUE
+            VALUES (d.definition_id, d.tenant_id, d.name, d.version, d.digest, d.spec, d.created_by, d.created_at);
+    END LOOP;
+    FOREACH t IN ARRAY wf._partition_tables() LOOP
+        CONTINUE WHEN t OPERATOR(pg_catalog.=) 'definitions';
+        EXECUTE pg_catalog.format(
+            'INSERT INTO wf.%I OVERRIDING SYSTEM VALUE '
+            'SELECT * FROM pg_catalog.jsonb_populate_recordset(NULL::wf.%I, $1) %s', t, t,
+            CASE WHEN t OPERATOR(pg_catalog.=) 'tenant_policies' THEN 'ON CONFLICT (tenant_id) DO NOTHING' ELSE '' END)
+            USING data OPERATOR(pg_catalog.->) t;
+    END LOOP;
+    -- the sequences go past every moved id
+    FOR t, c IN SELECT i.tab, i.col FROM wf._partition_ids() i LOOP
+        EXECUTE pg_catalog.format('SELECT pg_catalog.max(x.%I) FROM wf.%I x', c, t) INTO hi;
+        IF hi IS NOT NULL THEN
+            PERFORM pg_catalog.setval(pg_catalog.pg_get_serial_sequence('wf.' OPERATOR(pg_catalog.||) t, c), hi, true)
+            WHERE hi OPERATOR(pg_catalog.>) COALESCE(pg_catalog.pg_sequence_last_value(
+                      pg_catalog.pg_get_serial_sequence('wf.' OPERATOR(pg_catalog.||) t, c)::regclass), 0);
+        END IF;
+    END LOOP;
+    -- fences: every fence handed out here from now on is above every fence
+    -- the source handed out for the moved tasks, and the leases held there
+    -- are stale here (a new fence each, and the deadline now: the engine
+    -- worker takes the lease back and the task is delivered again)
+    hi := (data OPERATOR(pg_catalog.->>) 'fence')::bigint OPERATOR(pg_catalog.-) wf._fence_base();
+    IF hi OPERATOR(pg_catalog.>) 17592186044414 THEN
+        RAISE EXCEPTION 'cannot import partition %: its fences are beyond the timeline of shard "%"', p, me
+            USING ERRCODE = 'program_limit_exceeded',
+                  HINT = 'The source is on a later timeline than the target.';
+    END IF;
+    IF hi OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM pg_catalog.setval('wf.fence_seq', hi, true)
+        WHERE hi OPERATOR(pg_catalog.>) COALESCE(pg_catalog.pg_sequence_last_value('wf.fence_seq'::regclass), 0);
+    END IF;
+    UPDATE wf.tasks x
+    SET fence = wf._fence_base() OPERATOR(pg_catalog.+) pg_catalog.nextval('wf.fence_seq'),
+        lease_expires_at = LEAST(x.lease_expires_at, pg_catalog.clock_timestamp()),
+        deadline_at = LEAST(x.deadline_at, pg_catalog.clock_timestamp())
+    WHERE x.status OPERATOR(pg_catalog.=) 'leased'
+      AND wf.tenant_partition(x.tenant_id, n) OPERATOR(pg_catalog.=) p;
+    -- every moved run verifies here
+    FOR r IN SELECT x.tenant_id, x.run_id FROM wf.runs x
+             WHERE wf.tenant_partition(x.tenant_id, n) OPERATOR(pg_catalog.=) p ORDER BY x.run_id LOOP
+        IF NOT wf._verify_moved_run(r.tenant_id, r.run_id) THEN
+            RAISE EXCEPTION 'cannot import partition %: run % of tenant "%" does not verify on shard "%"',
+                p, r.run_id, r.tenant_id, me
+                USING ERRCODE = 'data_corrupted',
+                      HINT = 'The warning before this error says what differs; nothing was imported.';
+        END IF;
+        runs := runs OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    -- and the partition is this shard's, in the same transaction
+    map := ARRAY(SELECT CASE WHEN m2.partition OPERATOR(pg_catalog.=) p THEN me ELSE m2.shard END
+                 FROM wfshard.partitions m2 ORDER BY m2.partition);
+    PERFORM wf.configure_shard(me, map);
+    RETURN runs;
+END
+$$;
+COMMENT ON FUNCTION wf.import_partition(integer, jsonb) IS
+'For superusers, on the target of a move: inserts what wf.export_partition returned, with its ids; fences above the source''s, leases held there made stale; verifies every run; then gives the partition to this shard. Returns the number of runs.';
+REVOKE ALL ON FUNCTION wf.import_partition(integer, jsonb) FROM PUBLIC;
+
+CREATE FUNCTION wf.drop_partition(p integer)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := wf._partition_check('drop_partition');
+    me text := (SELECT s.shard FROM wfshard.self s);
+    t text;
+    i integer;
+    k bigint;
+    total bigint := 0;
+BEGIN
+    IF p IS NULL OR p OPERATOR(pg_catalog.<) 0 OR p OPERATOR(pg_catalog.>=) n
+       OR (SELECT m.shard FROM wfshard.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
+          OPERATOR(pg_catalog.=) me THEN
+        RAISE EXCEPTION 'partition % is not given to another shard', p
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Only the rows of a partition that has moved away are dropped.';
+    END IF;
+    -- events and definitions are append-only for the API; this is no API
+    PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+    FOR i IN REVERSE pg_catalog.cardinality(wf._partition_tables())..1 LOOP
+        t := (wf._partition_tables())[i];
+        -- definitions are published on every shard: they stay
+        CONTINUE WHEN t OPERATOR(pg_catalog.=) 'definitions';
+        EXECUTE pg_catalog.format('DELETE FROM wf.%I x '
+            'WHERE wf.tenant_partition(x.tenant_id, $1) OPERATOR(pg_catalog.=) $2', t) USING n, p;
+        GET DIAGNOSTICS k = ROW_COUNT;
+        total := total OPERATOR(pg_catalog.+) k;
+    END LOOP;
+    PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
+    RETURN total;
+END
+$$;
+COMMENT ON FUNCTION wf.drop_partition(integer) IS
+'For superusers, on the source of a move once the target has the partition: deletes every row of its tenants (definitions stay); returns how many.';
+REVOKE ALL ON FUNCTION wf.drop_partition(integer) FROM PUBLIC;
+
+CREATE FUNCTION wf.set_id_block(block integer)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lo bigint;
+    t text;
+    c text;
+    seq text;
+    last bigint;
+BEGIN
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION 'permission denied for function wf.set_id_block'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF block IS NULL OR block OPERATOR(pg_catalog.<) 0 OR block OPERATOR(pg_catalog.>) 8388606 THEN
+        RAISE EXCEPTION 'id block % is out of range', block
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Blocks are 0 to 8388606, 2^40 ids each; give each shard its own.';
+    END IF;
+    lo := block::bigint OPERATOR(pg_catalog.*) 1099511627776;
+    FOR t, c IN SELECT i.tab, i.col FROM wf._partition_ids() i LOOP
+        seq := pg_catalog.pg_get_serial_sequence('wf.' OPERATOR(pg_catalog.||) t, c);
+        EXECUTE pg_catalog.format('SELECT pg_catalog.max(x.%I) FROM wf.%I x', c, t) INTO last;
+        IF last OPERATOR(pg_catalog.>=) (lo OPERATOR(pg_catalog.+) 1099511627776) THEN
+            RAISE EXCEPTION 'cannot use id block %: wf.%.% has ids up to %, beyond it', block, t, c, last
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        IF lo OPERATOR(pg_catalog.>) 0
+           AND COALESCE(pg_catalog.pg_sequence_last_value(seq::regclass), 0) OPERATOR(pg_catalog.<) lo THEN
+            PERFORM pg_catalog.setval(seq, lo, true);
+        END IF;
+    END LOOP;
+    RETURN lo OPERATOR(pg_catalog.+) 1;
+END
+$$;
+COMMENT ON FUNCTION wf.set_id_block(integer) IS
+'For superusers, on each shard once: the engine''s ids (tasks, timers, approvals, signals, definitions, ...) come from block * 2^40 + 1 on, so that no two shards hand out the same id and partitions can move between them; returns the first id.';
+REVOKE ALL ON FUNCTION wf.set_id_block(integer) FROM PUBLIC;

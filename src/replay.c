@@ -32,6 +32,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
@@ -557,6 +558,44 @@ wfengine_verify_run(PG_FUNCTION_ARGS)
 	WfApiBegin();
 	ok = verify_run(run_id, NULL);
 	WfApiEnd();
+	PG_RETURN_BOOL(ok);
+}
+
+PG_FUNCTION_INFO_V1(wfengine_verify_moved_run);
+
+/*
+ * wfengine_verify_moved_run is wf._verify_moved_run(tenant, run), for
+ * superusers: wf.verify_run(run) as the tenant would call it, which
+ * wf.import_partition runs on every run it brought in (a superuser's own
+ * tenant is "default", so wf.verify_run would not find them).  The tenant
+ * is acted for as the engine acts for a run's tenant (WfActForTenant), and
+ * restored however the check ends.
+ */
+Datum
+wfengine_verify_moved_run(PG_FUNCTION_ARGS)
+{
+	char	   *tenant = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	pg_uuid_t  *run_id = PG_GETARG_UUID_P(1);
+	const char *old;
+	bool		ok = false;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function wf._verify_moved_run"),
+				 errhint("Only a superuser verifies the runs of another tenant; a tenant calls wf.verify_run(run).")));
+	old = WfActForTenant(tenant);
+	PG_TRY();
+	{
+		WfApiBegin();
+		ok = verify_run(run_id, NULL);
+		WfApiEnd();
+	}
+	PG_FINALLY();
+	{
+		(void) WfActForTenant(old);
+	}
+	PG_END_TRY();
 	PG_RETURN_BOOL(ok);
 }
 

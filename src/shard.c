@@ -288,6 +288,40 @@ WfShardCheckTenant(const char *tenant)
 						 shard_owner[part])));
 }
 
+/*
+ * WfShardTenantElsewhere returns true when the shard map gives tenant's
+ * partition to another shard: the engine worker (timer.c) leaves that
+ * tenant's timers and deadlines alone, since its runs are being moved to
+ * another shard or have been (docs/scale-out.md, "Moving a partition").
+ * Unlike WfShardCheckTenant it holds for superusers too.  Called inside
+ * SPI (shard_load nests a connection of its own).
+ */
+bool
+WfShardTenantElsewhere(const char *tenant)
+{
+	if (shard_state == WF_SHARD_OFF)
+		return false;
+	if (shard_state == WF_SHARD_UNKNOWN)
+		shard_load();
+	if (shard_state != WF_SHARD_ON)
+		return false;
+	return strcmp(shard_owner[WfShardPartition(tenant, shard_partitions)], shard_self) != 0;
+}
+
+PG_FUNCTION_INFO_V1(wfengine_fence_base);
+
+/*
+ * wfengine_fence_base is wf._fence_base(): the high bits of the fences
+ * this server hands out now (WfFenceBase), for wf.import_partition, which
+ * sets wf.fence_seq so that every fence the target hands out for a moved
+ * task is above the fences the source handed out for it.
+ */
+Datum
+wfengine_fence_base(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(WfFenceBase());
+}
+
 PG_FUNCTION_INFO_V1(wfengine_shard_map_changed);
 
 /*

@@ -18,5 +18,6 @@ extern int	WfShardPartition(const char *tenant, int partitions);
 extern void WfShardAllowAnyTenant(void);
 extern void WfShardXactEnd(void);
 extern void WfShardCheckTenant(const char *tenant);
+extern bool WfShardTenantElsewhere(const char *tenant);
 
 #endif							/* WF_SHARD_H */

@@ -56,6 +56,7 @@
 #include "notify.h"
 #include "quota.h"
 #include "runstore.h"
+#include "shard.h"
 #include "spi_util.h"
 #include "state.h"
 #include "timer.h"
@@ -140,6 +141,11 @@ enum
 
 /* how long a timer whose handling failed waits before the next try */
 #define WF_TIMER_ERROR_DELAY (10 * USECS_PER_SEC)
+/* how soon the worker looks again at due items of a moving partition */
+#define WF_TIMER_SKIP_DELAY (1 * USECS_PER_SEC)
+
+/* due items this tick left to another shard (WfShardTenantElsewhere) */
+static int	timer_skipped = 0;
 
 /* the actor of events the engine causes by itself */
 #define WF_SYSTEM_ACTOR "wfengine"
@@ -201,6 +207,12 @@ fire_batch(int due_plan,
 		char	   *failure = NULL;
 
 		CHECK_FOR_INTERRUPTS();
+		/* a tenant of a partition moved (or moving) to another shard */
+		if (WfShardTenantElsewhere(tenants[i]))
+		{
+			timer_skipped++;
+			continue;
+		}
 		(void) WfTakeTimerRefusal();
 		if (WfTryInSubxact(fire_item, &a, &failure))
 			continue;
@@ -388,6 +400,7 @@ WfTimerTick(int max_fire, TimestampTz *next_due)
 	Datum		d;
 
 	WfApiBegin();
+	timer_skipped = 0;
 	handled = fire_batch(PLAN_TIMERS_DUE, fire_timer, put_off_timer,
 						 "timer", max_fire, now);
 	handled += fire_batch(PLAN_DEADLINES_DUE, fire_deadline, put_off_deadline,
@@ -396,6 +409,9 @@ WfTimerTick(int max_fire, TimestampTz *next_due)
 	WfPlanExec(&WfTimerPlans, PLAN_NEXT_DUE, NULL, NULL, true, 1, SPI_OK_SELECT);
 	d = WfGetDatum(0, 1, &isnull);
 	*next_due = isnull ? 0 : DatumGetTimestampTz(d);
+	/* items of a moving partition stay due: look again in a second, not at once */
+	if (timer_skipped > 0 && (*next_due == 0 || *next_due < now + WF_TIMER_SKIP_DELAY))
+		*next_due = now + WF_TIMER_SKIP_DELAY;
 
 	WfApiEnd();
 	return handled;
