@@ -177,7 +177,8 @@ fire_item(void *arg)
  * fire_batch reads up to max due items with due_plan and hands each to
  * handler in its own subtransaction.  An item whose handling fails is
  * logged and put off for WF_TIMER_ERROR_DELAY with error_plan; the others
- * go on.  Returns how many items it handled.
+ * go on.  Returns how many items it handled (not those it left to
+ * another shard).
  */
 static int
 fire_batch(int due_plan,
@@ -190,6 +191,7 @@ fire_batch(int due_plan,
 	uint64		i;
 	int64	   *ids;
 	char	  **tenants;
+	uint64		skipped = 0;
 
 	values[0] = TimestampTzGetDatum(now);
 	values[1] = Int64GetDatum((int64) max);
@@ -211,6 +213,7 @@ fire_batch(int due_plan,
 		if (WfShardTenantElsewhere(tenants[i]))
 		{
 			timer_skipped++;
+			skipped++;
 			continue;
 		}
 		(void) WfTakeTimerRefusal();
@@ -221,7 +224,8 @@ fire_batch(int due_plan,
 				 errhint("It is tried again in 10 seconds.")));
 		put_off(ids[i], now + WF_TIMER_ERROR_DELAY, failure);
 	}
-	return (int) n;
+	/* items left to another shard are not handled: a batch of them is not full */
+	return (int) (n - skipped);
 }
 
 /*
