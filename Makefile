@@ -123,6 +123,7 @@ REGRESS = \
 	390_batches \
 	390_metrics \
 	395_claim_any \
+	396_id_block \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.
