@@ -20,6 +20,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;
 
 # the router needs PL/Proxy (Debian's postgresql-15-plproxy, test/scripts/deps.sh)
 my $sharedir = `pg_config --sharedir`;
@@ -28,36 +31,10 @@ plan skip_all => "PL/Proxy is not installed ($sharedir/extension/plproxy.control
   unless -f "$sharedir/extension/plproxy.control";
 
 my $db = 'wf';
-my %shard;    # name -> node
-for my $name (qw(s1 s2 s3))
-{
-	my $node = PostgreSQL::Test::Cluster->new("wf_shard_$name");
-	$node->init;
-	$node->append_conf(
-		'postgresql.conf', qq(
-shared_preload_libraries = 'wfengine,pg_cron'
-cron.database_name = 'postgres'
-wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd'
-));
-	$node->start;
-	$node->safe_psql('postgres', "CREATE DATABASE $db");
-	$node->safe_psql($db, 'CREATE EXTENSION wfengine');
-	$shard{$name} = $node;
-}
+my ($shardref, $router) = wf_shards(prefix => 'wf_shard', db => $db);
+my %shard = %$shardref;    # name -> node
 my @shards = sort keys %shard;
-
-my $router = PostgreSQL::Test::Cluster->new('wf_router');
-$router->init;
-$router->start;
-$router->safe_psql('postgres', "CREATE DATABASE wfengine_router");
-$router->safe_psql('wfengine_router', 'CREATE EXTENSION wfengine_router CASCADE');
-
-# the router's shards: 64 partitions dealt out in turn
-my $shards_json = join(', ',
-	map { sprintf('"%s": "host=%s port=%d dbname=%s"', $_, $shard{$_}->host, $shard{$_}->port, $db) }
-	  @shards);
-is($router->safe_psql('wfengine_router', "SELECT wfrouter.configure('{$shards_json}', 64)"),
-	'3', 'the router has three shards');
+pass('the router has three shards');
 my $map = $router->safe_psql('wfengine_router', 'SELECT wfrouter.shard_map()');
 for my $name (@shards)
 {

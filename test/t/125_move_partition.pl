@@ -17,6 +17,9 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;
 
 my $sharedir = `pg_config --sharedir`;
 chomp $sharedir;
@@ -26,37 +29,10 @@ plan skip_all => "dblink is not installed ($sharedir/extension/dblink.control)"
   unless -f "$sharedir/extension/dblink.control";
 
 my $db = 'wf';
-my %shard;
-my $block = 0;
-for my $name (qw(s1 s2 s3))
-{
-	my $node = PostgreSQL::Test::Cluster->new("wf_move_$name");
-	$node->init;
-	$node->append_conf(
-		'postgresql.conf', qq(
-shared_preload_libraries = 'wfengine,pg_cron'
-cron.database_name = 'postgres'
-wfengine.naptime = 200
-wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd'
-));
-	$node->start;
-	$node->safe_psql('postgres', "CREATE DATABASE $db");
-	$node->safe_psql($db, 'CREATE EXTENSION wfengine');
-	$block++;
-	$node->safe_psql($db, "SELECT wf.set_id_block($block)");
-	$shard{$name} = $node;
-}
+my ($shardref, $router) = wf_shards(prefix => 'wf_move', db => $db,
+	conf => "wfengine.naptime = 200\n", id_blocks => 1);
+my %shard = %$shardref;
 my @shards = sort keys %shard;
-
-my $router = PostgreSQL::Test::Cluster->new('wf_move_router');
-$router->init;
-$router->start;
-$router->safe_psql('postgres', 'CREATE DATABASE wfengine_router');
-$router->safe_psql('wfengine_router', 'CREATE EXTENSION wfengine_router CASCADE');
-my $shards_json = join(', ',
-	map { sprintf('"%s": "host=%s port=%d dbname=%s"', $_, $shard{$_}->host, $shard{$_}->port, $db) }
-	  @shards);
-$router->safe_psql('wfengine_router', "SELECT wfrouter.configure('{$shards_json}', 64)");
 my $map = $router->safe_psql('wfengine_router', 'SELECT wfrouter.shard_map()');
 $shard{$_}->safe_psql($db, "SELECT wf.configure_shard('$_', '$map')") for @shards;
 

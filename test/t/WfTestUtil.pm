@@ -9,7 +9,7 @@ use strict;
 use warnings;
 use Exporter 'import';
 
-our @EXPORT = qw(server_children);
+our @EXPORT = qw(server_children wf_shards);
 
 # server_children(PPID): the pids of the processes whose parent is PPID
 # (the server's processes other than the postmaster), read from /proc, so
@@ -28,6 +28,51 @@ sub server_children
 	}
 	closedir $dh;
 	return @kids;
+}
+
+# wf_shards(prefix => P, db => DB, conf => EXTRA, id_blocks => 0|1): three
+# shard clusters s1, s2, s3 (wfengine and pg_cron preloaded, EXTRA appended
+# to postgresql.conf, database DB with the extension; with id_blocks, shard
+# n takes id block n) and a router cluster with database wfengine_router and
+# the extension wfengine_router, configured with the three shards and 64
+# partitions.  Returns (\%shard (name -> node), $router).
+sub wf_shards
+{
+	my (%o) = @_;
+	my $db = $o{db} // 'wf';
+	my %shard;
+	my $block = 0;
+	for my $name (qw(s1 s2 s3))
+	{
+		my $node = PostgreSQL::Test::Cluster->new("$o{prefix}_$name");
+		$node->init;
+		$node->append_conf(
+			'postgresql.conf', qq(
+shared_preload_libraries = 'wfengine,pg_cron'
+cron.database_name = 'postgres'
+wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd'
+) . ($o{conf} // ''));
+		$node->start;
+		$node->safe_psql('postgres', "CREATE DATABASE $db");
+		$node->safe_psql($db, 'CREATE EXTENSION wfengine');
+		if ($o{id_blocks})
+		{
+			$block++;
+			$node->safe_psql($db, "SELECT wf.set_id_block($block)");
+		}
+		$shard{$name} = $node;
+	}
+	my $router = PostgreSQL::Test::Cluster->new("$o{prefix}_router");
+	$router->init;
+	$router->start;
+	$router->safe_psql('postgres', 'CREATE DATABASE wfengine_router');
+	$router->safe_psql('wfengine_router', 'CREATE EXTENSION wfengine_router CASCADE');
+	my $shards_json = join(', ',
+		map { sprintf('"%s": "host=%s port=%d dbname=%s"', $_, $shard{$_}->host, $shard{$_}->port, $db) }
+		  sort keys %shard);
+	my $n = $router->safe_psql('wfengine_router', "SELECT wfrouter.configure('{$shards_json}', 64)");
+	die "the router has $n shards, not 3" unless $n eq '3';
+	return (\%shard, $router);
 }
 
 1;
