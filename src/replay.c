@@ -744,3 +744,17 @@ wfengine_chain_heads(PG_FUNCTION_ARGS)
 	WfApiEnd();
 	return (Datum) 0;
 }
+
+PG_FUNCTION_INFO_V1(wfengine_fence_base);
+
+/*
+ * wfengine_fence_base is wf._fence_base(): the high bits of the fences
+ * this server hands out now (WfFenceBase), for wf.import_partition, which
+ * sets wf.fence_seq so that every fence the target hands out for a moved
+ * task is above the fences the source handed out for it.
+ */
+Datum
+wfengine_fence_base(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(WfFenceBase());
+}

@@ -46,7 +46,6 @@
 #include "utils/rel.h"
 
 #include "shard.h"
-#include "spi_util.h"
 #include "wfengine.h"
 
 /* the most partitions a map may have (wf.configure_shard checks it too) */
@@ -78,7 +77,6 @@ static const char *const shard_read_sql =
 
 /* forward declarations */
 static void shard_invalidate(Datum arg, Oid relid);
-static void shard_reset(void);
 static void shard_forget(void);
 static void shard_load(void);
 
@@ -116,11 +114,12 @@ shard_invalidate(Datum arg, Oid relid)
 }
 
 /*
- * shard_reset is the plan cache's reset callback (another install or
- * version of the extension): the tables may be new ones.
+ * WfShardReset is the plan cache's reset callback (another install or
+ * version of the extension: the tables may be new ones), registered by
+ * _PG_init.
  */
-static void
-shard_reset(void)
+void
+WfShardReset(void)
 {
 	shard_state = WF_SHARD_UNKNOWN;
 	shard_map_relid = InvalidOid;
@@ -128,7 +127,8 @@ shard_reset(void)
 }
 
 /*
- * WfShardInit registers the callbacks; called from _PG_init.
+ * WfShardInit registers the relcache callback; called from _PG_init, which
+ * also registers WfShardReset with the plan cache.
  */
 void
 WfShardInit(void)
@@ -136,7 +136,6 @@ WfShardInit(void)
 	if (shard_callback)
 		return;
 	CacheRegisterRelcacheCallback(shard_invalidate, (Datum) 0);
-	WfRegisterResetCallback(shard_reset);
 	shard_callback = true;
 }
 
@@ -306,20 +305,6 @@ WfShardTenantElsewhere(const char *tenant)
 	if (shard_state != WF_SHARD_ON)
 		return false;
 	return strcmp(shard_owner[WfShardPartition(tenant, shard_partitions)], shard_self) != 0;
-}
-
-PG_FUNCTION_INFO_V1(wfengine_fence_base);
-
-/*
- * wfengine_fence_base is wf._fence_base(): the high bits of the fences
- * this server hands out now (WfFenceBase), for wf.import_partition, which
- * sets wf.fence_seq so that every fence the target hands out for a moved
- * task is above the fences the source handed out for it.
- */
-Datum
-wfengine_fence_base(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT64(WfFenceBase());
 }
 
 PG_FUNCTION_INFO_V1(wfengine_shard_map_changed);

@@ -14,6 +14,7 @@
 #define WF_SHARD_H
 
 extern void WfShardInit(void);
+extern void WfShardReset(void);
 extern int	WfShardPartition(const char *tenant, int partitions);
 extern void WfShardAllowAnyTenant(void);
 extern void WfShardXactEnd(void);

@@ -160,6 +160,7 @@ _PG_init(void)
 	WfNotifyInit();
 	WfTenantInit();
 	WfShardInit();
+	WfRegisterResetCallback(WfShardReset);
 	WfVersionInit();
 	if (wf_preloaded)
 	{
