@@ -77,16 +77,17 @@ static const WfPlanSpec step_children_plan_specs[] = {
 	},
 	[PLAN_EXPLAIN_CHILDREN] = {
 		"explain_children",
-		/* $1: the step's entry of $.children in the context */
+		/* $1: the step's entry of $.children in the context; $2 the tenant */
 		"SELECT pg_catalog.jsonb_build_object("
 		" 'runs', (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('run_id', c.run_id,"
 		"   'definition', c.definition_name, 'status', c.status, 'step', c.current_step)"
 		"   ORDER BY c.created_at, c.run_id)"
 		"  FROM wf.runs c WHERE c.run_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-		"   SELECT pg_catalog.jsonb_array_elements_text($1 OPERATOR(pg_catalog.->) 'runs')::pg_catalog.uuid))),"
+		"   SELECT pg_catalog.jsonb_array_elements_text($1 OPERATOR(pg_catalog.->) 'runs')::pg_catalog.uuid))"
+		"   AND c.tenant_id OPERATOR(pg_catalog.=) $2),"
 		" 'join', $1 OPERATOR(pg_catalog.->) 'join',"
 		" 'completed', $1 OPERATOR(pg_catalog.->) 'completed')",
-		1, {JSONBOID}
+		2, {JSONBOID, TEXTOID}
 	},
 };
 
@@ -477,7 +478,7 @@ static void
 children_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
 {
 	Jsonb	   *children;
-	Datum		values[1];
+	Datum		values[2];
 
 	if (WfExplainLiveTask(run, ex) || WfExplainWaitTimer(run, ex))
 		return;
@@ -485,6 +486,7 @@ children_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
 	if (children == NULL)
 		return;
 	values[0] = JsonbPGetDatum(children);
+	values[1] = CStringGetTextDatum(run->tenant_id);
 	(void) WfPlanExec(&WfStepChildrenPlans, PLAN_EXPLAIN_CHILDREN, values, NULL, true, 1,
 					  SPI_OK_SELECT);
 	ex->waiting = "children";
