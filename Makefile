@@ -60,6 +60,7 @@ OBJS = \
 	src/replay.o \
 	src/approval_api.o \
 	src/shmem.o \
+	src/claimfloor.o \
 	src/metrics.o \
 	src/notify.o \
 	src/schedule.o \

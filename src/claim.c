@@ -33,6 +33,13 @@
  * deliveries), and the event that accepts a result names the lease that
  * produced it.
  *
+ * The claim floor.  A queue of one priority is claimed by "claim_floor",
+ * the same statement reading the claim index from the queue's claim floor
+ * (the least (available_at, task_id) its last claim took) on, so that it
+ * does not walk over the entries of the attempts claimed before, which no
+ * vacuum can remove while some snapshot still sees them; claim_queue asks
+ * claimfloor.c which statement to run and tells it what was claimed.
+ *
  * Sealed values.  A worker in wfengine_sensitive gets the task input with
  * its envelopes opened.  An envelope that does not open (changed, or
  * malformed) fails only its own task: that attempt is failed at once,
@@ -100,6 +107,7 @@
 #include "api.h"
 #include "argcheck.h"
 #include "claim.h"
+#include "claimfloor.h"
 #include "guc.h"
 #include "metrics.h"
 #include "notify.h"
@@ -118,6 +126,7 @@ PG_FUNCTION_INFO_V1(wfengine_claim_tasks_any);
 enum
 {
 	PLAN_CLAIM = 0,
+	PLAN_CLAIM_FLOOR,
 	PLAN_CLAIM_TASK,
 	PLAN_NEXT_AVAILABLE
 };
@@ -139,7 +148,8 @@ enum
 	"   $5 OPERATOR(pg_catalog.+) t.heartbeat_timeout)"
 #define CLAIM_RETURNING \
 	" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key," \
-	"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at"
+	"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at," \
+	"  t.priority, t.available_at"
 
 static const WfPlanSpec claim_plan_specs[] = {
 	[PLAN_CLAIM] = {
@@ -162,6 +172,30 @@ static const WfPlanSpec claim_plan_specs[] = {
 		"  FOR UPDATE SKIP LOCKED))"
 		CLAIM_RETURNING,
 		7, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID},
+		true
+	},
+	[PLAN_CLAIM_FLOOR] = {
+		"claim_floor",
+		/*
+		 * "claim" for a queue of one priority ($8), reading the claim index
+		 * from the queue's claim floor ($9, $10) on (see claimfloor.c): the
+		 * index range starts there, so the entries of attempts claimed
+		 * before it are never visited.
+		 */
+		CLAIM_LEASE
+		" WHERE t.task_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"  SELECT c.task_id FROM wf.tasks c"
+		"  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
+		"   AND c.status OPERATOR(pg_catalog.=) 'ready'"
+		"   AND c.priority OPERATOR(pg_catalog.=) $8"
+		"   AND (c.available_at, c.task_id) OPERATOR(pg_catalog.>=) ($9, $10)"
+		"   AND c.available_at OPERATOR(pg_catalog.<=) $5"
+		"  ORDER BY c.priority DESC, c.available_at, c.task_id"
+		"  LIMIT $3"
+		"  FOR UPDATE SKIP LOCKED))"
+		CLAIM_RETURNING,
+		10, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID,
+		INT4OID, TIMESTAMPTZOID, INT8OID},
 		true
 	},
 	[PLAN_CLAIM_TASK] = {
@@ -198,6 +232,8 @@ WfPlanTable WfClaimPlans = WF_PLAN_TABLE("claim", claim_plan_specs);
 #define WF_CLAIM_TASK_COLUMN 0	/* t.task_id, in the order of PLAN_CLAIM */
 #define WF_CLAIM_FENCE_COLUMN 4	/* t.fence */
 #define WF_CLAIM_INPUT_COLUMN 6	/* t.input */
+#define WF_CLAIM_PRIORITY_ATTNO 13	/* t.priority, after deadline_at */
+#define WF_CLAIM_AVAILABLE_ATTNO 14 /* t.available_at */
 #define WF_MAX_LEASE ((int64) 7 * USECS_PER_DAY)
 
 /* the longest wait of one claim */
@@ -214,6 +250,8 @@ static uint32 claim_wait_event = 0;
 static int64 claim_wait_us(FunctionCallInfo fcinfo);
 static TimestampTz claim_next_wake(Datum tenant, Datum queue, TimestampTz now);
 static uint32 claim_wait_event_info(void);
+static uint64 claim_queue(Datum *values, const char *queue);
+static void claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n);
 
 /*
  * claim_wait_us validates the wait argument of wf.claim_tasks (the fifth;
@@ -277,6 +315,81 @@ claim_wait_event_info(void)
 }
 
 /*
+ * claim_queue runs the claim of queue with values (the parameters of
+ * "claim": tenant, queue, max_tasks, worker, now, lease, fence base) and
+ * returns the number of attempts it leased, in SPI_tuptable.  It reads
+ * the claim index from the queue's claim floor when claimfloor.c says it
+ * may ("claim_floor"), and from the start of the queue otherwise or when
+ * that finds nothing; either teaches the floor what it found.
+ */
+static uint64
+claim_queue(Datum *values, const char *queue)
+{
+	TimestampTz now = DatumGetTimestampTz(values[4]);
+	int			wanted = (int) DatumGetInt64(values[2]);
+	WfClaimFloor cf;
+	uint64		n;
+
+	WfClaimFloorPlan(WfCurrentTenant(), queue, now, &cf);
+	if (cf.use_floor)
+	{
+		Datum		fv[10];
+
+		memcpy(fv, values, sizeof(Datum) * 7);
+		fv[7] = Int32GetDatum(cf.priority);
+		fv[8] = TimestampTzGetDatum(cf.floor_at);
+		fv[9] = Int64GetDatum(cf.floor_task);
+		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM_FLOOR, fv, NULL, false, 0,
+					   SPI_OK_UPDATE_RETURNING);
+		if (n > 0)
+		{
+			claim_learn(&cf, now, wanted, n);
+			return n;
+		}
+		/* nothing from the floor on: from the start, which may find more */
+		SPI_freetuptable(SPI_tuptable);
+		cf.use_floor = false;
+	}
+	n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	claim_learn(&cf, now, wanted, n);
+	return n;
+}
+
+/*
+ * claim_learn tells the claim floor of cf what the n attempts in
+ * SPI_tuptable that a claim at now leased of the wanted were: their
+ * priorities and the least (available_at, task_id).
+ */
+static void
+claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n)
+{
+	bool		uniform = true;
+	int32		priority = 0;
+	TimestampTz least_at = DT_NOEND;
+	int64		least_task = PG_INT64_MAX;
+	uint64		i;
+
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		int32		p = DatumGetInt32(WfGetDatum(i, WF_CLAIM_PRIORITY_ATTNO, &isnull));
+		TimestampTz a = DatumGetTimestampTz(WfGetDatum(i, WF_CLAIM_AVAILABLE_ATTNO, &isnull));
+		int64		id = DatumGetInt64(WfGetDatum(i, WF_CLAIM_TASK_COLUMN + 1, &isnull));
+
+		if (i == 0)
+			priority = p;
+		else if (p != priority)
+			uniform = false;
+		if (a < least_at || (a == least_at && id < least_task))
+		{
+			least_at = a;
+			least_task = id;
+		}
+	}
+	WfClaimFloorLearn(cf, now, wanted, (int) n, uniform, priority, least_at, least_task);
+}
+
+/*
  * claim_within_limit claims for a tenant whose policy limits the tasks in
  * flight per queue (see quota.c): at most the room WfClaimRoom leaves.
  * A claim that may wait makes each try in a subtransaction, so that a try
@@ -300,7 +413,7 @@ claim_within_limit(Datum *values, const char *queue, int32 max_tasks, bool may_w
 		if (room == 0)
 			return 0;
 		values[2] = Int64GetDatum((int64) room);
-		return WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		return claim_queue(values, queue);
 	}
 
 	/* an error propagates and aborts the subtransaction with the transaction */
@@ -311,7 +424,7 @@ claim_within_limit(Datum *values, const char *queue, int32 max_tasks, bool may_w
 	if (room > 0)
 	{
 		values[2] = Int64GetDatum((int64) room);
-		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		n = claim_queue(values, queue);
 	}
 	if (n > 0)
 		ReleaseCurrentSubTransaction();
@@ -616,7 +729,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 		now = GetCurrentTimestamp();
 		values[4] = TimestampTzGetDatum(now);
 		if (!limited)
-			n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+			n = claim_queue(values, req.queue);
 		else
 			n = claim_within_limit(values, req.queue, req.max_tasks, req.wait_us > 0,
 								   &held_back);
@@ -801,8 +914,7 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 			values[1] = CStringGetTextDatum(queues[i]);
 			values[2] = Int64GetDatum((int64) want);
 			if (!limited)
-				n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0,
-							   SPI_OK_UPDATE_RETURNING);
+				n = claim_queue(values, queues[i]);
 			else
 				n = claim_within_limit(values, queues[i], want, req.wait_us > 0, &held);
 			held_back |= held;
@@ -893,8 +1005,7 @@ WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req, int64 continuation,
 	if (want > 0)
 	{
 		values[2] = Int64GetDatum((int64) want);
-		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0,
-					   SPI_OK_UPDATE_RETURNING);
+		n = claim_queue(values, req->queue);
 		put += hand_out(rsinfo, n, nlead, lead, lead_nulls);
 	}
 	WfCount(WF_CNT_CLAIM_CALLS, 1);

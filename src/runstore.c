@@ -41,6 +41,7 @@
 #include "utils/uuid.h"
 
 #include "api.h"
+#include "claimfloor.h"
 #include "metrics.h"
 #include "notify.h"
 #include "quota.h"
@@ -482,12 +483,14 @@ WfTransitionWrite(WfTransition *tr)
 /*
  * note_new_task asks for the commit-time signals of a new task attempt:
  * waiting claimers of its queue, and the engine worker when the attempt
- * has a schedule-to-start deadline.
+ * has a schedule-to-start deadline; and tells the queue's claim floor.
  */
 static void
 note_new_task(WfTransition *tr)
 {
 	WfNoteTaskReady(tr->run->tenant_id, tr->task.queue);
+	WfClaimFloorNoteTask(tr->run->tenant_id, tr->task.queue, tr->task.priority,
+						 tr->task.available_at, tr->task.task_id);
 	if (tr->task.schedule_to_start > 0)
 		WfNoteTimer(tr->task.available_at + tr->task.schedule_to_start);
 }

@@ -23,8 +23,9 @@
  * launcher, the engine worker, the DDL guard and the commit-time wake-ups
  * read and write them under that lock through the helpers below.
  *
- * The engine counters and histograms (metrics.c) are a struct of their
- * own, sized and created here too.
+ * The engine counters and histograms (metrics.c) and the queues' claim
+ * floors (claimfloor.c) are structs of their own, sized and created here
+ * too.
  *
  * All of this exists only when the library is preloaded; without it
  * WfShmem and WfWorkers stay NULL and every user of them falls back to
@@ -45,6 +46,7 @@
 #include "storage/shmem.h"
 #include "utils/wait_event.h"
 
+#include "claimfloor.h"
 #include "metrics.h"
 #include "shmem.h"
 
@@ -79,6 +81,7 @@ wf_shmem_request(void)
 	RequestAddinShmemSpace(MAXALIGN(sizeof(WfShmemState)));
 	RequestAddinShmemSpace(MAXALIGN(sizeof(WfWorkerShared)));
 	RequestAddinShmemSpace(WfMetricsShmemSize());
+	RequestAddinShmemSpace(WfClaimFloorShmemSize());
 	RequestNamedLWLockTranche("wfengine", 1);
 }
 
@@ -127,6 +130,13 @@ wf_shmem_startup(void)
 		pg_atomic_init_u64(&WfWorkers->launcher_scans, 0);
 		pg_atomic_init_u64(&WfWorkers->launcher_starts, 0);
 		pg_atomic_init_u64(&WfWorkers->creations, 0);
+	}
+	/* the queues' claim floors (claimfloor.c) */
+	{
+		void	   *floors = ShmemInitStruct("wfengine claim floors",
+											 WfClaimFloorShmemSize(), &found);
+
+		WfClaimFloorShmemInit(floors, found);
 	}
 	/* the engine counters (metrics.c), and their file of the last shutdown */
 	WfMetricsShmemStartup();

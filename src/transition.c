@@ -36,6 +36,7 @@
 #include "utils/numeric.h"
 #include "utils/uuid.h"
 
+#include "claimfloor.h"
 #include "crypto.h"
 #include "defcompile.h"
 #include "definition.h"
@@ -1033,6 +1034,7 @@ expire_lease(WfTransition *tr, const WfStepDef *sd, int idx, WfTaskDeadline *dl)
 		values[2] = Int32GetDatum(expirations);
 		WfPlanExec(&WfTransitionPlans, PLAN_TASK_REQUEUE, values, NULL, false, 0, SPI_OK_UPDATE);
 		WfNoteTaskReady(tr->run->tenant_id, sd->queue);
+		WfClaimFloorRescan(tr->run->tenant_id, sd->queue);
 	}
 }
 
