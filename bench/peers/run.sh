@@ -40,6 +40,10 @@
 #   BENCH_PEERS_GW_JOBS  jobs graphile-worker drains per cell (default
 #                        2,000 per second of BENCH_PEERS_SECONDS)
 #   BENCH_PEERS_INSTALL  0 = do not build and install wfengine first
+#   BENCH_PEERS_HELD     SECONDS: the held-snapshot comparison instead of the
+#                        rounds (see held_windows below); its cells are
+#                        BENCH_PEERS_HELD_CELLS (default ceil_step_2call
+#                        wf_step20 gw_perjob)
 #   BENCH_PEERS_DB       database name prefix (default peers)
 #   PGMQ_SQL, ABSURD_SQL the SQL of pgmq (pgmq-extension/sql/pgmq.sql) and
 #                        Absurd (sql/absurd.sql); not vendored; their cells
@@ -277,6 +281,88 @@ run_cell() {
 	esac
 	printf '%s\t%s\t%s\t%s\t%s\n' "$value" "$tps" "$xacts" "$secs" "$note"
 }
+
+# ---------------------------------------------------------------------------
+# BENCH_PEERS_HELD=SECONDS: instead of the rounds, each of BENCH_PEERS_HELD_CELLS
+# (default: the floor's two-call step, wf_step20, gw_perjob) runs for SECONDS
+# twice, first alone, then while another session of its database holds a
+# REPEATABLE READ snapshot open (so that no dead row version of the run can
+# be removed); its rate in 10 s windows is printed for both.  pgbench cells:
+# pgbench's progress lines (scripts per second); graphile-worker: the jobs
+# that left its table in each window.  Issue 13's "no collapse".
+# ---------------------------------------------------------------------------
+held_windows() {
+	# held_windows CELL SECONDS HOLD(0|1): prints the 10 s rates, space-separated
+	local cell=$1 secs=$2 hold=$3 db=${C_DB[$1]} setup=${C_SETUP[$1]} script=${C_SCRIPT[$1]}
+	local opts=${C_OPTS[$1]} per=${C_PER[$1]} holder="" file v out w n0 n1 jobs
+	local -a psqlvars=(-v n1=0 -v n20=0 -v small=0 -v noav=0 -v freeze=0)
+	if [[ $setup != - ]]; then
+		file=${setup%%:*}
+		IFS=, read -r -a vars <<<"${setup#*:}"
+		for v in "${vars[@]}"; do
+			# enough supply for the whole run: 20-step runs, and the floor's
+			case $v in
+			n20=*) v="n20=$((secs * 150))" ;;
+			esac
+			psqlvars+=(-v "$v")
+		done
+		qdb "$db" "${psqlvars[@]}" -f "$PEERS_DIR/$file" >>"$RAW" 2>&1 || { echo "set-up failed"; return; }
+	fi
+	hold_snapshot() {
+		"${PSQL[@]}" -d "${DBP}_$db" -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
+			-c "SELECT count(*) FROM pg_class" -c "SELECT pg_sleep($secs + 30)" -c "COMMIT" >/dev/null 2>&1 &
+		holder=$!
+		sleep 1
+	}
+	if [[ ${C_RATE[$cell]} == node ]]; then
+		jobs=$((secs * 2500))
+		(cd "$PEERS_DIR" && PGDATABASE="${DBP}_$db" node "${script%%:*}" "${script#*:}" "$jobs" "$CLIENTS" "$secs" >>"$RAW" 2>&1) &
+		local drv=$!
+		# wait for the bulk enqueue to end (the jobs table stops growing)
+		n0=-1
+		for w in $(seq 120); do
+			sleep 1
+			n1=$(qdb "$db" -c "SELECT count(*) FROM graphile_worker._private_jobs" 2>/dev/null || echo -1)
+			[[ $n1 -gt 0 ]] && break
+		done
+		if ((hold)); then hold_snapshot; fi
+		n0=$(qdb "$db" -c "SELECT count(*) FROM graphile_worker._private_jobs")
+		out=""
+		for ((w = 10; w <= secs; w += 10)); do
+			sleep 10
+			n1=$(qdb "$db" -c "SELECT count(*) FROM graphile_worker._private_jobs")
+			out="$out $(((n0 - n1) / 10))"
+			n0=$n1
+		done
+		pkill -P "$drv" node 2>/dev/null || true
+		kill "$drv" 2>/dev/null || true
+		wait "$drv" 2>/dev/null || true
+	else
+		if ((hold)); then hold_snapshot; fi
+		# shellcheck disable=SC2086 # opts are pgbench options, split on purpose
+		out=$(pgbench -n $opts -c "$CLIENTS" -j "$THREADS" -T "$secs" -P 10 -f "$PEERS_DIR/$script" "${DBP}_$db" 2>&1 |
+			tee -a "$RAW" | awk -v p="${per/-/1}" '/^progress:/ { printf " %.0f", $4 * p }')
+	fi
+	if [[ -n $holder ]]; then
+		kill "$holder" 2>/dev/null || true
+		wait "$holder" 2>/dev/null || true
+	fi
+	echo "${out# }"
+}
+
+if [[ -n ${BENCH_PEERS_HELD:-} ]]; then
+	HELD_CELLS=(${BENCH_PEERS_HELD_CELLS:-ceil_step_2call wf_step20 gw_perjob})
+	{
+		echo "bench-peers, held snapshot: $(sed -n 's/^date: *//p' "$OUT/machine.txt"), git $(sed -n 's/^git: *//p' "$OUT/machine.txt"), ${BENCH_PEERS_HELD}s per cell, $CLIENTS clients, synchronous_commit = on"
+		echo "rates in 10 s windows (/s), first alone, then with a REPEATABLE READ snapshot held in the cell's database"
+	} | tee "$SUM"
+	for cell in "${HELD_CELLS[@]}"; do
+		[[ -n ${HAVE[${C_DB[$cell]}]:-} ]] || { echo "  $cell: not set up, skipped" | tee -a "$SUM"; continue; }
+		printf '  %-16s alone:         %s\n' "$cell" "$(held_windows "$cell" "$BENCH_PEERS_HELD" 0)" | tee -a "$SUM"
+		printf '  %-16s snapshot held: %s\n' "$cell" "$(held_windows "$cell" "$BENCH_PEERS_HELD" 1)" | tee -a "$SUM"
+	done
+	exit 0
+fi
 
 printf 'round\tcell\tdb\tunits_per_s\tpgbench_tps\tpgbench_xacts\tseconds\tnote\tended_at\n' >"$TSV"
 echo
