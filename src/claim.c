@@ -91,15 +91,18 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -251,7 +254,9 @@ static int64 claim_wait_us(FunctionCallInfo fcinfo);
 static TimestampTz claim_next_wake(Datum tenant, Datum queue, TimestampTz now);
 static uint32 claim_wait_event_info(void);
 static uint64 claim_queue(Datum *values, const char *queue);
-static void claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n);
+static void claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n,
+						int64 entries_read);
+static int64 claim_index_reads(void);
 
 /*
  * claim_wait_us validates the wait argument of wf.claim_tasks (the fifth;
@@ -329,6 +334,7 @@ claim_queue(Datum *values, const char *queue)
 	int			wanted = (int) DatumGetInt64(values[2]);
 	WfClaimFloor cf;
 	uint64		n;
+	int64		reads;
 
 	WfClaimFloorPlan(WfCurrentTenant(), queue, now, &cf);
 	if (cf.use_floor)
@@ -343,25 +349,50 @@ claim_queue(Datum *values, const char *queue)
 					   SPI_OK_UPDATE_RETURNING);
 		if (n > 0)
 		{
-			claim_learn(&cf, now, wanted, n);
+			claim_learn(&cf, now, wanted, n, -1);
 			return n;
 		}
 		/* nothing from the floor on: from the start, which may find more */
 		SPI_freetuptable(SPI_tuptable);
 		cf.use_floor = false;
 	}
+	/* no entry yet: the statement's scan makes it, from 0 */
+	reads = Max(claim_index_reads(), 0);
 	n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
-	claim_learn(&cf, now, wanted, n);
+	{
+		int64		after = claim_index_reads();
+
+		reads = after >= reads ? after - reads : -1;
+	}
+	claim_learn(&cf, now, wanted, n, reads);
 	return n;
+}
+
+/*
+ * claim_index_reads returns how many entries tasks_claim_idx has given
+ * index scans of this backend so far (its pending statistics), or -1 when
+ * they are not counted (track_counts off, or nothing read yet).
+ */
+static int64
+claim_index_reads(void)
+{
+	Oid			nsp = get_namespace_oid("wf", true);
+	Oid			idx = OidIsValid(nsp) ? get_relname_relid("tasks_claim_idx", nsp) : InvalidOid;
+	PgStat_TableStatus *st;
+
+	if (!OidIsValid(idx) || (st = find_tabstat_entry(idx)) == NULL)
+		return -1;
+	return st->t_counts.t_tuples_returned;
 }
 
 /*
  * claim_learn tells the claim floor of cf what the n attempts in
  * SPI_tuptable that a claim at now leased of the wanted were: their
- * priorities and the least (available_at, task_id).
+ * priorities and the least (available_at, task_id); entries_read, the
+ * entries of the claim index the claim read (-1: not known).
  */
 static void
-claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n)
+claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n, int64 entries_read)
 {
 	bool		uniform = true;
 	int32		priority = 0;
@@ -386,7 +417,8 @@ claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n)
 			least_task = id;
 		}
 	}
-	WfClaimFloorLearn(cf, now, wanted, (int) n, uniform, priority, least_at, least_task);
+	WfClaimFloorLearn(cf, now, wanted, (int) n, uniform, priority, least_at, least_task,
+					  entries_read);
 }
 
 /*

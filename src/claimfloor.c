@@ -17,6 +17,15 @@
  * grows with the work done, and throughput collapses (875 to 51 steps/s
  * over 120 s, docs/benchmarks.md).
  *
+ * When.  Only while it pays: a claim from the start counts the entries
+ * the claim index gave it (the backend's statistics of the index); when it
+ * read more than WF_FLOOR_DRAG_ENTRIES beyond the attempts it took, the
+ * entries it walked over could not be removed, and the queue's claims read
+ * from the floor until a claim from the start reads clean again.  On a
+ * clean index a claim from the start is the cheaper one (it checks plain
+ * keys; the floor is a row comparison on every entry of the page it
+ * reads), and nothing is gained.
+ *
  * What.  For a queue whose ready attempts all have one priority (nearly
  * every queue) the entries in index order are ordered by (available_at,
  * task_id), and the attempts claimed are the oldest.  The floor is the
@@ -84,6 +93,13 @@
  */
 #define WF_FLOOR_FULL_MS 1000
 #define WF_FLOOR_FULL_SHARE 20
+/*
+ * A claim from the start that read more entries of the claim index than
+ * this beyond the attempts it took walked over entries nothing could
+ * remove yet: the queue's claims read from the floor until one from the
+ * start finds it clean again.
+ */
+#define WF_FLOOR_DRAG_ENTRIES 64
 
 typedef struct FloorSlot
 {
@@ -93,6 +109,7 @@ typedef struct FloorSlot
 	bool		mixed;			/* ... of more than one priority */
 	bool		floor_valid;	/* floor is set */
 	bool		need_full;		/* the next claim reads from the start */
+	bool		dragging;		/* reads from the start walk dead entries */
 	int32		priority;		/* with priority_known */
 	TimestampTz floor_at;		/* with floor_valid: (available_at, */
 	int64		floor_task;		/* task_id) of the floor */
@@ -178,13 +195,14 @@ WfClaimFloorPlan(const char *tenant, const char *queue, TimestampTz now, WfClaim
 		s->mixed = false;
 		s->floor_valid = false;
 		s->need_full = false;
+		s->dragging = false;
 		s->priority = 0;
 		s->floor_at = 0;
 		s->floor_task = 0;
 		s->next_full_at = 0;
 		s->future_until = 0;
 	}
-	else if (s->floor_valid && s->priority_known && !s->mixed)
+	else if (s->floor_valid && s->priority_known && !s->mixed && s->dragging)
 	{
 		if (s->need_full || now >= s->next_full_at)
 		{
@@ -207,13 +225,15 @@ WfClaimFloorPlan(const char *tenant, const char *queue, TimestampTz now, WfClaim
  * WfClaimFloorLearn records what a claim planned by cf found at now: got
  * attempts of the wanted; when got > 0, uniform tells whether all of them
  * had one priority (priority), and (least_at, least_task) is the least of
- * their (available_at, task_id).  A claim from the floor that found nothing teaches
+ * their (available_at, task_id); entries_read is the number of entries the
+ * claim index gave the claim (-1: not known).  A claim from the floor that found nothing teaches
  * nothing (its caller reads from the start next, with cf->use_floor
  * cleared, and calls this again).
  */
 void
 WfClaimFloorLearn(const WfClaimFloor *cf, TimestampTz now, int wanted, int got,
-				  bool uniform, int32 priority, TimestampTz least_at, int64 least_task)
+				  bool uniform, int32 priority, TimestampTz least_at, int64 least_task,
+				  int64 entries_read)
 {
 	FloorSlot  *s;
 
@@ -233,6 +253,8 @@ WfClaimFloorLearn(const WfClaimFloor *cf, TimestampTz now, int wanted, int got,
 			s->next_full_at = Max(s->next_full_at,
 								  now + Max(WF_FLOOR_FULL_MS * INT64CONST(1000),
 											WF_FLOOR_FULL_SHARE * took));
+			/* unknown (no statistics counted): read from the start, as before */
+			s->dragging = entries_read >= 0 && entries_read - got > WF_FLOOR_DRAG_ENTRIES;
 		}
 		if (got > 0)
 		{
@@ -296,6 +318,7 @@ WfClaimFloorNoteTask(const char *tenant, const char *queue, int32 priority,
 		s->mixed = false;
 		s->floor_valid = false;
 		s->need_full = false;
+		s->dragging = false;
 		s->next_full_at = 0;
 		s->future_until = 0;
 		s->priority_known = false;
