@@ -206,8 +206,8 @@ explain_step(const WfRunState *run, WfExplanation *ex)
 		if (ops->explain != NULL)
 			ops->explain(run, sd, ex);
 	}
-	else if (!WfExplainLiveTask(run, ex))
-		(void) WfExplainWaitTimer(run, ex);
+	else
+		WfExplainAttempt(run, NULL, ex);
 }
 
 /*
