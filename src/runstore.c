@@ -161,6 +161,12 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",
 		2, {INT8OID, TIMESTAMPTZOID}
 	},
+	[WF_RUNSTORE_RUN_READ] = {
+		"run_read",
+		"SELECT " WF_RUN_COLUMNS ", r.definition_name, r.definition_version FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {UUIDOID, TEXTOID}
+	},
 };
 
 WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
@@ -650,6 +656,26 @@ WfLockRun(pg_uuid_t *run_id, WfRunState *run)
 {
 	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), run))
 		WfUnknownRun(run_id);
+}
+
+/*
+ * WfReadRun reads a run of the session's tenant into *run without a lock,
+ * for a command that only looks at it (wf.explain, wf.verify_run); the
+ * row read stays in SPI_tuptable, with the name and version of the run's
+ * definition after the snapshot (WfRunReadColumn).  An unknown run, or
+ * one of another tenant, is an error.
+ */
+void
+WfReadRun(pg_uuid_t *run_id, WfRunState *run)
+{
+	Datum		values[2];
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(WfCurrentTenant());
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_RUN_READ, values, NULL, true, 1,
+				   SPI_OK_SELECT) != 1)
+		WfUnknownRun(run_id);
+	WfRunStateFromTuple(run, 0);
 }
 
 /*
