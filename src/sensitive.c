@@ -544,6 +544,26 @@ WfOpenBox(const uint8 *box, size_t boxlen, const uint8 *key, const char *ad, int
 }
 
 /*
+ * damaged_envelope reports a damaged envelope for open_envelope: an error
+ * with a data-exception code, or, when damage is not NULL, NULL with the
+ * message in *damage.
+ */
+static Jsonb *
+damaged_envelope(char **damage, char *message, const char *detail)
+{
+	if (damage != NULL)
+	{
+		*damage = message;
+		return NULL;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 errmsg("%s", message),
+			 errdetail("%s", detail)));
+	pg_unreachable();
+}
+
+/*
  * open_envelope returns the JSON value sealed in an envelope of tenant.
  * A damaged envelope (malformed, naming a data key the tenant does not
  * have, or not opening with it) is an error with a data-exception code,
@@ -563,49 +583,21 @@ open_envelope(const char *tenant, const char *text, int len, char **damage)
 	Jsonb	   *result;
 
 	if (box == NULL)
-	{
-		if (damage != NULL)
-		{
-			*damage = pstrdup(WF_DAMAGED_MSG);
-			return NULL;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg(WF_DAMAGED_MSG),
-				 errdetail(WF_DAMAGED_DETAIL)));
-	}
+		return damaged_envelope(damage, pstrdup(WF_DAMAGED_MSG), WF_DAMAGED_DETAIL);
 	key = data_key(tenant, key_id, true);
 	if (key == NULL)
-	{
-		if (damage != NULL)
-		{
-			*damage = psprintf("a sealed value names data key %d, which tenant \"%s\" does not have",
-							   key_id, tenant);
-			return NULL;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("a sealed value names data key %d, which tenant \"%s\" does not have",
-						key_id, tenant),
-				 errdetail("It was changed, or sealed for another tenant.")));
-	}
+		return damaged_envelope(damage,
+								psprintf("a sealed value names data key %d, which tenant \"%s\" does not have",
+										 key_id, tenant),
+								"It was changed, or sealed for another tenant.");
 	initStringInfo(&ad);
 	appendStringInfo(&ad, "wfengine-value:%s:%d", tenant, key_id);
 	plain = WfOpenBox(box, boxlen, key, ad.data, ad.len);
 	if (plain == NULL)
-	{
-		if (damage != NULL)
-		{
-			*damage = psprintf("a sealed value does not open with data key %d of tenant \"%s\"",
-							   key_id, tenant);
-			return NULL;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("a sealed value does not open with data key %d of tenant \"%s\"",
-						key_id, tenant),
-				 errdetail("It was changed, or sealed for another tenant.")));
-	}
+		return damaged_envelope(damage,
+								psprintf("a sealed value does not open with data key %d of tenant \"%s\"",
+										 key_id, tenant),
+								"It was changed, or sealed for another tenant.");
 	result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plain)));
 	sodium_memzero(plain, strlen(plain));
 	return result;
