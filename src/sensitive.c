@@ -619,6 +619,64 @@ key_is_one_of(const JsonbValue *k, char **keys, int nkeys)
 }
 
 /*
+ * A ValueReplacer gives the string that replaces the value v of a
+ * top-level key of an object (named: the key is one of the keys asked
+ * for), or NULL to keep it.
+ */
+typedef char *(*ValueReplacer) (JsonbValue *v, bool named, void *arg);
+
+/*
+ * replace_values returns the object obj with the values of its top-level
+ * keys that replace picks replaced by the strings it gives, for
+ * WfSealKeys and WfMaskSealed.
+ */
+static Jsonb *
+replace_values(Jsonb *obj, char **keys, int nkeys, ValueReplacer replace, void *arg)
+{
+	JsonbParseState *state = NULL;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	JsonbValue *res = NULL;
+	bool		named = false;
+	char	   *replacement;
+
+	it = JsonbIteratorInit(&obj->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			named = key_is_one_of(&v, keys, nkeys);
+			res = pushJsonbValue(&state, tok, &v);
+		}
+		else if (tok == WJB_VALUE && (replacement = replace(&v, named, arg)) != NULL)
+		{
+			JsonbValue	sv;
+
+			sv.type = jbvString;
+			sv.val.string.val = replacement;
+			sv.val.string.len = strlen(replacement);
+			res = pushJsonbValue(&state, tok, &sv);
+		}
+		else
+			res = pushJsonbValue(&state, tok, (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT) ? NULL : &v);
+	}
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * seal_named is WfSealKeys's ValueReplacer (arg: the tenant): the
+ * envelope of a value of the keys, unless it is null or sealed already.
+ */
+static char *
+seal_named(JsonbValue *v, bool named, void *arg)
+{
+	if (!named || v->type == jbvNull || is_envelope(v))
+		return NULL;
+	return seal_value((const char *) arg, v);
+}
+
+/*
  * WfSealKeys returns obj with the values of keys sealed (values that are
  * envelopes already, null or absent are left as they are).  Inside an API
  * call.
@@ -626,37 +684,21 @@ key_is_one_of(const JsonbValue *k, char **keys, int nkeys)
 Jsonb *
 WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
 {
-	JsonbParseState *state = NULL;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	JsonbValue *res = NULL;
-	bool		sealing = false;
-
 	if (obj == NULL || nkeys == 0 || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj))
 		return obj;
-	it = JsonbIteratorInit(&obj->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-		{
-			sealing = key_is_one_of(&v, keys, nkeys);
-			res = pushJsonbValue(&state, tok, &v);
-		}
-		else if (tok == WJB_VALUE && sealing && v.type != jbvNull && !is_envelope(&v))
-		{
-			JsonbValue	sv;
-			char	   *env = seal_value(tenant, &v);
+	return replace_values(obj, keys, nkeys, seal_named, (void *) tenant);
+}
 
-			sv.type = jbvString;
-			sv.val.string.val = env;
-			sv.val.string.len = strlen(env);
-			res = pushJsonbValue(&state, tok, &sv);
-		}
-		else
-			res = pushJsonbValue(&state, tok, (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT) ? NULL : &v);
-	}
-	return JsonbValueToJsonb(res);
+/*
+ * mask_sealed is WfMaskSealed's ValueReplacer: the marker for a non-null
+ * value of the keys and for an envelope.
+ */
+static char *
+mask_sealed(JsonbValue *v, bool named, void *arg)
+{
+	if ((named && v->type != jbvNull) || is_envelope(v))
+		return WF_RESERVED_PREFIX "sealed";
+	return NULL;
 }
 
 /*
@@ -669,37 +711,10 @@ WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
 Jsonb *
 WfMaskSealed(Jsonb *obj, char **keys, int nkeys)
 {
-	JsonbParseState *state = NULL;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	JsonbValue *res = NULL;
-	bool		masking = false;
-
 	if (obj == NULL || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj) ||
 		(nkeys == 0 && !has_envelope(obj)))
 		return obj;
-	it = JsonbIteratorInit(&obj->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-		{
-			masking = key_is_one_of(&v, keys, nkeys);
-			res = pushJsonbValue(&state, tok, &v);
-		}
-		else if (tok == WJB_VALUE && ((masking && v.type != jbvNull) || is_envelope(&v)))
-		{
-			JsonbValue	mv;
-
-			mv.type = jbvString;
-			mv.val.string.val = WF_RESERVED_PREFIX "sealed";
-			mv.val.string.len = strlen(mv.val.string.val);
-			res = pushJsonbValue(&state, tok, &mv);
-		}
-		else
-			res = pushJsonbValue(&state, tok, (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT) ? NULL : &v);
-	}
-	return JsonbValueToJsonb(res);
+	return replace_values(obj, keys, nkeys, mask_sealed, NULL);
 }
 
 /*
