@@ -819,12 +819,13 @@ wfengine_cron_check(PG_FUNCTION_ARGS)
 }
 
 /*
- * wfengine_cron_prev is wf._cron_prev(cron, at, timezone): the latest
- * instant at or before at that matches cron in timezone, or NULL.  This
- * is the scheduled instant of a pg_cron tick at time at.
+ * cron_call is wf._cron_prev and wf._cron_next (cron, at, timezone): the
+ * instant search finds for cron from at in timezone, or NULL.
  */
-Datum
-wfengine_cron_prev(PG_FUNCTION_ARGS)
+static Datum
+cron_call(FunctionCallInfo fcinfo,
+		  bool (*search) (const WfCronSpec *spec, TimestampTz at, pg_tz *tz,
+						  TimestampTz *result))
 {
 	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	TimestampTz at = PG_GETARG_TIMESTAMPTZ(1);
@@ -833,9 +834,20 @@ wfengine_cron_prev(PG_FUNCTION_ARGS)
 	TimestampTz result;
 
 	WfCronParse(expr, &spec);
-	if (!WfCronPrev(&spec, at, tz, &result))
+	if (!search(&spec, at, tz, &result))
 		PG_RETURN_NULL();
 	PG_RETURN_TIMESTAMPTZ(result);
+}
+
+/*
+ * wfengine_cron_prev is wf._cron_prev(cron, at, timezone): the latest
+ * instant at or before at that matches cron in timezone, or NULL.  This
+ * is the scheduled instant of a pg_cron tick at time at.
+ */
+Datum
+wfengine_cron_prev(PG_FUNCTION_ARGS)
+{
+	return cron_call(fcinfo, WfCronPrev);
 }
 
 /*
@@ -845,14 +857,5 @@ wfengine_cron_prev(PG_FUNCTION_ARGS)
 Datum
 wfengine_cron_next(PG_FUNCTION_ARGS)
 {
-	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	TimestampTz after = PG_GETARG_TIMESTAMPTZ(1);
-	pg_tz	   *tz = lookup_tz(PG_GETARG_TEXT_PP(2));
-	WfCronSpec	spec;
-	TimestampTz result;
-
-	WfCronParse(expr, &spec);
-	if (!WfCronNext(&spec, after, tz, &result))
-		PG_RETURN_NULL();
-	PG_RETURN_TIMESTAMPTZ(result);
+	return cron_call(fcinfo, WfCronNext);
 }
