@@ -278,14 +278,8 @@ answer(const WfRunState *run, const char *defname, int32 version, const WfExplan
 	values[1] = CStringGetTextDatum(defname);
 	values[2] = Int32GetDatum(version);
 	values[3] = CStringGetTextDatum(WfRunStatusName(run->status));
-	if (run->current_step != NULL)
-		values[4] = CStringGetTextDatum(run->current_step);
-	else
-		nulls[4] = 'n';
-	if (ex->waiting != NULL)
-		values[5] = CStringGetTextDatum(ex->waiting);
-	else
-		nulls[5] = 'n';
+	WfSetTextOrNull(values, nulls, 4, run->current_step);
+	WfSetTextOrNull(values, nulls, 5, ex->waiting);
 	values[6] = JsonbPGetDatum(ex->details != NULL ? ex->details :
 							   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))));
 	values[7] = PointerGetDatum(construct_array(cmds, n, TEXTOID, -1, false, TYPALIGN_INT));

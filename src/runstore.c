@@ -307,10 +307,7 @@ WfTaskValues(WfTransition *tr, Datum *values, char *nulls)
 	values[2] = Int32GetDatum(t->visit);
 	values[3] = Int32GetDatum(t->attempt);
 	values[4] = CStringGetTextDatum(t->queue);
-	if (t->activity != NULL)
-		values[5] = CStringGetTextDatum(t->activity);
-	else
-		nulls[5] = 'n';
+	WfSetTextOrNull(values, nulls, 5, t->activity);
 	values[6] = TimestampTzGetDatum(t->available_at);
 	values[7] = CStringGetTextDatum(t->idempotency_key);
 	values[8] = JsonbPGetDatum(t->input);
@@ -346,10 +343,7 @@ WfRunValues(const WfRunState *run, Datum *values, char *nulls)
 	for (i = 0; i < WF_RUN_NVALUES; i++)
 		nulls[i] = ' ';
 	values[0] = CStringGetTextDatum(WfRunStatusName(run->status));
-	if (run->current_step != NULL)
-		values[1] = CStringGetTextDatum(run->current_step);
-	else
-		nulls[1] = 'n';
+	WfSetTextOrNull(values, nulls, 1, run->current_step);
 	values[2] = Int32GetDatum(run->seq);
 	values[3] = JsonbPGetDatum(run->context);
 	if (run->output != NULL)
@@ -394,10 +388,7 @@ write_side_effects(WfTransition *tr)
 		values[1] = CStringGetTextDatum(run->tenant_id);
 		values[2] = UUIDPGetDatum(&run->run_id);
 		values[3] = CStringGetTextDatum(WfTimerKindName(t->kind));
-		if (t->step != NULL)
-			values[4] = CStringGetTextDatum(t->step);
-		else
-			nulls[4] = 'n';
+		WfSetTextOrNull(values, nulls, 4, t->step);
 		values[5] = Int32GetDatum(t->generation);
 		values[6] = TimestampTzGetDatum(t->fire_at);
 		values[7] = JsonbPGetDatum(t->payload);
@@ -517,10 +508,7 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	values[WF_TRANSITION_NARGS + 1] = CStringGetTextDatum(defname);
 	values[WF_TRANSITION_NARGS + 2] = Int32GetDatum(version);
 	values[WF_TRANSITION_NARGS + 3] = JsonbPGetDatum(input);
-	if (key != NULL)
-		values[WF_TRANSITION_NARGS + 4] = CStringGetTextDatum(key);
-	else
-		nulls[WF_TRANSITION_NARGS + 4] = 'n';
+	WfSetTextOrNull(values, nulls, WF_TRANSITION_NARGS + 4, key);
 	if (tr->input_digest != NULL)
 		values[WF_TRANSITION_NARGS + 5] = PointerGetDatum(tr->input_digest);
 	else
