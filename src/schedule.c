@@ -611,16 +611,35 @@ leave_day(TimestampTz t, const struct pg_tm *tm, pg_tz *tz, int dir)
 }
 
 /*
- * cron_search walks from t, the start of a minute, towards limit in
- * direction dir (1: forwards, -1: backwards) to the first instant that
- * matches spec in time zone tz, passing over whole days and hours that
- * cannot match.  It returns false when it reaches limit first.  It is
- * WfCronNext and WfCronPrev, one direction each.
+ * cron_search finds the first instant that matches spec in time zone tz,
+ * going from "from" in direction dir: the latest at or before it (dir -1)
+ * or the earliest after it (dir 1).  An interval spec is a matter of
+ * arithmetic; otherwise it walks minute by minute from the start of a
+ * minute, passing over whole days and hours that cannot match, and
+ * returns false when it reaches WF_CRON_HORIZON_DAYS first.  It is
+ * WfCronPrev and WfCronNext, one direction each.
  */
 static bool
-cron_search(const WfCronSpec *spec, TimestampTz t, TimestampTz limit, int dir,
-			pg_tz *tz, TimestampTz *result)
+cron_search(const WfCronSpec *spec, TimestampTz from, int dir, pg_tz *tz,
+			TimestampTz *result)
 {
+	int64		ahead = dir > 0 ? 1 : 0;	/* "after" excludes from itself */
+	TimestampTz t;
+	TimestampTz limit;
+
+	if (TIMESTAMP_NOT_FINITE(from))
+		return false;
+	if (spec->interval_secs > 0)
+	{
+		int64		step = (int64) spec->interval_secs * USECS_PER_SEC;
+
+		*result = (floor_div(from + WF_UNIX_TO_PG_US, step) + ahead) * step -
+			WF_UNIX_TO_PG_US;
+		return true;
+	}
+
+	t = (floor_div(from, USECS_PER_MINUTE) + ahead) * USECS_PER_MINUTE;
+	limit = from + (int64) dir * WF_CRON_HORIZON_DAYS * USECS_PER_DAY;
 	while (dir > 0 ? t <= limit : t >= limit)
 	{
 		struct pg_tm tm;
@@ -670,17 +689,7 @@ cron_search(const WfCronSpec *spec, TimestampTz t, TimestampTz limit, int dir,
 bool
 WfCronPrev(const WfCronSpec *spec, TimestampTz at, pg_tz *tz, TimestampTz *result)
 {
-	if (TIMESTAMP_NOT_FINITE(at))
-		return false;
-	if (spec->interval_secs > 0)
-	{
-		int64		step = (int64) spec->interval_secs * USECS_PER_SEC;
-
-		*result = floor_div(at + WF_UNIX_TO_PG_US, step) * step - WF_UNIX_TO_PG_US;
-		return true;
-	}
-	return cron_search(spec, floor_div(at, USECS_PER_MINUTE) * USECS_PER_MINUTE,
-					   at - (int64) WF_CRON_HORIZON_DAYS * USECS_PER_DAY, -1, tz, result);
+	return cron_search(spec, at, -1, tz, result);
 }
 
 /*
@@ -691,18 +700,7 @@ WfCronPrev(const WfCronSpec *spec, TimestampTz at, pg_tz *tz, TimestampTz *resul
 bool
 WfCronNext(const WfCronSpec *spec, TimestampTz after, pg_tz *tz, TimestampTz *result)
 {
-	if (TIMESTAMP_NOT_FINITE(after))
-		return false;
-	if (spec->interval_secs > 0)
-	{
-		int64		step = (int64) spec->interval_secs * USECS_PER_SEC;
-
-		*result = (floor_div(after + WF_UNIX_TO_PG_US, step) + 1) * step -
-			WF_UNIX_TO_PG_US;
-		return true;
-	}
-	return cron_search(spec, (floor_div(after, USECS_PER_MINUTE) + 1) * USECS_PER_MINUTE,
-					   after + (int64) WF_CRON_HORIZON_DAYS * USECS_PER_DAY, 1, tz, result);
+	return cron_search(spec, after, 1, tz, result);
 }
 
 /* ----------------------------------------------------------------
@@ -820,12 +818,11 @@ wfengine_cron_check(PG_FUNCTION_ARGS)
 
 /*
  * cron_call is wf._cron_prev and wf._cron_next (cron, at, timezone): the
- * instant search finds for cron from at in timezone, or NULL.
+ * instant cron_search finds for cron from at in timezone in direction
+ * dir, or NULL.
  */
 static Datum
-cron_call(FunctionCallInfo fcinfo,
-		  bool (*search) (const WfCronSpec *spec, TimestampTz at, pg_tz *tz,
-						  TimestampTz *result))
+cron_call(FunctionCallInfo fcinfo, int dir)
 {
 	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	TimestampTz at = PG_GETARG_TIMESTAMPTZ(1);
@@ -834,7 +831,7 @@ cron_call(FunctionCallInfo fcinfo,
 	TimestampTz result;
 
 	WfCronParse(expr, &spec);
-	if (!search(&spec, at, tz, &result))
+	if (!cron_search(&spec, at, dir, tz, &result))
 		PG_RETURN_NULL();
 	PG_RETURN_TIMESTAMPTZ(result);
 }
@@ -847,7 +844,7 @@ cron_call(FunctionCallInfo fcinfo,
 Datum
 wfengine_cron_prev(PG_FUNCTION_ARGS)
 {
-	return cron_call(fcinfo, WfCronPrev);
+	return cron_call(fcinfo, -1);
 }
 
 /*
@@ -857,5 +854,5 @@ wfengine_cron_prev(PG_FUNCTION_ARGS)
 Datum
 wfengine_cron_next(PG_FUNCTION_ARGS)
 {
-	return cron_call(fcinfo, WfCronNext);
+	return cron_call(fcinfo, 1);
 }
