@@ -287,10 +287,7 @@ audit_attempt(const char *tenant, TimestampTz now, const char *approver,
 		values[6] = UUIDPGetDatum(run_id);
 	else
 		nulls[6] = 'n';
-	if (step != NULL)
-		values[7] = CStringGetTextDatum(step);
-	else
-		nulls[7] = 'n';
+	WfSetTextOrNull(values, nulls, 7, step);
 	WfPlanExec(&WfApprovalApiPlans, PLAN_ATTEMPT_INSERT, values, nulls, false, 0, SPI_OK_INSERT);
 }
 

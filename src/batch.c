@@ -255,16 +255,11 @@ report_and_claim(FunctionCallInfo fcinfo, int64 task_id, int64 fence, bool is_fa
 Datum
 wfengine_complete_and_claim(PG_FUNCTION_ARGS)
 {
+	Jsonb	   *output = WfReportArgs(fcinfo, false);
 	WfClaimRequest req;
 
-	WfRequireArg(fcinfo, 0, "task_id", NULL);
-	WfRequireArg(fcinfo, 1, "fence",
-				 "Report a result with the fence that wf.claim_tasks() returned with the task.");
 	claim_request(fcinfo, 3, &req);
-	return report_and_claim(fcinfo, PG_GETARG_INT64(0), PG_GETARG_INT64(1), false,
-							PG_ARGISNULL(2) ?
-							DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("null"))) :
-							PG_GETARG_JSONB_P(2),
+	return report_and_claim(fcinfo, PG_GETARG_INT64(0), PG_GETARG_INT64(1), false, output,
 							false, &req);
 }
 
@@ -276,17 +271,12 @@ wfengine_complete_and_claim(PG_FUNCTION_ARGS)
 Datum
 wfengine_fail_and_claim(PG_FUNCTION_ARGS)
 {
+	Jsonb	   *error = WfReportArgs(fcinfo, true);
 	WfClaimRequest req;
 
-	WfRequireArg(fcinfo, 0, "task_id", NULL);
-	WfRequireArg(fcinfo, 1, "fence",
-				 "Report a result with the fence that wf.claim_tasks() returned with the task.");
-	WfRequireArg(fcinfo, 2, "error",
-				 "Describe the failure, for example '{\"code\": \"card_declined\", \"message\": \"...\"}'.");
-	WfRequireArg(fcinfo, 3, "retryable", NULL);
 	claim_request(fcinfo, 4, &req);
-	return report_and_claim(fcinfo, PG_GETARG_INT64(0), PG_GETARG_INT64(1), true,
-							PG_GETARG_JSONB_P(2), PG_GETARG_BOOL(3), &req);
+	return report_and_claim(fcinfo, PG_GETARG_INT64(0), PG_GETARG_INT64(1), true, error,
+							PG_GETARG_BOOL(3), &req);
 }
 
 /* ---- batches of results ---- */

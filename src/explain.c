@@ -52,20 +52,13 @@ PG_FUNCTION_INFO_V1(wfengine_explain);
 /* the statements of explain.c (registered by _PG_init: WfExplainPlans) */
 enum
 {
-	PLAN_EXPLAIN_RUN = 0,
-	PLAN_EXPLAIN_FINISHED,
+	PLAN_EXPLAIN_FINISHED = 0,
 	PLAN_EXPLAIN_PAUSED,
 	PLAN_EXPLAIN_QUOTA_REFUSED,
 	PLAN_EXPLAIN_ANSWER
 };
 
 static const WfPlanSpec explain_plan_specs[] = {
-	[PLAN_EXPLAIN_RUN] = {
-		"explain_run",
-		"SELECT " WF_RUN_COLUMNS ", r.definition_name, r.definition_version FROM wf.runs r "
-		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
-		2, {UUIDOID, TEXTOID}
-	},
 	[PLAN_EXPLAIN_FINISHED] = {
 		"explain_finished",
 		/* how the run ended: its last ending event */
@@ -141,12 +134,6 @@ static const WfPlanSpec explain_plan_specs[] = {
 
 WfPlanTable WfExplainPlans = WF_PLAN_TABLE("explain", explain_plan_specs);
 
-/* the columns of explain_run after the snapshot's */
-enum
-{
-	EXPLAIN_RUN_COL_DEFINITION_NAME = WF_RUN_NCOLUMNS + 1,
-	EXPLAIN_RUN_COL_DEFINITION_VERSION
-};
 
 /*
  * one_object runs statement id of this file, which returns one jsonb
@@ -206,8 +193,8 @@ explain_step(const WfRunState *run, WfExplanation *ex)
 		if (ops->explain != NULL)
 			ops->explain(run, sd, ex);
 	}
-	else if (!WfExplainLiveTask(run, ex))
-		(void) WfExplainWaitTimer(run, ex);
+	else
+		WfExplainAttempt(run, NULL, ex);
 }
 
 /*
@@ -291,14 +278,8 @@ answer(const WfRunState *run, const char *defname, int32 version, const WfExplan
 	values[1] = CStringGetTextDatum(defname);
 	values[2] = Int32GetDatum(version);
 	values[3] = CStringGetTextDatum(WfRunStatusName(run->status));
-	if (run->current_step != NULL)
-		values[4] = CStringGetTextDatum(run->current_step);
-	else
-		nulls[4] = 'n';
-	if (ex->waiting != NULL)
-		values[5] = CStringGetTextDatum(ex->waiting);
-	else
-		nulls[5] = 'n';
+	WfSetTextOrNull(values, nulls, 4, run->current_step);
+	WfSetTextOrNull(values, nulls, 5, ex->waiting);
 	values[6] = JsonbPGetDatum(ex->details != NULL ? ex->details :
 							   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))));
 	values[7] = PointerGetDatum(construct_array(cmds, n, TEXTOID, -1, false, TYPALIGN_INT));
@@ -323,13 +304,9 @@ wfengine_explain(PG_FUNCTION_ARGS)
 	JsonbValue *v;
 
 	WfApiBegin();
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = CStringGetTextDatum(WfCurrentTenant());
-	if (WfPlanExec(&WfExplainPlans, PLAN_EXPLAIN_RUN, values, NULL, true, 1, SPI_OK_SELECT) != 1)
-		WfUnknownRun(run_id);
-	WfRunStateFromTuple(&run, 0);
-	defname = WfGetTextOrNull(0, EXPLAIN_RUN_COL_DEFINITION_NAME);
-	version = DatumGetInt32(WfGetDatumNotNull(0, EXPLAIN_RUN_COL_DEFINITION_VERSION));
+	WfReadRun(run_id, &run);
+	defname = WfGetTextOrNull(0, WF_RUN_READ_COL_DEFINITION_NAME);
+	version = DatumGetInt32(WfGetDatumNotNull(0, WF_RUN_READ_COL_DEFINITION_VERSION));
 	commands = list_make2("wf.history", "wf.verify_run");
 
 	switch (run.status)

@@ -614,10 +614,7 @@ WfTimerRoom(const char *tenant, pg_uuid_t *run_id, const char *kind,
 		return;
 
 	values[1] = CStringGetTextDatum(kind);
-	if (step != NULL)
-		values[2] = CStringGetTextDatum(step);
-	else
-		nulls[2] = 'n';
+	WfSetTextOrNull(values, nulls, 2, step);
 	values[3] = Int32GetDatum(generation);
 	values[4] = TimestampTzGetDatum(now);
 	pending -= WfPlanExec(&WfQuotaPlans, PLAN_TIMERS_SUPERSEDE, values, nulls, false, 0, SPI_OK_UPDATE);

@@ -54,20 +54,13 @@ PG_FUNCTION_INFO_V1(wfengine_chain_heads);
 /* the statements of replay.c (registered by _PG_init: WfReplayPlans) */
 enum
 {
-	PLAN_RUN_GET = 0,
-	PLAN_TASKS_OF_RUN,
+	PLAN_TASKS_OF_RUN = 0,
 	PLAN_RUN_IDENTITY,
 	PLAN_EVENTS_GET,
 	PLAN_CHAIN_HEADS
 };
 
 static const WfPlanSpec replay_plan_specs[] = {
-	[PLAN_RUN_GET] = {
-		"run_get",
-		"SELECT " WF_RUN_COLUMNS "FROM wf.runs r "
-		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
-		2, {UUIDOID, TEXTOID}
-	},
 	[PLAN_TASKS_OF_RUN] = {
 		"tasks_of_run",
 		"SELECT t.task_id, t.step, t.attempt, t.status, t.fence, t.output, t.error "
@@ -511,17 +504,12 @@ compare_snapshots(const WfRunState *rebuilt, const WfRunState *stored)
 static bool
 verify_run(pg_uuid_t *run_id, const Anchor *anchor)
 {
-	Datum		values[2];
 	WfRunState	stored;
 	WfRunState	rebuilt;
 	const char *problem = NULL;
 	ReplayLog	log;
 
-	values[0] = UUIDPGetDatum(run_id);
-	values[1] = CStringGetTextDatum(WfCurrentTenant());
-	if (WfPlanExec(&WfReplayPlans, PLAN_RUN_GET, values, NULL, true, 1, SPI_OK_SELECT) != 1)
-		WfUnknownRun(run_id);
-	WfRunStateFromTuple(&stored, 0);
+	WfReadRun(run_id, &stored);
 
 	memset(&log, 0, sizeof(log));
 	if (anchor != NULL)

@@ -130,8 +130,26 @@ typedef struct WfReport
 	bool		retryable;		/* for a failure */
 } WfReport;
 
+/* the hint of a fence the task never had, and of a NULL one */
+#define WF_FENCE_HINT "Report a result with the fence that wf.claim_tasks() returned with the task."
+
 /* forward declarations */
 static const char *report_result(const WfReport *rep, bool lenient, int64 *next_task);
+
+/*
+ * refuse_fence reports a fence that was never issued for task_id, for a
+ * result and for a heartbeat alike.
+ */
+static void
+pg_attribute_noreturn()
+refuse_fence(int64 task_id, int64 fence)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("fence %lld was never issued for task %lld",
+					(long long) fence, (long long) task_id),
+			 errhint(WF_FENCE_HINT)));
+}
 
 /*
  * finish_task_row records the winning report in its task row.
@@ -299,11 +317,7 @@ report_result(const WfReport *rep, bool lenient, int64 *next_task)
 		return "unknown_fence";
 	}
 	if (rep->fence <= 0 || rep->fence > task.fence)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("fence %lld was never issued for task %lld",
-						(long long) rep->fence, (long long) rep->task_id),
-				 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
+		refuse_fence(rep->task_id, rep->fence);
 
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, now);
@@ -382,8 +396,29 @@ static void
 check_ids(FunctionCallInfo fcinfo)
 {
 	WfRequireArg(fcinfo, 0, "task_id", NULL);
-	WfRequireArg(fcinfo, 1, "fence",
-				 "Report a result with the fence that wf.claim_tasks() returned with the task.");
+	WfRequireArg(fcinfo, 1, "fence", WF_FENCE_HINT);
+}
+
+/*
+ * WfReportArgs checks the arguments of one report, those of
+ * wf.complete_task(task_id, fence, output) or wf.fail_task(task_id, fence,
+ * error, retryable), which the _and_claim forms of batch.c begin with:
+ * the task id and fence must not be NULL, nor the error and retryable of
+ * a failure.  It returns the output or error (argument 2), JSON null for
+ * a NULL output.
+ */
+Jsonb *
+WfReportArgs(FunctionCallInfo fcinfo, bool is_failure)
+{
+	check_ids(fcinfo);
+	if (!is_failure)
+		return PG_ARGISNULL(2) ?
+			DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("null"))) :
+			PG_GETARG_JSONB_P(2);
+	WfRequireArg(fcinfo, 2, "error",
+				 "Describe the failure, for example '{\"code\": \"card_declined\", \"message\": \"...\"}'.");
+	WfRequireArg(fcinfo, 3, "retryable", NULL);
+	return PG_GETARG_JSONB_P(2);
 }
 
 /*
@@ -428,10 +463,7 @@ wfengine_complete_task(PG_FUNCTION_ARGS)
 {
 	WfReport	rep;
 
-	check_ids(fcinfo);
-	report_of(fcinfo, &rep, false, PG_ARGISNULL(2) ?
-			  DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("null"))) :
-			  PG_GETARG_JSONB_P(2));
+	report_of(fcinfo, &rep, false, WfReportArgs(fcinfo, false));
 	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep, false, NULL)));
 }
 
@@ -443,11 +475,7 @@ wfengine_fail_task(PG_FUNCTION_ARGS)
 {
 	WfReport	rep;
 
-	check_ids(fcinfo);
-	WfRequireArg(fcinfo, 2, "error",
-				 "Describe the failure, for example '{\"code\": \"card_declined\", \"message\": \"...\"}'.");
-	WfRequireArg(fcinfo, 3, "retryable", NULL);
-	report_of(fcinfo, &rep, true, PG_GETARG_JSONB_P(2));
+	report_of(fcinfo, &rep, true, WfReportArgs(fcinfo, true));
 	rep.retryable = PG_GETARG_BOOL(3);
 	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep, false, NULL)));
 }
@@ -520,11 +548,7 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 					 errmsg("task %lld does not exist", (long long) task_id)));
 		current_fence = DatumGetInt64(WfGetDatumNotNull(0, TASK_PEEK_COL_FENCE));
 		if (fence <= 0 || fence > current_fence)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("fence %lld was never issued for task %lld",
-							(long long) fence, (long long) task_id),
-					 errhint("Report a result with the fence that wf.claim_tasks() returned with the task.")));
+			refuse_fence(task_id, fence);
 
 		/*
 		 * The current lease of an attempt that the engine withdrew (its step

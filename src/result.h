@@ -17,6 +17,7 @@
 
 #include "utils/jsonb.h"
 
+extern Jsonb *WfReportArgs(FunctionCallInfo fcinfo, bool is_failure);
 extern void WfFailDamagedTask(int64 task_id, int64 fence, const char *message);
 extern const char *WfReportTaskResult(int64 task_id, int64 fence, bool is_failure,
 									  Jsonb *payload, bool retryable, bool lenient,

@@ -162,6 +162,12 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) 'leased'",
 		2, {INT8OID, TIMESTAMPTZOID}
 	},
+	[WF_RUNSTORE_RUN_READ] = {
+		"run_read",
+		"SELECT " WF_RUN_COLUMNS ", r.definition_name, r.definition_version FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {UUIDOID, TEXTOID}
+	},
 };
 
 WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
@@ -302,10 +308,7 @@ WfTaskValues(WfTransition *tr, Datum *values, char *nulls)
 	values[2] = Int32GetDatum(t->visit);
 	values[3] = Int32GetDatum(t->attempt);
 	values[4] = CStringGetTextDatum(t->queue);
-	if (t->activity != NULL)
-		values[5] = CStringGetTextDatum(t->activity);
-	else
-		nulls[5] = 'n';
+	WfSetTextOrNull(values, nulls, 5, t->activity);
 	values[6] = TimestampTzGetDatum(t->available_at);
 	values[7] = CStringGetTextDatum(t->idempotency_key);
 	values[8] = JsonbPGetDatum(t->input);
@@ -341,10 +344,7 @@ WfRunValues(const WfRunState *run, Datum *values, char *nulls)
 	for (i = 0; i < WF_RUN_NVALUES; i++)
 		nulls[i] = ' ';
 	values[0] = CStringGetTextDatum(WfRunStatusName(run->status));
-	if (run->current_step != NULL)
-		values[1] = CStringGetTextDatum(run->current_step);
-	else
-		nulls[1] = 'n';
+	WfSetTextOrNull(values, nulls, 1, run->current_step);
 	values[2] = Int32GetDatum(run->seq);
 	values[3] = JsonbPGetDatum(run->context);
 	if (run->output != NULL)
@@ -389,10 +389,7 @@ write_side_effects(WfTransition *tr)
 		values[1] = CStringGetTextDatum(run->tenant_id);
 		values[2] = UUIDPGetDatum(&run->run_id);
 		values[3] = CStringGetTextDatum(WfTimerKindName(t->kind));
-		if (t->step != NULL)
-			values[4] = CStringGetTextDatum(t->step);
-		else
-			nulls[4] = 'n';
+		WfSetTextOrNull(values, nulls, 4, t->step);
 		values[5] = Int32GetDatum(t->generation);
 		values[6] = TimestampTzGetDatum(t->fire_at);
 		values[7] = JsonbPGetDatum(t->payload);
@@ -514,10 +511,7 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	values[WF_TRANSITION_NARGS + 1] = CStringGetTextDatum(defname);
 	values[WF_TRANSITION_NARGS + 2] = Int32GetDatum(version);
 	values[WF_TRANSITION_NARGS + 3] = JsonbPGetDatum(input);
-	if (key != NULL)
-		values[WF_TRANSITION_NARGS + 4] = CStringGetTextDatum(key);
-	else
-		nulls[WF_TRANSITION_NARGS + 4] = 'n';
+	WfSetTextOrNull(values, nulls, WF_TRANSITION_NARGS + 4, key);
 	if (tr->input_digest != NULL)
 		values[WF_TRANSITION_NARGS + 5] = PointerGetDatum(tr->input_digest);
 	else
@@ -653,6 +647,26 @@ WfLockRun(pg_uuid_t *run_id, WfRunState *run)
 {
 	if (!WfLockRunAndTask(run_id, WfCurrentTenant(), run))
 		WfUnknownRun(run_id);
+}
+
+/*
+ * WfReadRun reads a run of the session's tenant into *run without a lock,
+ * for a command that only looks at it (wf.explain, wf.verify_run); the
+ * row read stays in SPI_tuptable, with the name and version of the run's
+ * definition after the snapshot (WfRunReadColumn).  An unknown run, or
+ * one of another tenant, is an error.
+ */
+void
+WfReadRun(pg_uuid_t *run_id, WfRunState *run)
+{
+	Datum		values[2];
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = CStringGetTextDatum(WfCurrentTenant());
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_RUN_READ, values, NULL, true, 1,
+				   SPI_OK_SELECT) != 1)
+		WfUnknownRun(run_id);
+	WfRunStateFromTuple(run, 0);
 }
 
 /*

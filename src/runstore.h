@@ -168,6 +168,13 @@ typedef enum WfRunColumn
 /* reading the snapshot: the number of columns of WF_RUN_COLUMNS */
 #define WF_RUN_NCOLUMNS 15
 
+/* the columns of run_read (WfReadRun) after the run's */
+typedef enum WfRunReadColumn
+{
+	WF_RUN_READ_COL_DEFINITION_NAME = WF_RUN_NCOLUMNS + 1,
+	WF_RUN_READ_COL_DEFINITION_VERSION
+} WfRunReadColumn;
+
 /* the columns of lock_task_and_run after the run's: WF_TASK_DEADLINE_COLUMNS */
 typedef enum WfTaskDeadlineColumn
 {
@@ -213,6 +220,7 @@ extern bool WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run,
 							 WfLockedTask *task);
 extern bool WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run);
 extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
+extern void WfReadRun(pg_uuid_t *run_id, WfRunState *run);
 extern void WfLockLiveRun(pg_uuid_t *run_id, WfRunState *run, const char *refusal,
 						  const char *hint);
 
@@ -269,7 +277,8 @@ typedef enum WfRunstorePlan
 	WF_RUNSTORE_RUN_CURRENT_TASK,
 	WF_RUNSTORE_TASK_ROW,
 	WF_RUNSTORE_LAST_TASK_OF_STEP,
-	WF_RUNSTORE_TASK_RESUME
+	WF_RUNSTORE_TASK_RESUME,
+	WF_RUNSTORE_RUN_READ
 } WfRunstorePlan;
 
 extern PGDLLIMPORT WfPlanTable WfRunstorePlans;

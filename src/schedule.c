@@ -594,93 +594,53 @@ on_to_next_day(TimestampTz t, const struct pg_tm *tm, pg_tz *tz)
 }
 
 /*
- * WfCronPrev finds the latest instant at or before at that matches spec,
- * with the fields taken in time zone tz.  It returns false when none lies
- * within WF_CRON_HORIZON_DAYS.
+ * leave_hour returns the next instant to look at after the local hour of t
+ * (broken down in tm) in direction dir (1: forwards, -1: backwards);
+ * leave_day, after its local date.
  */
-bool
-WfCronPrev(const WfCronSpec *spec, TimestampTz at, pg_tz *tz, TimestampTz *result)
+static TimestampTz
+leave_hour(TimestampTz t, const struct pg_tm *tm, pg_tz *tz, int dir)
 {
-	TimestampTz t;
-	TimestampTz limit;
+	return dir > 0 ? on_to_next_hour(t, tm, tz) : back_before_hour(t, tm, tz);
+}
 
-	if (TIMESTAMP_NOT_FINITE(at))
-		return false;
-	if (spec->interval_secs > 0)
-	{
-		int64		step = (int64) spec->interval_secs * USECS_PER_SEC;
-
-		*result = floor_div(at + WF_UNIX_TO_PG_US, step) * step - WF_UNIX_TO_PG_US;
-		return true;
-	}
-
-	t = floor_div(at, USECS_PER_MINUTE) * USECS_PER_MINUTE;
-	limit = at - (int64) WF_CRON_HORIZON_DAYS * USECS_PER_DAY;
-	while (t >= limit)
-	{
-		struct pg_tm tm;
-		int			m;
-
-		CHECK_FOR_INTERRUPTS();
-		local_tm(t, tz, &tm);
-		if (!day_matches(spec, &tm))
-		{
-			t = back_before_day(t, &tm, tz);
-			continue;
-		}
-		if ((spec->hours & ((uint32) 1 << tm.tm_hour)) == 0)
-		{
-			t = back_before_hour(t, &tm, tz);
-			continue;
-		}
-		for (m = tm.tm_min; m >= 0; m--)
-			if (spec->minutes & ((uint64) 1 << m))
-				break;
-		if (m < 0)
-			t = back_before_hour(t, &tm, tz);
-		else if (m == tm.tm_min)
-		{
-			*result = t;
-			return true;
-		}
-		else
-		{
-			TimestampTz cand = t - (int64) (tm.tm_min - m) * USECS_PER_MINUTE;
-			struct pg_tm c;
-
-			local_tm(cand, tz, &c);
-			t = (same_date(&c, &tm) && c.tm_hour == tm.tm_hour && c.tm_min == m) ?
-				cand : t - USECS_PER_MINUTE;
-		}
-	}
-	return false;
+static TimestampTz
+leave_day(TimestampTz t, const struct pg_tm *tm, pg_tz *tz, int dir)
+{
+	return dir > 0 ? on_to_next_day(t, tm, tz) : back_before_day(t, tm, tz);
 }
 
 /*
- * WfCronNext finds the earliest instant after "after" that matches spec,
- * with the fields taken in time zone tz.  It returns false when none lies
- * within WF_CRON_HORIZON_DAYS.
+ * cron_search finds the first instant that matches spec in time zone tz,
+ * going from "from" in direction dir: the latest at or before it (dir -1)
+ * or the earliest after it (dir 1).  An interval spec is a matter of
+ * arithmetic; otherwise it walks minute by minute from the start of a
+ * minute, passing over whole days and hours that cannot match, and
+ * returns false when it reaches WF_CRON_HORIZON_DAYS first.  It is
+ * WfCronPrev and WfCronNext, one direction each.
  */
-bool
-WfCronNext(const WfCronSpec *spec, TimestampTz after, pg_tz *tz, TimestampTz *result)
+static bool
+cron_search(const WfCronSpec *spec, TimestampTz from, int dir, pg_tz *tz,
+			TimestampTz *result)
 {
+	int64		ahead = dir > 0 ? 1 : 0;	/* "after" excludes from itself */
 	TimestampTz t;
 	TimestampTz limit;
 
-	if (TIMESTAMP_NOT_FINITE(after))
+	if (TIMESTAMP_NOT_FINITE(from))
 		return false;
 	if (spec->interval_secs > 0)
 	{
 		int64		step = (int64) spec->interval_secs * USECS_PER_SEC;
 
-		*result = (floor_div(after + WF_UNIX_TO_PG_US, step) + 1) * step -
+		*result = (floor_div(from + WF_UNIX_TO_PG_US, step) + ahead) * step -
 			WF_UNIX_TO_PG_US;
 		return true;
 	}
 
-	t = (floor_div(after, USECS_PER_MINUTE) + 1) * USECS_PER_MINUTE;
-	limit = after + (int64) WF_CRON_HORIZON_DAYS * USECS_PER_DAY;
-	while (t <= limit)
+	t = (floor_div(from, USECS_PER_MINUTE) + ahead) * USECS_PER_MINUTE;
+	limit = from + (int64) dir * WF_CRON_HORIZON_DAYS * USECS_PER_DAY;
+	while (dir > 0 ? t <= limit : t >= limit)
 	{
 		struct pg_tm tm;
 		int			m;
@@ -689,19 +649,20 @@ WfCronNext(const WfCronSpec *spec, TimestampTz after, pg_tz *tz, TimestampTz *re
 		local_tm(t, tz, &tm);
 		if (!day_matches(spec, &tm))
 		{
-			t = on_to_next_day(t, &tm, tz);
+			t = leave_day(t, &tm, tz, dir);
 			continue;
 		}
 		if ((spec->hours & ((uint32) 1 << tm.tm_hour)) == 0)
 		{
-			t = on_to_next_hour(t, &tm, tz);
+			t = leave_hour(t, &tm, tz, dir);
 			continue;
 		}
-		for (m = tm.tm_min; m < MINS_PER_HOUR; m++)
+		/* the first minute of the hour, from this one on in dir, that matches */
+		for (m = tm.tm_min; m >= 0 && m < MINS_PER_HOUR; m += dir)
 			if (spec->minutes & ((uint64) 1 << m))
 				break;
-		if (m == MINS_PER_HOUR)
-			t = on_to_next_hour(t, &tm, tz);
+		if (m < 0 || m == MINS_PER_HOUR)
+			t = leave_hour(t, &tm, tz, dir);
 		else if (m == tm.tm_min)
 		{
 			*result = t;
@@ -714,10 +675,32 @@ WfCronNext(const WfCronSpec *spec, TimestampTz after, pg_tz *tz, TimestampTz *re
 
 			local_tm(cand, tz, &c);
 			t = (same_date(&c, &tm) && c.tm_hour == tm.tm_hour && c.tm_min == m) ?
-				cand : t + USECS_PER_MINUTE;
+				cand : t + (int64) dir * USECS_PER_MINUTE;
 		}
 	}
 	return false;
+}
+
+/*
+ * WfCronPrev finds the latest instant at or before at that matches spec,
+ * with the fields taken in time zone tz.  It returns false when none lies
+ * within WF_CRON_HORIZON_DAYS.
+ */
+bool
+WfCronPrev(const WfCronSpec *spec, TimestampTz at, pg_tz *tz, TimestampTz *result)
+{
+	return cron_search(spec, at, -1, tz, result);
+}
+
+/*
+ * WfCronNext finds the earliest instant after "after" that matches spec,
+ * with the fields taken in time zone tz.  It returns false when none lies
+ * within WF_CRON_HORIZON_DAYS.
+ */
+bool
+WfCronNext(const WfCronSpec *spec, TimestampTz after, pg_tz *tz, TimestampTz *result)
+{
+	return cron_search(spec, after, 1, tz, result);
 }
 
 /* ----------------------------------------------------------------
@@ -834,12 +817,12 @@ wfengine_cron_check(PG_FUNCTION_ARGS)
 }
 
 /*
- * wfengine_cron_prev is wf._cron_prev(cron, at, timezone): the latest
- * instant at or before at that matches cron in timezone, or NULL.  This
- * is the scheduled instant of a pg_cron tick at time at.
+ * cron_call is wf._cron_prev and wf._cron_next (cron, at, timezone): the
+ * instant cron_search finds for cron from at in timezone in direction
+ * dir, or NULL.
  */
-Datum
-wfengine_cron_prev(PG_FUNCTION_ARGS)
+static Datum
+cron_call(FunctionCallInfo fcinfo, int dir)
 {
 	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	TimestampTz at = PG_GETARG_TIMESTAMPTZ(1);
@@ -848,9 +831,20 @@ wfengine_cron_prev(PG_FUNCTION_ARGS)
 	TimestampTz result;
 
 	WfCronParse(expr, &spec);
-	if (!WfCronPrev(&spec, at, tz, &result))
+	if (!cron_search(&spec, at, dir, tz, &result))
 		PG_RETURN_NULL();
 	PG_RETURN_TIMESTAMPTZ(result);
+}
+
+/*
+ * wfengine_cron_prev is wf._cron_prev(cron, at, timezone): the latest
+ * instant at or before at that matches cron in timezone, or NULL.  This
+ * is the scheduled instant of a pg_cron tick at time at.
+ */
+Datum
+wfengine_cron_prev(PG_FUNCTION_ARGS)
+{
+	return cron_call(fcinfo, -1);
 }
 
 /*
@@ -860,14 +854,5 @@ wfengine_cron_prev(PG_FUNCTION_ARGS)
 Datum
 wfengine_cron_next(PG_FUNCTION_ARGS)
 {
-	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	TimestampTz after = PG_GETARG_TIMESTAMPTZ(1);
-	pg_tz	   *tz = lookup_tz(PG_GETARG_TEXT_PP(2));
-	WfCronSpec	spec;
-	TimestampTz result;
-
-	WfCronParse(expr, &spec);
-	if (!WfCronNext(&spec, after, tz, &result))
-		PG_RETURN_NULL();
-	PG_RETURN_TIMESTAMPTZ(result);
+	return cron_call(fcinfo, 1);
 }

@@ -544,6 +544,26 @@ WfOpenBox(const uint8 *box, size_t boxlen, const uint8 *key, const char *ad, int
 }
 
 /*
+ * damaged_envelope reports a damaged envelope for open_envelope: an error
+ * with a data-exception code, or, when damage is not NULL, NULL with the
+ * message in *damage.
+ */
+static Jsonb *
+damaged_envelope(char **damage, char *message, const char *detail)
+{
+	if (damage != NULL)
+	{
+		*damage = message;
+		return NULL;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 errmsg("%s", message),
+			 errdetail("%s", detail)));
+	pg_unreachable();
+}
+
+/*
  * open_envelope returns the JSON value sealed in an envelope of tenant.
  * A damaged envelope (malformed, naming a data key the tenant does not
  * have, or not opening with it) is an error with a data-exception code,
@@ -563,49 +583,21 @@ open_envelope(const char *tenant, const char *text, int len, char **damage)
 	Jsonb	   *result;
 
 	if (box == NULL)
-	{
-		if (damage != NULL)
-		{
-			*damage = pstrdup(WF_DAMAGED_MSG);
-			return NULL;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg(WF_DAMAGED_MSG),
-				 errdetail(WF_DAMAGED_DETAIL)));
-	}
+		return damaged_envelope(damage, pstrdup(WF_DAMAGED_MSG), WF_DAMAGED_DETAIL);
 	key = data_key(tenant, key_id, true);
 	if (key == NULL)
-	{
-		if (damage != NULL)
-		{
-			*damage = psprintf("a sealed value names data key %d, which tenant \"%s\" does not have",
-							   key_id, tenant);
-			return NULL;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("a sealed value names data key %d, which tenant \"%s\" does not have",
-						key_id, tenant),
-				 errdetail("It was changed, or sealed for another tenant.")));
-	}
+		return damaged_envelope(damage,
+								psprintf("a sealed value names data key %d, which tenant \"%s\" does not have",
+										 key_id, tenant),
+								"It was changed, or sealed for another tenant.");
 	initStringInfo(&ad);
 	appendStringInfo(&ad, "wfengine-value:%s:%d", tenant, key_id);
 	plain = WfOpenBox(box, boxlen, key, ad.data, ad.len);
 	if (plain == NULL)
-	{
-		if (damage != NULL)
-		{
-			*damage = psprintf("a sealed value does not open with data key %d of tenant \"%s\"",
-							   key_id, tenant);
-			return NULL;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("a sealed value does not open with data key %d of tenant \"%s\"",
-						key_id, tenant),
-				 errdetail("It was changed, or sealed for another tenant.")));
-	}
+		return damaged_envelope(damage,
+								psprintf("a sealed value does not open with data key %d of tenant \"%s\"",
+										 key_id, tenant),
+								"It was changed, or sealed for another tenant.");
 	result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plain)));
 	sodium_memzero(plain, strlen(plain));
 	return result;
@@ -627,6 +619,64 @@ key_is_one_of(const JsonbValue *k, char **keys, int nkeys)
 }
 
 /*
+ * A ValueReplacer gives the string that replaces the value v of a
+ * top-level key of an object (named: the key is one of the keys asked
+ * for), or NULL to keep it.
+ */
+typedef char *(*ValueReplacer) (JsonbValue *v, bool named, void *arg);
+
+/*
+ * replace_values returns the object obj with the values of its top-level
+ * keys that replace picks replaced by the strings it gives, for
+ * WfSealKeys and WfMaskSealed.
+ */
+static Jsonb *
+replace_values(Jsonb *obj, char **keys, int nkeys, ValueReplacer replace, void *arg)
+{
+	JsonbParseState *state = NULL;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	JsonbValue *res = NULL;
+	bool		named = false;
+	char	   *replacement;
+
+	it = JsonbIteratorInit(&obj->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			named = key_is_one_of(&v, keys, nkeys);
+			res = pushJsonbValue(&state, tok, &v);
+		}
+		else if (tok == WJB_VALUE && (replacement = replace(&v, named, arg)) != NULL)
+		{
+			JsonbValue	sv;
+
+			sv.type = jbvString;
+			sv.val.string.val = replacement;
+			sv.val.string.len = strlen(replacement);
+			res = pushJsonbValue(&state, tok, &sv);
+		}
+		else
+			res = pushJsonbValue(&state, tok, (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT) ? NULL : &v);
+	}
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * seal_named is WfSealKeys's ValueReplacer (arg: the tenant): the
+ * envelope of a value of the keys, unless it is null or sealed already.
+ */
+static char *
+seal_named(JsonbValue *v, bool named, void *arg)
+{
+	if (!named || v->type == jbvNull || is_envelope(v))
+		return NULL;
+	return seal_value((const char *) arg, v);
+}
+
+/*
  * WfSealKeys returns obj with the values of keys sealed (values that are
  * envelopes already, null or absent are left as they are).  Inside an API
  * call.
@@ -634,37 +684,21 @@ key_is_one_of(const JsonbValue *k, char **keys, int nkeys)
 Jsonb *
 WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
 {
-	JsonbParseState *state = NULL;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	JsonbValue *res = NULL;
-	bool		sealing = false;
-
 	if (obj == NULL || nkeys == 0 || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj))
 		return obj;
-	it = JsonbIteratorInit(&obj->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-		{
-			sealing = key_is_one_of(&v, keys, nkeys);
-			res = pushJsonbValue(&state, tok, &v);
-		}
-		else if (tok == WJB_VALUE && sealing && v.type != jbvNull && !is_envelope(&v))
-		{
-			JsonbValue	sv;
-			char	   *env = seal_value(tenant, &v);
+	return replace_values(obj, keys, nkeys, seal_named, (void *) tenant);
+}
 
-			sv.type = jbvString;
-			sv.val.string.val = env;
-			sv.val.string.len = strlen(env);
-			res = pushJsonbValue(&state, tok, &sv);
-		}
-		else
-			res = pushJsonbValue(&state, tok, (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT) ? NULL : &v);
-	}
-	return JsonbValueToJsonb(res);
+/*
+ * mask_sealed is WfMaskSealed's ValueReplacer: the marker for a non-null
+ * value of the keys and for an envelope.
+ */
+static char *
+mask_sealed(JsonbValue *v, bool named, void *arg)
+{
+	if ((named && v->type != jbvNull) || is_envelope(v))
+		return WF_RESERVED_PREFIX "sealed";
+	return NULL;
 }
 
 /*
@@ -677,37 +711,10 @@ WfSealKeys(const char *tenant, Jsonb *obj, char **keys, int nkeys)
 Jsonb *
 WfMaskSealed(Jsonb *obj, char **keys, int nkeys)
 {
-	JsonbParseState *state = NULL;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	JsonbValue *res = NULL;
-	bool		masking = false;
-
 	if (obj == NULL || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj) ||
 		(nkeys == 0 && !has_envelope(obj)))
 		return obj;
-	it = JsonbIteratorInit(&obj->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-		{
-			masking = key_is_one_of(&v, keys, nkeys);
-			res = pushJsonbValue(&state, tok, &v);
-		}
-		else if (tok == WJB_VALUE && ((masking && v.type != jbvNull) || is_envelope(&v)))
-		{
-			JsonbValue	mv;
-
-			mv.type = jbvString;
-			mv.val.string.val = WF_RESERVED_PREFIX "sealed";
-			mv.val.string.len = strlen(mv.val.string.val);
-			res = pushJsonbValue(&state, tok, &mv);
-		}
-		else
-			res = pushJsonbValue(&state, tok, (tok == WJB_BEGIN_OBJECT || tok == WJB_END_OBJECT) ? NULL : &v);
-	}
-	return JsonbValueToJsonb(res);
+	return replace_values(obj, keys, nkeys, mask_sealed, NULL);
 }
 
 /*

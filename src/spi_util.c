@@ -442,3 +442,16 @@ WfGetTextOrNull(int row, int col)
 
 	return isnull ? NULL : TextDatumGetCString(d);
 }
+
+/*
+ * WfSetTextOrNull sets parameter i of a statement (values, nulls) to the
+ * text s, or to NULL when s is NULL: WfGetTextOrNull's counterpart.
+ */
+void
+WfSetTextOrNull(Datum *values, char *nulls, int i, const char *s)
+{
+	if (s != NULL)
+		values[i] = CStringGetTextDatum(s);
+	else
+		nulls[i] = 'n';
+}

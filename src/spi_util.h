@@ -65,6 +65,7 @@ extern int64 WfFenceBase(void);
 extern Datum WfGetDatum(int row, int col, bool *isnull);
 extern Datum WfGetDatumNotNull(int row, int col);
 extern char *WfGetTextOrNull(int row, int col);
+extern void WfSetTextOrNull(Datum *values, char *nulls, int i, const char *s);
 extern void WfRegisterResetCallback(void (*callback) (void));
 extern bool WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure);
 extern bool WfTryInSubxactCatching(void (*fn) (void *arg), void *arg, int sqlerrcode);

@@ -45,6 +45,21 @@ typedef struct NameCheck
 	int			statement;
 } NameCheck;
 
+/*
+ * The words of the expressions that stand for an unqualified operator
+ * whatever they are written with (IS DISTINCT FROM means "="), by
+ * A_Expr_Kind; the kinds not named are the BETWEEN forms.
+ */
+static const char *const implied_operator_names[] = {
+	[AEXPR_DISTINCT] = "IS DISTINCT FROM",
+	[AEXPR_NOT_DISTINCT] = "IS NOT DISTINCT FROM",
+	[AEXPR_NULLIF] = "NULLIF",
+	[AEXPR_IN] = "IN",
+	[AEXPR_LIKE] = "LIKE",
+	[AEXPR_ILIKE] = "LIKE",
+	[AEXPR_SIMILAR] = "LIKE",
+};
+
 static void report(NameCheck *c, const char *kind, const char *name);
 static bool collect_ctes(Node *node, NameCheck *c);
 static bool check_names(Node *node, NameCheck *c);
@@ -157,35 +172,16 @@ check_names(Node *node, NameCheck *c)
 			{
 				A_Expr	   *e = (A_Expr *) node;
 
-				switch (e->kind)
+				if (e->kind == AEXPR_OP || e->kind == AEXPR_OP_ANY || e->kind == AEXPR_OP_ALL)
 				{
-					case AEXPR_OP:
-					case AEXPR_OP_ANY:
-					case AEXPR_OP_ALL:
-						if (list_length(e->name) < 2)
-							report(c, "operator", name_list_text(e->name));
-						break;
-					case AEXPR_DISTINCT:
-						report(c, "operator", "IS DISTINCT FROM");
-						break;
-					case AEXPR_NOT_DISTINCT:
-						report(c, "operator", "IS NOT DISTINCT FROM");
-						break;
-					case AEXPR_NULLIF:
-						report(c, "operator", "NULLIF");
-						break;
-					case AEXPR_IN:
-						report(c, "operator", "IN");
-						break;
-					case AEXPR_LIKE:
-					case AEXPR_ILIKE:
-					case AEXPR_SIMILAR:
-						report(c, "operator", "LIKE");
-						break;
-					default:	/* the BETWEEN forms */
-						report(c, "operator", "BETWEEN");
-						break;
+					if (list_length(e->name) < 2)
+						report(c, "operator", name_list_text(e->name));
 				}
+				else if (e->kind < lengthof(implied_operator_names) &&
+						 implied_operator_names[e->kind] != NULL)
+					report(c, "operator", implied_operator_names[e->kind]);
+				else
+					report(c, "operator", "BETWEEN");	/* the BETWEEN forms */
 				break;
 			}
 		case T_SubLink:

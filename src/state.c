@@ -497,6 +497,46 @@ enter_visit(WfRunState *run, const WfEvent *ev)
 }
 
 /*
+ * begin_visit applies an event that begins a visit of its step with no
+ * attempt yet (a sleep, a wait, an approval): the reducer's answer.
+ */
+static const char *
+begin_visit(WfRunState *run, const WfEvent *ev)
+{
+	if (!step_may_begin(run, ev))
+		return refuse_begin(ev);
+	enter_visit(run, ev);
+	return NULL;
+}
+
+/*
+ * end_run ends the run with status at ev, at step (NULL: at no step); it
+ * waits for nothing any more.
+ */
+static void
+end_run(WfRunState *run, WfRunStatus status, char *step, const WfEvent *ev)
+{
+	run->status = status;
+	run->current_step = step;
+	run->wait_generation = 0;
+	run->finished = true;
+	run->finished_at = ev->created_at;
+}
+
+/*
+ * reopen_run makes an ended (or failing) run live again with status,
+ * waiting for nothing yet: a retried or skipped step, a cancellation.
+ */
+static void
+reopen_run(WfRunState *run, WfRunStatus status)
+{
+	run->status = status;
+	run->wait_generation = 0;
+	run->finished = false;
+	run->finished_at = 0;
+}
+
+/*
  * apply_run_event applies the events of the run as a whole: start, end, pause, resume, migration, hold, context, signals kept.
  */
 static const char *
@@ -557,10 +597,7 @@ apply_run_event(WfRunState *run, const WfEvent *ev)
 				 run->status != WF_RUN_COMPENSATION_FAILED) ||
 				run->current_task != 0)
 				return "\"run_terminated\" while the run has ended or has a live task";
-			run->status = WF_RUN_TERMINATED;
-			run->wait_generation = 0;
-			run->finished = true;
-			run->finished_at = ev->created_at;
+			end_run(run, WF_RUN_TERMINATED, run->current_step, ev);
 			break;
 
 		case WF_EV_RUN_PAUSED:
@@ -593,23 +630,15 @@ apply_run_event(WfRunState *run, const WfEvent *ev)
 		case WF_EV_RUN_COMPLETED:
 			if (run->status != WF_RUN_RUNNING || run->current_task != 0)
 				return "\"run_completed\" while a task is live";
-			run->status = WF_RUN_COMPLETED;
-			run->wait_generation = 0;
+			end_run(run, WF_RUN_COMPLETED, NULL, ev);
 			run->output = WfJsonbGetJsonb(p, "output");
-			run->current_step = NULL;
-			run->finished = true;
-			run->finished_at = ev->created_at;
 			break;
 
 		case WF_EV_RUN_FAILED:
 			if ((run->status != WF_RUN_RUNNING && run->status != WF_RUN_PAUSED) ||
 				run->current_task != 0)
 				return "\"run_failed\" while a task is live";
-			run->status = WF_RUN_FAILED;
-			run->wait_generation = 0;
-			run->current_step = WfJsonbGetText(p, "step");
-			run->finished = true;
-			run->finished_at = ev->created_at;
+			end_run(run, WF_RUN_FAILED, WfJsonbGetText(p, "step"), ev);
 			break;
 
 		default:
@@ -668,11 +697,8 @@ apply_task_event(WfRunState *run, const WfEvent *ev)
 				  (run->status == WF_RUN_COMPENSATION_FAILED && WfIsCompensation(ev->step))) ||
 				ev->step == NULL || run->current_task != 0)
 				return "\"step_retried\" while the run has not failed";
-			run->status = (run->status == WF_RUN_FAILED) ? WF_RUN_RUNNING : WfUndoingStatus(run);
+			reopen_run(run, (run->status == WF_RUN_FAILED) ? WF_RUN_RUNNING : WfUndoingStatus(run));
 			enter_visit(run, ev);
-			run->wait_generation = 0;
-			run->finished = false;
-			run->finished_at = 0;
 			break;
 
 		case WF_EV_STEP_SKIPPED:
@@ -689,22 +715,16 @@ apply_task_event(WfRunState *run, const WfEvent *ev)
 
 					if (problem != NULL)
 						return problem;
-					run->status = WfUndoingStatus(run);
+					reopen_run(run, WfUndoingStatus(run));
 					run->current_step = NULL;
 					run->current_attempt = 0;
-					run->wait_generation = 0;
-					run->finished = false;
-					run->finished_at = 0;
 					break;
 				}
 				record_step_output(run, ev, 0, true);
-				run->status = WF_RUN_RUNNING;
+				reopen_run(run, WF_RUN_RUNNING);
 				run->current_step = NULL;
 				run->current_attempt = 0;
 				run->step_generation = ev->seq;
-				run->wait_generation = 0;
-				run->finished = false;
-				run->finished_at = 0;
 				break;
 			}
 
@@ -806,10 +826,8 @@ apply_wait_event(WfRunState *run, const WfEvent *ev)
 	switch (ev->type)
 	{
 		case WF_EV_SLEEP_STARTED:
-			if (!step_may_begin(run, ev))
-				return refuse_begin(ev);
-			enter_visit(run, ev);
-			break;
+		case WF_EV_WAIT_STARTED:
+			return begin_visit(run, ev);
 
 		case WF_EV_CHOICE_MADE:
 			{
@@ -828,12 +846,6 @@ apply_wait_event(WfRunState *run, const WfEvent *ev)
 				run->wait_generation = 0;
 				break;
 			}
-
-		case WF_EV_WAIT_STARTED:
-			if (!step_may_begin(run, ev))
-				return refuse_begin(ev);
-			enter_visit(run, ev);
-			break;
 
 		case WF_EV_EVENT_RECEIVED:
 		case WF_EV_WAIT_TIMED_OUT:
@@ -861,10 +873,7 @@ apply_approval_event(WfRunState *run, const WfEvent *ev)
 	switch (ev->type)
 	{
 		case WF_EV_APPROVAL_REQUESTED:
-			if (!step_may_begin(run, ev))
-				return refuse_begin(ev);
-			enter_visit(run, ev);
-			break;
+			return begin_visit(run, ev);
 
 		case WF_EV_APPROVAL_NOTIFIED:
 			/* the notification task is done; the step waits for decisions */
@@ -984,11 +993,8 @@ apply_undo_event(WfRunState *run, const WfEvent *ev)
 				 run->status != WF_RUN_FAILED) ||
 				(run->status == WF_RUN_FAILED && run->current_task != 0))
 				return "\"cancel_requested\" while the run is not running, paused or failed";
-			run->status = WF_RUN_CANCELLING;
-			run->wait_generation = 0;
 			/* a failed run is live again until its compensations have run */
-			run->finished = false;
-			run->finished_at = 0;
+			reopen_run(run, WF_RUN_CANCELLING);
 			break;
 
 		case WF_EV_COMPENSATION_REQUESTED:
@@ -1039,32 +1045,20 @@ apply_undo_event(WfRunState *run, const WfEvent *ev)
 		case WF_EV_RUN_CANCELLED:
 			if (run->status != WF_RUN_CANCELLING || run->current_task != 0)
 				return "\"run_cancelled\" while the run is not cancelling or has a live task";
-			run->status = WF_RUN_CANCELLED;
-			run->current_step = NULL;
-			run->wait_generation = 0;
-			run->finished = true;
-			run->finished_at = ev->created_at;
+			end_run(run, WF_RUN_CANCELLED, NULL, ev);
 			break;
 
 		case WF_EV_RUN_COMPENSATED:
 			if (run->status != WF_RUN_COMPENSATING || run->current_task != 0)
 				return "\"run_compensated\" while the run is not compensating or has a live task";
-			run->status = WF_RUN_COMPENSATED;
-			run->current_step = NULL;
-			run->wait_generation = 0;
-			run->finished = true;
-			run->finished_at = ev->created_at;
+			end_run(run, WF_RUN_COMPENSATED, NULL, ev);
 			break;
 
 		case WF_EV_COMPENSATION_FAILED:
 			if (!WF_RUN_UNDOING(run->status) || run->current_task != 0 ||
 				ev->step == NULL || !WfIsCompensation(ev->step))
 				return "\"compensation_failed\" while the run is not compensating";
-			run->status = WF_RUN_COMPENSATION_FAILED;
-			run->current_step = pstrdup(ev->step);
-			run->wait_generation = 0;
-			run->finished = true;
-			run->finished_at = ev->created_at;
+			end_run(run, WF_RUN_COMPENSATION_FAILED, pstrdup(ev->step), ev);
 			break;
 
 		default:

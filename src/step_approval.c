@@ -534,8 +534,7 @@ approval_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
 	WfJsonBuilder w;
 	Datum		values[2];
 
-	if (!WfExplainLiveTask(run, ex))
-		(void) WfExplainWaitTimer(run, ex);
+	WfExplainAttempt(run, sd, ex);
 	if (run->status != WF_RUN_RUNNING)
 		return;
 	if (ex->waiting != NULL)

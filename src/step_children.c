@@ -487,10 +487,7 @@ children_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
 		return;
 	values[0] = JsonbPGetDatum(children);
 	values[1] = CStringGetTextDatum(run->tenant_id);
-	(void) WfPlanExec(&WfStepChildrenPlans, PLAN_EXPLAIN_CHILDREN, values, NULL, true, 1,
-					  SPI_OK_SELECT);
-	ex->waiting = "children";
-	ex->details = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
+	(void) WfExplainRow(&WfStepChildrenPlans, PLAN_EXPLAIN_CHILDREN, values, "children", ex);
 }
 
 const WfStepKindOps WfChildrenStepKind = {

@@ -468,21 +468,10 @@ compensation_gave_up(WfTransition *tr, int step_index, const char *reason,
 	compensation_failed(tr, reason, error);
 }
 
-/*
- * compensation_explain: a compensation waits on its live attempt or the
- * backoff before its next one, like a task.
- */
-static void
-compensation_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
-{
-	if (!WfExplainLiveTask(run, ex))
-		(void) WfExplainWaitTimer(run, ex);
-}
-
 const WfStepKindOps WfCompensationStepKind = {
 	.name = "compensation",
 	.undoes = true,
-	.explain = compensation_explain,
+	.explain = WfExplainAttempt,	/* like a task */
 	.task_completed = compensation_task_completed,
 	.task_gave_up = compensation_gave_up,
 };

@@ -35,20 +35,9 @@ task_enter(WfTransition *tr, int step_index)
 	WfScheduleStep(tr, step_index, 1, tr->now, NULL);
 }
 
-/*
- * task_explain: the step waits on its live attempt, or on the backoff
- * timer before the next one.
- */
-static void
-task_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
-{
-	if (!WfExplainLiveTask(run, ex))
-		(void) WfExplainWaitTimer(run, ex);
-}
-
 const WfStepKindOps WfTaskStepKind = {
 	.name = "task",
 	.enter = task_enter,
 	.resume = WfRescheduleWithdrawn,	/* its input mapped again */
-	.explain = task_explain,
+	.explain = WfExplainAttempt,	/* its live attempt, or the backoff */
 };

@@ -268,11 +268,7 @@ wait_explain(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
 		return;
 	values[0] = UUIDPGetDatum(&run->run_id);
 	values[1] = Int32GetDatum(run->step_generation);
-	if (WfPlanExec(&WfStepWaitPlans, PLAN_EXPLAIN_WAIT, values, NULL, true, 1,
-				   SPI_OK_SELECT) != 1)
-		return;
-	ex->waiting = "event";
-	ex->details = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
+	(void) WfExplainRow(&WfStepWaitPlans, PLAN_EXPLAIN_WAIT, values, "event", ex);
 }
 
 const WfStepKindOps WfWaitStepKind = {

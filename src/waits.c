@@ -9,9 +9,11 @@
  * since attempts and timers are the core's: WfExplainLiveTask (the run's
  * live attempt: a worker's result, a place in its queue, a quarantine or
  * the tenant's max_tasks_in_flight) and WfExplainWaitTimer (the timer of
- * the run's current wait: a retry's backoff, a sleep).  Each is one
- * statement that builds its "details" object, so that wf.explain shows
- * values exactly as PostgreSQL's JSON functions write them.
+ * the run's current wait: a retry's backoff, a sleep), with
+ * WfExplainAttempt, the two in the order a step with a task asks them.
+ * Each is one statement that builds its "details" object, so that
+ * wf.explain shows values exactly as PostgreSQL's JSON functions write
+ * them; WfExplainRow answers with such a statement of a step kind's own.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -135,6 +137,36 @@ WfExplainLiveTask(const WfRunState *run, WfExplanation *ex)
 	values[0] = Int64GetDatum(run->current_task);
 	if (WfPlanExec(&WfWaitsPlans, PLAN_EXPLAIN_TASK, values, NULL, true, 1, SPI_OK_SELECT) == 1)
 		answer(ex);
+	return true;
+}
+
+/*
+ * WfExplainAttempt explains a step that waits on a task attempt: its live
+ * attempt, or the timer of the backoff before the next one.  It is the
+ * explain of task and compensation steps (WfStepKindOps.explain), and
+ * what approval steps and steps without a kind say first.
+ */
+void
+WfExplainAttempt(const WfRunState *run, const WfStepDef *sd, WfExplanation *ex)
+{
+	if (!WfExplainLiveTask(run, ex))
+		(void) WfExplainWaitTimer(run, ex);
+}
+
+/*
+ * WfExplainRow runs statement id of table, whose one row holds the
+ * "details" object of a step kind's own wait, and answers that the run
+ * waits for "waiting" with those details; false (and ex untouched) when
+ * the statement gives no row.
+ */
+bool
+WfExplainRow(WfPlanTable *table, int id, Datum *values, const char *waiting,
+			 WfExplanation *ex)
+{
+	if (WfPlanExec(table, id, values, NULL, true, 1, SPI_OK_SELECT) != 1)
+		return false;
+	ex->waiting = waiting;
+	ex->details = DatumGetJsonbPCopy(WfGetDatumNotNull(0, 1));
 	return true;
 }
 

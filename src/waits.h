@@ -19,6 +19,10 @@
 
 extern bool WfExplainLiveTask(const WfRunState *run, WfExplanation *ex);
 extern bool WfExplainWaitTimer(const WfRunState *run, WfExplanation *ex);
+extern void WfExplainAttempt(const WfRunState *run, const WfStepDef *sd,
+							 WfExplanation *ex);
+extern bool WfExplainRow(WfPlanTable *table, int id, Datum *values, const char *waiting,
+						 WfExplanation *ex);
 
 extern PGDLLIMPORT WfPlanTable WfWaitsPlans;
 
