@@ -103,7 +103,6 @@
 
 typedef struct FloorSlot
 {
-	slock_t		mutex;
 	uint64		key;			/* the queue's hash; 0: free */
 	bool		priority_known; /* an attempt of the queue was seen */
 	bool		mixed;			/* ... of more than one priority */
@@ -115,13 +114,17 @@ typedef struct FloorSlot
 	int64		floor_task;		/* task_id) of the floor */
 	TimestampTz next_full_at;	/* a claim reads from the start by then */
 	TimestampTz future_until;	/* the latest available_at scheduled */
+	slock_t		mutex;			/* protects the fields above; last (slot_take) */
 } FloorSlot;
 
 static FloorSlot *floor_slots = NULL;
 
 /* forward declarations */
 static uint64 queue_key(const char *tenant, const char *queue);
-static FloorSlot *slot_of(uint64 key, uint32 *slotno);
+static FloorSlot *queue_slot(const char *tenant, const char *queue, uint64 *key,
+							 uint32 *slotno);
+static void slot_take(FloorSlot *s, uint64 key);
+static FloorSlot *lock_queue_slot(const char *tenant, const char *queue, uint64 *key);
 
 /*
  * WfClaimFloorShmemSize is the size of the slots (shmem.c requests it).
@@ -163,11 +166,44 @@ queue_key(const char *tenant, const char *queue)
 	return h == 0 ? 1 : h;
 }
 
+/*
+ * queue_slot returns the slot of (tenant, queue), with the queue's key and
+ * the slot's number.  The slots must exist.
+ */
 static FloorSlot *
-slot_of(uint64 key, uint32 *slotno)
+queue_slot(const char *tenant, const char *queue, uint64 *key, uint32 *slotno)
 {
-	*slotno = (uint32) (key % WF_FLOOR_SLOTS);
+	*key = queue_key(tenant, queue);
+	*slotno = (uint32) (*key % WF_FLOOR_SLOTS);
 	return &floor_slots[*slotno];
+}
+
+/*
+ * lock_queue_slot returns the slot of (tenant, queue) with its mutex held,
+ * and the queue's key; NULL without shared memory.
+ */
+static FloorSlot *
+lock_queue_slot(const char *tenant, const char *queue, uint64 *key)
+{
+	FloorSlot  *s;
+	uint32		slotno;
+
+	if (floor_slots == NULL)
+		return NULL;
+	s = queue_slot(tenant, queue, key, &slotno);
+	SpinLockAcquire(&s->mutex);
+	return s;
+}
+
+/*
+ * slot_take makes s the slot of the queue key, knowing nothing about it.
+ * The caller holds its mutex.
+ */
+static void
+slot_take(FloorSlot *s, uint64 key)
+{
+	memset(s, 0, offsetof(FloorSlot, mutex));
+	s->key = key;
 }
 
 /*
@@ -183,24 +219,13 @@ WfClaimFloorPlan(const char *tenant, const char *queue, TimestampTz now, WfClaim
 	memset(cf, 0, sizeof(WfClaimFloor));
 	if (floor_slots == NULL)
 		return;
-	cf->key = queue_key(tenant, queue);
-	s = slot_of(cf->key, &cf->slot);
+	s = queue_slot(tenant, queue, &cf->key, &cf->slot);
 
 	SpinLockAcquire(&s->mutex);
 	if (s->key != cf->key)
 	{
 		/* free, or another queue's: ours from now on, knowing nothing */
-		s->key = cf->key;
-		s->priority_known = false;
-		s->mixed = false;
-		s->floor_valid = false;
-		s->need_full = false;
-		s->dragging = false;
-		s->priority = 0;
-		s->floor_at = 0;
-		s->floor_task = 0;
-		s->next_full_at = 0;
-		s->future_until = 0;
+		slot_take(s, cf->key);
 	}
 	else if (s->floor_valid && s->priority_known && !s->mixed && s->dragging)
 	{
@@ -301,28 +326,14 @@ void
 WfClaimFloorNoteTask(const char *tenant, const char *queue, int32 priority,
 					 TimestampTz available_at, int64 task_id)
 {
-	FloorSlot  *s;
-	uint32		slotno;
 	uint64		key;
+	FloorSlot  *s = lock_queue_slot(tenant, queue, &key);
 
-	if (floor_slots == NULL)
+	if (s == NULL)
 		return;
-	key = queue_key(tenant, queue);
-	s = slot_of(key, &slotno);
-
-	SpinLockAcquire(&s->mutex);
+	/* a free slot: the queue's from now on, knowing this attempt */
 	if (s->key == 0)
-	{
-		/* a free slot: the queue's from now on, knowing this attempt */
-		s->key = key;
-		s->mixed = false;
-		s->floor_valid = false;
-		s->need_full = false;
-		s->dragging = false;
-		s->next_full_at = 0;
-		s->future_until = 0;
-		s->priority_known = false;
-	}
+		slot_take(s, key);
 	if (s->key == key)
 	{
 		if (!s->priority_known)
@@ -353,15 +364,11 @@ WfClaimFloorNoteTask(const char *tenant, const char *queue, int32 priority,
 void
 WfClaimFloorRescan(const char *tenant, const char *queue)
 {
-	FloorSlot  *s;
-	uint32		slotno;
 	uint64		key;
+	FloorSlot  *s = lock_queue_slot(tenant, queue, &key);
 
-	if (floor_slots == NULL)
+	if (s == NULL)
 		return;
-	key = queue_key(tenant, queue);
-	s = slot_of(key, &slotno);
-	SpinLockAcquire(&s->mutex);
 	if (s->key == key)
 		s->need_full = true;
 	SpinLockRelease(&s->mutex);
