@@ -84,21 +84,7 @@ my %port = map { $_ => PostgreSQL::Test::Cluster::get_free_port() } qw(monitor n
 my %pgdata = map { $_ => "$base/$_" } qw(monitor n1 n2);
 my %keeper;    # node -> IPC::Run harness of its `pg_autoctl run`
 
-# psql on a node of the formation (Unix socket), unaligned; dies on error
-sub q_node
-{
-	my ($node, $sql, $db) = @_;
-	my ($out, $err) = ('', '');
-	my $ok = IPC::Run::run(
-		[ "$bindir/psql", '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
-			'-h', $sock, '-p', $port{$node}, '-d', $db // 'wf', '-c', $sql ],
-		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60));
-	die "psql on $node failed: $sql\n$err" unless $ok;
-	chomp $out;
-	return $out;
-}
-
-# the same, returning (ok, stdout, stderr) instead of dying
+# psql on a node of the formation (Unix socket), unaligned: (ok, stdout, stderr)
 sub try_node
 {
 	my ($node, $sql, $db) = @_;
@@ -109,6 +95,15 @@ sub try_node
 		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60));
 	chomp $out;
 	return ($ok, $out, $err);
+}
+
+# the same, returning stdout; dies on error
+sub q_node
+{
+	my ($node, $sql, $db) = @_;
+	my ($ok, $out, $err) = try_node($node, $sql, $db);
+	die "psql on $node failed: $sql\n$err" unless $ok;
+	return $out;
 }
 
 # poll(what, seconds, sub): until the sub returns true; false after the time
