@@ -17,6 +17,7 @@ packages=(
 	"postgresql-${PG_MAJOR}-cron"
 	"postgresql-${PG_MAJOR}-pgtap"
 	"postgresql-${PG_MAJOR}-plproxy" # the router (router/, test/t/120_shards.pl)
+	"postgresql-${PG_MAJOR}-auto-failover" # pg_autoctl and its monitor (test/t/140_failover.pl)
 	postgresql-contrib
 	libsodium-dev
 	libipc-run-perl                        # PostgreSQL::Test::Cluster (TAP tests)
