@@ -223,15 +223,19 @@ report_and_claim(FunctionCallInfo fcinfo, int64 task_id, int64 fence, bool is_fa
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	const char *verdict;
-	int64		next_task;
+	WfLeaseOffer offer;
+	WfScheduledTask next;
 	Datum		answer;
 	bool		answer_null = false;
 
 	InitMaterializedSRF(fcinfo, 0);
+	offer.queue = req->queue;
+	offer.worker = req->worker;
+	offer.lease = req->lease;
 	verdict = WfReportTaskResult(task_id, fence, is_failure, payload, retryable, false,
-								 &next_task);
+								 &offer, &next);
 	answer = CStringGetTextDatum(verdict);
-	if (WfClaimNow(rsinfo, req, next_task, 1, &answer, &answer_null) == 0)
+	if (WfClaimNow(rsinfo, req, &next, 1, &answer, &answer_null) == 0)
 	{
 		TupleDesc	desc = rsinfo->setDesc;
 		Datum	   *values = palloc0(sizeof(Datum) * desc->natts);
@@ -352,7 +356,7 @@ report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
 		if (retryables != NULL && !retryables->nulls[p])
 			retryable = DatumGetBool(retryables->elems[p]);
 		verdicts[p] = WfReportTaskResult(order[i].task_id, DatumGetInt64(fences->elems[p]),
-										 is_failure, payload, retryable, true, NULL);
+										 is_failure, payload, retryable, true, NULL, NULL);
 	}
 	error_context_stack = errcallback.previous;
 

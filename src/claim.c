@@ -638,17 +638,18 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 }
 
 /*
- * hand_out returns the n attempts the claim leased, in SPI_tuptable, as
- * the function's rows: their sealed values opened for a worker entitled
- * to them, and the engine worker told when each lease can expire.  An
- * attempt whose input does not open is failed instead (WfFailDamagedTask),
- * once the rows are read.  Each row starts with the nlead columns lead
- * (lead_nulls) of the caller (none for wf.claim_tasks).  Returns the
- * number of rows it put.
+ * hand_out returns the n attempts the claim leased, in SPI_tuptable (or,
+ * when given is not NULL, the one attempt of the columns given/given_nulls,
+ * in the same order), as the function's rows: their sealed values opened
+ * for a worker entitled to them, and the engine worker told when each
+ * lease can expire.  An attempt whose input does not open is failed
+ * instead (WfFailDamagedTask), once the rows are read.  Each row starts
+ * with the nlead columns lead (lead_nulls) of the caller (none for
+ * wf.claim_tasks).  Returns the number of rows it put.
  */
 static uint64
-hand_out(ReturnSetInfo *rsinfo, uint64 n, int nlead, const Datum *lead,
-		 const bool *lead_nulls)
+hand_out(ReturnSetInfo *rsinfo, uint64 n, const Datum *given, const bool *given_nulls,
+		 int nlead, const Datum *lead, const bool *lead_nulls)
 {
 	bool		open_sealed = n > 0 && WfMaySeeSensitive(WfApiCaller());
 	int			ndamaged = 0;	/* claimed tasks whose input does not open */
@@ -660,6 +661,7 @@ hand_out(ReturnSetInfo *rsinfo, uint64 n, int nlead, const Datum *lead,
 	uint64		put = 0;
 
 	Assert(nlead >= 0 && nlead <= WF_CLAIM_MAX_LEAD);
+	Assert(given == NULL || n == 1);
 	for (i = 0; i < n; i++)
 	{
 		Datum		row[WF_CLAIM_MAX_LEAD + WF_CLAIM_COLUMNS];
@@ -676,7 +678,15 @@ hand_out(ReturnSetInfo *rsinfo, uint64 n, int nlead, const Datum *lead,
 			rownulls[c] = lead_nulls[c];
 		}
 		for (c = 0; c < WF_CLAIM_COLUMNS; c++)
-			out[c] = WfGetDatum(i, c + 1, &nulls[c]);
+		{
+			if (given != NULL)
+			{
+				out[c] = given[c];
+				nulls[c] = given_nulls[c];
+			}
+			else
+				out[c] = WfGetDatum(i, c + 1, &nulls[c]);
+		}
 		/* sealed values of the input, opened for a worker entitled to them */
 		if (open_sealed && !nulls[WF_CLAIM_INPUT_COLUMN])
 		{
@@ -706,13 +716,48 @@ hand_out(ReturnSetInfo *rsinfo, uint64 n, int nlead, const Datum *lead,
 		put++;
 
 		/* the engine worker must look at this lease when it can expire */
-		deadline = WfGetDatum(i, WF_CLAIM_COLUMNS + 1, &isnull);
+		if (given != NULL)
+		{
+			deadline = given[WF_CLAIM_COLUMNS];
+			isnull = given_nulls[WF_CLAIM_COLUMNS];
+		}
+		else
+			deadline = WfGetDatum(i, WF_CLAIM_COLUMNS + 1, &isnull);
 		if (!isnull)
 			WfNoteTimer(DatumGetTimestampTz(deadline));
 	}
 	for (i = 0; i < (uint64) ndamaged; i++)
 		WfFailDamagedTask(damaged_task[i], damaged_fence[i], damaged_why[i]);
 	return put;
+}
+
+/*
+ * hand_out_leased returns the attempt that a report's transition wrote
+ * already leased (eager dispatch, WfScheduledTask) as hand_out returns a
+ * claimed one: the same columns, as the claim would have returned them.
+ */
+static uint64
+hand_out_leased(ReturnSetInfo *rsinfo, const WfScheduledTask *t, int nlead,
+				const Datum *lead, const bool *lead_nulls)
+{
+	Datum		cols[WF_CLAIM_COLUMNS + 1];
+	bool		nulls[WF_CLAIM_COLUMNS + 1];
+
+	memset(nulls, false, sizeof(nulls));
+	cols[0] = Int64GetDatum(t->task_id);
+	cols[1] = UUIDPGetDatum(&t->run_id);
+	cols[2] = CStringGetTextDatum(t->step);
+	cols[3] = Int32GetDatum(t->attempt);
+	cols[4] = Int64GetDatum(t->lease.fence);
+	cols[5] = CStringGetTextDatum(t->idempotency_key);
+	cols[6] = JsonbPGetDatum(t->input);
+	cols[7] = TimestampTzGetDatum(t->lease.expires_at);
+	cols[8] = CStringGetTextDatum(t->queue);
+	cols[9] = t->activity != NULL ? CStringGetTextDatum(t->activity) : (Datum) 0;
+	nulls[9] = t->activity == NULL;
+	cols[10] = Int32GetDatum(1);
+	cols[WF_CLAIM_COLUMNS] = TimestampTzGetDatum(t->lease.deadline_at);
+	return hand_out(rsinfo, 1, cols, nulls, nlead, lead, lead_nulls);
 }
 
 /*
@@ -778,7 +823,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	WfCount(WF_CNT_TASKS_CLAIMED, n);
 	if (n > 0 && w.woken_at != 0)
 		WfObserve(WF_HIST_WAKE_TO_CLAIM, w.woken_at, GetCurrentTimestamp());
-	(void) hand_out(rsinfo, n, 0, NULL, NULL);
+	(void) hand_out(rsinfo, n, NULL, NULL, 0, NULL, NULL);
 	WfApiEnd();
 	return (Datum) 0;
 }
@@ -951,7 +996,7 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 				n = claim_within_limit(values, queues[i], want, req.wait_us > 0, &held);
 			held_back |= held;
 			if (n > 0)
-				put += hand_out(rsinfo, n, 0, NULL, NULL);
+				put += hand_out(rsinfo, n, NULL, NULL, 0, NULL, NULL);
 		}
 		if (put > 0 || req.wait_us == 0 || now >= deadline)
 			break;
@@ -1001,15 +1046,19 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
  * as rows of rsinfo, each after the caller's nlead leading columns (see
  * hand_out).  It is the claim of wf.claim_tasks, for the entry points that
  * report a result and claim in one call (batch.c): when continuation is
- * not 0, that attempt (one the caller's transaction has just scheduled) is
- * leased first if it is claimable in the queue (PLAN_CLAIM_TASK), and the
- * rest in claim order (PLAN_CLAIM).  The tenant's limit of tasks in flight
- * applies to both.  Called outside an API frame (it opens its own);
- * returns the number of rows it put.
+ * not NULL and names an attempt (one the caller's transaction has just
+ * scheduled), that attempt comes first: handed out as it is when the
+ * transition wrote it leased to this worker (WfLeaseOffer), else leased
+ * if it is claimable in the queue (PLAN_CLAIM_TASK); the rest in claim
+ * order (PLAN_CLAIM).  The tenant's limit of tasks in flight applies to
+ * both (a transition does not write a task leased for a tenant with a
+ * limit).  Called outside an API frame (it opens its own); returns the
+ * number of rows it put.
  */
 uint64
-WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req, int64 continuation,
-		   int nlead, const Datum *lead, const bool *lead_nulls)
+WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
+		   const WfScheduledTask *continuation, int nlead, const Datum *lead,
+		   const bool *lead_nulls)
 {
 	Datum		values[8];
 	int32		want = req->max_tasks;
@@ -1026,19 +1075,24 @@ WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req, int64 continuation,
 	values[6] = Int64GetDatum(WfFenceBase());
 	if (WfClaimLimited(WfCurrentTenant()))
 		want = WfClaimRoom(WfCurrentTenant(), req->queue, want, true);
-	if (want > 0 && continuation != 0)
+	if (want > 0 && continuation != NULL && continuation->leased)
 	{
-		values[7] = Int64GetDatum(continuation);
+		put += hand_out_leased(rsinfo, continuation, nlead, lead, lead_nulls);
+		want--;
+	}
+	else if (want > 0 && continuation != NULL && continuation->task_id != 0)
+	{
+		values[7] = Int64GetDatum(continuation->task_id);
 		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM_TASK, values, NULL, false, 0,
 					   SPI_OK_UPDATE_RETURNING);
-		put += hand_out(rsinfo, n, nlead, lead, lead_nulls);
+		put += hand_out(rsinfo, n, NULL, NULL, nlead, lead, lead_nulls);
 		want -= (int32) n;
 	}
 	if (want > 0)
 	{
 		values[2] = Int64GetDatum((int64) want);
 		n = claim_queue(values, req->queue);
-		put += hand_out(rsinfo, n, nlead, lead, lead_nulls);
+		put += hand_out(rsinfo, n, NULL, NULL, nlead, lead, lead_nulls);
 	}
 	WfCount(WF_CNT_CLAIM_CALLS, 1);
 	WfCount(WF_CNT_TASKS_CLAIMED, put);

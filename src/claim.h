@@ -17,6 +17,7 @@
 #include "funcapi.h"
 #include "datatype/timestamp.h"
 
+#include "runstore.h"
 #include "spi_util.h"
 
 /* what a claim asks for: wf.claim_tasks' arguments */
@@ -32,8 +33,8 @@ typedef struct WfClaimRequest
 /* claiming for the entry points that report and claim in one call */
 extern void WfCheckClaimRequest(const WfClaimRequest *req);
 extern uint64 WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
-						 int64 continuation, int nlead, const Datum *lead,
-						 const bool *lead_nulls);
+						 const WfScheduledTask *continuation, int nlead,
+						 const Datum *lead, const bool *lead_nulls);
 
 /* the statements of claim.c */
 extern PGDLLIMPORT WfPlanTable WfClaimPlans;

@@ -63,20 +63,11 @@ PG_FUNCTION_INFO_V1(wfengine_heartbeat);
 /* the statements of result.c (registered by _PG_init: WfResultPlans) */
 enum
 {
-	PLAN_TASK_FINISH = 0,
-	PLAN_HEARTBEAT,
+	PLAN_HEARTBEAT = 0,
 	PLAN_TASK_PEEK
 };
 
 static const WfPlanSpec result_plan_specs[] = {
-	[PLAN_TASK_FINISH] = {
-		"task_finish",
-		"UPDATE wf.tasks t SET status = $3, output = $4, error = $5, finished_at = $6,"
-		" deadline_at = NULL "
-		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.fence OPERATOR(pg_catalog.=) $2 "
-		"AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])",
-		6, {INT8OID, INT8OID, TEXTOID, JSONBOID, JSONBOID, TIMESTAMPTZOID}
-	},
 	[PLAN_HEARTBEAT] = {
 		"heartbeat",
 		"UPDATE wf.tasks t SET last_heartbeat_at = $4,"
@@ -134,7 +125,8 @@ typedef struct WfReport
 #define WF_FENCE_HINT "Report a result with the fence that wf.claim_tasks() returned with the task."
 
 /* forward declarations */
-static const char *report_result(const WfReport *rep, bool lenient, int64 *next_task);
+static const char *report_result(const WfReport *rep, bool lenient, const WfLeaseOffer *offer,
+								 WfScheduledTask *next);
 
 /*
  * refuse_fence reports a fence that was never issued for task_id, for a
@@ -152,18 +144,17 @@ refuse_fence(int64 task_id, int64 fence)
 }
 
 /*
- * finish_task_row records the winning report in its task row.
+ * finish_task_row records the winning report in its task row: the
+ * transition statement writes it (WfTransition.finish_task), before the
+ * run's new attempt.
  */
 static void
-finish_task_row(const WfReport *rep, TimestampTz now)
+finish_task_row(WfTransition *tr, const WfReport *rep)
 {
-	Datum		values[6] = {Int64GetDatum(rep->task_id), Int64GetDatum(rep->fence),
-		CStringGetTextDatum(rep->is_failure ? "failed" : "completed"),
-	JsonbPGetDatum(rep->output), JsonbPGetDatum(rep->error), TimestampTzGetDatum(now)};
-	char		nulls[6] = {' ', ' ', ' ', rep->output ? ' ' : 'n', rep->error ? ' ' : 'n', ' '};
-
-	if (WfPlanExec(&WfResultPlans, PLAN_TASK_FINISH, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
-		elog(ERROR, "task %lld changed while locked", (long long) rep->task_id);
+	tr->finish_task = rep->task_id;
+	tr->finish_status = rep->is_failure ? "failed" : "completed";
+	tr->finish_output = rep->output;
+	tr->finish_error = rep->error;
 }
 
 /*
@@ -221,7 +212,7 @@ accept_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *task)
 		run->current_attempt != task->attempt)
 		elog(ERROR, "task %lld (step \"%s\", attempt %d) is not the current task of its run",
 			 (long long) rep->task_id, task->step, task->attempt);
-	finish_task_row(rep, tr->now);
+	finish_task_row(tr, rep);
 	if (run->status == WF_RUN_PAUSED)
 		append_report_event(tr, WF_EV_RESULT_HELD, rep, task);
 	else
@@ -276,11 +267,14 @@ record_lost_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *ta
  * "accepted", "cancel_requested", "duplicate" or "stale".  An unknown
  * task or a fence never issued for it is an error, or, when lenient (the
  * batch entry points, batch.c), the verdict "unknown_task" or
- * "unknown_fence", which changed nothing.  When next_task is not NULL it
- * is set to the attempt that the report's transition scheduled (0: none).
+ * "unknown_fence", which changed nothing.  When next is not NULL it is
+ * set to the attempt that the report's transition scheduled (task_id 0:
+ * none), written leased when it takes the lease offer (eager dispatch,
+ * see WfLeaseOffer; NULL: none).
  */
 static const char *
-report_result(const WfReport *rep, bool lenient, int64 *next_task)
+report_result(const WfReport *rep, bool lenient, const WfLeaseOffer *offer,
+			  WfScheduledTask *next)
 {
 	const char *tenant = WfCurrentTenant();
 	TimestampTz now = GetCurrentTimestamp();
@@ -291,8 +285,8 @@ report_result(const WfReport *rep, bool lenient, int64 *next_task)
 	WfLockedTask task;
 	bool		suppressed;
 
-	if (next_task != NULL)
-		*next_task = 0;
+	if (next != NULL)
+		memset(next, 0, sizeof(WfScheduledTask));
 	WfApiBegin();
 
 	/*
@@ -321,6 +315,7 @@ report_result(const WfReport *rep, bool lenient, int64 *next_task)
 
 	def = WfDefinitionGet(run.definition_id);
 	WfTransitionInit(&tr, &run, def, now);
+	tr.offer = offer;
 
 	/* sensitive keys of the output are sealed before anything stores them */
 	if (rep->output != NULL)
@@ -340,8 +335,8 @@ report_result(const WfReport *rep, bool lenient, int64 *next_task)
 	{
 		verdict = accept_report(&tr, rep, &task);
 		WfTransitionWrite(&tr);
-		if (next_task != NULL && tr.has_task)
-			*next_task = tr.task.task_id;
+		if (next != NULL)
+			WfScheduledTaskOf(&tr, next);
 		/* a paused run's result is held: nothing changed that subscribers see */
 		if (run.status != WF_RUN_PAUSED)
 			WfNoteRunChange(run.tenant_id, &run.run_id, run.status == WF_RUN_RUNNING ?
@@ -386,7 +381,7 @@ WfFailDamagedTask(int64 task_id, int64 fence, const char *message)
 	rep.is_failure = true;
 	rep.error = WfJbEnd(&b);
 	rep.retryable = false;
-	(void) report_result(&rep, false, NULL);
+	(void) report_result(&rep, false, NULL, NULL);
 }
 
 /*
@@ -464,7 +459,7 @@ wfengine_complete_task(PG_FUNCTION_ARGS)
 	WfReport	rep;
 
 	report_of(fcinfo, &rep, false, WfReportArgs(fcinfo, false));
-	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep, false, NULL)));
+	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep, false, NULL, NULL)));
 }
 
 /*
@@ -477,7 +472,7 @@ wfengine_fail_task(PG_FUNCTION_ARGS)
 
 	report_of(fcinfo, &rep, true, WfReportArgs(fcinfo, true));
 	rep.retryable = PG_GETARG_BOOL(3);
-	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep, false, NULL)));
+	PG_RETURN_TEXT_P(cstring_to_text(report_result(&rep, false, NULL, NULL)));
 }
 
 /*
@@ -572,18 +567,20 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
  * wf.fail_task (payload the error, retryable) would, and returns the
  * verdict.  With lenient, an unknown task or a fence never issued for it
  * is the verdict "unknown_task" or "unknown_fence" instead of an error.
- * *next_task (when not NULL) is set to the attempt the report's
- * transition scheduled, 0 when none.  Payload errors (size, sealed
- * look-alikes) are errors, as in the single calls.  Called outside an API
- * frame (it opens its own).
+ * *next (when not NULL) is set to the attempt the report's transition
+ * scheduled (task_id 0: none), written leased to the worker of offer when
+ * it goes to its queue and can be claimed now (eager dispatch; see
+ * WfLeaseOffer).  Payload errors (size, sealed look-alikes) are errors,
+ * as in the single calls.  Called outside an API frame (it opens its own).
  */
 const char *
 WfReportTaskResult(int64 task_id, int64 fence, bool is_failure, Jsonb *payload,
-				   bool retryable, bool lenient, int64 *next_task)
+				   bool retryable, bool lenient, const WfLeaseOffer *offer,
+				   WfScheduledTask *next)
 {
 	WfReport	rep;
 
 	report_init(&rep, task_id, fence, is_failure, payload);
 	rep.retryable = retryable;
-	return report_result(&rep, lenient, next_task);
+	return report_result(&rep, lenient, offer, next);
 }

@@ -17,11 +17,13 @@
 
 #include "utils/jsonb.h"
 
+#include "runstore.h"
+
 extern Jsonb *WfReportArgs(FunctionCallInfo fcinfo, bool is_failure);
 extern void WfFailDamagedTask(int64 task_id, int64 fence, const char *message);
 extern const char *WfReportTaskResult(int64 task_id, int64 fence, bool is_failure,
 									  Jsonb *payload, bool retryable, bool lenient,
-									  int64 *next_task);
+									  const WfLeaseOffer *offer, WfScheduledTask *next);
 
 
 /* the statements of result.c */

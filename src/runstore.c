@@ -32,6 +32,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -61,14 +62,14 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"  idempotency_key, last_hash, created_at, updated_at, current_attempt,"
 		"  current_task, step_generation, wait_generation, output, finished_at,"
 		"  input_digest)"
-		" VALUES ($1, $2, $35, $36, $37, $23, $24, $25, $38, $26, $39, $28, $4, $4,"
-		"  $30, $31, $32, $33, $27, $29, $40)"
+		" VALUES ($1, $2, $44, $45, $46, $23, $24, $25, $47, $26, $48, $28, $4, $4,"
+		"  $30, $31, $32, $33, $27, $29, $49)"
 		" ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
 		" RETURNING run_id),"
 		" e AS (" WF_EVENTS_INSERT("r.run_id", "r, ") "),"
 		" t AS (" WF_TASK_INSERT("r.run_id", "FROM r", "") ")"
 		" SELECT pg_catalog.count(*) FROM r",
-		40, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID, BYTEAOID}
+		49, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID, BYTEAOID}
 	},
 	[WF_RUNSTORE_LOCK_TASK_AND_RUN] = {
 		"lock_task_and_run",
@@ -81,14 +82,31 @@ static const WfPlanSpec runstore_plan_specs[] = {
 	},
 	[WF_RUNSTORE_TRANSITION] = {
 		"transition",
-		"WITH e AS (" WF_EVENTS_INSERT("$1", "") "),"
+		/*
+		 * f finishes (or withdraws) the run's live task $44: status $45,
+		 * output $46, error $47, lease expirations at least $48.  The
+		 * UPDATE of the run reads its row count (at least $49), so f runs
+		 * to its end before the run row is written and before the new
+		 * task of t is inserted (t and e run after the UPDATE): a new
+		 * attempt of the same step then does not collide with the old
+		 * one in tasks_one_live_attempt.
+		 */
+		"WITH f AS (UPDATE wf.tasks ft SET status = $45,"
+		"  output = COALESCE($46, ft.output), error = COALESCE($47, ft.error),"
+		"  finished_at = $4, deadline_at = NULL,"
+		"  lease_expirations = GREATEST(ft.lease_expirations, $48)"
+		" WHERE ft.task_id OPERATOR(pg_catalog.=) $44"
+		" AND ft.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])"
+		" RETURNING ft.task_id),"
+		" e AS (" WF_EVENTS_INSERT("$1", "") "),"
 		" t AS (" WF_TASK_INSERT("$1", "", "") ")"
 		" UPDATE wf.runs r SET status = $23, current_step = $24, seq = $25, context = $26,"
 		"  output = $27, last_hash = $28, updated_at = $4, finished_at = $29,"
 		"  current_attempt = $30, current_task = $31, step_generation = $32,"
 		"  wait_generation = $33"
-		" WHERE r.run_id OPERATOR(pg_catalog.=) $1",
-		34, {WF_TRANSITION_TYPES}
+		" WHERE r.run_id OPERATOR(pg_catalog.=) $1"
+		" AND (SELECT pg_catalog.count(*) FROM f) OPERATOR(pg_catalog.>=) $49",
+		49, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, JSONBOID, JSONBOID, INT4OID, INT8OID}
 	},
 	[WF_RUNSTORE_TIMER_INSERT] = {
 		"timer_insert",
@@ -176,7 +194,9 @@ WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
 /* parameter counts of the statements that write transitions */
 #define WF_TASK_NVALUES 12
 #define WF_RUN_NVALUES 11
-#define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1)
+#define WF_LEASE_NVALUES 9
+#define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1 + WF_LEASE_NVALUES)
+#define WF_TASK_CHANGE_NARGS 6
 #define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 6)
 
 /* the columns of task_row */
@@ -429,6 +449,121 @@ withdraw_task(WfTransition *tr)
 }
 
 /*
+ * offer_lease decides whether the new task of the transition is written
+ * leased under its lease offer (eager dispatch: WfLeaseOffer) and, when it
+ * is, draws the lease as a claim would: a new fence, the lease's end, the
+ * start-to-close timeout and the deadline, the earliest of those and the
+ * heartbeat timeout.  A task of another queue, one not claimable yet
+ * (available_at in the future), or a tenant that limits its tasks in
+ * flight is written ready, for the ordinary claim.
+ */
+static void
+offer_lease(WfTransition *tr)
+{
+	const WfLeaseOffer *o = tr->offer;
+	WfNewTask  *t = &tr->task;
+	WfTaskLease *l = &tr->lease;
+
+	tr->task_leased = false;
+	if (o == NULL || !tr->has_task || strcmp(t->queue, o->queue) != 0 ||
+		t->available_at > tr->now || WfClaimLimited(tr->run->tenant_id))
+		return;
+	l->fence = WfFenceBase() + nextval_internal(WfFenceSequence(), false);
+	l->expires_at = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+															TimestampTzGetDatum(tr->now),
+															IntervalPGetDatum(o->lease)));
+	l->deadline_at = l->expires_at;
+	l->timeout_at = 0;
+	if (t->start_to_close > 0)
+	{
+		l->timeout_at = tr->now + t->start_to_close;
+		l->deadline_at = Min(l->deadline_at, l->timeout_at);
+	}
+	if (t->heartbeat > 0)
+		l->deadline_at = Min(l->deadline_at, tr->now + t->heartbeat);
+	tr->task_leased = true;
+}
+
+/*
+ * task_lease_values fills values/nulls[0..WF_LEASE_NVALUES - 1] with how
+ * the new task is written: its status and deadline_at, then fence,
+ * deliveries, worker, claimed_at, lease, lease_expires_at and timeout_at,
+ * those of its first lease when it is written leased (offer_lease), of an
+ * attempt never claimed otherwise (its deadline: the schedule-to-start
+ * timeout).
+ */
+static void
+task_lease_values(WfTransition *tr, Datum *values, char *nulls)
+{
+	WfNewTask  *t = &tr->task;
+	int			i;
+
+	for (i = 0; i < WF_LEASE_NVALUES; i++)
+	{
+		values[i] = (Datum) 0;
+		nulls[i] = 'n';
+	}
+	if (!tr->has_task)
+		return;
+	memset(nulls, ' ', 4);
+	values[2] = Int64GetDatum(0);
+	values[3] = Int32GetDatum(0);
+	if (!tr->task_leased)
+	{
+		values[0] = CStringGetTextDatum("ready");
+		values[1] = TimestampTzGetDatum(t->available_at + t->schedule_to_start);
+		nulls[1] = t->schedule_to_start > 0 ? ' ' : 'n';
+		return;
+	}
+	memset(nulls + 4, ' ', 4);
+	values[0] = CStringGetTextDatum("leased");
+	values[1] = TimestampTzGetDatum(tr->lease.deadline_at);
+	values[2] = Int64GetDatum(tr->lease.fence);
+	values[3] = Int32GetDatum(1);
+	values[4] = CStringGetTextDatum(tr->offer->worker);
+	values[5] = TimestampTzGetDatum(tr->now);
+	values[6] = IntervalPGetDatum(tr->offer->lease);
+	values[7] = TimestampTzGetDatum(tr->lease.expires_at);
+	values[8] = TimestampTzGetDatum(tr->lease.timeout_at);
+	nulls[8] = tr->lease.timeout_at != 0 ? ' ' : 'n';
+}
+
+/*
+ * task_change_values fills values/nulls[0..WF_TASK_CHANGE_NARGS - 1] with
+ * what the transition statement does to the run's live task (its CTE f):
+ * records the result it accepts (finish_task), or withdraws the attempt
+ * (withdraw_task, unless a result is recorded too: then withdraw_task ran
+ * on its own first); and the rows f must have changed, at least.
+ */
+static void
+task_change_values(WfTransition *tr, Datum *values, char *nulls)
+{
+	memset(nulls, ' ', WF_TASK_CHANGE_NARGS);
+	values[4] = Int32GetDatum(0);
+	values[5] = Int64GetDatum(0);
+	if (tr->finish_task != 0)
+	{
+		values[0] = Int64GetDatum(tr->finish_task);
+		values[1] = CStringGetTextDatum(tr->finish_status);
+		values[2] = JsonbPGetDatum(tr->finish_output);
+		nulls[2] = tr->finish_output != NULL ? ' ' : 'n';
+		values[3] = JsonbPGetDatum(tr->finish_error);
+		nulls[3] = tr->finish_error != NULL ? ' ' : 'n';
+		values[5] = Int64GetDatum(1);
+	}
+	else if (tr->withdraw_task != 0)
+	{
+		/* the withdrawn attempt may have finished already: no row then */
+		values[0] = Int64GetDatum(tr->withdraw_task);
+		values[1] = CStringGetTextDatum("cancelled");
+		nulls[2] = nulls[3] = 'n';
+		values[4] = Int32GetDatum(tr->withdraw_expirations);
+	}
+	else
+		memset(nulls, 'n', 4);
+}
+
+/*
  * transition_values fills values/nulls[0..WF_TRANSITION_NARGS - 1] with
  * the parameters WF_RUNSTORE_TRANSITION and WF_RUNSTORE_RUN_INSERT share: the
  * run, tenant, actor and time, the event arrays, the new task and the new
@@ -447,29 +582,39 @@ transition_values(WfTransition *tr, Datum *values, char *nulls)
 	WfEventArrays(tr, &values[4]);
 	WfTaskValues(tr, &values[10], &nulls[10]);
 	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
-	values[WF_TRANSITION_NARGS - 1] = Int32GetDatum(tr->task.priority);
-	nulls[WF_TRANSITION_NARGS - 1] = tr->has_task ? ' ' : 'n';
+	values[10 + WF_TASK_NVALUES + WF_RUN_NVALUES] = Int32GetDatum(tr->task.priority);
+	nulls[10 + WF_TASK_NVALUES + WF_RUN_NVALUES] = tr->has_task ? ' ' : 'n';
+	task_lease_values(tr, &values[WF_TRANSITION_NARGS - WF_LEASE_NVALUES],
+					  &nulls[WF_TRANSITION_NARGS - WF_LEASE_NVALUES]);
 }
 
 /*
- * WfTransitionWrite writes the transition of an existing run: its events,
- * its new task attempt and the new snapshot in one statement, then its
- * timers (rare, so in statements of their own).
+ * WfTransitionWrite writes the transition of an existing run in one
+ * statement: the result it records in the live task row (or the attempt it
+ * withdraws), its events, its new task attempt (written leased when the
+ * transition's lease offer is taken) and the new snapshot; then its timers
+ * (rare, so in statements of their own).
  */
 void
 WfTransitionWrite(WfTransition *tr)
 {
-	Datum		values[WF_TRANSITION_NARGS];
-	char		nulls[WF_TRANSITION_NARGS];
+	Datum		values[WF_TRANSITION_NARGS + WF_TASK_CHANGE_NARGS];
+	char		nulls[WF_TRANSITION_NARGS + WF_TASK_CHANGE_NARGS];
 
 	if (tr->nevents == 0)
+	{
+		if (tr->finish_task != 0)
+			elog(ERROR, "wfengine transition records a result without an event");
 		return;
-	if (tr->withdraw_task != 0)
+	}
+	if (tr->withdraw_task != 0 && tr->finish_task != 0)
 		withdraw_task(tr);
+	offer_lease(tr);
 	transition_values(tr, values, nulls);
+	task_change_values(tr, values + WF_TRANSITION_NARGS, nulls + WF_TRANSITION_NARGS);
 
 	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
-		elog(ERROR, "run snapshot vanished during a wfengine transition");
+		elog(ERROR, "run snapshot or live task changed during a wfengine transition");
 	write_side_effects(tr);
 	if (tr->has_task)
 		note_new_task(tr);
@@ -481,15 +626,67 @@ WfTransitionWrite(WfTransition *tr)
  * note_new_task asks for the commit-time signals of a new task attempt:
  * waiting claimers of its queue, and the engine worker when the attempt
  * has a schedule-to-start deadline; and tells the queue's claim floor.
+ * An attempt written leased only has its lease to watch.
  */
 static void
 note_new_task(WfTransition *tr)
 {
+	if (tr->task_leased)
+	{
+		WfNoteTimer(tr->lease.deadline_at);
+		return;
+	}
 	WfNoteTaskReady(tr->run->tenant_id, tr->task.queue);
 	WfClaimFloorNoteTask(tr->run->tenant_id, tr->task.queue, tr->task.priority,
 						 tr->task.available_at, tr->task.task_id);
 	if (tr->task.schedule_to_start > 0)
 		WfNoteTimer(tr->task.available_at + tr->task.schedule_to_start);
+}
+
+/*
+ * spi_strdup copies s (NULL: NULL) into the memory of the caller of the
+ * API call (SPI_palloc).
+ */
+static char *
+spi_strdup(const char *s)
+{
+	size_t		len;
+	char	   *copy;
+
+	if (s == NULL)
+		return NULL;
+	len = strlen(s) + 1;
+	copy = SPI_palloc(len);
+	memcpy(copy, s, len);
+	return copy;
+}
+
+/*
+ * WfScheduledTaskOf sets *out to the new task attempt of the written
+ * transition tr (task_id 0: none), copied into the memory of the caller of
+ * the API call, which outlives the call's SPI connection.
+ */
+void
+WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out)
+{
+	const WfNewTask *t = &tr->task;
+
+	memset(out, 0, sizeof(WfScheduledTask));
+	if (!tr->has_task)
+		return;
+	out->task_id = t->task_id;
+	out->leased = tr->task_leased;
+	if (!out->leased)
+		return;
+	out->run_id = tr->run->run_id;
+	out->step = spi_strdup(t->step);
+	out->attempt = t->attempt;
+	out->idempotency_key = spi_strdup(t->idempotency_key);
+	out->input = SPI_palloc(VARSIZE(t->input));
+	memcpy(out->input, t->input, VARSIZE(t->input));
+	out->queue = spi_strdup(t->queue);
+	out->activity = spi_strdup(t->activity);
+	out->lease = tr->lease;
 }
 
 /*

@@ -50,6 +50,46 @@ typedef struct WfNewTask
 	int32		priority;		/* claimed before lower ones of its queue */
 } WfNewTask;
 
+/*
+ * A lease that a transition may write its new task attempt with (eager
+ * dispatch, batch.c): the task is inserted already leased to worker, as
+ * wf.claim_tasks would have leased it, when it goes to queue, can be
+ * claimed now, and the tenant does not limit its tasks in flight.
+ */
+typedef struct WfLeaseOffer
+{
+	const char *queue;
+	const char *worker;
+	Interval   *lease;
+} WfLeaseOffer;
+
+/* the lease a new task attempt was written with */
+typedef struct WfTaskLease
+{
+	int64		fence;
+	TimestampTz expires_at;		/* claimed_at + lease */
+	TimestampTz timeout_at;		/* claimed_at + start_to_close; 0: none */
+	TimestampTz deadline_at;	/* the earliest of them and the heartbeat's */
+} WfTaskLease;
+
+/*
+ * The new task attempt of a written transition, for eager dispatch, in the
+ * memory of the caller of the API call that wrote it (WfScheduledTaskOf).
+ */
+typedef struct WfScheduledTask
+{
+	int64		task_id;		/* 0: the transition scheduled none */
+	bool		leased;			/* written leased under the offer; then: */
+	pg_uuid_t	run_id;
+	char	   *step;
+	int32		attempt;
+	char	   *idempotency_key;
+	Jsonb	   *input;
+	char	   *queue;
+	char	   *activity;		/* NULL: none */
+	WfTaskLease lease;
+} WfScheduledTask;
+
 /* a timer to insert with the transition */
 typedef struct WfNewTimer
 {
@@ -84,6 +124,15 @@ typedef struct WfTransition
 	bytea	   *input_digest;	/* a new keyed run: WfInputDigest, else NULL */
 	/* rows a step kind writes after the run's (its WfStepKindOps.write) */
 	void	   *kind_writes[WF_STEP_KIND_SLOTS];
+	/* the live task whose result this transition records (0: none) */
+	int64		finish_task;
+	const char *finish_status;	/* "completed" or "failed" */
+	Jsonb	   *finish_output;
+	Jsonb	   *finish_error;
+	/* eager dispatch: a lease for the new task (NULL: none), and its use */
+	const WfLeaseOffer *offer;
+	bool		task_leased;	/* the new task was written leased */
+	WfTaskLease lease;			/* then: the lease it was written with */
 } WfTransition;
 
 /*
@@ -101,8 +150,9 @@ typedef struct WfTransition
  * The statements that write a transition share their parameters:
  * $1 run_id, $2 tenant, $3 actor, $4 now, $5-$10 the events as parallel
  * arrays (seq, type, step, attempt, payload, hash), $11-$22 the new task
- * (see WfTaskValues), $23-$33 the snapshot (see WfRunValues) and $34 the
- * new task's priority.
+ * (see WfTaskValues), $23-$33 the snapshot (see WfRunValues), $34 the
+ * new task's priority and $35-$43 how it is written (see WfTaskLeaseValues:
+ * status and deadline, and the lease of a task written leased).
  */
 #define WF_EVENTS_INSERT(run_expr, from) \
 	"INSERT INTO wf.events (run_id, seq, tenant_id, type, step, attempt," \
@@ -115,9 +165,10 @@ typedef struct WfTransition
 #define WF_TASK_INSERT(run_expr, from, where) \
 	"INSERT INTO wf.tasks (task_id, tenant_id, run_id, step, visit, attempt," \
 	" queue, activity, status, available_at, idempotency_key, input, created_at," \
-	" schedule_to_start, start_to_close, heartbeat_timeout, deadline_at, priority)" \
-	" SELECT $11, $2, " run_expr ", $12, $13, $14, $15, $16, 'ready', $17, $18, $19, $4," \
-	" $20, $21, $22, $17 OPERATOR(pg_catalog.+) $20, $34" \
+	" schedule_to_start, start_to_close, heartbeat_timeout, deadline_at, priority," \
+	" fence, deliveries, worker, claimed_at, lease, lease_expires_at, timeout_at)" \
+	" SELECT $11, $2, " run_expr ", $12, $13, $14, $15, $16, $35, $17, $18, $19, $4," \
+	" $20, $21, $22, $36, $34, $37, $38, $39, $40, $41, $42, $43" \
 	" " from " WHERE $11 IS NOT NULL " where
 
 #define WF_TRANSITION_TYPES \
@@ -126,7 +177,9 @@ typedef struct WfTransition
 	INT8OID, TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, JSONBOID, \
 	INTERVALOID, INTERVALOID, INTERVALOID, \
 	TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
-	INT4OID, INT4OID, INT4OID
+	INT4OID, INT4OID, INT4OID, \
+	TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, \
+	TIMESTAMPTZOID, TIMESTAMPTZOID
 
 /*
  * A new fence of the task row t: the next value of wf.fence_seq on top of
@@ -258,6 +311,7 @@ extern int32 WfNextAttempt(pg_uuid_t *run_id, const char *step, int32 visit);
 extern void WfTransitionWrite(WfTransition *tr);
 extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
 								 int32 version, Jsonb *input, const char *key);
+extern void WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out);
 extern Datum WfHashDatum(const uint8 *hash);
 
 

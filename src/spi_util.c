@@ -57,6 +57,7 @@
 static Oid	cached_tasks_relid = InvalidOid;
 static Oid	cached_task_seq = InvalidOid;
 static Oid	cached_timer_seq = InvalidOid;
+static Oid	cached_fence_seq = InvalidOid;
 static Oid	cached_owner = InvalidOid;	/* of extension wfengine */
 static char *cached_version = NULL; /* the installed version the caches
 									 * were built for, in TopMemoryContext */
@@ -191,6 +192,7 @@ reset_caches(void)
 
 	cached_task_seq = InvalidOid;
 	cached_timer_seq = InvalidOid;
+	cached_fence_seq = InvalidOid;
 	for (i = 0; i < n_reset_callbacks; i++)
 		reset_callbacks[i] ();
 }
@@ -230,6 +232,7 @@ WfApiBegin(void)
 		cached_tasks_relid = relid;
 		cached_task_seq = get_relname_relid("task_id_seq", nsp);
 		cached_timer_seq = get_relname_relid("timer_id_seq", nsp);
+		cached_fence_seq = get_relname_relid("fence_seq", nsp);
 		cached_owner = WfExtensionOwner();
 	}
 
@@ -271,6 +274,17 @@ WfTimerIdSequence(void)
 	if (!OidIsValid(cached_timer_seq))
 		elog(ERROR, "sequence wf.timer_id_seq does not exist");
 	return cached_timer_seq;
+}
+
+/*
+ * WfFenceSequence returns the OID of wf.fence_seq.
+ */
+Oid
+WfFenceSequence(void)
+{
+	if (!OidIsValid(cached_fence_seq))
+		elog(ERROR, "sequence wf.fence_seq does not exist");
+	return cached_fence_seq;
 }
 
 /*

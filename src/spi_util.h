@@ -25,7 +25,7 @@
  * error messages ("<owner>.<name>"); the columns a caller reads by
  * position get an enum beside the statement.
  */
-#define WF_MAX_PLAN_ARGS 40
+#define WF_MAX_PLAN_ARGS 49
 
 typedef struct WfPlanSpec
 {
@@ -57,6 +57,7 @@ extern void WfApiBegin(void);
 extern void WfApiEnd(void);
 extern Oid	WfTaskIdSequence(void);
 extern Oid	WfTimerIdSequence(void);
+extern Oid	WfFenceSequence(void);
 extern bool WfParseTimestamp(const char *text, TimestampTz *result);
 
 /* the low bits of a fence: a value of wf.fence_seq (see WfFenceBase) */
