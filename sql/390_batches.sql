@@ -221,6 +221,43 @@ SELECT * FROM wf.start_runs('bt_flow', ARRAY['{"k": 1}', '{"k": 9}']::jsonb[], A
 SELECT * FROM wf.start_runs('bt_flow', ARRAY['{}']::jsonb[], ARRAY['']);
 SELECT count(*) = :runs_before AS nothing_started FROM wf.runs;
 
+-- scenario: the continuation is written leased (one row version, no claim
+-- statement), with what a claim would have written: one delivery, a new
+-- fence, the worker and lease asked for, and the deadline of the earliest
+-- of lease end, start-to-close and heartbeat timeouts
+SELECT wf.publish_definition('bt_timed', '{"steps": [
+  {"name": "a", "queue": "bt_timed"},
+  {"name": "b", "queue": "bt_timed", "timeout": {"start_to_close": "20s", "heartbeat": "5s"}},
+  {"name": "c", "queue": "bt_timed", "timeout": {"start_to_close": "2m"}}]}');
+SELECT run_id AS rt FROM wf.start_runs('bt_timed', ARRAY['{}']::jsonb[]) \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('bt_timed', 'wt') \gset
+SELECT task_id AS tb, fence AS fb FROM wf.complete_and_claim(:t, :f, '{}', 'bt_timed', 'wt', lease => '1 minute') \gset
+SELECT step, status, worker, deliveries, fence = :fb AS same_fence, fence > :f AS newer_fence,
+       claimed_at = created_at AS leased_at_once, lease = '1 minute' AS lease,
+       lease_expires_at = claimed_at + interval '1 minute' AS lease_end,
+       timeout_at = claimed_at + interval '20 seconds' AS timeout_at,
+       deadline_at = claimed_at + interval '5 seconds' AS deadline_is_heartbeat,
+       last_heartbeat_at IS NULL AS no_heartbeat
+FROM wf.tasks WHERE task_id = :tb;
+SELECT task_id AS tc FROM wf.complete_and_claim(:tb, :fb, '{}', 'bt_timed', 'wt', lease => '1 minute') \gset
+SELECT step, deadline_at = lease_expires_at AS deadline_is_lease_end,
+       timeout_at = claimed_at + interval '2 minutes' AS timeout_at
+FROM wf.tasks WHERE task_id = :tc;
+-- the attempts it finished: completed, deadline cleared, result recorded
+SELECT step, status, deadline_at IS NULL AS no_deadline, finished_at IS NOT NULL AS finished, output
+FROM wf.tasks WHERE run_id = :'rt' AND status <> 'leased' ORDER BY task_id;
+SELECT wf.verify_run(:'rt') AS verified;
+
+-- a tenant that limits its tasks in flight gets its continuation through
+-- the claim (counted against the limit), not written leased
+SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": 2}');
+SELECT run_id AS rt2 FROM wf.start_runs('bt_timed', ARRAY['{}']::jsonb[]) \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('bt_timed', 'wl') WHERE run_id = :'rt2' \gset
+SELECT run_id = :'rt2' AS same_run, step FROM wf.complete_and_claim(:t, :f, '{}', 'bt_timed', 'wl');
+SELECT step, status, claimed_at >= created_at AS claimed, deliveries FROM wf.tasks
+WHERE run_id = :'rt2' ORDER BY task_id;
+SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": null}');
+
 -- scenario: the worker role may report and claim in batches, the
 -- application role may start in batches
 SELECT r.rolname, p.proname, has_function_privilege(r.rolname, p.oid, 'EXECUTE') AS may

@@ -2,8 +2,8 @@
  *
  * rowcheck.c
  *	  The functions behind the CHECK constraints on stored names:
- *	  wf._run_status_ok, wf._task_status_ok, wf._timer_status_ok and
- *	  wf._timer_kind_ok.
+ *	  wf._run_row_ok, wf._task_row_ok, wf._run_status_ok,
+ *	  wf._task_status_ok, wf._timer_status_ok and wf._timer_kind_ok.
  *
  * PostgreSQL reads every CHECK constraint of a table back from its stored
  * node tree and prepares it again in each INSERT or UPDATE statement.  A
@@ -15,6 +15,12 @@
  * timer statuses are only ever written by the statements of the plan
  * tables).  A value outside the list still fails the constraint with
  * check_violation.
+ *
+ * Each statement prepares every check of its table again, so the hot
+ * tables have one check each: wf._run_row_ok(status, seq) on wf.runs and
+ * wf._task_row_ok(status, visit, attempt) on wf.tasks check all their
+ * checked columns in one call (one node tree to read instead of two or
+ * three).
  *
  * The functions are IMMUTABLE and STRICT; a NULL is left to the columns'
  * NOT NULL.
@@ -37,6 +43,8 @@ PG_FUNCTION_INFO_V1(wfengine_run_status_ok);
 PG_FUNCTION_INFO_V1(wfengine_task_status_ok);
 PG_FUNCTION_INFO_V1(wfengine_timer_status_ok);
 PG_FUNCTION_INFO_V1(wfengine_timer_kind_ok);
+PG_FUNCTION_INFO_V1(wfengine_run_row_ok);
+PG_FUNCTION_INFO_V1(wfengine_task_row_ok);
 
 /* what wf.tasks.status and wf.timers.status may hold */
 static const char *const task_statuses[] = {
@@ -96,4 +104,26 @@ Datum
 wfengine_timer_kind_ok(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(WfTimerKindFromName(text_to_cstring(PG_GETARG_TEXT_PP(0))) != 0);
+}
+
+/*
+ * wfengine_run_row_ok is wf._run_row_ok(status, seq), the check of
+ * wf.runs: a status a run is stored with, and a positive seq.
+ */
+Datum
+wfengine_run_row_ok(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(WfRunStatusFromName(text_to_cstring(PG_GETARG_TEXT_PP(0))) != 0 &&
+				   PG_GETARG_INT32(1) > 0);
+}
+
+/*
+ * wfengine_task_row_ok is wf._task_row_ok(status, visit, attempt), the
+ * check of wf.tasks: a task status, and a positive visit and attempt.
+ */
+Datum
+wfengine_task_row_ok(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(listed(PG_GETARG_TEXT_PP(0), task_statuses) &&
+				   PG_GETARG_INT32(1) > 0 && PG_GETARG_INT32(2) > 0);
 }
