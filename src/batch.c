@@ -13,11 +13,14 @@
  *		(same checks, same verdict, same errors), then lease up to
  *		max_tasks attempts of a queue to the same worker, without waiting,
  *		in the same transaction.  When the report's transition scheduled
- *		the next step of the same run on that queue, that attempt is
- *		leased first and directly by its id (claim.c's PLAN_CLAIM_TASK):
- *		the row was inserted by this transaction, no other can see it, so
- *		there is nothing to skip; the rest come from the ordinary claim
- *		(FOR UPDATE SKIP LOCKED, claim order).  A run a worker has just
+ *		the next step of the same run on that queue, that attempt comes
+ *		first: the transition inserts it already leased to this worker
+ *		(runstore.c's lease offer, WfLeaseOffer), one row version and no
+ *		claim statement; for a tenant with max_tasks_in_flight it is
+ *		inserted ready and leased by its id (claim.c's PLAN_CLAIM_TASK),
+ *		counted against the limit.  Either way no other transaction can
+ *		see the row yet, so there is nothing to skip.  The rest come from
+ *		the ordinary claim (FOR UPDATE SKIP LOCKED, claim order).  A run a worker has just
  *		advanced thus keeps going on that worker ("continuation first"),
  *		ahead of older or higher-priority attempts of the queue.  The claim
  *		never waits: waiting would hold the report's row locks and delay

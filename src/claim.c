@@ -204,10 +204,12 @@ static const WfPlanSpec claim_plan_specs[] = {
 	[PLAN_CLAIM_TASK] = {
 		"claim_task",
 		/*
-		 * Eager dispatch (WfClaimNow): the attempt $8 that this transaction
-		 * has just scheduled, if it is claimable in the queue.  No other
-		 * transaction can see the row yet, so there is nothing to skip.
-		 * The same parameters as "claim" ($3 is not used).
+		 * Eager dispatch (WfClaimNow) for a tenant with max_tasks_in_flight
+		 * (the transition writes the attempt leased for any other): the
+		 * attempt $8 that this transaction has just scheduled, if it is
+		 * claimable in the queue.  No other transaction can see the row
+		 * yet, so there is nothing to skip.  The same parameters as
+		 * "claim" ($3 is not used).
 		 */
 		CLAIM_LEASE
 		" WHERE t.task_id OPERATOR(pg_catalog.=) $8"

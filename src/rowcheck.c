@@ -2,8 +2,8 @@
  *
  * rowcheck.c
  *	  The functions behind the CHECK constraints on stored names:
- *	  wf._run_row_ok, wf._task_row_ok, wf._run_status_ok,
- *	  wf._task_status_ok, wf._timer_status_ok and wf._timer_kind_ok.
+ *	  wf._run_row_ok, wf._task_row_ok, wf._timer_status_ok and
+ *	  wf._timer_kind_ok.
  *
  * PostgreSQL reads every CHECK constraint of a table back from its stored
  * node tree and prepares it again in each INSERT or UPDATE statement.  A
@@ -39,8 +39,6 @@
 
 #include "state.h"
 
-PG_FUNCTION_INFO_V1(wfengine_run_status_ok);
-PG_FUNCTION_INFO_V1(wfengine_task_status_ok);
 PG_FUNCTION_INFO_V1(wfengine_timer_status_ok);
 PG_FUNCTION_INFO_V1(wfengine_timer_kind_ok);
 PG_FUNCTION_INFO_V1(wfengine_run_row_ok);
@@ -67,25 +65,6 @@ listed(text *value, const char *const *names)
 		if (strcmp(s, names[i]) == 0)
 			return true;
 	return false;
-}
-
-/*
- * wfengine_run_status_ok is wf._run_status_ok(status): a status a run is
- * ever stored with.
- */
-Datum
-wfengine_run_status_ok(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(WfRunStatusFromName(text_to_cstring(PG_GETARG_TEXT_PP(0))) != 0);
-}
-
-/*
- * wfengine_task_status_ok is wf._task_status_ok(status).
- */
-Datum
-wfengine_task_status_ok(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(listed(PG_GETARG_TEXT_PP(0), task_statuses));
 }
 
 /*

@@ -6,10 +6,12 @@
  *
  * Transaction boundaries.  Every transition runs inside the caller's
  * transaction while it holds the run row locked (FOR UPDATE), so
- * transitions of one run are serialised and seq is gap-free.  The events,
- * the next task attempt (if any) and the new snapshot go to the database
- * in a single statement (WF_RUNSTORE_TRANSITION); either all of it commits or
- * none of it.  What else the transition writes (timers, and each step
+ * transitions of one run are serialised and seq is gap-free.  The result
+ * recorded in the live task row (or the attempt withdrawn), the events,
+ * the next task attempt (if any; written leased under an eager worker's
+ * lease offer) and the new snapshot go to the database in a single
+ * statement (WF_RUNSTORE_TRANSITION); either all of it commits or none of
+ * it.  What else the transition writes (timers, and each step
  * kind's rows: WfStepKindOps.write) follows in the same transaction.
  *
  * Lock order: task rows before their run row.  A claim locks task rows
@@ -496,13 +498,9 @@ static void
 task_lease_values(WfTransition *tr, Datum *values, char *nulls)
 {
 	WfNewTask  *t = &tr->task;
-	int			i;
 
-	for (i = 0; i < WF_LEASE_NVALUES; i++)
-	{
-		values[i] = (Datum) 0;
-		nulls[i] = 'n';
-	}
+	memset(values, 0, sizeof(Datum) * WF_LEASE_NVALUES);
+	memset(nulls, 'n', WF_LEASE_NVALUES);
 	if (!tr->has_task)
 		return;
 	memset(nulls, ' ', 4);
