@@ -27,6 +27,7 @@ OBJS = \
 	src/version.o \
 	src/guc.o \
 	src/spi_util.o \
+	src/rowwrite.o \
 	src/crypto.o \
 	src/definition.o \
 	src/defcompile.o \

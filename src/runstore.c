@@ -48,6 +48,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "quota.h"
+#include "rowwrite.h"
 #include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
@@ -85,30 +86,32 @@ static const WfPlanSpec runstore_plan_specs[] = {
 	[WF_RUNSTORE_TRANSITION] = {
 		"transition",
 		/*
-		 * f finishes (or withdraws) the run's live task $44: status $45,
-		 * output $46, error $47, lease expirations at least $48.  The
-		 * UPDATE of the run reads its row count (at least $49), so f runs
-		 * to its end before the run row is written and before the new
-		 * task of t is inserted (t and e run after the UPDATE): a new
-		 * attempt of the same step then does not collide with the old
-		 * one in tasks_one_live_attempt.
+		 * f finishes (or withdraws) the run's live task $14: status $15,
+		 * output $16, error $17, lease expirations at least $18.  The
+		 * UPDATE of the run ($1; now $2, the snapshot $3-$13: see
+		 * WfRunValues) reads f's row count (at least $19), so f runs to
+		 * its end before the run row is written; the events and the new
+		 * task are inserted after the statement (write_rows), so a new
+		 * attempt of the same step does not collide with the old one in
+		 * tasks_one_live_attempt.
 		 */
-		"WITH f AS (UPDATE wf.tasks ft SET status = $45,"
-		"  output = COALESCE($46, ft.output), error = COALESCE($47, ft.error),"
-		"  finished_at = $4, deadline_at = NULL,"
-		"  lease_expirations = GREATEST(ft.lease_expirations, $48)"
-		" WHERE ft.task_id OPERATOR(pg_catalog.=) $44"
+		"WITH f AS (UPDATE wf.tasks ft SET status = $15,"
+		"  output = COALESCE($16, ft.output), error = COALESCE($17, ft.error),"
+		"  finished_at = $2, deadline_at = NULL,"
+		"  lease_expirations = GREATEST(ft.lease_expirations, $18)"
+		" WHERE ft.task_id OPERATOR(pg_catalog.=) $14"
 		" AND ft.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])"
-		" RETURNING ft.task_id),"
-		" e AS (" WF_EVENTS_INSERT("$1", "") "),"
-		" t AS (" WF_TASK_INSERT("$1", "", "") ")"
-		" UPDATE wf.runs r SET status = $23, current_step = $24, seq = $25, context = $26,"
-		"  output = $27, last_hash = $28, updated_at = $4, finished_at = $29,"
-		"  current_attempt = $30, current_task = $31, step_generation = $32,"
-		"  wait_generation = $33"
+		" RETURNING ft.task_id)"
+		" UPDATE wf.runs r SET status = $3, current_step = $4, seq = $5, context = $6,"
+		"  output = $7, last_hash = $8, updated_at = $2, finished_at = $9,"
+		"  current_attempt = $10, current_task = $11, step_generation = $12,"
+		"  wait_generation = $13"
 		" WHERE r.run_id OPERATOR(pg_catalog.=) $1"
-		" AND (SELECT pg_catalog.count(*) FROM f) OPERATOR(pg_catalog.>=) $49",
-		49, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, JSONBOID, JSONBOID, INT4OID, INT8OID}
+		" AND (SELECT pg_catalog.count(*) FROM f) OPERATOR(pg_catalog.>=) $19",
+		19, {UUIDOID, TIMESTAMPTZOID,
+			TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID,
+			INT8OID, INT4OID, INT4OID,
+		INT8OID, TEXTOID, JSONBOID, JSONBOID, INT4OID, INT8OID}
 	},
 	[WF_RUNSTORE_TIMER_INSERT] = {
 		"timer_insert",
@@ -200,6 +203,7 @@ WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
 #define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1 + WF_LEASE_NVALUES)
 #define WF_TASK_CHANGE_NARGS 6
 #define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 6)
+#define WF_TRANSITION_WRITE_NARGS (2 + WF_RUN_NVALUES + WF_TASK_CHANGE_NARGS)
 
 /* the columns of task_row */
 enum
@@ -586,6 +590,97 @@ transition_values(WfTransition *tr, Datum *values, char *nulls)
 					  &nulls[WF_TRANSITION_NARGS - WF_LEASE_NVALUES]);
 }
 
+/* the rows write_rows inserts (rowwrite.c), columns in the order of the values */
+static const char *const event_columns[] = {
+	"run_id", "seq", "tenant_id", "type", "step", "attempt", "payload", "actor",
+	"created_at", "hash"
+};
+static WfRowTable events_table = WF_ROW_TABLE("events", event_columns);
+
+static const char *const task_columns[] = {
+	"task_id", "tenant_id", "run_id", "step", "visit", "attempt", "queue", "activity",
+	"status", "available_at", "idempotency_key", "input", "created_at",
+	"schedule_to_start", "start_to_close", "heartbeat_timeout", "deadline_at",
+	"priority", "fence", "deliveries", "worker", "claimed_at", "lease",
+	"lease_expires_at", "timeout_at", "lease_expirations"
+};
+static WfRowTable tasks_table = WF_ROW_TABLE("tasks", task_columns);
+
+/*
+ * write_rows appends the transition's events and inserts its new task
+ * attempt, if any, after the statement that wrote the snapshot (the
+ * values are those WF_RUNSTORE_RUN_INSERT takes as parameters).
+ */
+static void
+write_rows(WfTransition *tr)
+{
+	WfRunState *run = tr->run;
+	Datum		tenant = CStringGetTextDatum(run->tenant_id);
+	Datum		values[lengthof(task_columns)];
+	bool		nulls[lengthof(task_columns)];
+	WfRowWriter w;
+	int			i;
+
+	WfRowWriterOpen(&w, &events_table);
+	memset(nulls, false, sizeof(nulls));
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[2] = tenant;
+	values[7] = CStringGetTextDatum(tr->actor);
+	values[8] = TimestampTzGetDatum(tr->now);
+	for (i = 0; i < tr->nevents; i++)
+	{
+		WfEvent    *ev = &tr->events[i];
+
+		values[1] = Int32GetDatum(ev->seq);
+		values[3] = CStringGetTextDatum(WfEventTypeName(ev->type));
+		nulls[4] = ev->step == NULL;
+		values[4] = nulls[4] ? (Datum) 0 : CStringGetTextDatum(ev->step);
+		nulls[5] = ev->attempt == 0;
+		values[5] = Int32GetDatum(ev->attempt);
+		values[6] = JsonbPGetDatum(ev->payload);
+		values[9] = WfHashDatum(ev->hash);
+		WfRowInsert(&w, values, nulls);
+	}
+	WfRowWriterClose(&w);
+
+	if (tr->has_task)
+	{
+		Datum		tv[WF_TASK_NVALUES];
+		char		tn[WF_TASK_NVALUES];
+		Datum		lv[WF_LEASE_NVALUES];
+		char		ln[WF_LEASE_NVALUES];
+		/* where the values of WfTaskValues and task_lease_values go */
+		static const int task_at[WF_TASK_NVALUES] = {0, 3, 4, 5, 6, 7, 9, 10, 11, 13, 14, 15};
+		static const int lease_at[WF_LEASE_NVALUES] = {8, 16, 18, 19, 20, 21, 22, 23, 24};
+
+		WfTaskValues(tr, tv, tn);
+		task_lease_values(tr, lv, ln);
+		for (i = 0; i < WF_TASK_NVALUES; i++)
+		{
+			values[task_at[i]] = tv[i];
+			nulls[task_at[i]] = tn[i] == 'n';
+		}
+		for (i = 0; i < WF_LEASE_NVALUES; i++)
+		{
+			values[lease_at[i]] = lv[i];
+			nulls[lease_at[i]] = ln[i] == 'n';
+		}
+		values[1] = tenant;
+		nulls[1] = false;
+		values[2] = UUIDPGetDatum(&run->run_id);
+		nulls[2] = false;
+		values[12] = TimestampTzGetDatum(tr->now);
+		nulls[12] = false;
+		values[17] = Int32GetDatum(tr->task.priority);
+		nulls[17] = false;
+		values[25] = Int32GetDatum(0);
+		nulls[25] = false;
+		WfRowWriterOpen(&w, &tasks_table);
+		WfRowInsert(&w, values, nulls);
+		WfRowWriterClose(&w);
+	}
+}
+
 /*
  * WfTransitionWrite writes the transition of an existing run in one
  * statement: the result it records in the live task row (or the attempt it
@@ -596,8 +691,8 @@ transition_values(WfTransition *tr, Datum *values, char *nulls)
 void
 WfTransitionWrite(WfTransition *tr)
 {
-	Datum		values[WF_TRANSITION_NARGS + WF_TASK_CHANGE_NARGS];
-	char		nulls[WF_TRANSITION_NARGS + WF_TASK_CHANGE_NARGS];
+	Datum		values[WF_TRANSITION_WRITE_NARGS];
+	char		nulls[WF_TRANSITION_WRITE_NARGS];
 
 	if (tr->nevents == 0)
 	{
@@ -608,11 +703,15 @@ WfTransitionWrite(WfTransition *tr)
 	if (tr->withdraw_task != 0 && tr->finish_task != 0)
 		withdraw_task(tr);
 	offer_lease(tr);
-	transition_values(tr, values, nulls);
-	task_change_values(tr, values + WF_TRANSITION_NARGS, nulls + WF_TRANSITION_NARGS);
+	memset(nulls, ' ', 2);
+	values[0] = UUIDPGetDatum(&tr->run->run_id);
+	values[1] = TimestampTzGetDatum(tr->now);
+	WfRunValues(tr->run, values + 2, nulls + 2);
+	task_change_values(tr, values + 2 + WF_RUN_NVALUES, nulls + 2 + WF_RUN_NVALUES);
 
 	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "run snapshot or live task changed during a wfengine transition");
+	write_rows(tr);
 	write_side_effects(tr);
 	if (tr->has_task)
 		note_new_task(tr);

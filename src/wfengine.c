@@ -52,6 +52,7 @@
 #include "result.h"
 #include "retention.h"
 #include "run.h"
+#include "rowwrite.h"
 #include "runstore.h"
 #include "sensitive.h"
 #include "shard.h"
@@ -161,6 +162,7 @@ _PG_init(void)
 	WfTenantInit();
 	WfShardInit();
 	WfRegisterResetCallback(WfShardReset);
+	WfRegisterResetCallback(WfRowWriteReset);
 	WfVersionInit();
 	if (wf_preloaded)
 	{
