@@ -41,7 +41,11 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -52,6 +56,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/relcache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
@@ -96,14 +101,14 @@ resolve_table(WfRowTable *t)
 		if (strcmp(t->columns[i], "tenant_id") == 0)
 			t->tenant_column = i;
 	}
-	for (i = 0; i < desc->natts; i++)
+	t->missing = NULL;
+	for (i = 0; i < desc->natts && t->missing == NULL; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
 		if (!att->attisdropped && !given[i] &&
 			(att->attnotnull || att->atthasdef || att->attgenerated))
-			elog(ERROR, "wfengine writes rows of wf.%s without their column \"%s\"",
-				 t->relname, NameStr(att->attname));
+			t->missing = MemoryContextStrdup(TopMemoryContext, NameStr(att->attname));
 	}
 	pfree(given);
 	t->natts = desc->natts;
@@ -129,7 +134,10 @@ WfRowWriteReset(void)
 
 		if (t->attnums != NULL)
 			pfree(t->attnums);
+		if (t->missing != NULL)
+			pfree((char *) t->missing);
 		t->attnums = NULL;
+		t->missing = NULL;
 		t->relid = InvalidOid;
 		t->natts = 0;
 		t->next = NULL;
@@ -149,6 +157,8 @@ WfRowWriterOpen(WfRowWriter *w, WfRowTable *table)
 {
 	RangeTblEntry *rte;
 
+	/* see what the statements before wrote, and write after them */
+	CommandCounterIncrement();
 	if (!OidIsValid(table->relid))
 		resolve_table(table);
 	w->table = table;
@@ -171,11 +181,15 @@ WfRowWriterOpen(WfRowWriter *w, WfRowTable *table)
 
 	w->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(w->rri, w->rel, 1, NULL, 0);
+	/* where the AFTER triggers look for it (ExecGetTriggerResultRel) */
+	w->estate->es_opened_result_relations = list_make1(w->rri);
 	ExecOpenIndices(w->rri, false);
 	w->slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel), &TTSOpsVirtual);
+	w->found = NULL;
 
 	w->after_triggers = w->rri->ri_TrigDesc != NULL &&
-		w->rri->ri_TrigDesc->trig_insert_after_row;
+		(w->rri->ri_TrigDesc->trig_insert_after_row ||
+		 w->rri->ri_TrigDesc->trig_update_after_row);
 	if (w->after_triggers)
 		AfterTriggerBeginQuery();
 	w->check_tenant = table->tenant_column >= 0 &&
@@ -210,6 +224,9 @@ WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls)
 	TupleTableSlot *slot = w->slot;
 	int			i;
 
+	if (t->missing != NULL)
+		elog(ERROR, "wfengine inserts rows of wf.%s without their column \"%s\"",
+			 t->relname, t->missing);
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * t->natts);
 	for (i = 0; i < t->ncolumns; i++)
@@ -225,6 +242,93 @@ WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls)
 }
 
 /*
+ * WfRowFind finds the row whose primary key is key, in its latest version
+ * (SnapshotSelf: the transaction's own changes included), for WfRowGet and
+ * WfRowUpdate; false when there is none.  The caller holds the row locked
+ * (FOR UPDATE), so no other transaction changes it meanwhile.
+ */
+bool
+WfRowFind(WfRowWriter *w, Datum key)
+{
+	Oid			pkey = RelationGetPrimaryKeyIndex(w->rel);
+	Relation	index = NULL;
+	IndexScanDesc scan;
+	ScanKeyData skey;
+	bool		found;
+	int			i;
+
+	if (!OidIsValid(w->table->key_eq))
+		elog(ERROR, "wfengine finds no rows of wf.%s by key", w->table->relname);
+	for (i = 0; i < w->rri->ri_NumIndices; i++)
+		if (RelationGetRelid(w->rri->ri_IndexRelationDescs[i]) == pkey)
+			index = w->rri->ri_IndexRelationDescs[i];
+	if (index == NULL)
+		elog(ERROR, "relation wf.%s has no primary key", w->table->relname);
+	if (w->found == NULL)
+		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
+										  table_slot_callbacks(w->rel));
+
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, w->table->key_eq, key);
+	scan = index_beginscan(w->rel, index, SnapshotSelf, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, w->found);
+	index_endscan(scan);
+	if (!found)
+		ExecClearTuple(w->found);
+	return found;
+}
+
+/*
+ * WfRowGet returns a column (an index into the table's columns) of the
+ * row WfRowFind found.
+ */
+Datum
+WfRowGet(WfRowWriter *w, int column, bool *isnull)
+{
+	if (w->found == NULL || TupIsNull(w->found))
+		elog(ERROR, "wfengine reads a row of wf.%s it did not find", w->table->relname);
+	return slot_getattr(w->found, w->table->attnums[column], isnull);
+}
+
+/*
+ * WfRowUpdate writes a new version of the row WfRowFind found: the columns
+ * with replace[i] set take values[i] (NULL where nulls[i]), the others
+ * keep theirs.  Constraints, indexes (none touched by a HOT update) and
+ * AFTER ROW triggers are PostgreSQL's, as for an UPDATE statement.
+ */
+void
+WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls, const bool *replace)
+{
+	WfRowTable *t = w->table;
+	TupleTableSlot *slot = w->slot;
+	int			i;
+
+	if (w->found == NULL || TupIsNull(w->found))
+		elog(ERROR, "wfengine updates a row of wf.%s it did not find", t->relname);
+	if (w->rri->ri_TrigDesc != NULL && w->rri->ri_TrigDesc->trig_update_before_row)
+		elog(ERROR, "wfengine does not update rows of wf.%s, which has BEFORE UPDATE triggers",
+			 t->relname);
+	slot_getallattrs(w->found);
+	ExecClearTuple(slot);
+	memcpy(slot->tts_values, w->found->tts_values, sizeof(Datum) * t->natts);
+	memcpy(slot->tts_isnull, w->found->tts_isnull, sizeof(bool) * t->natts);
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		if (!replace[i])
+			continue;
+		slot->tts_values[t->attnums[i] - 1] = values[i];
+		slot->tts_isnull[t->attnums[i] - 1] = nulls != NULL && nulls[i];
+	}
+	ExecStoreVirtualTuple(slot);
+	if (w->check_tenant)
+		check_tenant(w, slot->tts_values[t->attnums[t->tenant_column] - 1],
+					 slot->tts_isnull[t->attnums[t->tenant_column] - 1]);
+	ExecSimpleRelationUpdate(w->rri, w->estate, NULL, w->found, slot);
+	ResetPerTupleExprContext(w->estate);
+	ExecClearTuple(w->found);
+}
+
+/*
  * WfRowWriterClose ends the inserts: AFTER triggers fire, the indexes and
  * the executor state are released (the lock stays), and the command
  * counter advances so that what follows sees the rows.
@@ -234,7 +338,8 @@ WfRowWriterClose(WfRowWriter *w)
 {
 	if (w->after_triggers)
 		AfterTriggerEndQuery(w->estate);
-	ExecCloseIndices(w->rri);
+	/* its indexes, and what the triggers opened */
+	ExecCloseResultRelations(w->estate);
 	ExecResetTupleTable(w->estate->es_tupleTable, false);
 	FreeExecutorState(w->estate);
 	table_close(w->rel, NoLock);

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * rowwrite.h
- *	  Inserting rows of the engine's tables without a statement.
+ *	  Inserting and updating rows of the engine's tables without a statement.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -29,12 +29,16 @@ typedef struct WfRowTable
 	Oid			relid;
 	int			natts;
 	AttrNumber *attnums;		/* ncolumns of them */
+	Oid			key_eq;			/* the equality of the primary key (one
+								 * column), for WfRowFind; InvalidOid: none */
 	int			tenant_column;	/* the value that is tenant_id, or -1 */
+	const char *missing;		/* a column with a default or NOT NULL that
+								 * the columns leave out: no inserts */
 	struct WfRowTable *next;	/* the tables resolved so far */
 } WfRowTable;
 
-#define WF_ROW_TABLE(name, columns) \
-	{ name, lengthof(columns), columns, InvalidOid, 0, NULL, -1, NULL }
+#define WF_ROW_TABLE(name, columns, key_eq) \
+	{ name, lengthof(columns), columns, InvalidOid, 0, NULL, key_eq, -1, NULL, NULL }
 
 /* one table opened for inserts, in the caller's transaction */
 typedef struct WfRowWriter
@@ -43,13 +47,18 @@ typedef struct WfRowWriter
 	Relation	rel;
 	EState	   *estate;
 	ResultRelInfo *rri;
-	TupleTableSlot *slot;
-	bool		after_triggers; /* AFTER ROW INSERT triggers: a query frame */
+	TupleTableSlot *slot;		/* the row to write */
+	TupleTableSlot *found;		/* the row WfRowFind found */
+	bool		after_triggers; /* AFTER ROW triggers: a query frame */
 	bool		check_tenant;	/* row security applies: tenant_id checked */
 } WfRowWriter;
 
 extern void WfRowWriterOpen(WfRowWriter *w, WfRowTable *table);
 extern void WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls);
+extern bool WfRowFind(WfRowWriter *w, Datum key);
+extern Datum WfRowGet(WfRowWriter *w, int column, bool *isnull);
+extern void WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls,
+						const bool *replace);
 extern void WfRowWriterClose(WfRowWriter *w);
 extern void WfRowWriteReset(void);
 

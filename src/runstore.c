@@ -38,6 +38,7 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -82,36 +83,6 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
 		"FOR UPDATE OF t, r",
 		2, {INT8OID, TEXTOID}
-	},
-	[WF_RUNSTORE_TRANSITION] = {
-		"transition",
-		/*
-		 * f finishes (or withdraws) the run's live task $14: status $15,
-		 * output $16, error $17, lease expirations at least $18.  The
-		 * UPDATE of the run ($1; now $2, the snapshot $3-$13: see
-		 * WfRunValues) reads f's row count (at least $19), so f runs to
-		 * its end before the run row is written; the events and the new
-		 * task are inserted after the statement (write_rows), so a new
-		 * attempt of the same step does not collide with the old one in
-		 * tasks_one_live_attempt.
-		 */
-		"WITH f AS (UPDATE wf.tasks ft SET status = $15,"
-		"  output = COALESCE($16, ft.output), error = COALESCE($17, ft.error),"
-		"  finished_at = $2, deadline_at = NULL,"
-		"  lease_expirations = GREATEST(ft.lease_expirations, $18)"
-		" WHERE ft.task_id OPERATOR(pg_catalog.=) $14"
-		" AND ft.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])"
-		" RETURNING ft.task_id)"
-		" UPDATE wf.runs r SET status = $3, current_step = $4, seq = $5, context = $6,"
-		"  output = $7, last_hash = $8, updated_at = $2, finished_at = $9,"
-		"  current_attempt = $10, current_task = $11, step_generation = $12,"
-		"  wait_generation = $13"
-		" WHERE r.run_id OPERATOR(pg_catalog.=) $1"
-		" AND (SELECT pg_catalog.count(*) FROM f) OPERATOR(pg_catalog.>=) $19",
-		19, {UUIDOID, TIMESTAMPTZOID,
-			TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID,
-			INT8OID, INT4OID, INT4OID,
-		INT8OID, TEXTOID, JSONBOID, JSONBOID, INT4OID, INT8OID}
 	},
 	[WF_RUNSTORE_TIMER_INSERT] = {
 		"timer_insert",
@@ -201,9 +172,7 @@ WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
 #define WF_RUN_NVALUES 11
 #define WF_LEASE_NVALUES 9
 #define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1 + WF_LEASE_NVALUES)
-#define WF_TASK_CHANGE_NARGS 6
 #define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 6)
-#define WF_TRANSITION_WRITE_NARGS (2 + WF_RUN_NVALUES + WF_TASK_CHANGE_NARGS)
 
 /* the columns of task_row */
 enum
@@ -530,40 +499,6 @@ task_lease_values(WfTransition *tr, Datum *values, char *nulls)
 	nulls[8] = tr->lease.timeout_at != 0 ? ' ' : 'n';
 }
 
-/*
- * task_change_values fills values/nulls[0..WF_TASK_CHANGE_NARGS - 1] with
- * what the transition statement does to the run's live task (its CTE f):
- * records the result it accepts (finish_task), or withdraws the attempt
- * (withdraw_task, unless a result is recorded too: then withdraw_task ran
- * on its own first); and the rows f must have changed, at least.
- */
-static void
-task_change_values(WfTransition *tr, Datum *values, char *nulls)
-{
-	memset(nulls, ' ', WF_TASK_CHANGE_NARGS);
-	values[4] = Int32GetDatum(0);
-	values[5] = Int64GetDatum(0);
-	if (tr->finish_task != 0)
-	{
-		values[0] = Int64GetDatum(tr->finish_task);
-		values[1] = CStringGetTextDatum(tr->finish_status);
-		values[2] = JsonbPGetDatum(tr->finish_output);
-		nulls[2] = tr->finish_output != NULL ? ' ' : 'n';
-		values[3] = JsonbPGetDatum(tr->finish_error);
-		nulls[3] = tr->finish_error != NULL ? ' ' : 'n';
-		values[5] = Int64GetDatum(1);
-	}
-	else if (tr->withdraw_task != 0)
-	{
-		/* the withdrawn attempt may have finished already: no row then */
-		values[0] = Int64GetDatum(tr->withdraw_task);
-		values[1] = CStringGetTextDatum("cancelled");
-		nulls[2] = nulls[3] = 'n';
-		values[4] = Int32GetDatum(tr->withdraw_expirations);
-	}
-	else
-		memset(nulls, 'n', 4);
-}
 
 /*
  * transition_values fills values/nulls[0..WF_TRANSITION_NARGS - 1] with
@@ -595,29 +530,128 @@ static const char *const event_columns[] = {
 	"run_id", "seq", "tenant_id", "type", "step", "attempt", "payload", "actor",
 	"created_at", "hash"
 };
-static WfRowTable events_table = WF_ROW_TABLE("events", event_columns);
+static WfRowTable events_table = WF_ROW_TABLE("events", event_columns, InvalidOid);
 
 static const char *const task_columns[] = {
 	"task_id", "tenant_id", "run_id", "step", "visit", "attempt", "queue", "activity",
 	"status", "available_at", "idempotency_key", "input", "created_at",
 	"schedule_to_start", "start_to_close", "heartbeat_timeout", "deadline_at",
 	"priority", "fence", "deliveries", "worker", "claimed_at", "lease",
-	"lease_expires_at", "timeout_at", "lease_expirations"
+	"lease_expires_at", "timeout_at", "lease_expirations",
+	/* written by finish_task only */
+	"output", "error", "finished_at"
 };
-static WfRowTable tasks_table = WF_ROW_TABLE("tasks", task_columns);
+static WfRowTable tasks_table = WF_ROW_TABLE("tasks", task_columns, F_INT8EQ);
+
+/* the columns of task_columns that finish_task reads or writes */
+enum
+{
+	TASK_STATUS = 8,
+	TASK_DEADLINE_AT = 16,
+	TASK_LEASE_EXPIRATIONS = 25,
+	TASK_OUTPUT,
+	TASK_ERROR,
+	TASK_FINISHED_AT,
+	TASK_NCOLUMNS
+};
+
+static const char *const run_columns[] = {
+	"run_id", "tenant_id", "status", "current_step", "seq", "context", "output",
+	"last_hash", "finished_at", "current_attempt", "current_task", "step_generation",
+	"wait_generation", "updated_at"
+};
+static WfRowTable runs_table = WF_ROW_TABLE("runs", run_columns, F_UUID_EQ);
 
 /*
- * write_rows appends the transition's events and inserts its new task
- * attempt, if any, after the statement that wrote the snapshot (the
- * values are those WF_RUNSTORE_RUN_INSERT takes as parameters).
+ * finish_task records the result in the live task row the transition
+ * finishes (tr->finish_task: status, output or error), or cancels the one
+ * it withdraws (tr->withdraw_task, which may have finished already: then
+ * nothing changes).  Either applies only to an attempt still ready or
+ * leased; the lease expirations counted go up, never down.
  */
 static void
-write_rows(WfTransition *tr)
+finish_task(WfTransition *tr, WfRowWriter *tasks)
+{
+	Datum		values[TASK_NCOLUMNS];
+	bool		nulls[TASK_NCOLUMNS];
+	bool		replace[TASK_NCOLUMNS];
+	int64		task_id = tr->finish_task != 0 ? tr->finish_task : tr->withdraw_task;
+	int32		expirations = tr->finish_task != 0 ? 0 : tr->withdraw_expirations;
+	bool		updated = false;
+	bool		isnull;
+
+	if (task_id != 0 && WfRowFind(tasks, Int64GetDatum(task_id)))
+	{
+		char	   *status = TextDatumGetCString(WfRowGet(tasks, TASK_STATUS, &isnull));
+
+		if (strcmp(status, "ready") == 0 || strcmp(status, "leased") == 0)
+		{
+			int32		old = DatumGetInt32(WfRowGet(tasks, TASK_LEASE_EXPIRATIONS, &isnull));
+
+			memset(nulls, false, sizeof(nulls));
+			memset(replace, false, sizeof(replace));
+			replace[TASK_STATUS] = replace[TASK_FINISHED_AT] = true;
+			replace[TASK_DEADLINE_AT] = replace[TASK_LEASE_EXPIRATIONS] = true;
+			values[TASK_STATUS] = CStringGetTextDatum(tr->finish_task != 0 ?
+													  tr->finish_status : "cancelled");
+			values[TASK_FINISHED_AT] = TimestampTzGetDatum(tr->now);
+			nulls[TASK_DEADLINE_AT] = true;
+			values[TASK_LEASE_EXPIRATIONS] = Int32GetDatum(Max(old, expirations));
+			if (tr->finish_task != 0 && tr->finish_output != NULL)
+			{
+				replace[TASK_OUTPUT] = true;
+				values[TASK_OUTPUT] = JsonbPGetDatum(tr->finish_output);
+			}
+			if (tr->finish_task != 0 && tr->finish_error != NULL)
+			{
+				replace[TASK_ERROR] = true;
+				values[TASK_ERROR] = JsonbPGetDatum(tr->finish_error);
+			}
+			WfRowUpdate(tasks, values, nulls, replace);
+			updated = true;
+		}
+	}
+	if (tr->finish_task != 0 && !updated)
+		elog(ERROR, "run snapshot or live task changed during a wfengine transition");
+}
+
+/*
+ * write_run writes the new snapshot into the run row.
+ */
+static void
+write_run(WfTransition *tr)
+{
+	WfRowWriter w;
+	Datum		values[lengthof(run_columns)];
+	char		cnulls[WF_RUN_NVALUES];
+	bool		nulls[lengthof(run_columns)];
+	bool		replace[lengthof(run_columns)];
+	int			i;
+
+	WfRunValues(tr->run, values + 2, cnulls);
+	memset(nulls, false, sizeof(nulls));
+	memset(replace, true, sizeof(replace));
+	replace[0] = replace[1] = false;
+	for (i = 0; i < WF_RUN_NVALUES; i++)
+		nulls[2 + i] = cnulls[i] == 'n';
+	values[2 + WF_RUN_NVALUES] = TimestampTzGetDatum(tr->now);
+
+	WfRowWriterOpen(&w, &runs_table);
+	if (!WfRowFind(&w, UUIDPGetDatum(&tr->run->run_id)))
+		elog(ERROR, "run snapshot or live task changed during a wfengine transition");
+	WfRowUpdate(&w, values, nulls, replace);
+	WfRowWriterClose(&w);
+}
+
+/*
+ * write_events appends the transition's events.
+ */
+static void
+write_events(WfTransition *tr, Datum tenant)
 {
 	WfRunState *run = tr->run;
-	Datum		tenant = CStringGetTextDatum(run->tenant_id);
-	Datum		values[lengthof(task_columns)];
-	bool		nulls[lengthof(task_columns)];
+	Datum		values[lengthof(event_columns)];
+	bool		nulls[lengthof(event_columns)];
 	WfRowWriter w;
 	int			i;
 
@@ -642,57 +676,61 @@ write_rows(WfTransition *tr)
 		WfRowInsert(&w, values, nulls);
 	}
 	WfRowWriterClose(&w);
-
-	if (tr->has_task)
-	{
-		Datum		tv[WF_TASK_NVALUES];
-		char		tn[WF_TASK_NVALUES];
-		Datum		lv[WF_LEASE_NVALUES];
-		char		ln[WF_LEASE_NVALUES];
-		/* where the values of WfTaskValues and task_lease_values go */
-		static const int task_at[WF_TASK_NVALUES] = {0, 3, 4, 5, 6, 7, 9, 10, 11, 13, 14, 15};
-		static const int lease_at[WF_LEASE_NVALUES] = {8, 16, 18, 19, 20, 21, 22, 23, 24};
-
-		WfTaskValues(tr, tv, tn);
-		task_lease_values(tr, lv, ln);
-		for (i = 0; i < WF_TASK_NVALUES; i++)
-		{
-			values[task_at[i]] = tv[i];
-			nulls[task_at[i]] = tn[i] == 'n';
-		}
-		for (i = 0; i < WF_LEASE_NVALUES; i++)
-		{
-			values[lease_at[i]] = lv[i];
-			nulls[lease_at[i]] = ln[i] == 'n';
-		}
-		values[1] = tenant;
-		nulls[1] = false;
-		values[2] = UUIDPGetDatum(&run->run_id);
-		nulls[2] = false;
-		values[12] = TimestampTzGetDatum(tr->now);
-		nulls[12] = false;
-		values[17] = Int32GetDatum(tr->task.priority);
-		nulls[17] = false;
-		values[25] = Int32GetDatum(0);
-		nulls[25] = false;
-		WfRowWriterOpen(&w, &tasks_table);
-		WfRowInsert(&w, values, nulls);
-		WfRowWriterClose(&w);
-	}
 }
 
 /*
- * WfTransitionWrite writes the transition of an existing run in one
- * statement: the result it records in the live task row (or the attempt it
- * withdraws), its events, its new task attempt (written leased when the
- * transition's lease offer is taken) and the new snapshot; then its timers
- * (rare, so in statements of their own).
+ * insert_task inserts the transition's new task attempt (the values
+ * WF_RUNSTORE_RUN_INSERT takes as parameters: WfTaskValues and
+ * task_lease_values).
+ */
+static void
+insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
+{
+	Datum		values[TASK_NCOLUMNS];
+	bool		nulls[TASK_NCOLUMNS];
+	Datum		tv[WF_TASK_NVALUES];
+	char		tn[WF_TASK_NVALUES];
+	Datum		lv[WF_LEASE_NVALUES];
+	char		ln[WF_LEASE_NVALUES];
+	/* where the values of WfTaskValues and task_lease_values go */
+	static const int task_at[WF_TASK_NVALUES] = {0, 3, 4, 5, 6, 7, 9, 10, 11, 13, 14, 15};
+	static const int lease_at[WF_LEASE_NVALUES] = {8, 16, 18, 19, 20, 21, 22, 23, 24};
+	int			i;
+
+	WfTaskValues(tr, tv, tn);
+	task_lease_values(tr, lv, ln);
+	memset(nulls, false, sizeof(nulls));
+	for (i = 0; i < WF_TASK_NVALUES; i++)
+	{
+		values[task_at[i]] = tv[i];
+		nulls[task_at[i]] = tn[i] == 'n';
+	}
+	for (i = 0; i < WF_LEASE_NVALUES; i++)
+	{
+		values[lease_at[i]] = lv[i];
+		nulls[lease_at[i]] = ln[i] == 'n';
+	}
+	values[1] = tenant;
+	values[2] = UUIDPGetDatum(&tr->run->run_id);
+	values[12] = TimestampTzGetDatum(tr->now);
+	values[17] = Int32GetDatum(tr->task.priority);
+	values[TASK_LEASE_EXPIRATIONS] = Int32GetDatum(0);
+	nulls[TASK_OUTPUT] = nulls[TASK_ERROR] = nulls[TASK_FINISHED_AT] = true;
+	WfRowInsert(tasks, values, nulls);
+}
+
+/*
+ * WfTransitionWrite writes the transition of an existing run, row by row
+ * without a statement (rowwrite.c): the result it records in the live task
+ * row (or the attempt it withdraws), the new snapshot, its events and its
+ * new task attempt (written leased when the transition's lease offer is
+ * taken); then its timers (rare, so in statements of their own).
  */
 void
 WfTransitionWrite(WfTransition *tr)
 {
-	Datum		values[WF_TRANSITION_WRITE_NARGS];
-	char		nulls[WF_TRANSITION_WRITE_NARGS];
+	Datum		tenant;
+	WfRowWriter tasks;
 
 	if (tr->nevents == 0)
 	{
@@ -703,15 +741,21 @@ WfTransitionWrite(WfTransition *tr)
 	if (tr->withdraw_task != 0 && tr->finish_task != 0)
 		withdraw_task(tr);
 	offer_lease(tr);
-	memset(nulls, ' ', 2);
-	values[0] = UUIDPGetDatum(&tr->run->run_id);
-	values[1] = TimestampTzGetDatum(tr->now);
-	WfRunValues(tr->run, values + 2, nulls + 2);
-	task_change_values(tr, values + 2 + WF_RUN_NVALUES, nulls + 2 + WF_RUN_NVALUES);
+	tenant = CStringGetTextDatum(tr->run->tenant_id);
 
-	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TRANSITION, values, nulls, false, 0, SPI_OK_UPDATE) != 1)
-		elog(ERROR, "run snapshot or live task changed during a wfengine transition");
-	write_rows(tr);
+	/*
+	 * The old attempt is finished before the new one is inserted, which the
+	 * unique index of live attempts (tasks_one_live_attempt) would refuse
+	 * otherwise.
+	 */
+	WfRowWriterOpen(&tasks, &tasks_table);
+	finish_task(tr, &tasks);
+	write_run(tr);
+	write_events(tr, tenant);
+	if (tr->has_task)
+		insert_task(tr, &tasks, tenant);
+	WfRowWriterClose(&tasks);
+
 	write_side_effects(tr);
 	if (tr->has_task)
 		note_new_task(tr);
