@@ -382,7 +382,7 @@ lock_notification_task(int64 task_id, int64 fence, WfRunState *run,
 {
 	int			idx;
 
-	if (!WfLockTaskAndRun(task_id, WfCurrentTenant(), run, task))
+	if (!WfLockTaskAndRun(task_id, WfCurrentTenant(), run, task, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("task %lld does not exist", (long long) task_id)));

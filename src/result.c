@@ -293,7 +293,7 @@ report_result(const WfReport *rep, bool lenient, const WfLeaseOffer *offer,
 	 * Lock the task row, then its run row (the lock order of runstore.c), and
 	 * read both under the locks: from here on nothing can change either.
 	 */
-	if (!WfLockTaskAndRun(rep->task_id, tenant, &run, &task))
+	if (!WfLockTaskAndRun(rep->task_id, tenant, &run, &task, NULL))
 	{
 		if (lenient)
 		{

@@ -1,36 +1,43 @@
 /*-------------------------------------------------------------------------
  *
  * rowwrite.c
- *	  Inserting rows of the engine's tables without a statement: the
- *	  events and the new task attempt of a transition.
+ *	  Locking, inserting and updating rows of the engine's tables without
+ *	  a statement: what a transition reads and writes on its hot path.
  *
- * Why.  An INSERT run through SPI, even from a kept plan, builds its
- * executor tree again on every execution: the ModifyTable node, the scan
- * of the parameters (for the events, six unnest() calls over arrays built
- * only to be taken apart again), the projection, and the statement's
- * finish.  For the few fixed rows a transition appends that work was more
- * than the insertions themselves (docs/benchmarks.md: callgrind per
- * step).  Here a row goes from its values to the table the way logical
- * replication applies an insert (ExecSimpleRelationInsert): the table's
- * NOT NULL and CHECK constraints, BEFORE and AFTER ROW triggers, every
- * index with its uniqueness and predicate, and WAL are PostgreSQL's own,
- * exactly as for the statement.
+ * Why.  A statement run through SPI, even from a kept plan, builds its
+ * executor tree again on every execution: ModifyTable or LockRows nodes,
+ * the scans below them, projections, the parameters (for the events, six
+ * unnest() calls over arrays built only to be taken apart again) and the
+ * statement's finish.  For the few rows a transition locks and writes,
+ * found by primary key, that work was more than the reads and writes
+ * themselves (docs/benchmarks.md: callgrind per step).  Here a row goes
+ * from its values to the table the way logical replication applies a
+ * change (ExecSimpleRelationInsert, ExecSimpleRelationUpdate): the
+ * table's NOT NULL and CHECK constraints, AFTER ROW triggers (the foreign
+ * key checks of wf.runs among them), every index with its uniqueness and
+ * predicate, HOT updates and WAL are PostgreSQL's own, exactly as for the
+ * statement.  WfRowLock locks as SELECT ... FOR UPDATE does (ExecLockRows:
+ * the latest version under READ COMMITTED, a serialization failure under
+ * REPEATABLE READ when the row changed since the snapshot).
  *
  * What a statement would add and the writer does itself.  Row security:
  * the engine's tables have FORCE ROW LEVEL SECURITY and a policy
  * "tenant_id = wf.current_tenant()"; where row security applies to the
- * current role (check_enable_rls), each row's tenant_id must be the
- * current tenant, with the error the policy's WITH CHECK would raise.
- * Privileges: the writer runs inside an API call, as the extension's
- * owner (tenant.c), who owns the tables.  Visibility: WfRowWriterClose
- * advances the command counter, so the statements that follow see the
- * rows.
+ * current role (check_enable_rls), a row of another tenant is not found
+ * and a row written must be of the current tenant, with the error the
+ * policy's WITH CHECK would raise.  Privileges: the writer runs inside an
+ * API call, as the extension's owner (tenant.c), who owns the tables.
+ * Visibility: each opening advances the command counter first, so a row
+ * sees what the statements before wrote, and the statements after see it.
+ * A row to update is found in its latest version (SnapshotSelf) while the
+ * caller holds it locked.
  *
- * A table is described by WfRowTable: its name in schema wf and the
- * columns each row gives.  The attribute numbers are looked up once per
- * installation of the extension (reset with the kept plans, spi_util.c);
- * a column the table has with a default or NOT NULL that the description
- * leaves out is an error there, not a silently different row.
+ * A table is described by WfRowTable: its name in schema wf, the columns
+ * a row gives or reads, and the equality of its primary key.  The
+ * attribute numbers are looked up once per installation of the extension
+ * (reset with the kept plans, spi_util.c); an insert into a table whose
+ * description leaves out a column with a default or NOT NULL is an
+ * error, not a silently different row.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -54,6 +61,7 @@
 #include "nodes/makefuncs.h"
 #include "parser/parse_relation.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/relcache.h"
@@ -147,7 +155,7 @@ WfRowWriteReset(void)
 }
 
 /*
- * WfRowWriterOpen opens the table for inserts: the relation with its
+ * WfRowWriterOpen opens the table for writes: the relation with its
  * indexes (RowExclusiveLock, kept to the end of the transaction, as a
  * statement keeps it), and an executor state for its constraints,
  * triggers and index predicates.
@@ -279,6 +287,120 @@ WfRowFind(WfRowWriter *w, Datum key)
 }
 
 /*
+ * WfRowLock finds the row whose primary key is key and locks it as SELECT
+ * ... FOR UPDATE does (ExecLockRows): read with the snapshot a statement
+ * would take, locked in its latest version under READ COMMITTED (waiting
+ * for a transaction that holds it), and a serialization failure under
+ * REPEATABLE READ or SERIALIZABLE when another transaction changed it
+ * since the snapshot.  The table's columns go to values/nulls, copied
+ * into the current memory context.  False when there is no such row, or
+ * it belongs to another tenant than tenant (when not NULL) or than the one
+ * row security lets the current role see: such a row is not locked.
+ */
+bool
+WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nulls)
+{
+	Relation	rel;
+	Relation	index;
+	IndexScanDesc scan;
+	ScanKeyData skey;
+	TupleTableSlot *slot;
+	Snapshot	snap;
+	bool		found;
+
+	CommandCounterIncrement();
+	if (!OidIsValid(t->relid))
+		resolve_table(t);
+	if (!OidIsValid(t->key_eq))
+		elog(ERROR, "wfengine finds no rows of wf.%s by key", t->relname);
+	rel = table_open(t->relid, RowShareLock);
+	index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	snap = GetActiveSnapshot();
+
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, t->key_eq, key);
+	scan = index_beginscan(rel, index, snap, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	index_endscan(scan);
+
+	/* the filter a statement applies before it locks: the tenant */
+	if (found && t->tenant_column >= 0)
+	{
+		bool		isnull;
+		Datum		d = slot_getattr(slot, t->attnums[t->tenant_column], &isnull);
+		char	   *owner = isnull ? NULL : TextDatumGetCString(d);
+
+		if (owner == NULL || (tenant != NULL && strcmp(owner, tenant) != 0))
+			found = false;
+		else if (check_enable_rls(t->relid, InvalidOid, false) == RLS_ENABLED)
+		{
+			const char *current = WfCurrentTenant();
+
+			found = current != NULL && strcmp(owner, current) == 0;
+		}
+	}
+	if (found)
+	{
+		TM_FailureData tmfd;
+		TM_Result	res;
+
+		res = table_tuple_lock(rel, &slot->tts_tid, snap, slot, GetCurrentCommandId(false),
+							   LockTupleExclusive, LockWaitBlock,
+							   IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+							   &tmfd);
+		switch (res)
+		{
+			case TM_Ok:
+				break;
+			case TM_SelfModified:
+				/* changed by the current command: not there for it */
+				found = false;
+				break;
+			case TM_Updated:
+				if (IsolationUsesXactSnapshot())
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("could not serialize access due to concurrent update")));
+				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
+				break;
+			case TM_Deleted:
+				if (IsolationUsesXactSnapshot())
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("could not serialize access due to concurrent delete")));
+				found = false;
+				break;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
+		}
+	}
+	if (found)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		int			i;
+
+		slot_getallattrs(slot);
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			int			a = t->attnums[i] - 1;
+			Form_pg_attribute att = TupleDescAttr(desc, a);
+
+			nulls[i] = slot->tts_isnull[a];
+			values[i] = nulls[i] ? (Datum) 0 :
+				datumCopy(slot->tts_values[a], att->attbyval, att->attlen);
+		}
+	}
+
+	PopActiveSnapshot();
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
  * WfRowGet returns a column (an index into the table's columns) of the
  * row WfRowFind found.
  */
@@ -329,7 +451,7 @@ WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls, const bool *
 }
 
 /*
- * WfRowWriterClose ends the inserts: AFTER triggers fire, the indexes and
+ * WfRowWriterClose ends the writes: AFTER triggers fire, the indexes and
  * the executor state are released (the lock stays), and the command
  * counter advances so that what follows sees the rows.
  */

@@ -55,6 +55,8 @@ typedef struct WfRowWriter
 
 extern void WfRowWriterOpen(WfRowWriter *w, WfRowTable *table);
 extern void WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls);
+extern bool WfRowLock(WfRowTable *table, Datum key, const char *tenant,
+					  Datum *values, bool *nulls);
 extern bool WfRowFind(WfRowWriter *w, Datum key);
 extern Datum WfRowGet(WfRowWriter *w, int column, bool *isnull);
 extern void WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls,

@@ -7,12 +7,16 @@
  * Transaction boundaries.  Every transition runs inside the caller's
  * transaction while it holds the run row locked (FOR UPDATE), so
  * transitions of one run are serialised and seq is gap-free.  The result
- * recorded in the live task row (or the attempt withdrawn), the events,
- * the next task attempt (if any; written leased under an eager worker's
- * lease offer) and the new snapshot go to the database in a single
- * statement (WF_RUNSTORE_TRANSITION); either all of it commits or none of
- * it.  What else the transition writes (timers, and each step
- * kind's rows: WfStepKindOps.write) follows in the same transaction.
+ * recorded in the live task row (or the attempt withdrawn), the new
+ * snapshot, the events and the next task attempt (if any; written leased
+ * under an eager worker's lease offer) go to their tables row by row,
+ * without a statement (the row writer, rowwrite.c: constraints, indexes,
+ * triggers and WAL as for a statement, at a fraction of the executor's
+ * cost); either all of it commits or none of it.  What else the
+ * transition writes (timers, and each step kind's rows:
+ * WfStepKindOps.write) follows in the same transaction, in statements.
+ * A result report locks its task and run the same way (WfRowLock: the
+ * locking of SELECT ... FOR UPDATE).
  *
  * Lock order: task rows before their run row.  A claim locks task rows
  * only (and never waits: SKIP LOCKED); a result report locks its task
@@ -74,15 +78,6 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		" t AS (" WF_TASK_INSERT("r.run_id", "FROM r", "") ")"
 		" SELECT pg_catalog.count(*) FROM r",
 		49, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID, BYTEAOID}
-	},
-	[WF_RUNSTORE_LOCK_TASK_AND_RUN] = {
-		"lock_task_and_run",
-		"SELECT " WF_RUN_COLUMNS ", " WF_TASK_DEADLINE_COLUMNS
-		"FROM wf.tasks t JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id "
-		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.tenant_id OPERATOR(pg_catalog.=) $2 "
-		"AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
-		"FOR UPDATE OF t, r",
-		2, {INT8OID, TEXTOID}
 	},
 	[WF_RUNSTORE_TIMER_INSERT] = {
 		"timer_insert",
@@ -539,26 +534,44 @@ static const char *const task_columns[] = {
 	"priority", "fence", "deliveries", "worker", "claimed_at", "lease",
 	"lease_expires_at", "timeout_at", "lease_expirations",
 	/* written by finish_task only */
-	"output", "error", "finished_at"
+	"output", "error", "finished_at",
+	/* read by WfLockTaskAndRun only */
+	"last_heartbeat_at"
 };
 static WfRowTable tasks_table = WF_ROW_TABLE("tasks", task_columns, F_INT8EQ);
 
 /* the columns of task_columns that finish_task reads or writes */
 enum
 {
+	TASK_TENANT_ID = 1,
+	TASK_RUN_ID = 2,
+	TASK_STEP = 3,
+	TASK_VISIT = 4,
+	TASK_ATTEMPT = 5,
 	TASK_STATUS = 8,
+	TASK_INPUT = 11,
+	TASK_CREATED_AT = 12,
+	TASK_SCHEDULE_TO_START = 13,
+	TASK_HEARTBEAT_TIMEOUT = 15,
 	TASK_DEADLINE_AT = 16,
+	TASK_FENCE = 18,
+	TASK_WORKER = 20,
+	TASK_CLAIMED_AT = 21,
+	TASK_LEASE_EXPIRES_AT = 23,
+	TASK_TIMEOUT_AT = 24,
 	TASK_LEASE_EXPIRATIONS = 25,
 	TASK_OUTPUT,
 	TASK_ERROR,
 	TASK_FINISHED_AT,
+	TASK_LAST_HEARTBEAT_AT,
 	TASK_NCOLUMNS
 };
 
+/* the columns of WF_RUN_COLUMNS, in its order (WfRunColumn - 1) */
 static const char *const run_columns[] = {
-	"run_id", "tenant_id", "status", "current_step", "seq", "context", "output",
-	"last_hash", "finished_at", "current_attempt", "current_task", "step_generation",
-	"wait_generation", "updated_at"
+	"run_id", "tenant_id", "definition_id", "status", "current_step", "seq", "context",
+	"output", "last_hash", "updated_at", "finished_at", "current_attempt",
+	"current_task", "step_generation", "wait_generation"
 };
 static WfRowTable runs_table = WF_ROW_TABLE("runs", run_columns, F_UUID_EQ);
 
@@ -628,13 +641,26 @@ write_run(WfTransition *tr)
 	bool		replace[lengthof(run_columns)];
 	int			i;
 
-	WfRunValues(tr->run, values + 2, cnulls);
+	/* where the values of WfRunValues go */
+	static const int run_at[WF_RUN_NVALUES] = {
+		WF_RUN_COL_STATUS, WF_RUN_COL_CURRENT_STEP, WF_RUN_COL_SEQ, WF_RUN_COL_CONTEXT,
+		WF_RUN_COL_OUTPUT, WF_RUN_COL_LAST_HASH, WF_RUN_COL_FINISHED_AT,
+		WF_RUN_COL_CURRENT_ATTEMPT, WF_RUN_COL_CURRENT_TASK, WF_RUN_COL_STEP_GENERATION,
+		WF_RUN_COL_WAIT_GENERATION
+	};
+	Datum		rv[WF_RUN_NVALUES];
+
+	WfRunValues(tr->run, rv, cnulls);
 	memset(nulls, false, sizeof(nulls));
-	memset(replace, true, sizeof(replace));
-	replace[0] = replace[1] = false;
+	memset(replace, false, sizeof(replace));
 	for (i = 0; i < WF_RUN_NVALUES; i++)
-		nulls[2 + i] = cnulls[i] == 'n';
-	values[2 + WF_RUN_NVALUES] = TimestampTzGetDatum(tr->now);
+	{
+		values[run_at[i] - 1] = rv[i];
+		nulls[run_at[i] - 1] = cnulls[i] == 'n';
+		replace[run_at[i] - 1] = true;
+	}
+	values[WF_RUN_COL_UPDATED_AT - 1] = TimestampTzGetDatum(tr->now);
+	replace[WF_RUN_COL_UPDATED_AT - 1] = true;
 
 	WfRowWriterOpen(&w, &runs_table);
 	if (!WfRowFind(&w, UUIDPGetDatum(&tr->run->run_id)))
@@ -716,6 +742,7 @@ insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
 	values[17] = Int32GetDatum(tr->task.priority);
 	values[TASK_LEASE_EXPIRATIONS] = Int32GetDatum(0);
 	nulls[TASK_OUTPUT] = nulls[TASK_ERROR] = nulls[TASK_FINISHED_AT] = true;
+	nulls[TASK_LAST_HEARTBEAT_AT] = true;
 	WfRowInsert(tasks, values, nulls);
 }
 
@@ -868,30 +895,88 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	return true;
 }
 
-/*
- * WfLockTaskAndRun locks task task_id of tenant and then its run (the lock
- * order of this file) with WF_RUNSTORE_LOCK_TASK_AND_RUN, and reads both into
- * *run and *task; false when there is no such task.  The deadline columns
- * of the row stay in SPI_tuptable after the task's, for the engine worker.
- */
-bool
-WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTask *task)
-{
-	Datum		values[2];
+/* where run_state_from reads the columns of WF_RUN_COLUMNS from */
+typedef Datum (*WfColumnGetter) (const void *source, int col, bool *isnull);
 
-	values[0] = Int64GetDatum(task_id);
-	values[1] = CStringGetTextDatum(tenant);
-	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LOCK_TASK_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-		return false;
-	WfRunStateFromTuple(run, 0);
-	task->status = WfGetTextOrNull(0, WF_TASK_COL_STATUS);
-	task->fence = DatumGetInt64(WfGetDatumNotNull(0, WF_TASK_COL_FENCE));
-	task->step = WfGetTextOrNull(0, WF_TASK_COL_STEP);
-	task->visit = DatumGetInt32(WfGetDatumNotNull(0, WF_TASK_COL_VISIT));
-	task->attempt = DatumGetInt32(WfGetDatumNotNull(0, WF_TASK_COL_ATTEMPT));
-	task->worker = WfGetTextOrNull(0, WF_TASK_COL_WORKER);
-	task->input = DatumGetJsonbPCopy(WfGetDatumNotNull(0, WF_TASK_COL_INPUT));
-	return true;
+/* the columns of a row of the current SPI result (source: its number) */
+static Datum
+spi_column(const void *source, int col, bool *isnull)
+{
+	return WfGetDatum(*(const int *) source, col, isnull);
+}
+
+/* the values of a row read by WfRowLock, columns as in WF_RUN_COLUMNS */
+typedef struct WfLockedRow
+{
+	const Datum *values;
+	const bool *nulls;
+} WfLockedRow;
+
+static Datum
+locked_column(const void *source, int col, bool *isnull)
+{
+	const WfLockedRow *r = source;
+
+	*isnull = r->nulls[col - 1];
+	return r->values[col - 1];
+}
+
+/* a column that is never NULL */
+static Datum
+column_not_null(WfColumnGetter get, const void *source, int col)
+{
+	bool		isnull;
+	Datum		d = get(source, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "column %d of a run snapshot is NULL", col);
+	return d;
+}
+
+/* a text column, as a C string (NULL for NULL) */
+static char *
+column_text(WfColumnGetter get, const void *source, int col)
+{
+	bool		isnull;
+	Datum		d = get(source, col, &isnull);
+
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+/*
+ * run_state_from reads a snapshot, columns as in WF_RUN_COLUMNS, copied
+ * into the current memory context.
+ */
+static void
+run_state_from(WfRunState *run, WfColumnGetter get, const void *src)
+{
+	bool		isnull;
+	Datum		d;
+
+	memset(run, 0, sizeof(WfRunState));
+	memcpy(&run->run_id, DatumGetUUIDP(column_not_null(get, src, WF_RUN_COL_RUN_ID)), sizeof(pg_uuid_t));
+	run->tenant_id = column_text(get, src, WF_RUN_COL_TENANT_ID);
+	run->definition_id = DatumGetInt64(column_not_null(get, src, WF_RUN_COL_DEFINITION_ID));
+	run->status = WfRunStatusFromName(column_text(get, src, WF_RUN_COL_STATUS));
+	run->current_step = column_text(get, src, WF_RUN_COL_CURRENT_STEP);
+	run->seq = DatumGetInt32(column_not_null(get, src, WF_RUN_COL_SEQ));
+	run->context = DatumGetJsonbPCopy(column_not_null(get, src, WF_RUN_COL_CONTEXT));
+	d = get(src, WF_RUN_COL_OUTPUT, &isnull);
+	run->output = isnull ? NULL : DatumGetJsonbPCopy(d);
+	d = column_not_null(get, src, WF_RUN_COL_LAST_HASH);
+	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(d)) != WF_HASH_LEN)
+		elog(ERROR, "run snapshot has a malformed last_hash");
+	memcpy(run->last_hash, VARDATA_ANY(DatumGetByteaPP(d)), WF_HASH_LEN);
+	run->updated_at = DatumGetTimestampTz(column_not_null(get, src, WF_RUN_COL_UPDATED_AT));
+	d = get(src, WF_RUN_COL_FINISHED_AT, &isnull);
+	run->finished = !isnull;
+	run->finished_at = isnull ? 0 : DatumGetTimestampTz(d);
+	d = get(src, WF_RUN_COL_CURRENT_ATTEMPT, &isnull);
+	run->current_attempt = isnull ? 0 : DatumGetInt32(d);
+	d = get(src, WF_RUN_COL_CURRENT_TASK, &isnull);
+	run->current_task = isnull ? 0 : DatumGetInt64(d);
+	run->step_generation = DatumGetInt32(column_not_null(get, src, WF_RUN_COL_STEP_GENERATION));
+	run->wait_generation = DatumGetInt32(column_not_null(get, src, WF_RUN_COL_WAIT_GENERATION));
 }
 
 /*
@@ -902,34 +987,70 @@ WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTas
 void
 WfRunStateFromTuple(WfRunState *run, int row)
 {
-	bool		isnull;
-	Datum		d;
-
-	memset(run, 0, sizeof(WfRunState));
-	memcpy(&run->run_id, DatumGetUUIDP(WfGetDatumNotNull(row, WF_RUN_COL_RUN_ID)), sizeof(pg_uuid_t));
-	run->tenant_id = WfGetTextOrNull(row, WF_RUN_COL_TENANT_ID);
-	run->definition_id = DatumGetInt64(WfGetDatumNotNull(row, WF_RUN_COL_DEFINITION_ID));
-	run->status = WfRunStatusFromName(WfGetTextOrNull(row, WF_RUN_COL_STATUS));
-	run->current_step = WfGetTextOrNull(row, WF_RUN_COL_CURRENT_STEP);
-	run->seq = DatumGetInt32(WfGetDatumNotNull(row, WF_RUN_COL_SEQ));
-	run->context = DatumGetJsonbPCopy(WfGetDatumNotNull(row, WF_RUN_COL_CONTEXT));
-	d = WfGetDatum(row, WF_RUN_COL_OUTPUT, &isnull);
-	run->output = isnull ? NULL : DatumGetJsonbPCopy(d);
-	d = WfGetDatumNotNull(row, WF_RUN_COL_LAST_HASH);
-	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(d)) != WF_HASH_LEN)
-		elog(ERROR, "run snapshot has a malformed last_hash");
-	memcpy(run->last_hash, VARDATA_ANY(DatumGetByteaPP(d)), WF_HASH_LEN);
-	run->updated_at = DatumGetTimestampTz(WfGetDatumNotNull(row, WF_RUN_COL_UPDATED_AT));
-	d = WfGetDatum(row, WF_RUN_COL_FINISHED_AT, &isnull);
-	run->finished = !isnull;
-	run->finished_at = isnull ? 0 : DatumGetTimestampTz(d);
-	d = WfGetDatum(row, WF_RUN_COL_CURRENT_ATTEMPT, &isnull);
-	run->current_attempt = isnull ? 0 : DatumGetInt32(d);
-	d = WfGetDatum(row, WF_RUN_COL_CURRENT_TASK, &isnull);
-	run->current_task = isnull ? 0 : DatumGetInt64(d);
-	run->step_generation = DatumGetInt32(WfGetDatumNotNull(row, WF_RUN_COL_STEP_GENERATION));
-	run->wait_generation = DatumGetInt32(WfGetDatumNotNull(row, WF_RUN_COL_WAIT_GENERATION));
+	run_state_from(run, spi_column, &row);
 }
+
+/* a nullable timestamp column of a locked task row: 0 for NULL */
+static TimestampTz
+task_time(const Datum *values, const bool *nulls, int col)
+{
+	return nulls[col] ? 0 : DatumGetTimestampTz(values[col]);
+}
+
+/* a time plus an interval of a locked task row: 0 when either is NULL */
+static TimestampTz
+task_time_plus(const Datum *values, const bool *nulls, int time, int interval)
+{
+	if (nulls[time] || nulls[interval])
+		return 0;
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   values[time], values[interval]));
+}
+
+/*
+ * WfLockTaskAndRun locks task task_id of tenant and then its run (the lock
+ * order of this file) as SELECT ... FOR UPDATE would (WfRowLock), and
+ * reads both into *run and *task, and the task's deadlines into *times
+ * when it is not NULL (the engine worker); false when there is no such
+ * task of the tenant.
+ */
+bool
+WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTask *task,
+				 WfTaskTimes *times)
+{
+	Datum		tv[TASK_NCOLUMNS];
+	bool		tn[TASK_NCOLUMNS];
+	Datum		rv[lengthof(run_columns)];
+	bool		rn[lengthof(run_columns)];
+	WfLockedRow r = {rv, rn};
+
+	if (tenant == NULL)
+		return false;			/* a caller of no tenant sees no task */
+	if (!WfRowLock(&tasks_table, Int64GetDatum(task_id), tenant, tv, tn) ||
+		!WfRowLock(&runs_table, tv[TASK_RUN_ID], tenant, rv, rn))
+		return false;
+	run_state_from(run, locked_column, &r);
+	task->status = TextDatumGetCString(tv[TASK_STATUS]);
+	task->fence = DatumGetInt64(tv[TASK_FENCE]);
+	task->step = TextDatumGetCString(tv[TASK_STEP]);
+	task->visit = DatumGetInt32(tv[TASK_VISIT]);
+	task->attempt = DatumGetInt32(tv[TASK_ATTEMPT]);
+	task->worker = tn[TASK_WORKER] ? NULL : TextDatumGetCString(tv[TASK_WORKER]);
+	task->input = DatumGetJsonbP(tv[TASK_INPUT]);
+	if (times != NULL)
+	{
+		times->deadline = task_time(tv, tn, TASK_DEADLINE_AT);
+		times->lease_end = task_time(tv, tn, TASK_LEASE_EXPIRES_AT);
+		times->close_at = task_time(tv, tn, TASK_TIMEOUT_AT);
+		times->heartbeat_at = task_time_plus(tv, tn, tn[TASK_LAST_HEARTBEAT_AT] ?
+											 TASK_CLAIMED_AT : TASK_LAST_HEARTBEAT_AT,
+											 TASK_HEARTBEAT_TIMEOUT);
+		times->start_at = task_time_plus(tv, tn, TASK_CREATED_AT, TASK_SCHEDULE_TO_START);
+		times->expirations = DatumGetInt32(tv[TASK_LEASE_EXPIRATIONS]);
+	}
+	return true;
+}
+
 
 /*
  * WfLockRunAndTask locks the run's live task (if it has one) and then the
@@ -1074,32 +1195,6 @@ WfReadTask(int64 task_id, WfLockedTask *task)
 	return true;
 }
 
-/*
- * timestamp_or_zero reads a nullable timestamp column (0 for NULL).
- */
-static TimestampTz
-timestamp_or_zero(int col)
-{
-	bool		isnull;
-	Datum		d = WfGetDatum(0, col, &isnull);
-
-	return isnull ? 0 : DatumGetTimestampTz(d);
-}
-
-/*
- * WfTaskTimesFromTuple reads the deadline columns that WfLockTaskAndRun
- * leaves in SPI_tuptable after the task's (WF_TASK_DEADLINE_COLUMNS).
- */
-void
-WfTaskTimesFromTuple(WfTaskTimes *t)
-{
-	t->deadline = timestamp_or_zero(WF_TASK_COL_DEADLINE_AT);
-	t->lease_end = timestamp_or_zero(WF_TASK_COL_LEASE_EXPIRES_AT);
-	t->close_at = timestamp_or_zero(WF_TASK_COL_TIMEOUT_AT);
-	t->heartbeat_at = timestamp_or_zero(WF_TASK_COL_HEARTBEAT_DUE);
-	t->start_at = timestamp_or_zero(WF_TASK_COL_START_DUE);
-	t->expirations = DatumGetInt32(WfGetDatumNotNull(0, WF_TASK_COL_LEASE_EXPIRATIONS));
-}
 
 /*
  * WfLockTimerAndRun locks timer timer_id and its run, the run's live task

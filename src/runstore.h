@@ -191,13 +191,6 @@ typedef struct WfTransition
 	" pg_catalog.nextval('wf.fence_seq'::pg_catalog.regclass)," \
 	" t.fence OPERATOR(pg_catalog.+) 1)"
 
-/* the columns of a live task that the deadline handler reads */
-#define WF_TASK_DEADLINE_COLUMNS \
-	"t.status, t.fence, t.step, t.visit, t.attempt, t.worker, t.input, " \
-	"t.deadline_at, t.lease_expires_at, t.timeout_at, " \
-	"COALESCE(t.last_heartbeat_at, t.claimed_at) OPERATOR(pg_catalog.+) t.heartbeat_timeout, " \
-	"t.created_at OPERATOR(pg_catalog.+) t.schedule_to_start, t.lease_expirations "
-
 /* the columns of WF_RUN_COLUMNS, as WfRunStateFromTuple reads them */
 typedef enum WfRunColumn
 {
@@ -228,24 +221,6 @@ typedef enum WfRunReadColumn
 	WF_RUN_READ_COL_DEFINITION_VERSION
 } WfRunReadColumn;
 
-/* the columns of lock_task_and_run after the run's: WF_TASK_DEADLINE_COLUMNS */
-typedef enum WfTaskDeadlineColumn
-{
-	WF_TASK_COL_STATUS = WF_RUN_NCOLUMNS + 1,
-	WF_TASK_COL_FENCE,
-	WF_TASK_COL_STEP,
-	WF_TASK_COL_VISIT,
-	WF_TASK_COL_ATTEMPT,
-	WF_TASK_COL_WORKER,
-	WF_TASK_COL_INPUT,
-	WF_TASK_COL_DEADLINE_AT,
-	WF_TASK_COL_LEASE_EXPIRES_AT,
-	WF_TASK_COL_TIMEOUT_AT,
-	WF_TASK_COL_HEARTBEAT_DUE,
-	WF_TASK_COL_START_DUE,
-	WF_TASK_COL_LEASE_EXPIRATIONS
-} WfTaskDeadlineColumn;
-
 /* the columns of last_task_of_step */
 typedef enum WfLastTaskColumn
 {
@@ -268,9 +243,20 @@ typedef struct WfLockedTask
 	Jsonb	   *input;
 } WfLockedTask;
 
+/* the deadlines of a live attempt (0: none), read by WfLockTaskAndRun */
+typedef struct WfTaskTimes
+{
+	TimestampTz deadline;		/* the earliest of them: deadline_at */
+	TimestampTz lease_end;
+	TimestampTz close_at;
+	TimestampTz heartbeat_at;
+	TimestampTz start_at;
+	int32		expirations;
+} WfTaskTimes;
+
 /* locking, in the lock order: task row, then run row */
 extern bool WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run,
-							 WfLockedTask *task);
+							 WfLockedTask *task, WfTaskTimes *times);
 extern bool WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run);
 extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
 extern void WfReadRun(pg_uuid_t *run_id, WfRunState *run);
@@ -290,18 +276,6 @@ typedef struct WfLockedTimer
 
 extern bool WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer);
 
-/* the deadlines of a live attempt (0: none), after WfLockTaskAndRun */
-typedef struct WfTaskTimes
-{
-	TimestampTz deadline;		/* the earliest of them: deadline_at */
-	TimestampTz lease_end;
-	TimestampTz close_at;
-	TimestampTz heartbeat_at;
-	TimestampTz start_at;
-	int32		expirations;
-} WfTaskTimes;
-
-extern void WfTaskTimesFromTuple(WfTaskTimes *t);
 
 /* reading tasks of a locked run */
 extern bool WfReadTask(int64 task_id, WfLockedTask *task);
@@ -319,7 +293,6 @@ extern Datum WfHashDatum(const uint8 *hash);
 typedef enum WfRunstorePlan
 {
 	WF_RUNSTORE_RUN_INSERT = 0,
-	WF_RUNSTORE_LOCK_TASK_AND_RUN,
 	WF_RUNSTORE_TIMER_INSERT,
 	WF_RUNSTORE_TASK_WITHDRAW,
 	WF_RUNSTORE_TIMERS_CANCEL,

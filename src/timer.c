@@ -338,9 +338,8 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	WfTaskTimes t;
 	WfTaskDeadline dl;
 
-	if (!WfLockTaskAndRun(task_id, tenant, &run, &task))
+	if (!WfLockTaskAndRun(task_id, tenant, &run, &task, &t))
 		return;
-	WfTaskTimesFromTuple(&t);
 	if (t.deadline == 0)
 		return;					/* handled meanwhile */
 	if (t.deadline > now ||
