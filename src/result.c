@@ -145,7 +145,7 @@ refuse_fence(int64 task_id, int64 fence)
 
 /*
  * finish_task_row records the winning report in its task row: the
- * transition statement writes it (WfTransition.finish_task), before the
+ * transition's write records it (WfTransition.finish_task), before the
  * run's new attempt.
  */
 static void

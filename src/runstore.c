@@ -214,8 +214,8 @@ make_array(Datum *elems, bool *nulls, int n, Oid elemtype)
 
 /*
  * WfEventArrays fills values[0..5] with the parallel arrays (seq, type,
- * step, attempt, payload, hash) of the transition's events, as both
- * WF_RUNSTORE_TRANSITION and WF_RUNSTORE_RUN_INSERT take them.
+ * step, attempt, payload, hash) of the transition's events, as
+ * WF_RUNSTORE_RUN_INSERT takes them.
  */
 static void
 WfEventArrays(WfTransition *tr, Datum *values)
@@ -497,7 +497,7 @@ task_lease_values(WfTransition *tr, Datum *values, char *nulls)
 
 /*
  * transition_values fills values/nulls[0..WF_TRANSITION_NARGS - 1] with
- * the parameters WF_RUNSTORE_TRANSITION and WF_RUNSTORE_RUN_INSERT share: the
+ * the parameters of WF_RUNSTORE_RUN_INSERT (a new run): the
  * run, tenant, actor and time, the event arrays, the new task and the new
  * snapshot.
  */
@@ -520,7 +520,7 @@ transition_values(WfTransition *tr, Datum *values, char *nulls)
 					  &nulls[WF_TRANSITION_NARGS - WF_LEASE_NVALUES]);
 }
 
-/* the rows write_rows inserts (rowwrite.c), columns in the order of the values */
+/* the rows WfTransitionWrite writes (rowwrite.c), columns in the order of the values */
 static const char *const event_columns[] = {
 	"run_id", "seq", "tenant_id", "type", "step", "attempt", "payload", "actor",
 	"created_at", "hash"

@@ -147,7 +147,8 @@ typedef struct WfTransition
 	"r.current_attempt, r.current_task, r.step_generation, r.wait_generation "
 
 /*
- * The statements that write a transition share their parameters:
+ * The statement that writes a new run (WF_RUNSTORE_RUN_INSERT) and those
+ * built from these fragments share their parameters:
  * $1 run_id, $2 tenant, $3 actor, $4 now, $5-$10 the events as parallel
  * arrays (seq, type, step, attempt, payload, hash), $11-$22 the new task
  * (see WfTaskValues), $23-$33 the snapshot (see WfRunValues), $34 the

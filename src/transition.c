@@ -8,7 +8,7 @@
  * (runstore.c): each event is hashed onto the run's chain and applied to
  * the snapshot by the reducer (state.c) as it is appended, and the whole
  * of it, events, the next task attempt, timers and the new snapshot, is
- * written by one statement (WfTransitionWrite).  This file is the
+ * written together, in the caller's transaction (WfTransitionWrite).  This file is the
  * engine's part of every transition: task attempts with their retry
  * policy, leases and deadlines, timers and their generations, moving from
  * a step to the next, failing and ending runs.  What a step of a kind
