@@ -287,6 +287,20 @@ WfRowFind(WfRowWriter *w, Datum key)
 }
 
 /*
+ * refuse_if_serializable raises the serialization failure of a row that a
+ * concurrent update or delete (what) changed since a REPEATABLE READ or
+ * SERIALIZABLE transaction's snapshot, as ExecLockRows does.
+ */
+static void
+refuse_if_serializable(const char *what)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent %s", what)));
+}
+
+/*
  * WfRowLock finds the row whose primary key is key and locks it as SELECT
  * ... FOR UPDATE does (ExecLockRows): read with the snapshot a statement
  * would take, locked in its latest version under READ COMMITTED (waiting
@@ -359,17 +373,11 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 				found = false;
 				break;
 			case TM_Updated:
-				if (IsolationUsesXactSnapshot())
-					ereport(ERROR,
-							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							 errmsg("could not serialize access due to concurrent update")));
+				refuse_if_serializable("update");
 				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
 				break;
 			case TM_Deleted:
-				if (IsolationUsesXactSnapshot())
-					ereport(ERROR,
-							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							 errmsg("could not serialize access due to concurrent delete")));
+				refuse_if_serializable("delete");
 				found = false;
 				break;
 			default:
