@@ -86,13 +86,6 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		9, {INT8OID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID,
 		JSONBOID, TIMESTAMPTZOID}
 	},
-	[WF_RUNSTORE_TASK_WITHDRAW] = {
-		"task_withdraw",
-		"UPDATE wf.tasks t SET status = 'cancelled', finished_at = $2, deadline_at = NULL,"
-		" lease_expirations = GREATEST(t.lease_expirations, $3) "
-		"WHERE t.task_id OPERATOR(pg_catalog.=) $1 AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])",
-		3, {INT8OID, TIMESTAMPTZOID, INT4OID}
-	},
 	[WF_RUNSTORE_TIMERS_CANCEL] = {
 		"timers_cancel",
 		"UPDATE wf.timers tm SET status = 'cancelled', fired_at = $2, outcome = 'run_finished' "
@@ -403,22 +396,6 @@ write_side_effects(WfTransition *tr)
 }
 
 /*
- * withdraw_task cancels the live task the transition withdraws; it runs
- * before a new attempt of the same step is inserted, which the unique
- * index of live attempts would refuse otherwise.
- */
-static void
-withdraw_task(WfTransition *tr)
-{
-	Datum		values[3];
-
-	values[0] = Int64GetDatum(tr->withdraw_task);
-	values[1] = TimestampTzGetDatum(tr->now);
-	values[2] = Int32GetDatum(tr->withdraw_expirations);
-	WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_WITHDRAW, values, NULL, false, 0, SPI_OK_UPDATE);
-}
-
-/*
  * offer_lease decides whether the new task of the transition is written
  * leased under its lease offer (eager dispatch: WfLeaseOffer) and, when it
  * is, draws the lease as a claim would: a new fence, the lease's end, the
@@ -533,14 +510,14 @@ static const char *const task_columns[] = {
 	"schedule_to_start", "start_to_close", "heartbeat_timeout", "deadline_at",
 	"priority", "fence", "deliveries", "worker", "claimed_at", "lease",
 	"lease_expires_at", "timeout_at", "lease_expirations",
-	/* written by finish_task only */
+	/* written by end_attempt only */
 	"output", "error", "finished_at",
 	/* read by WfLockTaskAndRun only */
 	"last_heartbeat_at"
 };
 static WfRowTable tasks_table = WF_ROW_TABLE("tasks", task_columns, F_INT8EQ);
 
-/* the columns of task_columns that finish_task reads or writes */
+/* the columns of task_columns that are read or written by name */
 enum
 {
 	TASK_TENANT_ID = 1,
@@ -554,6 +531,7 @@ enum
 	TASK_SCHEDULE_TO_START = 13,
 	TASK_HEARTBEAT_TIMEOUT = 15,
 	TASK_DEADLINE_AT = 16,
+	TASK_PRIORITY = 17,
 	TASK_FENCE = 18,
 	TASK_WORKER = 20,
 	TASK_CLAIMED_AT = 21,
@@ -576,56 +554,45 @@ static const char *const run_columns[] = {
 static WfRowTable runs_table = WF_ROW_TABLE("runs", run_columns, F_UUID_EQ);
 
 /*
- * finish_task records the result in the live task row the transition
- * finishes (tr->finish_task: status, output or error), or cancels the one
- * it withdraws (tr->withdraw_task, which may have finished already: then
- * nothing changes).  Either applies only to an attempt still ready or
- * leased; the lease expirations counted go up, never down.
+ * end_attempt records how the live attempt task_id ends: status, and its
+ * output or error where not NULL (the result a transition accepts:
+ * tr->finish_task), or "cancelled" (the attempt it withdraws:
+ * tr->withdraw_task).  It applies only to an attempt still ready or
+ * leased, and returns whether it did (a withdrawn attempt may have
+ * finished already); the lease expirations counted go up, never down.
  */
-static void
-finish_task(WfTransition *tr, WfRowWriter *tasks)
+static bool
+end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *status,
+			Jsonb *output, Jsonb *error, int32 expirations)
 {
 	Datum		values[TASK_NCOLUMNS];
 	bool		nulls[TASK_NCOLUMNS];
 	bool		replace[TASK_NCOLUMNS];
-	int64		task_id = tr->finish_task != 0 ? tr->finish_task : tr->withdraw_task;
-	int32		expirations = tr->finish_task != 0 ? 0 : tr->withdraw_expirations;
-	bool		updated = false;
 	bool		isnull;
+	char	   *old_status;
 
-	if (task_id != 0 && WfRowFind(tasks, Int64GetDatum(task_id)))
-	{
-		char	   *status = TextDatumGetCString(WfRowGet(tasks, TASK_STATUS, &isnull));
+	if (!WfRowFind(tasks, Int64GetDatum(task_id)))
+		return false;
+	old_status = TextDatumGetCString(WfRowGet(tasks, TASK_STATUS, &isnull));
+	if (strcmp(old_status, "ready") != 0 && strcmp(old_status, "leased") != 0)
+		return false;
 
-		if (strcmp(status, "ready") == 0 || strcmp(status, "leased") == 0)
-		{
-			int32		old = DatumGetInt32(WfRowGet(tasks, TASK_LEASE_EXPIRATIONS, &isnull));
-
-			memset(nulls, false, sizeof(nulls));
-			memset(replace, false, sizeof(replace));
-			replace[TASK_STATUS] = replace[TASK_FINISHED_AT] = true;
-			replace[TASK_DEADLINE_AT] = replace[TASK_LEASE_EXPIRATIONS] = true;
-			values[TASK_STATUS] = CStringGetTextDatum(tr->finish_task != 0 ?
-													  tr->finish_status : "cancelled");
-			values[TASK_FINISHED_AT] = TimestampTzGetDatum(tr->now);
-			nulls[TASK_DEADLINE_AT] = true;
-			values[TASK_LEASE_EXPIRATIONS] = Int32GetDatum(Max(old, expirations));
-			if (tr->finish_task != 0 && tr->finish_output != NULL)
-			{
-				replace[TASK_OUTPUT] = true;
-				values[TASK_OUTPUT] = JsonbPGetDatum(tr->finish_output);
-			}
-			if (tr->finish_task != 0 && tr->finish_error != NULL)
-			{
-				replace[TASK_ERROR] = true;
-				values[TASK_ERROR] = JsonbPGetDatum(tr->finish_error);
-			}
-			WfRowUpdate(tasks, values, nulls, replace);
-			updated = true;
-		}
-	}
-	if (tr->finish_task != 0 && !updated)
-		elog(ERROR, "run snapshot or live task changed during a wfengine transition");
+	memset(nulls, false, sizeof(nulls));
+	memset(replace, false, sizeof(replace));
+	replace[TASK_STATUS] = replace[TASK_FINISHED_AT] = true;
+	replace[TASK_DEADLINE_AT] = replace[TASK_LEASE_EXPIRATIONS] = true;
+	values[TASK_STATUS] = CStringGetTextDatum(status);
+	values[TASK_FINISHED_AT] = TimestampTzGetDatum(tr->now);
+	nulls[TASK_DEADLINE_AT] = true;
+	values[TASK_LEASE_EXPIRATIONS] =
+		Int32GetDatum(Max(DatumGetInt32(WfRowGet(tasks, TASK_LEASE_EXPIRATIONS, &isnull)),
+						  expirations));
+	replace[TASK_OUTPUT] = output != NULL;
+	values[TASK_OUTPUT] = JsonbPGetDatum(output);
+	replace[TASK_ERROR] = error != NULL;
+	values[TASK_ERROR] = JsonbPGetDatum(error);
+	WfRowUpdate(tasks, values, nulls, replace);
+	return true;
 }
 
 /*
@@ -736,10 +703,10 @@ insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
 		values[lease_at[i]] = lv[i];
 		nulls[lease_at[i]] = ln[i] == 'n';
 	}
-	values[1] = tenant;
-	values[2] = UUIDPGetDatum(&tr->run->run_id);
-	values[12] = TimestampTzGetDatum(tr->now);
-	values[17] = Int32GetDatum(tr->task.priority);
+	values[TASK_TENANT_ID] = tenant;
+	values[TASK_RUN_ID] = UUIDPGetDatum(&tr->run->run_id);
+	values[TASK_CREATED_AT] = TimestampTzGetDatum(tr->now);
+	values[TASK_PRIORITY] = Int32GetDatum(tr->task.priority);
 	values[TASK_LEASE_EXPIRATIONS] = Int32GetDatum(0);
 	nulls[TASK_OUTPUT] = nulls[TASK_ERROR] = nulls[TASK_FINISHED_AT] = true;
 	nulls[TASK_LAST_HEARTBEAT_AT] = true;
@@ -765,8 +732,6 @@ WfTransitionWrite(WfTransition *tr)
 			elog(ERROR, "wfengine transition records a result without an event");
 		return;
 	}
-	if (tr->withdraw_task != 0 && tr->finish_task != 0)
-		withdraw_task(tr);
 	offer_lease(tr);
 	tenant = CStringGetTextDatum(tr->run->tenant_id);
 
@@ -776,7 +741,13 @@ WfTransitionWrite(WfTransition *tr)
 	 * otherwise.
 	 */
 	WfRowWriterOpen(&tasks, &tasks_table);
-	finish_task(tr, &tasks);
+	if (tr->withdraw_task != 0)
+		(void) end_attempt(tr, &tasks, tr->withdraw_task, "cancelled", NULL, NULL,
+						   tr->withdraw_expirations);
+	if (tr->finish_task != 0 &&
+		!end_attempt(tr, &tasks, tr->finish_task, tr->finish_status,
+					 tr->finish_output, tr->finish_error, 0))
+		elog(ERROR, "run snapshot or live task changed during a wfengine transition");
 	write_run(tr);
 	write_events(tr, tenant);
 	if (tr->has_task)
