@@ -94,7 +94,7 @@ resolve_table(WfRowTable *t)
 		elog(ERROR, "relation wf.%s does not exist", t->relname);
 	rel = table_open(relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
-	attnums = MemoryContextAlloc(TopMemoryContext, sizeof(AttrNumber) * t->ncolumns);
+	attnums = palloc(sizeof(AttrNumber) * t->ncolumns);
 	given = palloc0(sizeof(bool) * desc->natts);
 	t->tenant_column = -1;
 	for (i = 0; i < t->ncolumns; i++)
@@ -119,8 +119,11 @@ resolve_table(WfRowTable *t)
 			t->missing = MemoryContextStrdup(TopMemoryContext, NameStr(att->attname));
 	}
 	pfree(given);
+	/* kept for the session, once nothing can fail any more */
 	t->natts = desc->natts;
-	t->attnums = attnums;
+	t->attnums = MemoryContextAlloc(TopMemoryContext, sizeof(AttrNumber) * t->ncolumns);
+	memcpy(t->attnums, attnums, sizeof(AttrNumber) * t->ncolumns);
+	pfree(attnums);
 	t->relid = relid;
 	t->next = resolved_tables;
 	resolved_tables = t;
