@@ -84,8 +84,8 @@
 #include "spi_util.h"
 #include "state.h"
 #include "step_approval.h"
+#include "tenant.h"
 #include "transition.h"
-#include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_issue_approval_tokens);
 PG_FUNCTION_INFO_V1(wfengine_decide);

@@ -120,7 +120,7 @@
 #include "sensitive.h"
 #include "shmem.h"
 #include "spi_util.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks_any);

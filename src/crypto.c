@@ -28,7 +28,6 @@
 
 #include "crypto.h"
 #include "guc.h"
-#include "wfengine.h"
 
 /* forward declarations */
 static void hash_cstring(crypto_generichash_state *st, const char *s);

@@ -16,7 +16,8 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
-#include "wfengine.h"
+/* length of every hash wfengine stores (BLAKE2b-256) */
+#define WF_HASH_LEN 32
 
 /* everything that is hashed into one history event */
 typedef struct WfEventHashInput

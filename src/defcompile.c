@@ -1590,7 +1590,7 @@ check_compensations(const ValidateCtx *cx, const WfDefinition *def)
  * configurable limits (step count) apply; they do not apply when a
  * published version is loaded again.  The children of its subworkflow
  * and parallel steps are not resolved: that needs SPI
- * (WfResolveChildren).  The fuzz harness (fuzz/wf_fuzz.c) calls it too.
+ * (WfResolveChildren).  The fuzz harness (test/fuzz/wf_fuzz.c) calls it too.
  */
 WfDefinition *
 WfCompileDefinition(const char *name, Jsonb *spec, bool enforce_limits)

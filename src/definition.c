@@ -33,7 +33,6 @@
 #include "definition.h"
 #include "jsonutil.h"
 #include "spi_util.h"
-#include "wfengine.h"
 
 /* the statements of definition.c (registered by _PG_init: WfDefinitionPlans) */
 static const WfPlanSpec definition_plan_specs[] = {

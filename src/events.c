@@ -60,7 +60,7 @@
 #include "events.h"
 #include "quota.h"
 #include "spi_util.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 PG_FUNCTION_INFO_V1(wfengine_event_runs);
 PG_FUNCTION_INFO_V1(wfengine_buffer_event);

@@ -44,7 +44,6 @@
 #include "spi_util.h"
 #include "state.h"
 #include "stepkind.h"
-#include "wfengine.h"
 #include "waits.h"
 
 PG_FUNCTION_INFO_V1(wfengine_explain);

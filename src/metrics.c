@@ -80,7 +80,6 @@
 #include "utils/tuplestore.h"
 
 #include "metrics.h"
-#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(wfengine_engine_counters);
 PG_FUNCTION_INFO_V1(wfengine_timer_lag_histogram);

@@ -15,6 +15,12 @@
 
 #include "utils/timestamp.h"
 
+/*
+ * claim waits are spread over this many condition variables (shmem.c);
+ * the metrics keep the time of the last wake-up of each
+ */
+#define WF_QUEUE_WAIT_BUCKETS 256
+
 /* the counters; their SQL names are in metrics.c (counter_names) */
 typedef enum WfCounter
 {

@@ -86,7 +86,7 @@
 #include "notify.h"
 #include "shmem.h"
 #include "spi_util.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 /* the statements of notify.c (registered by _PG_init: WfNotifyPlans) */
 enum

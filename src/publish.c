@@ -39,7 +39,7 @@
 #include "sensitive.h"
 #include "shard.h"
 #include "spi_util.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 PG_FUNCTION_INFO_V1(wfengine_publish_definition);
 PG_FUNCTION_INFO_V1(wfengine_step_edges);

@@ -45,7 +45,7 @@
 #include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 PG_FUNCTION_INFO_V1(wfengine_verify_run);
 PG_FUNCTION_INFO_V1(wfengine_verify_run_anchor);

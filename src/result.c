@@ -53,8 +53,8 @@
 #include "sensitive.h"
 #include "spi_util.h"
 #include "state.h"
+#include "tenant.h"
 #include "transition.h"
-#include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_complete_task);
 PG_FUNCTION_INFO_V1(wfengine_fail_task);

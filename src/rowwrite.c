@@ -70,7 +70,7 @@
 #include "utils/snapmgr.h"
 
 #include "rowwrite.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 /* the tables whose attribute numbers are known */
 static WfRowTable *resolved_tables = NULL;

@@ -53,8 +53,8 @@
 #include "spi_util.h"
 #include "state.h"
 #include "step_wait.h"
+#include "tenant.h"
 #include "transition.h"
-#include "wfengine.h"
 
 PG_FUNCTION_INFO_V1(wfengine_start_run);
 PG_FUNCTION_INFO_V1(wfengine_run_status);

@@ -58,7 +58,7 @@
 #include "spi_util.h"
 #include "state.h"
 #include "stepkind.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 /* the statements of runstore.c (registered by _PG_init: WfRunstorePlans) */
 static const WfPlanSpec runstore_plan_specs[] = {

@@ -61,6 +61,7 @@
 #include <sodium.h>
 
 #include "catalog/pg_authid.h"
+#include "crypto.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
@@ -78,7 +79,7 @@
 #include "notify.h"
 #include "sensitive.h"
 #include "spi_util.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 PG_FUNCTION_INFO_V1(wfengine_decrypt);
 PG_FUNCTION_INFO_V1(wfengine_rotate_tenant_key);

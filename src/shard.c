@@ -46,7 +46,6 @@
 #include "utils/rel.h"
 
 #include "shard.h"
-#include "wfengine.h"
 
 /* the most partitions a map may have (wf.configure_shard checks it too) */
 #define WF_SHARD_MAX_PARTITIONS 4096

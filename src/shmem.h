@@ -22,11 +22,10 @@
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
+#include "metrics.h"
+
 /* how many database workers the launcher can track */
 #define WF_MAX_DB_WORKERS 64
-
-/* claim waits are spread over this many condition variables */
-#define WF_QUEUE_WAIT_BUCKETS 256
 
 /* notifications handed to the engine workers to send (notify.c) */
 #define WF_RELAY_SLOTS 2048

@@ -45,8 +45,8 @@
 #include "utils/memutils.h"
 
 #include "spi_util.h"
+#include "tenant.h"
 #include "version.h"
-#include "wfengine.h"
 
 #define WF_MAX_RESET_CALLBACKS 16
 

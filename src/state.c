@@ -55,7 +55,6 @@
 #include "definition.h"
 #include "jsonutil.h"
 #include "state.h"
-#include "wfengine.h"
 
 /* names of the run states, indexed by WfRunStatus */
 static const char *const run_status_names[] = {

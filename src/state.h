@@ -19,8 +19,8 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "crypto.h"
 #include "jsonutil.h"
-#include "wfengine.h"
 
 /* run states, as stored in wf.runs.status */
 typedef enum WfRunStatus

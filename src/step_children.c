@@ -50,9 +50,9 @@
 #include "step_children.h"
 #include "step_compensate.h"
 #include "stepkind.h"
+#include "tenant.h"
 #include "transition.h"
 #include "waits.h"
-#include "wfengine.h"
 
 /* the statements of step_children.c (registered by _PG_init: WfStepChildrenPlans) */
 enum

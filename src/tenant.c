@@ -53,7 +53,7 @@
 #include "utils/syscache.h"
 
 #include "shard.h"
-#include "wfengine.h"
+#include "tenant.h"
 
 /* the tenant of a superuser or of the owner that belongs to no tenant */
 #define WF_DEFAULT_TENANT "default"
@@ -97,6 +97,8 @@ static void api_xact_callback(XactEvent event, void *arg);
 static void api_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								 SubTransactionId parentSubid, void *arg);
 static char *lookup_tenant(Oid userid);
+
+PG_FUNCTION_INFO_V1(wfengine_current_tenant);
 
 /*
  * tenant_invalidate forgets the cached tenant when roles or memberships
@@ -260,6 +262,15 @@ WfCurrentTenant(void)
 	tenant_name = lookup_tenant(userid);
 	tenant_user = userid;
 	return tenant_name;
+}
+
+/*
+ * wfengine_current_tenant is wf.current_tenant().
+ */
+Datum
+wfengine_current_tenant(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(WfCurrentTenant()));
 }
 
 /*

@@ -49,8 +49,8 @@
 #include "spi_util.h"
 #include "state.h"
 #include "stepkind.h"
+#include "tenant.h"
 #include "transition.h"
-#include "wfengine.h"
 
 /* the statements of transition.c (registered by _PG_init: WfTransitionPlans) */
 enum

@@ -66,15 +66,16 @@
 #include "step_task.h"
 #include "step_wait.h"
 #include "stepkind.h"
+#include "tenant.h"
 #include "timer.h"
 #include "transition.h"
 #include "waits.h"
 #include "version.h"
-#include "wfengine.h"
 
 PG_MODULE_MAGIC;
 
-bool		wf_preloaded = false;
+/* true when the library was loaded by shared_preload_libraries */
+static bool wf_preloaded = false;
 
 void		_PG_init(void);
 
@@ -132,7 +133,6 @@ static const struct
 	{WF_STEP_COMPENSATION, &WfCompensationStepKind},
 };
 
-PG_FUNCTION_INFO_V1(wfengine_current_tenant);
 PG_FUNCTION_INFO_V1(wfengine_preloaded);
 
 /*
@@ -170,15 +170,6 @@ _PG_init(void)
 		WfLauncherInit();
 		WfDdlGuardInit();
 	}
-}
-
-/*
- * wfengine_current_tenant is wf.current_tenant().
- */
-Datum
-wfengine_current_tenant(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_TEXT_P(cstring_to_text(WfCurrentTenant()));
 }
 
 /*

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz.sh — what `make fuzz` runs (and the `fuzz` suite of `make test`):
-# build the libFuzzer harness fuzz/build/wfengine_fuzz.so (fuzz/Makefile,
+# build the libFuzzer harness test/fuzz/build/wfengine_fuzz.so (test/fuzz/Makefile,
 # clang), start a throw-away cluster in which wfengine is not preloaded,
 # load the harness there by absolute path and run each fuzz target for a
 # while.  See the "Fuzzing" section of docs/testing.md.
@@ -19,7 +19,7 @@
 # the exit status is non-zero when a target failed.  A target passes when
 # libFuzzer ran for its time and reported nothing: no crash, no
 # undefined-behaviour trap, no input slower than FUZZ_TIMEOUT, no failed
-# invariant, no leak.  A finding is copied to fuzz/build/findings/T/, shown
+# invariant, no leak.  A finding is copied to test/fuzz/build/findings/T/, shown
 # with a symbolized stack, and the command that reproduces it is printed.
 # When clang or the build is missing, every target fails.
 #
@@ -30,7 +30,7 @@
 # scratch directory with the cluster and the logs), CLANG (the compiler,
 # default clang).
 #
-# The corpus each run builds up is kept in fuzz/build/corpus/T/ and seeds
+# The corpus each run builds up is kept in test/fuzz/build/corpus/T/ and seeds
 # the next run, so repeated long runs go on where the last one stopped.
 set -euo pipefail
 
@@ -45,7 +45,7 @@ FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}
 FUZZ_LEAK_LIMIT_KB=${FUZZ_LEAK_LIMIT_KB:-1024}
 CLANG=${CLANG:-clang}
 
-FUZZ_DIR=$WF_ROOT/fuzz
+FUZZ_DIR=$WF_ROOT/test/fuzz
 OUT=$FUZZ_DIR/build # corpus/ and findings/ of past runs
 RUN=$WF_TMP/fuzz # cluster, socket, logs, working corpora (owned by the server's user)
 PORT=$((20000 + RANDOM % 10000))
@@ -82,7 +82,7 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT TERM HUP
 
-# build [SELFTEST]: build the harness (into fuzz/build, or fuzz/build/selftest
+# build [SELFTEST]: build the harness (into test/fuzz/build, or test/fuzz/build/selftest
 # with the planted bugs); prints the path of the library.
 build() {
 	local selftest=${1:-0} out=build

@@ -1,25 +1,19 @@
 /*-------------------------------------------------------------------------
  *
- * wfengine.h
- *	  Declarations shared by every wfengine subsystem.
+ * tenant.h
+ *	  Who the session is (its tenant and actor) and the switch to the
+ *	  extension owner that every API call runs under.
  *
  * Copyright (c) 2026, wfengine developers
  *
  * IDENTIFICATION
- *	  src/wfengine.h
+ *	  src/tenant.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef WF_WFENGINE_H
-#define WF_WFENGINE_H
+#ifndef WF_TENANT_H
+#define WF_TENANT_H
 
-/* length of every hash wfengine stores (BLAKE2b-256) */
-#define WF_HASH_LEN 32
-
-/* true when the library was loaded by shared_preload_libraries */
-extern bool wf_preloaded;
-
-/* tenant.c */
 extern const char *WfCurrentTenant(void);
 extern const char *WfCurrentActor(void);
 extern Oid	WfExtensionOwner(void);
@@ -29,4 +23,4 @@ extern void WfApiSwitchOut(void);
 extern Oid	WfApiCaller(void);
 extern const char *WfActForTenant(const char *tenant);
 
-#endif							/* WF_WFENGINE_H */
+#endif							/* WF_TENANT_H */
