@@ -126,6 +126,7 @@ REGRESS = \
 	390_metrics \
 	395_claim_any \
 	396_id_block \
+	397_row_writer \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

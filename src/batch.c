@@ -231,7 +231,7 @@ report_and_claim(FunctionCallInfo fcinfo, int64 task_id, int64 fence, bool is_fa
 	Datum		answer;
 	bool		answer_null = false;
 
-	InitMaterializedSRF(fcinfo, 0);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	offer.queue = req->queue;
 	offer.worker = req->worker;
 	offer.lease = req->lease;
@@ -323,7 +323,7 @@ report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
 	ErrorContextCallback errcallback;
 	int			i;
 
-	InitMaterializedSRF(fcinfo, 0);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (i = 0; i < n; i++)
 	{
 		order[i].task_id = DatumGetInt64(ids->elems[i]);

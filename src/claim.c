@@ -779,7 +779,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	bool		limited;		/* the tenant limits tasks in flight */
 	bool		held_back = false;	/* ... and that kept the last try from claiming */
 
-	InitMaterializedSRF(fcinfo, 0);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (!claim_arguments(fcinfo, &req))
 		return (Datum) 0;
 
@@ -935,7 +935,7 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 	TimestampTz looked_at = 0;
 	int			i;
 
-	InitMaterializedSRF(fcinfo, 0);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (i = 0; i < 4; i++)
 		if (PG_ARGISNULL(i))
 			return (Datum) 0;

@@ -39,6 +39,20 @@
  * description leaves out a column with a default or NOT NULL is an
  * error, not a silently different row.
  *
+ * What a statement prepares again each time, the writer keeps: the
+ * table's CHECK constraints read back from their node trees and prepared,
+ * and the IndexInfo of each index with its predicate (and expressions)
+ * prepared, in a memory context of the table's (keep_prepared).  They are
+ * what ExecOpenIndices and ExecRelCheck would build, and the executor
+ * uses them as its own (ri_IndexRelationInfo, ri_ConstraintExprs).  Any
+ * invalidation of the table's relcache entry (an index or constraint
+ * added or dropped, a VACUUM's new statistics, a reset of the whole
+ * cache) or of a function (pg_proc) marks them stale, and the next opening
+ * prepares them again; the stale ones are freed with the transaction that
+ * replaced them, after every writer that may use them has closed.  The
+ * indexes themselves are opened and locked at each opening, as
+ * ExecOpenIndices does.
+ *
  * Copyright (c) 2026, wfengine developers
  *
  * IDENTIFICATION
@@ -54,26 +68,60 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
 #include "parser/parse_relation.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/relcache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "rowwrite.h"
 #include "tenant.h"
 
 /* the tables whose attribute numbers are known */
 static WfRowTable *resolved_tables = NULL;
+
+/* the invalidation callbacks of the kept preparations are registered */
+static bool kept_callbacks = false;
+
+/*
+ * kept_relcache_changed marks the preparations of a table stale when its
+ * relcache entry is invalidated (relid), or every entry is (InvalidOid).
+ */
+static void
+kept_relcache_changed(Datum arg, Oid relid)
+{
+	WfRowTable *t;
+
+	for (t = resolved_tables; t != NULL; t = t->next)
+		if (!OidIsValid(relid) || relid == t->relid)
+			t->kept_stale = true;
+}
+
+/*
+ * kept_function_changed marks every table's preparations stale when a
+ * function changes (a check or an index predicate may call it).
+ */
+static void
+kept_function_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	WfRowTable *t;
+
+	for (t = resolved_tables; t != NULL; t = t->next)
+		t->kept_stale = true;
+}
 
 /*
  * resolve_table looks up the table and the attribute numbers of its
@@ -92,6 +140,12 @@ resolve_table(WfRowTable *t)
 
 	if (!OidIsValid(relid))
 		elog(ERROR, "relation wf.%s does not exist", t->relname);
+	if (!kept_callbacks)
+	{
+		CacheRegisterRelcacheCallback(kept_relcache_changed, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, kept_function_changed, (Datum) 0);
+		kept_callbacks = true;
+	}
 	rel = table_open(relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
 	attnums = palloc(sizeof(AttrNumber) * t->ncolumns);
@@ -149,12 +203,113 @@ WfRowWriteReset(void)
 			pfree((char *) t->missing);
 		t->attnums = NULL;
 		t->missing = NULL;
+		if (t->kept != NULL)
+			MemoryContextDelete(t->kept);
+		t->kept = NULL;
+		t->kept_stale = false;
 		t->relid = InvalidOid;
 		t->natts = 0;
 		t->next = NULL;
 		t = next;
 	}
 	resolved_tables = NULL;
+}
+
+/*
+ * prepare_expr prepares an expression for evaluation outside any plan, as
+ * ExecPrepareExpr does, in the current memory context.
+ */
+static ExprState *
+prepare_expr(Expr *node)
+{
+	return ExecInitExpr(expression_planner(node), NULL);
+}
+
+/*
+ * keep_prepared prepares the table's CHECK constraints and the IndexInfo
+ * of its indexes, as ExecRelCheck and ExecOpenIndices would, and keeps
+ * them in a memory context of the table's.  The ones they replace are
+ * freed at the end of the transaction (a writer still open may use them).
+ */
+static void
+keep_prepared(WfRowTable *t, Relation rel)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	MemoryContext cxt;
+	MemoryContext old;
+	List	   *indexes;
+	ListCell   *lc;
+	int			nchecks = constr != NULL ? constr->num_check : 0;
+	ExprState **checks;
+	Oid		   *index_oids;
+	IndexInfo **index_info;
+	int			i;
+
+	/* under the transaction until it is complete, so that an error frees it */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "wfengine row writer",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	checks = palloc0(sizeof(ExprState *) * Max(nchecks, 1));
+	for (i = 0; i < nchecks; i++)
+		checks[i] = prepare_expr(stringToNode(constr->check[i].ccbin));
+
+	indexes = RelationGetForm(rel)->relhasindex ? RelationGetIndexList(rel) : NIL;
+	index_oids = palloc0(sizeof(Oid) * Max(list_length(indexes), 1));
+	index_info = palloc0(sizeof(IndexInfo *) * Max(list_length(indexes), 1));
+	i = 0;
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		IndexInfo  *ii = BuildIndexInfo(index);
+		ListCell   *e;
+
+		if (ii->ii_Predicate != NIL)
+			ii->ii_PredicateState =
+				ExecInitQual((List *) expression_planner((Expr *) ii->ii_Predicate), NULL);
+		foreach(e, ii->ii_Expressions)
+			ii->ii_ExpressionsState = lappend(ii->ii_ExpressionsState,
+											  prepare_expr((Expr *) lfirst(e)));
+		ii->ii_Context = cxt;
+		index_close(index, RowExclusiveLock);
+		index_oids[i] = lfirst_oid(lc);
+		index_info[i] = ii;
+		i++;
+	}
+	MemoryContextSwitchTo(old);
+
+	if (t->kept != NULL)
+		MemoryContextSetParent(t->kept, TopTransactionContext);
+	MemoryContextSetParent(cxt, CacheMemoryContext);
+	t->kept = cxt;
+	t->kept_stale = false;
+	t->nchecks = nchecks;
+	t->checks = checks;
+	t->nindexes = i;
+	t->index_oids = index_oids;
+	t->index_info = index_info;
+}
+
+/*
+ * open_indexes opens and locks the table's indexes for the writer, with
+ * the kept IndexInfo, as ExecOpenIndices does.
+ */
+static void
+open_indexes(WfRowWriter *w)
+{
+	WfRowTable *t = w->table;
+	ResultRelInfo *rri = w->rri;
+	int			i;
+
+	if (t->nindexes == 0)
+		return;
+	rri->ri_NumIndices = t->nindexes;
+	rri->ri_IndexRelationDescs = palloc(sizeof(Relation) * t->nindexes);
+	rri->ri_IndexRelationInfo = palloc(sizeof(IndexInfo *) * t->nindexes);
+	for (i = 0; i < t->nindexes; i++)
+	{
+		rri->ri_IndexRelationDescs[i] = index_open(t->index_oids[i], RowExclusiveLock);
+		rri->ri_IndexRelationInfo[i] = t->index_info[i];
+	}
 }
 
 /*
@@ -194,7 +349,17 @@ WfRowWriterOpen(WfRowWriter *w, WfRowTable *table)
 	InitResultRelInfo(w->rri, w->rel, 1, NULL, 0);
 	/* where the AFTER triggers look for it (ExecGetTriggerResultRel) */
 	w->estate->es_opened_result_relations = list_make1(w->rri);
-	ExecOpenIndices(w->rri, false);
+	/* the table is locked and its invalidations seen: is what we keep current? */
+	if (table->kept == NULL || table->kept_stale)
+	{
+		MemoryContext old = MemoryContextSwitchTo(w->estate->es_query_cxt);
+
+		keep_prepared(table, w->rel);
+		MemoryContextSwitchTo(old);
+	}
+	if (table->nchecks > 0)
+		w->rri->ri_ConstraintExprs = table->checks;
+	open_indexes(w);
 	w->slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel), &TTSOpsVirtual);
 	w->found = NULL;
 

@@ -35,6 +35,14 @@ typedef struct WfRowTable
 	const char *missing;		/* a column with a default or NOT NULL that
 								 * the columns leave out: no inserts */
 	struct WfRowTable *next;	/* the tables resolved so far */
+	/* kept across transactions until the table's relcache entry changes */
+	MemoryContext kept;			/* NULL: nothing kept yet */
+	bool		kept_stale;		/* kept, but no longer for this table */
+	int			nchecks;		/* its CHECK constraints, prepared */
+	ExprState **checks;
+	int			nindexes;		/* its indexes: OIDs, IndexInfo with the */
+	Oid		   *index_oids;		/* predicates and expressions prepared */
+	IndexInfo **index_info;
 } WfRowTable;
 
 #define WF_ROW_TABLE(name, columns, key_eq) \

@@ -1,0 +1,63 @@
+-- scenario: the row writer keeps each table's prepared CHECK constraints
+-- and index predicates across transactions (src/rowwrite.c); a constraint
+-- or an index added, or dropped, in the middle of a session is what the
+-- next transition obeys, and every index holds every row written.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS wfengine CASCADE;
+CREATE EXTENSION wfengine;
+CREATE EXTENSION IF NOT EXISTS amcheck;
+RESET client_min_messages;
+SELECT wf.publish_definition('kept', '{"steps": [
+  {"name": "one", "queue": "kept_q"}, {"name": "two", "queue": "kept_q"},
+  {"name": "three", "queue": "kept_q"}, {"name": "four", "queue": "kept_q"}]}');
+SELECT wf.start_run('kept', '{}') AS run \gset
+-- step one: the writer prepares wf.tasks, wf.runs and wf.events
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('kept_q', 'w') \gset
+SELECT wf.complete_task(:t, :f, '{"n": 1}');
+
+-- a CHECK constraint added now: the next transition fails it and changes nothing
+ALTER TABLE wf.runs ADD CONSTRAINT regress_not_three
+    CHECK (current_step IS DISTINCT FROM 'three');
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('kept_q', 'w') \gset
+SELECT seq AS seq_before FROM wf.runs WHERE run_id = :'run' \gset
+\set VERBOSITY terse
+SELECT wf.complete_task(:t, :f, '{"n": 2}');
+\set VERBOSITY default
+SELECT seq = :seq_before AS unchanged, current_step FROM wf.runs WHERE run_id = :'run';
+SELECT status FROM wf.tasks WHERE task_id = :t;
+-- dropped again: the same report is accepted
+ALTER TABLE wf.runs DROP CONSTRAINT regress_not_three;
+SELECT wf.complete_task(:t, :f, '{"n": 2}');
+
+-- a partial unique index added now: its predicate is evaluated for the
+-- rows written after it (a second completed attempt of the run violates it)
+CREATE UNIQUE INDEX regress_one_completed_per_run ON wf.tasks (run_id)
+    WHERE status = 'completed' AND step = 'three';
+CREATE INDEX regress_events_by_type ON wf.events (type);
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('kept_q', 'w') \gset
+SELECT wf.complete_task(:t, :f, '{"n": 3}');
+SELECT current_step FROM wf.runs WHERE run_id = :'run';
+SELECT bt_index_check('wf.regress_one_completed_per_run'::regclass, true);
+SELECT count(*) FROM wf.tasks WHERE run_id = :'run' AND status = 'completed' AND step = 'three';
+-- replaced by one whose predicate the next completed attempt matches too
+DROP INDEX wf.regress_one_completed_per_run;
+CREATE UNIQUE INDEX regress_one_completed_per_run ON wf.tasks (run_id)
+    WHERE status = 'completed' AND step IN ('three', 'four');
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('kept_q', 'w') \gset
+\set VERBOSITY terse
+SELECT wf.complete_task(:t, :f, '{"n": 4}');
+\set VERBOSITY default
+SELECT status FROM wf.tasks WHERE task_id = :t;
+DROP INDEX wf.regress_one_completed_per_run;
+SELECT wf.complete_task(:t, :f, '{"n": 4}');
+SELECT status, current_step FROM wf.runs WHERE run_id = :'run';
+
+-- every index of the tables the writer writes holds every row (amcheck)
+SELECT c.relname, bt_index_check(c.oid, true) IS NOT NULL AS checked
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_class t ON t.oid = i.indrelid
+WHERE t.relnamespace = 'wf'::regnamespace AND t.relname IN ('tasks', 'runs', 'events')
+ORDER BY c.relname;
+SELECT count(*) FROM wf.events WHERE type = 'task_completed';
+DROP INDEX wf.regress_events_by_type;
+SELECT wf.verify_run(:'run');
