@@ -63,14 +63,17 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/pg_am.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
@@ -451,6 +454,65 @@ WfRowFind(WfRowWriter *w, Datum key)
 	index_endscan(scan);
 	if (!found)
 		ExecClearTuple(w->found);
+	return found;
+}
+
+/*
+ * WfRowExists: is there a row whose columns (indexes into the table's
+ * columns, ncolumns of them) equal keys, in its latest version
+ * (SnapshotSelf: committed by anyone by now, or written by this
+ * transaction)?  It looks through the unique index on exactly those
+ * columns, which the table must have.
+ */
+bool
+WfRowExists(WfRowWriter *w, int ncolumns, const int *columns, const Datum *keys)
+{
+	WfRowTable *t = w->table;
+	Relation	index = NULL;
+	IndexScanDesc scan;
+	ScanKeyData skeys[INDEX_MAX_KEYS];
+	bool		found;
+	int			i;
+	int			k;
+
+	Assert(ncolumns <= INDEX_MAX_KEYS);
+	for (i = 0; i < w->rri->ri_NumIndices && index == NULL; i++)
+	{
+		Relation	r = w->rri->ri_IndexRelationDescs[i];
+		Form_pg_index form = r->rd_index;
+
+		if (!form->indisunique || !form->indimmediate || form->indnkeyatts != ncolumns ||
+			!heap_attisnull(r->rd_indextuple, Anum_pg_index_indpred, NULL) ||
+			r->rd_rel->relam != BTREE_AM_OID)
+			continue;
+		for (k = 0; k < ncolumns; k++)
+			if (form->indkey.values[k] != t->attnums[columns[k]])
+				break;
+		if (k == ncolumns)
+			index = r;
+	}
+	if (index == NULL)
+		elog(ERROR, "relation wf.%s has no unique index on the columns looked up",
+			 t->relname);
+	if (w->found == NULL)
+		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
+										  table_slot_callbacks(w->rel));
+	for (k = 0; k < ncolumns; k++)
+	{
+		Oid			opfamily = index->rd_opfamily[k];
+		Oid			type = index->rd_opcintype[k];
+		Oid			eq = get_opfamily_member(opfamily, type, type, BTEqualStrategyNumber);
+
+		if (!OidIsValid(eq))
+			elog(ERROR, "no equality operator in operator family %u", opfamily);
+		ScanKeyEntryInitialize(&skeys[k], 0, k + 1, BTEqualStrategyNumber, type,
+							   index->rd_indcollation[k], get_opcode(eq), keys[k]);
+	}
+	scan = index_beginscan(w->rel, index, SnapshotSelf, ncolumns, 0);
+	index_rescan(scan, skeys, ncolumns, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, w->found);
+	index_endscan(scan);
+	ExecClearTuple(w->found);
 	return found;
 }
 

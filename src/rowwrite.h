@@ -66,6 +66,8 @@ extern void WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls);
 extern bool WfRowLock(WfRowTable *table, Datum key, const char *tenant,
 					  Datum *values, bool *nulls);
 extern bool WfRowFind(WfRowWriter *w, Datum key);
+extern bool WfRowExists(WfRowWriter *w, int ncolumns, const int *columns,
+						const Datum *keys);
 extern Datum WfRowGet(WfRowWriter *w, int column, bool *isnull);
 extern void WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls,
 						const bool *replace);

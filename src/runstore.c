@@ -39,7 +39,10 @@
 
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -62,23 +65,6 @@
 
 /* the statements of runstore.c (registered by _PG_init: WfRunstorePlans) */
 static const WfPlanSpec runstore_plan_specs[] = {
-	[WF_RUNSTORE_RUN_INSERT] = {
-		"run_insert",
-		"WITH r AS ("
-		" INSERT INTO wf.runs (run_id, tenant_id, definition_id, definition_name,"
-		"  definition_version, status, current_step, seq, input, context,"
-		"  idempotency_key, last_hash, created_at, updated_at, current_attempt,"
-		"  current_task, step_generation, wait_generation, output, finished_at,"
-		"  input_digest)"
-		" VALUES ($1, $2, $44, $45, $46, $23, $24, $25, $47, $26, $48, $28, $4, $4,"
-		"  $30, $31, $32, $33, $27, $29, $49)"
-		" ON CONFLICT (tenant_id, idempotency_key) DO NOTHING"
-		" RETURNING run_id),"
-		" e AS (" WF_EVENTS_INSERT("r.run_id", "r, ") "),"
-		" t AS (" WF_TASK_INSERT("r.run_id", "FROM r", "") ")"
-		" SELECT pg_catalog.count(*) FROM r",
-		49, {WF_TRANSITION_TYPES, INT8OID, TEXTOID, INT4OID, JSONBOID, TEXTOID, BYTEAOID}
-	},
 	[WF_RUNSTORE_TIMER_INSERT] = {
 		"timer_insert",
 		"INSERT INTO wf.timers (timer_id, tenant_id, run_id, kind, step, generation,"
@@ -155,12 +141,10 @@ static const WfPlanSpec runstore_plan_specs[] = {
 WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
 
 
-/* parameter counts of the statements that write transitions */
+/* how many values WfTaskValues, WfRunValues and task_lease_values fill */
 #define WF_TASK_NVALUES 12
 #define WF_RUN_NVALUES 11
 #define WF_LEASE_NVALUES 9
-#define WF_TRANSITION_NARGS (10 + WF_TASK_NVALUES + WF_RUN_NVALUES + 1 + WF_LEASE_NVALUES)
-#define WF_RUN_INSERT_NARGS (WF_TRANSITION_NARGS + 6)
 
 /* the columns of task_row */
 enum
@@ -185,68 +169,6 @@ enum
 
 /* forward declarations */
 static void note_new_task(WfTransition *tr);
-
-/*
- * make_array builds a one-dimensional array datum with optional NULLs.
- */
-static Datum
-make_array(Datum *elems, bool *nulls, int n, Oid elemtype)
-{
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	int			dims[1];
-	int			lbs[1];
-
-	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
-	dims[0] = n;
-	lbs[0] = 1;
-	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs,
-											  elemtype, typlen, typbyval, typalign));
-}
-
-/*
- * WfEventArrays fills values[0..5] with the parallel arrays (seq, type,
- * step, attempt, payload, hash) of the transition's events, as
- * WF_RUNSTORE_RUN_INSERT takes them.
- */
-static void
-WfEventArrays(WfTransition *tr, Datum *values)
-{
-	int			n = tr->nevents;
-	Datum	   *seq = palloc(sizeof(Datum) * n);
-	Datum	   *type = palloc(sizeof(Datum) * n);
-	Datum	   *step = palloc(sizeof(Datum) * n);
-	bool	   *step_null = palloc(sizeof(bool) * n);
-	Datum	   *attempt = palloc(sizeof(Datum) * n);
-	bool	   *attempt_null = palloc(sizeof(bool) * n);
-	Datum	   *payload = palloc(sizeof(Datum) * n);
-	Datum	   *hash = palloc(sizeof(Datum) * n);
-	int			i;
-
-	for (i = 0; i < n; i++)
-	{
-		WfEvent    *ev = &tr->events[i];
-		bytea	   *h = palloc(VARHDRSZ + WF_HASH_LEN);
-
-		SET_VARSIZE(h, VARHDRSZ + WF_HASH_LEN);
-		memcpy(VARDATA(h), ev->hash, WF_HASH_LEN);
-		seq[i] = Int32GetDatum(ev->seq);
-		type[i] = CStringGetTextDatum(WfEventTypeName(ev->type));
-		step_null[i] = (ev->step == NULL);
-		step[i] = step_null[i] ? (Datum) 0 : CStringGetTextDatum(ev->step);
-		attempt_null[i] = (ev->attempt == 0);
-		attempt[i] = Int32GetDatum(ev->attempt);
-		payload[i] = JsonbPGetDatum(ev->payload);
-		hash[i] = PointerGetDatum(h);
-	}
-	values[0] = make_array(seq, NULL, n, INT4OID);
-	values[1] = make_array(type, NULL, n, TEXTOID);
-	values[2] = make_array(step, step_null, n, TEXTOID);
-	values[3] = make_array(attempt, attempt_null, n, INT4OID);
-	values[4] = make_array(payload, NULL, n, JSONBOID);
-	values[5] = make_array(hash, NULL, n, BYTEAOID);
-}
 
 /*
  * interval_param sets a parameter to an interval of usec microseconds, or
@@ -472,31 +394,6 @@ task_lease_values(WfTransition *tr, Datum *values, char *nulls)
 }
 
 
-/*
- * transition_values fills values/nulls[0..WF_TRANSITION_NARGS - 1] with
- * the parameters of WF_RUNSTORE_RUN_INSERT (a new run): the
- * run, tenant, actor and time, the event arrays, the new task and the new
- * snapshot.
- */
-static void
-transition_values(WfTransition *tr, Datum *values, char *nulls)
-{
-	WfRunState *run = tr->run;
-
-	memset(nulls, ' ', WF_TRANSITION_NARGS);
-	values[0] = UUIDPGetDatum(&run->run_id);
-	values[1] = CStringGetTextDatum(run->tenant_id);
-	values[2] = CStringGetTextDatum(tr->actor);
-	values[3] = TimestampTzGetDatum(tr->now);
-	WfEventArrays(tr, &values[4]);
-	WfTaskValues(tr, &values[10], &nulls[10]);
-	WfRunValues(run, &values[10 + WF_TASK_NVALUES], &nulls[10 + WF_TASK_NVALUES]);
-	values[10 + WF_TASK_NVALUES + WF_RUN_NVALUES] = Int32GetDatum(tr->task.priority);
-	nulls[10 + WF_TASK_NVALUES + WF_RUN_NVALUES] = tr->has_task ? ' ' : 'n';
-	task_lease_values(tr, &values[WF_TRANSITION_NARGS - WF_LEASE_NVALUES],
-					  &nulls[WF_TRANSITION_NARGS - WF_LEASE_NVALUES]);
-}
-
 /* the rows WfTransitionWrite writes (rowwrite.c), columns in the order of the values */
 static const char *const event_columns[] = {
 	"run_id", "seq", "tenant_id", "type", "step", "attempt", "payload", "actor",
@@ -672,9 +569,8 @@ write_events(WfTransition *tr, Datum tenant)
 }
 
 /*
- * insert_task inserts the transition's new task attempt (the values
- * WF_RUNSTORE_RUN_INSERT takes as parameters: WfTaskValues and
- * task_lease_values).
+ * insert_task inserts the transition's new task attempt (the values of
+ * WfTaskValues and task_lease_values).
  */
 static void
 insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
@@ -828,35 +724,124 @@ WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out)
 	out->lease = tr->lease;
 }
 
+/* the columns of a new run's row, WfRunValues's in its order from NEW_RUN_STATUS */
+enum
+{
+	NEW_RUN_ID,
+	NEW_RUN_TENANT_ID,
+	NEW_RUN_DEFINITION_ID,
+	NEW_RUN_DEFINITION_NAME,
+	NEW_RUN_DEFINITION_VERSION,
+	NEW_RUN_INPUT,
+	NEW_RUN_IDEMPOTENCY_KEY,
+	NEW_RUN_INPUT_DIGEST,
+	NEW_RUN_CREATED_AT,
+	NEW_RUN_UPDATED_AT,
+	NEW_RUN_LEGAL_HOLD,
+	NEW_RUN_STATUS,
+	NEW_RUN_CURRENT_STEP,
+	NEW_RUN_SEQ,
+	NEW_RUN_CONTEXT,
+	NEW_RUN_OUTPUT,
+	NEW_RUN_LAST_HASH,
+	NEW_RUN_FINISHED_AT,
+	NEW_RUN_CURRENT_ATTEMPT,
+	NEW_RUN_CURRENT_TASK,
+	NEW_RUN_STEP_GENERATION,
+	NEW_RUN_WAIT_GENERATION,
+	NEW_RUN_NCOLUMNS
+};
+static const char *const new_run_columns[NEW_RUN_NCOLUMNS] = {
+	"run_id", "tenant_id", "definition_id", "definition_name", "definition_version",
+	"input", "idempotency_key", "input_digest", "created_at", "updated_at", "legal_hold",
+	"status", "current_step", "seq", "context", "output", "last_hash", "finished_at",
+	"current_attempt", "current_task", "step_generation", "wait_generation"
+};
+static WfRowTable new_runs_table = WF_ROW_TABLE("runs", new_run_columns, F_UUID_EQ);
+
+/* lock tag field 4 of the idempotency key locks: apart from SQL's, quota.c's and correlate.c's */
+#define WF_START_KEY_LOCK 0x5748
+
 /*
- * WfTransitionWriteNew writes the first transition of a new run; see
- * WF_RUNSTORE_RUN_INSERT.  It returns false when a run with the same
- * idempotency key exists (and then wrote nothing).
+ * start_key_taken takes the transaction-level lock of tenant's idempotency
+ * key, which every start with that key takes before it looks for the key
+ * and holds until its transaction ends, and then answers whether a run
+ * with the key exists: committed by now, or started by this transaction.
+ * Two keys may share a lock (a hash collision): they only take turns.
+ */
+static bool
+start_key_taken(WfRowWriter *w, Datum tenant, const char *tenant_name, const char *key)
+{
+	static const int columns[2] = {NEW_RUN_TENANT_ID, NEW_RUN_IDEMPOTENCY_KEY};
+	Datum		keys[2];
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+						 hash_bytes((const unsigned char *) tenant_name, strlen(tenant_name)),
+						 hash_bytes((const unsigned char *) key, strlen(key)),
+						 WF_START_KEY_LOCK);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	keys[0] = tenant;
+	keys[1] = CStringGetTextDatum(key);
+	return WfRowExists(w, 2, columns, keys);
+}
+
+/*
+ * WfTransitionWriteNew writes the first transition of a new run, row by
+ * row as WfTransitionWrite does: the run row, its events, its first task
+ * attempt, then its timers.  With an idempotency key it first takes the
+ * key's lock and returns false, writing nothing, when a run with the key
+ * exists (the caller then reads it: under REPEATABLE READ a run committed
+ * after the snapshot is a serialization failure there).  Starts with the
+ * same key thus take turns, and the second finds the first's run once it
+ * has committed, as INSERT ... ON CONFLICT DO NOTHING would.
  */
 bool
 WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 					 Jsonb *input, const char *key)
 {
 	WfRunState *run = tr->run;
-	Datum		values[WF_RUN_INSERT_NARGS];
-	char		nulls[WF_RUN_INSERT_NARGS];
+	Datum		tenant = CStringGetTextDatum(run->tenant_id);
+	Datum		values[NEW_RUN_NCOLUMNS];
+	bool		nulls[NEW_RUN_NCOLUMNS];
+	char		cnulls[WF_RUN_NVALUES];
+	WfRowWriter w;
+	int			i;
 
-	transition_values(tr, values, nulls);
-	memset(nulls + WF_TRANSITION_NARGS, ' ', WF_RUN_INSERT_NARGS - WF_TRANSITION_NARGS);
-	values[WF_TRANSITION_NARGS] = Int64GetDatum(run->definition_id);
-	values[WF_TRANSITION_NARGS + 1] = CStringGetTextDatum(defname);
-	values[WF_TRANSITION_NARGS + 2] = Int32GetDatum(version);
-	values[WF_TRANSITION_NARGS + 3] = JsonbPGetDatum(input);
-	WfSetTextOrNull(values, nulls, WF_TRANSITION_NARGS + 4, key);
-	if (tr->input_digest != NULL)
-		values[WF_TRANSITION_NARGS + 5] = PointerGetDatum(tr->input_digest);
-	else
-		nulls[WF_TRANSITION_NARGS + 5] = 'n';
-
-	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_RUN_INSERT, values, nulls, false, 0, SPI_OK_SELECT) != 1)
-		elog(ERROR, "could not insert run");
-	if (DatumGetInt64(WfGetDatumNotNull(0, 1)) != 1)
+	WfRowWriterOpen(&w, &new_runs_table);
+	if (key != NULL && start_key_taken(&w, tenant, run->tenant_id, key))
+	{
+		WfRowWriterClose(&w);
 		return false;
+	}
+	memset(nulls, false, sizeof(nulls));
+	values[NEW_RUN_ID] = UUIDPGetDatum(&run->run_id);
+	values[NEW_RUN_TENANT_ID] = tenant;
+	values[NEW_RUN_DEFINITION_ID] = Int64GetDatum(run->definition_id);
+	values[NEW_RUN_DEFINITION_NAME] = CStringGetTextDatum(defname);
+	values[NEW_RUN_DEFINITION_VERSION] = Int32GetDatum(version);
+	values[NEW_RUN_INPUT] = JsonbPGetDatum(input);
+	nulls[NEW_RUN_IDEMPOTENCY_KEY] = key == NULL;
+	values[NEW_RUN_IDEMPOTENCY_KEY] = key != NULL ? CStringGetTextDatum(key) : (Datum) 0;
+	nulls[NEW_RUN_INPUT_DIGEST] = tr->input_digest == NULL;
+	values[NEW_RUN_INPUT_DIGEST] = PointerGetDatum(tr->input_digest);
+	values[NEW_RUN_CREATED_AT] = values[NEW_RUN_UPDATED_AT] = TimestampTzGetDatum(tr->now);
+	values[NEW_RUN_LEGAL_HOLD] = BoolGetDatum(false);
+	WfRunValues(run, &values[NEW_RUN_STATUS], cnulls);
+	for (i = 0; i < WF_RUN_NVALUES; i++)
+		nulls[NEW_RUN_STATUS + i] = cnulls[i] == 'n';
+	WfRowInsert(&w, values, nulls);
+	WfRowWriterClose(&w);
+
+	write_events(tr, tenant);
+	if (tr->has_task)
+	{
+		WfRowWriter tasks;
+
+		WfRowWriterOpen(&tasks, &tasks_table);
+		insert_task(tr, &tasks, tenant);
+		WfRowWriterClose(&tasks);
+	}
 	write_side_effects(tr);
 	if (tr->has_task)
 		note_new_task(tr);

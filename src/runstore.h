@@ -147,42 +147,6 @@ typedef struct WfTransition
 	"r.current_attempt, r.current_task, r.step_generation, r.wait_generation "
 
 /*
- * The statement that writes a new run (WF_RUNSTORE_RUN_INSERT) and those
- * built from these fragments share their parameters:
- * $1 run_id, $2 tenant, $3 actor, $4 now, $5-$10 the events as parallel
- * arrays (seq, type, step, attempt, payload, hash), $11-$22 the new task
- * (see WfTaskValues), $23-$33 the snapshot (see WfRunValues), $34 the
- * new task's priority and $35-$43 how it is written (see WfTaskLeaseValues:
- * status and deadline, and the lease of a task written leased).
- */
-#define WF_EVENTS_INSERT(run_expr, from) \
-	"INSERT INTO wf.events (run_id, seq, tenant_id, type, step, attempt," \
-	" payload, actor, created_at, hash)" \
-	" SELECT " run_expr ", u.seq, $2, u.type, u.step, u.attempt, u.payload, $3, $4, u.hash" \
-	" FROM " from "ROWS FROM (pg_catalog.unnest($5), pg_catalog.unnest($6)," \
-	" pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9)," \
-	" pg_catalog.unnest($10)) AS u(seq, type, step, attempt, payload, hash)"
-
-#define WF_TASK_INSERT(run_expr, from, where) \
-	"INSERT INTO wf.tasks (task_id, tenant_id, run_id, step, visit, attempt," \
-	" queue, activity, status, available_at, idempotency_key, input, created_at," \
-	" schedule_to_start, start_to_close, heartbeat_timeout, deadline_at, priority," \
-	" fence, deliveries, worker, claimed_at, lease, lease_expires_at, timeout_at)" \
-	" SELECT $11, $2, " run_expr ", $12, $13, $14, $15, $16, $35, $17, $18, $19, $4," \
-	" $20, $21, $22, $36, $34, $37, $38, $39, $40, $41, $42, $43" \
-	" " from " WHERE $11 IS NOT NULL " where
-
-#define WF_TRANSITION_TYPES \
-	UUIDOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, \
-	INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT4ARRAYOID, JSONBARRAYOID, BYTEAARRAYOID, \
-	INT8OID, TEXTOID, INT4OID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, JSONBOID, \
-	INTERVALOID, INTERVALOID, INTERVALOID, \
-	TEXTOID, TEXTOID, INT4OID, JSONBOID, JSONBOID, BYTEAOID, TIMESTAMPTZOID, INT4OID, INT8OID, \
-	INT4OID, INT4OID, INT4OID, \
-	TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, \
-	TIMESTAMPTZOID, TIMESTAMPTZOID
-
-/*
  * A new fence of the task row t: the next value of wf.fence_seq on top of
  * the timeline bits base (a parameter, from WfFenceBase()), and never
  * below the task's last fence plus one.  See WfFenceBase.
@@ -293,8 +257,7 @@ extern Datum WfHashDatum(const uint8 *hash);
 /* the statements of runstore.c */
 typedef enum WfRunstorePlan
 {
-	WF_RUNSTORE_RUN_INSERT = 0,
-	WF_RUNSTORE_TIMER_INSERT,
+	WF_RUNSTORE_TIMER_INSERT = 0,
 	WF_RUNSTORE_TIMERS_CANCEL,
 	WF_RUNSTORE_TIMER_PEEK,
 	WF_RUNSTORE_TASK_LOCK,
