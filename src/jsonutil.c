@@ -198,3 +198,219 @@ WfJsonbTextArray(char **items, int n)
 	}
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
 }
+
+/* ----------------------------------------------------------------
+ *		setting one member of an object without taking it apart
+ *
+ * jsonb_set decodes the whole document into JsonbValues and encodes it
+ * again, so a run context that holds the outputs of twenty steps costs
+ * twenty outputs' work on every step.  WfJsonbSetKey builds the new
+ * object from the old one's binary form instead: its members' bytes are
+ * copied as they are, and only the object's own header and entries are
+ * written anew.  The layout is the one convertToJsonb writes (jsonb.h):
+ * the keys' entries in key order (length, then bytes), then the values'
+ * in the same order; every JB_OFFSET_STRIDE'th entry holds an offset,
+ * the others a length; a numeric or a container starts at a 4-byte
+ * boundary of the datum, its padding counted in its length.  Since every
+ * container begins at such a boundary, a member copied to a boundary of
+ * the new datum keeps the alignment of everything inside it.
+ * ----------------------------------------------------------------
+ */
+
+/* a member's type (JENTRY_IS*) and its bytes, without its alignment padding */
+typedef struct JbChild
+{
+	uint32		type;
+	const char *data;
+	uint32		len;
+} JbChild;
+
+/*
+ * container_child returns child index of container jc (nchildren entries).
+ */
+static JbChild
+container_child(const JsonbContainer *jc, int index, int nchildren)
+{
+	const char *base = (const char *) &jc->children[nchildren];
+	JbChild		c;
+
+	c.type = jc->children[index] & JENTRY_TYPEMASK;
+	c.data = base + getJsonbOffset(jc, index);
+	c.len = getJsonbLength(jc, index);
+	if (c.type == JENTRY_ISNUMERIC || c.type == JENTRY_ISCONTAINER)
+	{
+		const char *aligned = (const char *) TYPEALIGN(sizeof(uint32), (uintptr_t) c.data);
+
+		c.len -= aligned - c.data;
+		c.data = aligned;
+	}
+	return c;
+}
+
+/*
+ * jsonb_as_child returns a whole jsonb value as a member: a scalar as
+ * itself, an object or array as its container.
+ */
+static JbChild
+jsonb_as_child(const Jsonb *value)
+{
+	JbChild		c;
+
+	if (JB_ROOT_IS_SCALAR(value))
+		return container_child(&value->root, 0, 1);
+	c.type = JENTRY_ISCONTAINER;
+	c.data = (const char *) &value->root;
+	c.len = VARSIZE(value) - VARHDRSZ;
+	return c;
+}
+
+/*
+ * append_child appends c's bytes to buf (padded first where its type
+ * wants alignment) and returns its entry, with its length.
+ */
+static JEntry
+append_child(StringInfo buf, const JbChild *c)
+{
+	int			start = buf->len;
+
+	if (c->type == JENTRY_ISNUMERIC || c->type == JENTRY_ISCONTAINER)
+		while (buf->len % sizeof(uint32) != 0)
+			appendStringInfoChar(buf, '\0');
+	appendBinaryStringInfo(buf, c->data, c->len);
+	if (buf->len - start > JENTRY_OFFLENMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("total size of jsonb object elements exceeds the maximum of %u bytes",
+						JENTRY_OFFLENMASK)));
+	return c->type | (buf->len - start);
+}
+
+/* the order of an object's keys: by length, then by bytes */
+static int
+key_cmp(const char *a, uint32 alen, const char *b, uint32 blen)
+{
+	if (alen != blen)
+		return alen < blen ? -1 : 1;
+	return memcmp(a, b, alen);
+}
+
+/*
+ * object_set returns, as a jsonb of its own, the object container jc (NULL:
+ * {}) with member key set to value.
+ */
+static Jsonb *
+object_set(const JsonbContainer *jc, const char *key, uint32 keylen, const JbChild *value)
+{
+	int			count = jc != NULL ? JsonContainerSize(jc) : 0;
+	int			pos = count;	/* where key goes among the members */
+	bool		found = false;
+	int			newcount;
+	int			entries;
+	uint32		totallen = 0;
+	StringInfoData buf;
+	uint32		header;
+	int			i;
+
+	for (i = 0; i < count; i++)
+	{
+		JbChild		k = container_child(jc, i, 2 * count);
+		int			cmp = key_cmp(k.data, k.len, key, keylen);
+
+		if (cmp >= 0)
+		{
+			pos = i;
+			found = cmp == 0;
+			break;
+		}
+	}
+	newcount = found ? count : count + 1;
+
+	initStringInfo(&buf);
+	buf.len = VARHDRSZ;
+	header = (uint32) newcount | JB_FOBJECT;
+	appendBinaryStringInfo(&buf, (const char *) &header, sizeof(uint32));
+	entries = buf.len;
+	for (i = 0; i < 2 * newcount; i++)
+		appendBinaryStringInfo(&buf, (const char *) &totallen, sizeof(JEntry));
+
+	for (i = 0; i < 2 * newcount; i++)
+	{
+		bool		is_value = i >= newcount;
+		int			member = is_value ? i - newcount : i;
+		JbChild		c;
+		JEntry		meta;
+
+		if (member == pos)
+		{
+			if (is_value)
+				c = *value;
+			else
+			{
+				c.type = JENTRY_ISSTRING;
+				c.data = key;
+				c.len = keylen;
+			}
+		}
+		else
+		{
+			/* the old member: after pos, shifted by the one inserted */
+			int			old = (!found && member > pos) ? member - 1 : member;
+
+			c = container_child(jc, is_value ? old + count : old, 2 * count);
+		}
+		meta = append_child(&buf, &c);
+		totallen += JBE_OFFLENFLD(meta);
+		if (totallen > JENTRY_OFFLENMASK)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("total size of jsonb object elements exceeds the maximum of %u bytes",
+							JENTRY_OFFLENMASK)));
+		if (i % JB_OFFSET_STRIDE == 0)
+			meta = (meta & JENTRY_TYPEMASK) | totallen | JENTRY_HAS_OFF;
+		memcpy(buf.data + entries + i * sizeof(JEntry), &meta, sizeof(JEntry));
+	}
+	SET_VARSIZE(buf.data, buf.len);
+	return (Jsonb *) buf.data;
+}
+
+/*
+ * WfJsonbSetKey returns object obj with member key set to value (added, or
+ * replaced), as jsonb_set(obj, {key}, value) does.
+ */
+Jsonb *
+WfJsonbSetKey(Jsonb *obj, const char *key, Jsonb *value)
+{
+	JbChild		v = jsonb_as_child(value);
+
+	if (!JB_ROOT_IS_OBJECT(obj))
+		elog(ERROR, "wfengine sets a member of a jsonb value that is not an object");
+	return object_set(&obj->root, key, strlen(key), &v);
+}
+
+/*
+ * WfJsonbSetKeyIn returns object obj with member key of its member outer
+ * set to value: jsonb_set(obj, {outer, key}, value), except that a missing
+ * outer is added as {key: value}.  Outer must be an object where present.
+ */
+Jsonb *
+WfJsonbSetKeyIn(Jsonb *obj, const char *outer, const char *key, Jsonb *value)
+{
+	JbChild		v = jsonb_as_child(value);
+	JsonbValue *in;
+	JsonbContainer *inner = NULL;
+	Jsonb	   *updated;
+	JbChild		u;
+
+	if (!JB_ROOT_IS_OBJECT(obj))
+		elog(ERROR, "wfengine sets a member of a jsonb value that is not an object");
+	in = getKeyJsonValueFromContainer(&obj->root, outer, strlen(outer), NULL);
+	if (in != NULL)
+	{
+		if (in->type != jbvBinary || !JsonContainerIsObject(in->val.binary.data))
+			elog(ERROR, "wfengine sets a member of \"%s\", which is not an object", outer);
+		inner = in->val.binary.data;
+	}
+	updated = object_set(inner, key, strlen(key), &v);
+	u = jsonb_as_child(updated);
+	return object_set(&obj->root, outer, strlen(outer), &u);
+}

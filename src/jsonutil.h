@@ -23,6 +23,8 @@ extern char *WfJsonbGetText(Jsonb *obj, const char *key);
 extern int64 WfJsonbGetInt(Jsonb *obj, const char *key, int64 missing);
 extern Jsonb *WfJsonbTextArray(char **items, int n);
 extern Jsonb *WfJsonbConcat(Jsonb *a, Jsonb *b);
+extern Jsonb *WfJsonbSetKey(Jsonb *obj, const char *key, Jsonb *value);
+extern Jsonb *WfJsonbSetKeyIn(Jsonb *obj, const char *outer, const char *key, Jsonb *value);
 
 /* building small jsonb objects */
 typedef struct WfJsonBuilder

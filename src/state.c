@@ -304,15 +304,7 @@ int_jsonb(int64 value)
 static Jsonb *
 context_set_key(Jsonb *context, const char *key, Jsonb *value)
 {
-	Datum		path[1];
-
-	path[0] = CStringGetTextDatum(key);
-	return DatumGetJsonbP(DirectFunctionCall4(jsonb_set,
-											  JsonbPGetDatum(context),
-											  PointerGetDatum(construct_array(path, 1, TEXTOID, -1,
-																			  false, TYPALIGN_INT)),
-											  JsonbPGetDatum(value),
-											  BoolGetDatum(true)));
+	return WfJsonbSetKey(context, key, value);
 }
 
 /*
@@ -389,17 +381,7 @@ WfUndoingStatus(const WfRunState *run)
 static Jsonb *
 context_set_step(Jsonb *context, const char *step, Jsonb *value)
 {
-	Datum		path[2];
-	ArrayType  *patharr;
-
-	path[0] = CStringGetTextDatum("steps");
-	path[1] = CStringGetTextDatum(step);
-	patharr = construct_array(path, 2, TEXTOID, -1, false, TYPALIGN_INT);
-	return DatumGetJsonbP(DirectFunctionCall4(jsonb_set,
-											  JsonbPGetDatum(context),
-											  PointerGetDatum(patharr),
-											  JsonbPGetDatum(value),
-											  BoolGetDatum(true)));
+	return WfJsonbSetKeyIn(context, "steps", step, value);
 }
 
 /* ----------------------------------------------------------------

@@ -67,6 +67,7 @@
 #include <sodium.h>
 
 #include "definition.h"
+#include "jsonutil.h"
 #include "duration.h"
 #include "schedule.h"
 #include "sensitive.h"
@@ -104,6 +105,7 @@ static int	target_duration(const char *data, size_t size);
 static int	target_cron(const char *data, size_t size);
 static int	target_mapping(const char *data, size_t size);
 static int	target_envelope(const char *data, size_t size);
+static int	target_jsonset(const char *data, size_t size);
 
 static const FuzzTarget targets[] = {
 	{"definition", target_definition},
@@ -111,6 +113,7 @@ static const FuzzTarget targets[] = {
 	{"cron", target_cron},
 	{"mapping", target_mapping},
 	{"envelope", target_envelope},
+	{"jsonset", target_jsonset},
 };
 
 /* the time zones a cron input chooses from (loaded before the baseline) */
@@ -573,6 +576,78 @@ target_envelope(const char *data, size_t size)
 	plain = WfOpenBox(box, boxlen, key, ad, strlen(ad));
 	if (plain != NULL)
 		(void) DirectFunctionCall1(jsonb_in, CStringGetDatum(plain));
+	return 0;
+}
+
+/* ----------------------------------------------------------------
+ *		jsonset: WfJsonbSetKey, WfJsonbSetKeyIn against jsonb_set
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * jsonb_set_path is jsonb_set(obj, path, value, true).
+ */
+static Jsonb *
+jsonb_set_path(Jsonb *obj, const char *a, const char *b, Jsonb *value)
+{
+	Datum		path[2];
+	int			n = 0;
+
+	path[n++] = CStringGetTextDatum(a);
+	if (b != NULL)
+		path[n++] = CStringGetTextDatum(b);
+	return DatumGetJsonbP(DirectFunctionCall4(jsonb_set, JsonbPGetDatum(obj),
+											  PointerGetDatum(construct_array(path, n, TEXTOID, -1,
+																			  false, TYPALIGN_INT)),
+											  JsonbPGetDatum(value), BoolGetDatum(true)));
+}
+
+/* the same jsonb, byte for byte */
+static bool
+same_jsonb(const Jsonb *a, const Jsonb *b)
+{
+	return VARSIZE(a) == VARSIZE(b) && memcmp(a, b, VARSIZE(a)) == 0;
+}
+
+/*
+ * target_jsonset reads a key (the first line), a value (the second, JSON)
+ * and an object (the rest, JSON), and checks that WfJsonbSetKey writes
+ * the bytes jsonb_set writes, and WfJsonbSetKeyIn (the key's member "k",
+ * or the object's own "k" under the key when the key is missing) too.
+ */
+static int
+target_jsonset(const char *data, size_t size)
+{
+	char	   *text = input_cstring(data, size);
+	char	   *nl1;
+	char	   *nl2;
+	Jsonb	   *value;
+	Jsonb	   *obj;
+	JsonbValue *member;
+
+	if (text == NULL || (nl1 = strchr(text, '\n')) == NULL ||
+		(nl2 = strchr(nl1 + 1, '\n')) == NULL)
+		return -1;
+	*nl1 = *nl2 = '\0';
+	value = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(nl1 + 1)));
+	obj = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(nl2 + 1)));
+	if (!JB_ROOT_IS_OBJECT(obj))
+		return -1;
+	WF_FUZZ_CHECK(same_jsonb(WfJsonbSetKey(obj, text, value), jsonb_set_path(obj, text, NULL, value)));
+
+	member = getKeyJsonValueFromContainer(&obj->root, text, strlen(text), NULL);
+	if (member == NULL)
+	{
+		Jsonb	   *inner = WfJsonbSetKey(DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+																		   CStringGetDatum("{}"))),
+										  "k", value);
+
+		WF_FUZZ_CHECK(same_jsonb(WfJsonbSetKeyIn(obj, text, "k", value),
+								 jsonb_set_path(obj, text, NULL, inner)));
+	}
+	else if (member->type == jbvBinary && JsonContainerIsObject(member->val.binary.data))
+		WF_FUZZ_CHECK(same_jsonb(WfJsonbSetKeyIn(obj, text, "k", value),
+								 jsonb_set_path(obj, text, "k", value)));
 	return 0;
 }
 
