@@ -396,6 +396,11 @@ done
 				printf "%-16s %-9s %12s   %s\n", c, db[c], med, substr(v[c], 2)
 			}
 		}' "$TSV"
+	ran_out=$(awk -F '\t' 'NR > 1 && $8 ~ /supply ran out/ { print $2 " (round " $1 ")" }' "$TSV" | paste -sd ' ' -)
+	if [[ -n $ran_out ]]; then
+		echo
+		echo "supply ran out (the rate is a lower bound: the cell finished its work early): $ran_out"
+	fi
 	if ((${#SKIPPED[@]})); then
 		echo
 		echo "skipped: ${SKIPPED[*]}${SKIPPED_CELLS:+; cells not run: ${SKIPPED_CELLS[*]}}"
