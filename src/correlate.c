@@ -13,12 +13,10 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
-#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
@@ -34,6 +32,7 @@
 #include "spi_util.h"
 #include "state.h"
 #include "step_wait.h"
+#include "tenant.h"
 
 /* the statements of correlate.c (registered by _PG_init: WfCorrelatePlans) */
 enum
@@ -79,9 +78,6 @@ enum
 	BUFFERED_FOR_KEY_COL_RECEIVED_AT
 };
 
-
-/* lock tag field 4 of the correlation key locks: apart from SQL's and quota.c's */
-#define WF_CORRELATION_LOCK 0x5747
 
 /* list_sort comparator of correlation keys */
 static int
@@ -178,13 +174,7 @@ WfWriteCorrelations(const WfDefinition *def, WfRunState *run, Jsonb *input,
 void
 WfLockCorrelationKey(const char *tenant, const char *key)
 {
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
-						 hash_bytes((const unsigned char *) tenant, strlen(tenant)),
-						 hash_bytes((const unsigned char *) key, strlen(key)),
-						 WF_CORRELATION_LOCK);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	(void) WfLockTenantKey(tenant, key, WF_LOCK_CORRELATION, true);
 }
 
 /*

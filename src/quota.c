@@ -87,8 +87,6 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "common/hashfn.h"
-#include "storage/lock.h"
 #include "utils/timestamp.h"
 
 #include "api.h"
@@ -96,6 +94,7 @@
 #include "shmem.h"
 #include "spi_util.h"
 #include "state.h"
+#include "tenant.h"
 
 /* the statements of quota.c (registered by _PG_init: WfQuotaPlans) */
 enum
@@ -205,9 +204,6 @@ typedef struct WfPolicy
 	int32		max_buffered_events;	/* -1: not set (the default) */
 } WfPolicy;
 
-/* lock tag field 4 of the quota locks: apart from the advisory locks of SQL */
-#define WF_QUOTA_LOCK 0x5746
-
 static void WfQuotaReset(void);
 
 static WfPolicy policy;
@@ -290,13 +286,7 @@ tenant_policy(const char *tenant)
 static bool
 quota_lock(const char *tenant, const char *what, bool wait)
 {
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
-						 hash_bytes((const unsigned char *) tenant, strlen(tenant)),
-						 hash_bytes((const unsigned char *) what, strlen(what)),
-						 WF_QUOTA_LOCK);
-	return LockAcquire(&tag, ExclusiveLock, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
+	return WfLockTenantKey(tenant, what, WF_LOCK_QUOTA, wait);
 }
 
 /*

@@ -39,10 +39,8 @@
 
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -759,28 +757,19 @@ static const char *const new_run_columns[NEW_RUN_NCOLUMNS] = {
 };
 static WfRowTable new_runs_table = WF_ROW_TABLE("runs", new_run_columns, F_UUID_EQ);
 
-/* lock tag field 4 of the idempotency key locks: apart from SQL's, quota.c's and correlate.c's */
-#define WF_START_KEY_LOCK 0x5748
-
 /*
  * start_key_taken takes the transaction-level lock of tenant's idempotency
  * key, which every start with that key takes before it looks for the key
  * and holds until its transaction ends, and then answers whether a run
  * with the key exists: committed by now, or started by this transaction.
- * Two keys may share a lock (a hash collision): they only take turns.
  */
 static bool
 start_key_taken(WfRowWriter *w, Datum tenant, const char *tenant_name, const char *key)
 {
 	static const int columns[2] = {NEW_RUN_TENANT_ID, NEW_RUN_IDEMPOTENCY_KEY};
 	Datum		keys[2];
-	LOCKTAG		tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
-						 hash_bytes((const unsigned char *) tenant_name, strlen(tenant_name)),
-						 hash_bytes((const unsigned char *) key, strlen(key)),
-						 WF_START_KEY_LOCK);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	(void) WfLockTenantKey(tenant_name, key, WF_LOCK_START_KEY, true);
 	keys[0] = tenant;
 	keys[1] = CStringGetTextDatum(key);
 	return WfRowExists(w, 2, columns, keys);

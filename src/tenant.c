@@ -41,9 +41,11 @@
 #include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -262,6 +264,25 @@ WfCurrentTenant(void)
 	tenant_name = lookup_tenant(userid);
 	tenant_user = userid;
 	return tenant_name;
+}
+
+/*
+ * WfLockTenantKey takes the transaction-level lock of kind (WF_LOCK_*) on
+ * tenant's key, held to the end of the transaction.  Two keys may share
+ * a lock (a hash collision): they then only take turns needlessly.  With
+ * wait false it only tries, and returns false when another transaction
+ * holds it.
+ */
+bool
+WfLockTenantKey(const char *tenant, const char *key, uint16 kind, bool wait)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+						 hash_bytes((const unsigned char *) tenant, strlen(tenant)),
+						 hash_bytes((const unsigned char *) key, strlen(key)),
+						 kind);
+	return LockAcquire(&tag, ExclusiveLock, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 /*

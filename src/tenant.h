@@ -23,4 +23,15 @@ extern void WfApiSwitchOut(void);
 extern Oid	WfApiCaller(void);
 extern const char *WfActForTenant(const char *tenant);
 
+/*
+ * The kinds of the engine's transaction-level locks on a (tenant, key)
+ * pair: field 4 of an advisory lock tag, apart from SQL's advisory locks
+ * (1 and 2) and from each other.
+ */
+#define WF_LOCK_QUOTA		0x5746	/* quota.c: a queue's or the live runs' count */
+#define WF_LOCK_CORRELATION	0x5747	/* correlate.c: a correlation key */
+#define WF_LOCK_START_KEY	0x5748	/* runstore.c: an idempotency key of wf.start_run */
+
+extern bool WfLockTenantKey(const char *tenant, const char *key, uint16 kind, bool wait);
+
 #endif							/* WF_TENANT_H */
