@@ -206,7 +206,10 @@ WfRowWriteReset(void)
 			pfree((char *) t->missing);
 		t->attnums = NULL;
 		t->missing = NULL;
-		if (t->kept != NULL)
+		/* a writer of this transaction may still use them: freed with it */
+		if (t->kept != NULL && IsTransactionState())
+			MemoryContextSetParent(t->kept, TopTransactionContext);
+		else if (t->kept != NULL)
 			MemoryContextDelete(t->kept);
 		t->kept = NULL;
 		t->kept_stale = false;
@@ -421,6 +424,29 @@ WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls)
 }
 
 /*
+ * index_lookup finds, through index, the first row that matches skeys
+ * (nkeys of them) under snapshot, into w->found; false when there is none
+ * (and then w->found is empty).
+ */
+static bool
+index_lookup(WfRowWriter *w, Relation index, Snapshot snapshot, ScanKey skeys, int nkeys)
+{
+	IndexScanDesc scan;
+	bool		found;
+
+	if (w->found == NULL)
+		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
+										  table_slot_callbacks(w->rel));
+	scan = index_beginscan(w->rel, index, snapshot, nkeys, 0);
+	index_rescan(scan, skeys, nkeys, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, w->found);
+	index_endscan(scan);
+	if (!found)
+		ExecClearTuple(w->found);
+	return found;
+}
+
+/*
  * WfRowFind finds the row whose primary key is key, in its latest version
  * (SnapshotSelf: the transaction's own changes included), for WfRowGet and
  * WfRowUpdate; false when there is none.  The caller holds the row locked
@@ -431,9 +457,7 @@ WfRowFind(WfRowWriter *w, Datum key)
 {
 	Oid			pkey = RelationGetPrimaryKeyIndex(w->rel);
 	Relation	index = NULL;
-	IndexScanDesc scan;
 	ScanKeyData skey;
-	bool		found;
 	int			i;
 
 	if (!OidIsValid(w->table->key_eq))
@@ -443,18 +467,8 @@ WfRowFind(WfRowWriter *w, Datum key)
 			index = w->rri->ri_IndexRelationDescs[i];
 	if (index == NULL)
 		elog(ERROR, "relation wf.%s has no primary key", w->table->relname);
-	if (w->found == NULL)
-		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
-										  table_slot_callbacks(w->rel));
-
 	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, w->table->key_eq, key);
-	scan = index_beginscan(w->rel, index, SnapshotSelf, 1, 0);
-	index_rescan(scan, &skey, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, w->found);
-	index_endscan(scan);
-	if (!found)
-		ExecClearTuple(w->found);
-	return found;
+	return index_lookup(w, index, SnapshotSelf, &skey, 1);
 }
 
 /*
@@ -469,7 +483,6 @@ WfRowExists(WfRowWriter *w, int ncolumns, const int *columns, const Datum *keys)
 {
 	WfRowTable *t = w->table;
 	Relation	index = NULL;
-	IndexScanDesc scan;
 	ScanKeyData skeys[INDEX_MAX_KEYS];
 	bool		found;
 	int			i;
@@ -494,9 +507,6 @@ WfRowExists(WfRowWriter *w, int ncolumns, const int *columns, const Datum *keys)
 	if (index == NULL)
 		elog(ERROR, "relation wf.%s has no unique index on the columns looked up",
 			 t->relname);
-	if (w->found == NULL)
-		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
-										  table_slot_callbacks(w->rel));
 	for (k = 0; k < ncolumns; k++)
 	{
 		Oid			opfamily = index->rd_opfamily[k];
@@ -508,10 +518,7 @@ WfRowExists(WfRowWriter *w, int ncolumns, const int *columns, const Datum *keys)
 		ScanKeyEntryInitialize(&skeys[k], 0, k + 1, BTEqualStrategyNumber, type,
 							   index->rd_indcollation[k], get_opcode(eq), keys[k]);
 	}
-	scan = index_beginscan(w->rel, index, SnapshotSelf, ncolumns, 0);
-	index_rescan(scan, skeys, ncolumns, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, w->found);
-	index_endscan(scan);
+	found = index_lookup(w, index, SnapshotSelf, skeys, ncolumns);
 	ExecClearTuple(w->found);
 	return found;
 }
