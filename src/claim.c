@@ -13,32 +13,36 @@
  * records lease_expired, so that lost leases are counted and poison tasks
  * quarantined.
  *
- * One statement claims a batch (PLAN_CLAIM, spi_util.c): a sub-select,
- * ARRAY(SELECT task_id ... ORDER BY priority DESC, available_at, task_id
- * LIMIT max_tasks FOR UPDATE SKIP LOCKED), picks the ids in the claim
- * index's order (so concurrent claimers never block on, or receive, the
- * same row), and the UPDATE of those ids, through the primary key, hands
- * out a new lease and a new fencing token, and sets the attempt's deadline (the earliest of lease
- * expiry, start-to-close and heartbeat timeouts), which wakes the engine
- * worker at commit if it sleeps past it.  A fence is drawn from
- * wf.fence_seq with the server's timeline in its high bits (WfFenceBase):
+ * A claim is no statement (claim_scan, through rowwrite.c): it reads the
+ * claim index of its queue in its order, with the tenant and queue as
+ * keys, and locks each ready, available attempt as SELECT ... FOR UPDATE
+ * SKIP LOCKED would (WfRowScanNext: a row another claim holds is passed
+ * over, so concurrent claimers never block on, or receive, the same row;
+ * a row changed since the claim's snapshot is looked at again in its
+ * latest version).  Each attempt locked is leased at once (lease_task): a
+ * new fencing token, one delivery more, and the attempt's deadline (the
+ * earliest of lease expiry, start-to-close and heartbeat timeouts), which
+ * wakes the engine worker at commit if it sleeps past it.  A fence is
+ * drawn from wf.fence_seq with the server's timeline in its high bits
+ * (WfFenceBase), and is never below the attempt's last fence plus one:
  * it is unique per delivery even when a claim rolls back, the server
  * crashes, or a standby that never saw a claim is promoted, and it is
  * higher than every earlier fence of the task.  A re-claim after an
  * expired lease is the same attempt with a higher fence; the old holder's
  * late result then carries an old fence and is recorded as stale, and a
  * fence of a claim that never committed is older than the next claim's
- * (stale) or newer than the task's current fence (never issued).  Claims are not run
- * events: the task row is the record of each delivery (worker, fence,
+ * (stale) or newer than the task's current fence (never issued).  Claims
+ * are not run events: the task row is the record of each delivery (worker, fence,
  * deliveries), and the event that accepts a result names the lease that
  * produced it.
  *
- * The claim floor.  A queue of one priority is claimed by "claim_floor",
- * the same statement reading the claim index from the queue's claim floor
- * (the least (available_at, task_id) its last claim took) on, so that it
- * does not walk over the entries of the attempts claimed before, which no
- * vacuum can remove while some snapshot still sees them; claim_queue asks
- * claimfloor.c which statement to run and tells it what was claimed.
+ * The claim floor.  A queue of one priority is claimed from the queue's
+ * claim floor (the least (available_at, task_id) its last claim took) on:
+ * the same scan, its range starting there (priority and available_at as
+ * keys), so that it does not walk over the entries of the attempts
+ * claimed before, which no vacuum can remove while some snapshot still
+ * sees them; claim_queue asks claimfloor.c where to read from and tells it
+ * what was claimed, and how many index entries the scan read.
  *
  * Sealed values.  A worker in wfengine_sensitive gets the task input with
  * its envelopes opened.  An envelope that does not open (changed, or
@@ -93,6 +97,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -102,9 +107,12 @@
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
+#include "utils/uuid.h"
 #include "utils/wait_event.h"
 
 #include "api.h"
@@ -116,6 +124,7 @@
 #include "notify.h"
 #include "quota.h"
 #include "result.h"
+#include "rowwrite.h"
 #include "runstore.h"
 #include "sensitive.h"
 #include "shmem.h"
@@ -128,98 +137,10 @@ PG_FUNCTION_INFO_V1(wfengine_claim_tasks_any);
 /* the statements of claim.c (registered by _PG_init: WfClaimPlans) */
 enum
 {
-	PLAN_CLAIM = 0,
-	PLAN_CLAIM_FLOOR,
-	PLAN_CLAIM_TASK,
-	PLAN_NEXT_AVAILABLE
+	PLAN_NEXT_AVAILABLE = 0
 };
 
-/*
- * What a claim writes to the task rows it leases ($4 worker, $5 now, $6
- * lease, $7 fence base), and what it returns: the columns of
- * wf.claim_tasks, then deadline_at.
- */
-#define CLAIM_LEASE \
-	"UPDATE wf.tasks t SET status = 'leased'," \
-	"  fence = " WF_NEW_FENCE("$7") "," \
-	"  deliveries = t.deliveries OPERATOR(pg_catalog.+) 1," \
-	"  worker = $4, claimed_at = $5, lease = $6, last_heartbeat_at = NULL," \
-	"  lease_expires_at = $5 OPERATOR(pg_catalog.+) $6," \
-	"  timeout_at = $5 OPERATOR(pg_catalog.+) t.start_to_close," \
-	"  deadline_at = LEAST($5 OPERATOR(pg_catalog.+) $6," \
-	"   $5 OPERATOR(pg_catalog.+) t.start_to_close," \
-	"   $5 OPERATOR(pg_catalog.+) t.heartbeat_timeout)"
-#define CLAIM_RETURNING \
-	" RETURNING t.task_id, t.run_id, t.step, t.attempt, t.fence, t.idempotency_key," \
-	"  t.input, t.lease_expires_at, t.queue, t.activity, t.deliveries, t.deadline_at," \
-	"  t.priority, t.available_at"
-
 static const WfPlanSpec claim_plan_specs[] = {
-	[PLAN_CLAIM] = {
-		"claim",
-		/*
-		 * The ids are picked by a sub-select (claim index order, SKIP
-		 * LOCKED) and updated through the primary key.  This shape has a
-		 * good generic plan for any batch size, and the statement is
-		 * prepared to use it: with the limit as a parameter the plan cache
-		 * would otherwise plan it again on every call (see WfPlanSpec).
-		 */
-		CLAIM_LEASE
-		" WHERE t.task_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-		"  SELECT c.task_id FROM wf.tasks c"
-		"  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
-		"   AND c.status OPERATOR(pg_catalog.=) 'ready'"
-		"   AND c.available_at OPERATOR(pg_catalog.<=) $5"
-		"  ORDER BY c.priority DESC, c.available_at, c.task_id"
-		"  LIMIT $3"
-		"  FOR UPDATE SKIP LOCKED))"
-		CLAIM_RETURNING,
-		7, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID},
-		true
-	},
-	[PLAN_CLAIM_FLOOR] = {
-		"claim_floor",
-		/*
-		 * "claim" for a queue of one priority ($8), reading the claim index
-		 * from the queue's claim floor ($9, $10) on (see claimfloor.c): the
-		 * index range starts there, so the entries of attempts claimed
-		 * before it are never visited.
-		 */
-		CLAIM_LEASE
-		" WHERE t.task_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-		"  SELECT c.task_id FROM wf.tasks c"
-		"  WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.queue OPERATOR(pg_catalog.=) $2"
-		"   AND c.status OPERATOR(pg_catalog.=) 'ready'"
-		"   AND c.priority OPERATOR(pg_catalog.=) $8"
-		"   AND (c.available_at, c.task_id) OPERATOR(pg_catalog.>=) ($9, $10)"
-		"   AND c.available_at OPERATOR(pg_catalog.<=) $5"
-		"  ORDER BY c.priority DESC, c.available_at, c.task_id"
-		"  LIMIT $3"
-		"  FOR UPDATE SKIP LOCKED))"
-		CLAIM_RETURNING,
-		10, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID,
-		INT4OID, TIMESTAMPTZOID, INT8OID},
-		true
-	},
-	[PLAN_CLAIM_TASK] = {
-		"claim_task",
-		/*
-		 * Eager dispatch (WfClaimNow) for a tenant with max_tasks_in_flight
-		 * (the transition writes the attempt leased for any other): the
-		 * attempt $8 that this transaction has just scheduled, if it is
-		 * claimable in the queue.  No other transaction can see the row
-		 * yet, so there is nothing to skip.  The same parameters as
-		 * "claim" ($3 is not used).
-		 */
-		CLAIM_LEASE
-		" WHERE t.task_id OPERATOR(pg_catalog.=) $8"
-		"  AND t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.queue OPERATOR(pg_catalog.=) $2"
-		"  AND t.status OPERATOR(pg_catalog.=) 'ready'"
-		"  AND t.available_at OPERATOR(pg_catalog.<=) $5"
-		CLAIM_RETURNING,
-		8, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT8OID, INT8OID},
-		true
-	},
 	[PLAN_NEXT_AVAILABLE] = {
 		"next_available",
 		"SELECT pg_catalog.min(t.available_at) FROM wf.tasks t"
@@ -232,13 +153,84 @@ static const WfPlanSpec claim_plan_specs[] = {
 WfPlanTable WfClaimPlans = WF_PLAN_TABLE("claim", claim_plan_specs);
 
 
-#define WF_CLAIM_COLUMNS 11
+/*
+ * The columns of wf.tasks a claim reads and writes (rowwrite.c): first
+ * those wf.claim_tasks returns, in its order, then deadline_at (the
+ * engine worker is told of it), then the rest.
+ */
+static const char *const claim_columns[] = {
+	"task_id", "run_id", "step", "attempt", "fence", "idempotency_key", "input",
+	"lease_expires_at", "queue", "activity", "deliveries",
+	"deadline_at",
+	"priority", "available_at", "tenant_id", "status", "start_to_close",
+	"heartbeat_timeout", "worker", "claimed_at", "lease", "last_heartbeat_at", "timeout_at"
+};
+static WfRowTable claim_table = WF_ROW_TABLE("tasks", claim_columns, F_INT8EQ);
+
+/* the columns of claim_columns */
+enum
+{
+	CT_TASK_ID,
+	CT_RUN_ID,
+	CT_STEP,
+	CT_ATTEMPT,
+	CT_FENCE,
+	CT_IDEMPOTENCY_KEY,
+	CT_INPUT,
+	CT_LEASE_EXPIRES_AT,
+	CT_QUEUE,
+	CT_ACTIVITY,
+	CT_DELIVERIES,
+	CT_DEADLINE_AT,
+	CT_PRIORITY,
+	CT_AVAILABLE_AT,
+	CT_TENANT_ID,
+	CT_STATUS,
+	CT_START_TO_CLOSE,
+	CT_HEARTBEAT_TIMEOUT,
+	CT_WORKER,
+	CT_CLAIMED_AT,
+	CT_LEASE,
+	CT_LAST_HEARTBEAT_AT,
+	CT_TIMEOUT_AT,
+	CT_NCOLUMNS
+};
+
+/* the claim index, in the order it serves claims (see the file header) */
+#define WF_CLAIM_INDEX "tasks_claim_idx"
+
+#define WF_CLAIM_COLUMNS 11		/* the columns of wf.claim_tasks */
 #define WF_CLAIM_MAX_LEAD 1		/* leading columns of WfClaimNow's callers */
-#define WF_CLAIM_TASK_COLUMN 0	/* t.task_id, in the order of PLAN_CLAIM */
-#define WF_CLAIM_FENCE_COLUMN 4	/* t.fence */
-#define WF_CLAIM_INPUT_COLUMN 6	/* t.input */
-#define WF_CLAIM_PRIORITY_ATTNO 13	/* t.priority, after deadline_at */
-#define WF_CLAIM_AVAILABLE_ATTNO 14 /* t.available_at */
+
+/* what one claim asks of one queue */
+typedef struct ClaimArgs
+{
+	const char *tenant;
+	const char *queue;
+	int32		want;			/* attempts at the most */
+	Datum		worker;			/* text */
+	TimestampTz now;
+	Interval   *lease;
+	int64		fence_base;		/* WfFenceBase() */
+	/* reading from the claim floor (claimfloor.c): from (floor_at, floor_task) on */
+	bool		use_floor;
+	int32		floor_priority;
+	TimestampTz floor_at;
+	int64		floor_task;
+} ClaimArgs;
+
+/*
+ * An attempt a claim leased, as it is handed out: the columns of
+ * wf.claim_tasks, then deadline_at; and where it stood in the claim index.
+ */
+typedef struct ClaimedTask
+{
+	Datum		cols[WF_CLAIM_COLUMNS + 1];
+	bool		nulls[WF_CLAIM_COLUMNS + 1];
+	int32		priority;
+	TimestampTz available_at;
+} ClaimedTask;
+
 #define WF_MAX_LEASE ((int64) 7 * USECS_PER_DAY)
 
 /* the longest wait of one claim */
@@ -255,10 +247,9 @@ static uint32 claim_wait_event = 0;
 static int64 claim_wait_us(FunctionCallInfo fcinfo);
 static TimestampTz claim_next_wake(Datum tenant, Datum queue, TimestampTz now);
 static uint32 claim_wait_event_info(void);
-static uint64 claim_queue(Datum *values, const char *queue);
-static void claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n,
-						int64 entries_read);
-static int64 claim_index_reads(void);
+static uint64 claim_queue(const ClaimArgs *a, ClaimedTask *rows);
+static void claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted,
+						const ClaimedTask *rows, uint64 n, int64 entries_read);
 
 /*
  * claim_wait_us validates the wait argument of wf.claim_tasks (the fifth;
@@ -322,105 +313,262 @@ claim_wait_event_info(void)
 }
 
 /*
- * claim_queue runs the claim of queue with values (the parameters of
- * "claim": tenant, queue, max_tasks, worker, now, lease, fence base) and
- * returns the number of attempts it leased, in SPI_tuptable.  It reads
- * the claim index from the queue's claim floor when claimfloor.c says it
- * may ("claim_floor"), and from the start of the queue otherwise or when
- * that finds nothing; either teaches the floor what it found.
+ * text_is compares a text datum with a C string.
+ */
+static bool
+text_is(Datum d, const char *s)
+{
+	text	   *t = DatumGetTextPP(d);
+	size_t		len = strlen(s);
+
+	return VARSIZE_ANY_EXHDR(t) == len && memcmp(VARDATA_ANY(t), s, len) == 0;
+}
+
+/*
+ * claimable is the filter of a claim's scan (WfRowScanNext): is the
+ * attempt in w->found one that the claim of a (a ClaimArgs) takes?  Ready,
+ * of the tenant and queue, available by now, and, read from the claim
+ * floor, not before it.  It is asked before the row is locked and again
+ * after, of the latest version, when the row changed meanwhile.
+ */
+static bool
+claimable(WfRowWriter *w, void *arg)
+{
+	const ClaimArgs *a = arg;
+	bool		isnull;
+	Datum		d;
+	TimestampTz at;
+
+	d = WfRowGet(w, CT_STATUS, &isnull);
+	if (isnull || !text_is(d, "ready"))
+		return false;
+	at = DatumGetTimestampTz(WfRowGet(w, CT_AVAILABLE_AT, &isnull));
+	if (isnull || at > a->now)
+		return false;
+	d = WfRowGet(w, CT_TENANT_ID, &isnull);
+	if (isnull || !text_is(d, a->tenant))
+		return false;
+	d = WfRowGet(w, CT_QUEUE, &isnull);
+	if (isnull || !text_is(d, a->queue))
+		return false;
+	if (a->use_floor)
+	{
+		int64		task = DatumGetInt64(WfRowGet(w, CT_TASK_ID, &isnull));
+
+		if (DatumGetInt32(WfRowGet(w, CT_PRIORITY, &isnull)) != a->floor_priority ||
+			at < a->floor_at || (at == a->floor_at && task < a->floor_task))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * copy_column copies a column of the row in w->found into the current
+ * memory context, for ct's column c.
+ */
+static void
+copy_column(WfRowWriter *w, int column, ClaimedTask *ct, int c, bool byval, int16 len)
+{
+	Datum		d = WfRowGet(w, column, &ct->nulls[c]);
+
+	ct->cols[c] = ct->nulls[c] ? (Datum) 0 : datumCopy(d, byval, len);
+}
+
+/*
+ * plus_interval returns at + the interval column of the row in w->found,
+ * as timestamptz + interval does; *isnull when the column is NULL.
+ */
+static TimestampTz
+plus_interval(WfRowWriter *w, int column, TimestampTz at, bool *isnull)
+{
+	Datum		d = WfRowGet(w, column, isnull);
+
+	if (*isnull)
+		return 0;
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   TimestampTzGetDatum(at), d));
+}
+
+/*
+ * lease_task leases the attempt in w->found (locked, and claimable) to the
+ * claim's worker, into ct: status leased, a new fence (the next of
+ * wf.fence_seq on the timeline bits, and above the attempt's last), one
+ * delivery more, the lease's end, the start-to-close timeout, and the
+ * deadline, the earliest of those and the heartbeat timeout.
+ */
+static void
+lease_task(WfRowWriter *w, const ClaimArgs *a, ClaimedTask *ct)
+{
+	Datum		values[CT_NCOLUMNS];
+	bool		nulls[CT_NCOLUMNS];
+	bool		replace[CT_NCOLUMNS];
+	bool		isnull;
+	bool		no_timeout;
+	bool		no_heartbeat;
+	int64		fence;
+	TimestampTz expires;
+	TimestampTz timeout;
+	TimestampTz heartbeat;
+	TimestampTz deadline;
+
+	fence = a->fence_base + nextval_internal(WfFenceSequence(), false);
+	fence = Max(fence, DatumGetInt64(WfRowGet(w, CT_FENCE, &isnull)) + 1);
+	expires = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+													  TimestampTzGetDatum(a->now),
+													  IntervalPGetDatum(a->lease)));
+	timeout = plus_interval(w, CT_START_TO_CLOSE, a->now, &no_timeout);
+	heartbeat = plus_interval(w, CT_HEARTBEAT_TIMEOUT, a->now, &no_heartbeat);
+	deadline = expires;
+	if (!no_timeout)
+		deadline = Min(deadline, timeout);
+	if (!no_heartbeat)
+		deadline = Min(deadline, heartbeat);
+
+	/* what is handed out, copied before the row is written */
+	copy_column(w, CT_TASK_ID, ct, CT_TASK_ID, true, 8);
+	copy_column(w, CT_RUN_ID, ct, CT_RUN_ID, false, UUID_LEN);
+	copy_column(w, CT_STEP, ct, CT_STEP, false, -1);
+	copy_column(w, CT_ATTEMPT, ct, CT_ATTEMPT, true, 4);
+	copy_column(w, CT_IDEMPOTENCY_KEY, ct, CT_IDEMPOTENCY_KEY, false, -1);
+	copy_column(w, CT_INPUT, ct, CT_INPUT, false, -1);
+	copy_column(w, CT_QUEUE, ct, CT_QUEUE, false, -1);
+	copy_column(w, CT_ACTIVITY, ct, CT_ACTIVITY, false, -1);
+	ct->cols[CT_FENCE] = Int64GetDatum(fence);
+	ct->nulls[CT_FENCE] = false;
+	ct->cols[CT_LEASE_EXPIRES_AT] = TimestampTzGetDatum(expires);
+	ct->nulls[CT_LEASE_EXPIRES_AT] = false;
+	ct->cols[CT_DELIVERIES] = Int32GetDatum(DatumGetInt32(WfRowGet(w, CT_DELIVERIES, &isnull)) + 1);
+	ct->nulls[CT_DELIVERIES] = false;
+	ct->cols[CT_DEADLINE_AT] = TimestampTzGetDatum(deadline);
+	ct->nulls[CT_DEADLINE_AT] = false;
+	ct->priority = DatumGetInt32(WfRowGet(w, CT_PRIORITY, &isnull));
+	ct->available_at = DatumGetTimestampTz(WfRowGet(w, CT_AVAILABLE_AT, &isnull));
+
+	memset(replace, false, sizeof(replace));
+	memset(nulls, false, sizeof(nulls));
+#define SET(col, value) (replace[col] = true, values[col] = (value))
+	SET(CT_STATUS, CStringGetTextDatum("leased"));
+	SET(CT_FENCE, ct->cols[CT_FENCE]);
+	SET(CT_DELIVERIES, ct->cols[CT_DELIVERIES]);
+	SET(CT_WORKER, a->worker);
+	SET(CT_CLAIMED_AT, TimestampTzGetDatum(a->now));
+	SET(CT_LEASE, IntervalPGetDatum(a->lease));
+	SET(CT_LAST_HEARTBEAT_AT, (Datum) 0);
+	nulls[CT_LAST_HEARTBEAT_AT] = true;
+	SET(CT_LEASE_EXPIRES_AT, ct->cols[CT_LEASE_EXPIRES_AT]);
+	SET(CT_TIMEOUT_AT, TimestampTzGetDatum(timeout));
+	nulls[CT_TIMEOUT_AT] = no_timeout;
+	SET(CT_DEADLINE_AT, ct->cols[CT_DEADLINE_AT]);
+#undef SET
+	WfRowUpdate(w, values, nulls, replace);
+}
+
+/*
+ * claim_scan leases up to a->want claimable attempts of the queue, read
+ * from the claim index in its order (from the claim floor on when
+ * a->use_floor), locked as FOR UPDATE SKIP LOCKED locks them, into rows;
+ * returns how many, and in *entries the index entries it read.
  */
 static uint64
-claim_queue(Datum *values, const char *queue)
+claim_scan(WfRowWriter *w, const ClaimArgs *a, ClaimedTask *rows, int64 *entries)
 {
-	TimestampTz now = DatumGetTimestampTz(values[4]);
-	int			wanted = (int) DatumGetInt64(values[2]);
-	WfClaimFloor cf;
-	uint64		n;
-	int64		reads;
+	WfRowScanKey keys[5];
+	int			nkeys = 0;
+	WfRowScan	scan;
+	uint64		n = 0;
 
-	WfClaimFloorPlan(WfCurrentTenant(), queue, now, &cf);
-	if (cf.use_floor)
+#define KEY(col, strat, v) (keys[nkeys].column = (col), keys[nkeys].strategy = (strat), \
+							keys[nkeys].value = (v), nkeys++)
+	KEY(CT_TENANT_ID, BTEqualStrategyNumber, CStringGetTextDatum(a->tenant));
+	KEY(CT_QUEUE, BTEqualStrategyNumber, CStringGetTextDatum(a->queue));
+	if (a->use_floor)
 	{
-		Datum		fv[10];
-
-		memcpy(fv, values, sizeof(Datum) * 7);
-		fv[7] = Int32GetDatum(cf.priority);
-		fv[8] = TimestampTzGetDatum(cf.floor_at);
-		fv[9] = Int64GetDatum(cf.floor_task);
-		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM_FLOOR, fv, NULL, false, 0,
-					   SPI_OK_UPDATE_RETURNING);
-		if (n > 0)
-		{
-			claim_learn(&cf, now, wanted, n, -1);
-			return n;
-		}
-		/* nothing from the floor on: from the start, which may find more */
-		SPI_freetuptable(SPI_tuptable);
-		cf.use_floor = false;
+		KEY(CT_PRIORITY, BTEqualStrategyNumber, Int32GetDatum(a->floor_priority));
+		KEY(CT_AVAILABLE_AT, BTGreaterEqualStrategyNumber, TimestampTzGetDatum(a->floor_at));
 	}
-	/* no entry yet: the statement's scan makes it, from 0 */
-	reads = Max(claim_index_reads(), 0);
-	n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM, values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
-	{
-		int64		after = claim_index_reads();
+	KEY(CT_AVAILABLE_AT, BTLessEqualStrategyNumber, TimestampTzGetDatum(a->now));
+#undef KEY
 
-		reads = after >= reads ? after - reads : -1;
-	}
-	claim_learn(&cf, now, wanted, n, reads);
+	WfRowScanBegin(&scan, w, WF_CLAIM_INDEX, nkeys, keys);
+	while (n < (uint64) a->want && WfRowScanNext(&scan, claimable, (void *) a))
+		lease_task(w, a, &rows[n++]);
+	*entries = scan.entries;
+	WfRowScanEnd(&scan);
 	return n;
 }
 
 /*
- * claim_index_reads returns how many entries tasks_claim_idx has given
- * index scans of this backend so far (its pending statistics), or -1 when
- * they are not counted (track_counts off, or nothing read yet).
+ * claim_queue runs the claim of a (tenant, queue, want, worker, now,
+ * lease, fence base; the floor fields are its own) and returns the number
+ * of attempts it leased, into rows (a->want of them).  It reads the claim
+ * index from the queue's claim floor when claimfloor.c says it may, and
+ * from the start of the queue otherwise or when that finds nothing;
+ * either teaches the floor what it found.
  */
-static int64
-claim_index_reads(void)
+static uint64
+claim_queue(const ClaimArgs *args, ClaimedTask *rows)
 {
-	Oid			nsp = get_namespace_oid("wf", true);
-	Oid			idx = OidIsValid(nsp) ? get_relname_relid("tasks_claim_idx", nsp) : InvalidOid;
-	PgStat_TableStatus *st;
+	ClaimArgs	a = *args;
+	WfRowWriter w;
+	WfClaimFloor cf;
+	uint64		n;
+	int64		entries;
 
-	if (!OidIsValid(idx) || (st = find_tabstat_entry(idx)) == NULL)
-		return -1;
-	return st->t_counts.t_tuples_returned;
+	WfClaimFloorPlan(a.tenant, a.queue, a.now, &cf);
+	WfRowWriterOpen(&w, &claim_table);
+	a.use_floor = cf.use_floor;
+	if (cf.use_floor)
+	{
+		a.floor_priority = cf.priority;
+		a.floor_at = cf.floor_at;
+		a.floor_task = cf.floor_task;
+		n = claim_scan(&w, &a, rows, &entries);
+		if (n > 0)
+		{
+			WfRowWriterClose(&w);
+			claim_learn(&cf, a.now, a.want, rows, n, -1);
+			return n;
+		}
+		/* nothing from the floor on: from the start, which may find more */
+		cf.use_floor = false;
+		a.use_floor = false;
+	}
+	n = claim_scan(&w, &a, rows, &entries);
+	WfRowWriterClose(&w);
+	claim_learn(&cf, a.now, a.want, rows, n, entries);
+	return n;
 }
 
 /*
- * claim_learn tells the claim floor of cf what the n attempts in
- * SPI_tuptable that a claim at now leased of the wanted were: their
- * priorities and the least (available_at, task_id); entries_read, the
- * entries of the claim index the claim read (-1: not known).
+ * claim_learn tells the claim floor of cf what the n attempts in rows
+ * that a claim at now leased of the wanted were: their priorities and the
+ * least (available_at, task_id); entries_read, the entries of the claim
+ * index the claim read (-1: not known).
  */
 static void
-claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n, int64 entries_read)
+claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, const ClaimedTask *rows,
+			uint64 n, int64 entries_read)
 {
 	bool		uniform = true;
-	int32		priority = 0;
 	TimestampTz least_at = DT_NOEND;
 	int64		least_task = PG_INT64_MAX;
 	uint64		i;
 
 	for (i = 0; i < n; i++)
 	{
-		bool		isnull;
-		int32		p = DatumGetInt32(WfGetDatum(i, WF_CLAIM_PRIORITY_ATTNO, &isnull));
-		TimestampTz a = DatumGetTimestampTz(WfGetDatum(i, WF_CLAIM_AVAILABLE_ATTNO, &isnull));
-		int64		id = DatumGetInt64(WfGetDatum(i, WF_CLAIM_TASK_COLUMN + 1, &isnull));
+		TimestampTz at = rows[i].available_at;
+		int64		id = DatumGetInt64(rows[i].cols[CT_TASK_ID]);
 
-		if (i == 0)
-			priority = p;
-		else if (p != priority)
+		if (rows[i].priority != rows[0].priority)
 			uniform = false;
-		if (a < least_at || (a == least_at && id < least_task))
+		if (at < least_at || (at == least_at && id < least_task))
 		{
-			least_at = a;
+			least_at = at;
 			least_task = id;
 		}
 	}
-	WfClaimFloorLearn(cf, now, wanted, (int) n, uniform, priority, least_at, least_task,
-					  entries_read);
+	WfClaimFloorLearn(cf, now, wanted, (int) n, uniform, n > 0 ? rows[0].priority : 0,
+					  least_at, least_task, entries_read);
 }
 
 /*
@@ -432,33 +580,33 @@ claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, uint64 n, int64 entri
  * tells that the limit or the lock kept the try from claiming anything.
  */
 static uint64
-claim_within_limit(Datum *values, const char *queue, int32 max_tasks, bool may_wait,
-				   bool *held_back)
+claim_within_limit(const ClaimArgs *args, ClaimedTask *rows, bool may_wait, bool *held_back)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
+	ClaimArgs	a = *args;
 	int32		room;
 	uint64		n = 0;
 
 	if (!may_wait)
 	{
-		room = WfClaimRoom(WfCurrentTenant(), queue, max_tasks, true);
+		room = WfClaimRoom(a.tenant, a.queue, a.want, true);
 		*held_back = room == 0;
 		if (room == 0)
 			return 0;
-		values[2] = Int64GetDatum((int64) room);
-		return claim_queue(values, queue);
+		a.want = room;
+		return claim_queue(&a, rows);
 	}
 
 	/* an error propagates and aborts the subtransaction with the transaction */
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);
-	room = WfClaimRoom(WfCurrentTenant(), queue, max_tasks, false);
+	room = WfClaimRoom(a.tenant, a.queue, a.want, false);
 	*held_back = room == 0;
 	if (room > 0)
 	{
-		values[2] = Int64GetDatum((int64) room);
-		n = claim_queue(values, queue);
+		a.want = room;
+		n = claim_queue(&a, rows);
 	}
 	if (n > 0)
 		ReleaseCurrentSubTransaction();
@@ -640,17 +788,16 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 }
 
 /*
- * hand_out returns the n attempts the claim leased, in SPI_tuptable (or,
- * when given is not NULL, the one attempt of the columns given/given_nulls,
- * in the same order), as the function's rows: their sealed values opened
- * for a worker entitled to them, and the engine worker told when each
- * lease can expire.  An attempt whose input does not open is failed
- * instead (WfFailDamagedTask), once the rows are read.  Each row starts
- * with the nlead columns lead (lead_nulls) of the caller (none for
+ * hand_out returns the n attempts of rows that a claim leased as the
+ * function's rows: their sealed values opened for a worker entitled to
+ * them, and the engine worker told when each lease can expire.  An
+ * attempt whose input does not open is failed instead
+ * (WfFailDamagedTask), once the rows are put.  Each row starts with the
+ * nlead columns lead (lead_nulls) of the caller (none for
  * wf.claim_tasks).  Returns the number of rows it put.
  */
 static uint64
-hand_out(ReturnSetInfo *rsinfo, uint64 n, const Datum *given, const bool *given_nulls,
+hand_out(ReturnSetInfo *rsinfo, const ClaimedTask *rows, uint64 n,
 		 int nlead, const Datum *lead, const bool *lead_nulls)
 {
 	bool		open_sealed = n > 0 && WfMaySeeSensitive(WfApiCaller());
@@ -659,19 +806,15 @@ hand_out(ReturnSetInfo *rsinfo, uint64 n, const Datum *given, const bool *given_
 	int64	   *damaged_fence = NULL;
 	char	  **damaged_why = NULL;
 	uint64		i;
-
 	uint64		put = 0;
 
 	Assert(nlead >= 0 && nlead <= WF_CLAIM_MAX_LEAD);
-	Assert(given == NULL || n == 1);
 	for (i = 0; i < n; i++)
 	{
+		const ClaimedTask *ct = &rows[i];
 		Datum		row[WF_CLAIM_MAX_LEAD + WF_CLAIM_COLUMNS];
 		bool		rownulls[WF_CLAIM_MAX_LEAD + WF_CLAIM_COLUMNS];
 		Datum	   *out = row + nlead;
-		bool	   *nulls = rownulls + nlead;
-		bool		isnull;
-		Datum		deadline;
 		int			c;
 
 		for (c = 0; c < nlead; c++)
@@ -679,54 +822,39 @@ hand_out(ReturnSetInfo *rsinfo, uint64 n, const Datum *given, const bool *given_
 			row[c] = lead[c];
 			rownulls[c] = lead_nulls[c];
 		}
-		for (c = 0; c < WF_CLAIM_COLUMNS; c++)
-		{
-			if (given != NULL)
-			{
-				out[c] = given[c];
-				nulls[c] = given_nulls[c];
-			}
-			else
-				out[c] = WfGetDatum(i, c + 1, &nulls[c]);
-		}
+		memcpy(out, ct->cols, sizeof(Datum) * WF_CLAIM_COLUMNS);
+		memcpy(rownulls + nlead, ct->nulls, sizeof(bool) * WF_CLAIM_COLUMNS);
 		/* sealed values of the input, opened for a worker entitled to them */
-		if (open_sealed && !nulls[WF_CLAIM_INPUT_COLUMN])
+		if (open_sealed && !ct->nulls[CT_INPUT])
 		{
 			char	   *damage = NULL;
 			Jsonb	   *opened = WfOpenForCaller(WfCurrentTenant(), WfApiCaller(),
-												 DatumGetJsonbP(out[WF_CLAIM_INPUT_COLUMN]),
+												 DatumGetJsonbP(ct->cols[CT_INPUT]),
 												 &damage);
 
 			if (opened == NULL)
 			{
-				/* failed below, once the rows of this claim are read */
+				/* failed below, once the rows of this claim are put */
 				if (damaged_task == NULL)
 				{
 					damaged_task = palloc(sizeof(int64) * n);
 					damaged_fence = palloc(sizeof(int64) * n);
 					damaged_why = palloc(sizeof(char *) * n);
 				}
-				damaged_task[ndamaged] = DatumGetInt64(out[WF_CLAIM_TASK_COLUMN]);
-				damaged_fence[ndamaged] = DatumGetInt64(out[WF_CLAIM_FENCE_COLUMN]);
+				damaged_task[ndamaged] = DatumGetInt64(ct->cols[CT_TASK_ID]);
+				damaged_fence[ndamaged] = DatumGetInt64(ct->cols[CT_FENCE]);
 				damaged_why[ndamaged] = damage;
 				ndamaged++;
 				continue;
 			}
-			out[WF_CLAIM_INPUT_COLUMN] = JsonbPGetDatum(opened);
+			out[CT_INPUT] = JsonbPGetDatum(opened);
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, rownulls);
 		put++;
 
 		/* the engine worker must look at this lease when it can expire */
-		if (given != NULL)
-		{
-			deadline = given[WF_CLAIM_COLUMNS];
-			isnull = given_nulls[WF_CLAIM_COLUMNS];
-		}
-		else
-			deadline = WfGetDatum(i, WF_CLAIM_COLUMNS + 1, &isnull);
-		if (!isnull)
-			WfNoteTimer(DatumGetTimestampTz(deadline));
+		if (!ct->nulls[CT_DEADLINE_AT])
+			WfNoteTimer(DatumGetTimestampTz(ct->cols[CT_DEADLINE_AT]));
 	}
 	for (i = 0; i < (uint64) ndamaged; i++)
 		WfFailDamagedTask(damaged_task[i], damaged_fence[i], damaged_why[i]);
@@ -742,24 +870,42 @@ static uint64
 hand_out_leased(ReturnSetInfo *rsinfo, const WfScheduledTask *t, int nlead,
 				const Datum *lead, const bool *lead_nulls)
 {
-	Datum		cols[WF_CLAIM_COLUMNS + 1];
-	bool		nulls[WF_CLAIM_COLUMNS + 1];
+	ClaimedTask ct;
 
-	memset(nulls, false, sizeof(nulls));
-	cols[0] = Int64GetDatum(t->task_id);
-	cols[1] = UUIDPGetDatum(&t->run_id);
-	cols[2] = CStringGetTextDatum(t->step);
-	cols[3] = Int32GetDatum(t->attempt);
-	cols[4] = Int64GetDatum(t->lease.fence);
-	cols[5] = CStringGetTextDatum(t->idempotency_key);
-	cols[6] = JsonbPGetDatum(t->input);
-	cols[7] = TimestampTzGetDatum(t->lease.expires_at);
-	cols[8] = CStringGetTextDatum(t->queue);
-	cols[9] = t->activity != NULL ? CStringGetTextDatum(t->activity) : (Datum) 0;
-	nulls[9] = t->activity == NULL;
-	cols[10] = Int32GetDatum(1);
-	cols[WF_CLAIM_COLUMNS] = TimestampTzGetDatum(t->lease.deadline_at);
-	return hand_out(rsinfo, 1, cols, nulls, nlead, lead, lead_nulls);
+	memset(ct.nulls, false, sizeof(ct.nulls));
+	ct.cols[CT_TASK_ID] = Int64GetDatum(t->task_id);
+	ct.cols[CT_RUN_ID] = UUIDPGetDatum(&t->run_id);
+	ct.cols[CT_STEP] = CStringGetTextDatum(t->step);
+	ct.cols[CT_ATTEMPT] = Int32GetDatum(t->attempt);
+	ct.cols[CT_FENCE] = Int64GetDatum(t->lease.fence);
+	ct.cols[CT_IDEMPOTENCY_KEY] = CStringGetTextDatum(t->idempotency_key);
+	ct.cols[CT_INPUT] = JsonbPGetDatum(t->input);
+	ct.cols[CT_LEASE_EXPIRES_AT] = TimestampTzGetDatum(t->lease.expires_at);
+	ct.cols[CT_QUEUE] = CStringGetTextDatum(t->queue);
+	ct.cols[CT_ACTIVITY] = t->activity != NULL ? CStringGetTextDatum(t->activity) : (Datum) 0;
+	ct.nulls[CT_ACTIVITY] = t->activity == NULL;
+	ct.cols[CT_DELIVERIES] = Int32GetDatum(1);
+	ct.cols[CT_DEADLINE_AT] = TimestampTzGetDatum(t->lease.deadline_at);
+	ct.priority = 0;
+	ct.available_at = 0;
+	return hand_out(rsinfo, &ct, 1, nlead, lead, lead_nulls);
+}
+
+/*
+ * claim_args fills a with what a claim of req asks at now, for the
+ * current tenant.
+ */
+static void
+claim_args(ClaimArgs *a, const WfClaimRequest *req, TimestampTz now)
+{
+	memset(a, 0, sizeof(ClaimArgs));
+	a->tenant = WfCurrentTenant();
+	a->queue = req->queue;
+	a->want = req->max_tasks;
+	a->worker = CStringGetTextDatum(req->worker);
+	a->now = now;
+	a->lease = req->lease;
+	a->fence_base = WfFenceBase();
 }
 
 /*
@@ -774,7 +920,10 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	WfClaimRequest req;
 	ClaimWait	w;
-	Datum		values[7];
+	ClaimArgs	a;
+	ClaimedTask *rows;
+	Datum		tenant;
+	Datum		queue;
 	uint64		n;
 	bool		limited;		/* the tenant limits tasks in flight */
 	bool		held_back = false;	/* ... and that kept the last try from claiming */
@@ -785,13 +934,11 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 
 	WfApiBegin();
 
-	values[0] = CStringGetTextDatum(WfCurrentTenant());
-	values[1] = CStringGetTextDatum(req.queue);
-	values[2] = Int64GetDatum((int64) req.max_tasks);
-	values[3] = CStringGetTextDatum(req.worker);
-	values[5] = IntervalPGetDatum(req.lease);
-	values[6] = Int64GetDatum(WfFenceBase());
-	limited = WfClaimLimited(WfCurrentTenant());
+	claim_args(&a, &req, 0);
+	tenant = CStringGetTextDatum(a.tenant);
+	queue = CStringGetTextDatum(a.queue);
+	rows = palloc(sizeof(ClaimedTask) * req.max_tasks);
+	limited = WfClaimLimited(a.tenant);
 
 	claim_wait_begin(&w, &req);
 	for (;;)
@@ -806,16 +953,14 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 			pg_memory_barrier();
 		}
 		now = GetCurrentTimestamp();
-		values[4] = TimestampTzGetDatum(now);
+		a.now = now;
 		if (!limited)
-			n = claim_queue(values, req.queue);
+			n = claim_queue(&a, rows);
 		else
-			n = claim_within_limit(values, req.queue, req.max_tasks, req.wait_us > 0,
-								   &held_back);
+			n = claim_within_limit(&a, rows, req.wait_us > 0, &held_back);
 		if (n > 0 || req.wait_us == 0 || now >= w.deadline)
 			break;
-		SPI_freetuptable(SPI_tuptable);
-		if (claim_sleep(&w, values[0], values[1], now, gen, held_back))
+		if (claim_sleep(&w, tenant, queue, now, gen, held_back))
 			CHECK_FOR_INTERRUPTS();
 	}
 	if (w.cv_prepared)
@@ -825,7 +970,7 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 	WfCount(WF_CNT_TASKS_CLAIMED, n);
 	if (n > 0 && w.woken_at != 0)
 		WfObserve(WF_HIST_WAKE_TO_CLAIM, w.woken_at, GetCurrentTimestamp());
-	(void) hand_out(rsinfo, n, NULL, NULL, 0, NULL, NULL);
+	(void) hand_out(rsinfo, rows, n, 0, NULL, NULL);
 	WfApiEnd();
 	return (Datum) 0;
 }
@@ -924,7 +1069,9 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 	WfClaimRequest req;
 	char	  **queues;
 	int			nq;
-	Datum		values[7];
+	ClaimArgs	a;
+	ClaimedTask *rows;
+	Datum		tenant;
 	uint64		put = 0;
 	bool		limited;
 	bool		prepared = false;
@@ -948,11 +1095,10 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 	req.wait_us = claim_wait_us(fcinfo);
 
 	WfApiBegin();
-	values[0] = CStringGetTextDatum(WfCurrentTenant());
-	values[3] = CStringGetTextDatum(req.worker);
-	values[5] = IntervalPGetDatum(req.lease);
-	values[6] = Int64GetDatum(WfFenceBase());
-	limited = WfClaimLimited(WfCurrentTenant());
+	claim_args(&a, &req, 0);
+	tenant = CStringGetTextDatum(a.tenant);
+	rows = palloc(sizeof(ClaimedTask) * req.max_tasks);
+	limited = WfClaimLimited(a.tenant);
 	gens = palloc0(sizeof(uint64) * nq);
 	if (req.wait_us > 0)
 	{
@@ -983,29 +1129,29 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 			pg_memory_barrier();
 		}
 		now = GetCurrentTimestamp();
-		values[4] = TimestampTzGetDatum(now);
+		a.now = now;
 		for (i = 0; i < nq && put < (uint64) req.max_tasks; i++)
 		{
 			int32		want = req.max_tasks - (int32) put;
 			uint64		n;
 			bool		held = false;
 
-			values[1] = CStringGetTextDatum(queues[i]);
-			values[2] = Int64GetDatum((int64) want);
+			a.queue = queues[i];
+			a.want = want;
 			if (!limited)
-				n = claim_queue(values, queues[i]);
+				n = claim_queue(&a, rows);
 			else
-				n = claim_within_limit(values, queues[i], want, req.wait_us > 0, &held);
+				n = claim_within_limit(&a, rows, req.wait_us > 0, &held);
 			held_back |= held;
 			if (n > 0)
-				put += hand_out(rsinfo, n, NULL, NULL, 0, NULL, NULL);
+				put += hand_out(rsinfo, rows, n, 0, NULL, NULL);
 		}
 		if (put > 0 || req.wait_us == 0 || now >= deadline)
 			break;
 
 		if (next_wake <= now || now - looked_at >= WF_CLAIM_LOOK_MS * INT64CONST(1000))
 		{
-			next_wake = claim_any_next_wake(values[0], queues, nq, now);
+			next_wake = claim_any_next_wake(tenant, queues, nq, now);
 			looked_at = now;
 		}
 		until = Min(deadline, Min(next_wake, looked_at + WF_CLAIM_LOOK_MS * INT64CONST(1000)));
@@ -1043,6 +1189,29 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 /* ---- eager dispatch (issue 13) ---- */
 
 /*
+ * claim_continuation leases the attempt task_id that the caller's
+ * transaction has just scheduled (eager dispatch for a tenant with
+ * max_tasks_in_flight, for which the transition writes it ready), into
+ * row, if it is claimable in the queue of a.  No other transaction can
+ * see the row yet, so there is nothing to lock or skip.
+ */
+static bool
+claim_continuation(const ClaimArgs *a, int64 task_id, ClaimedTask *row)
+{
+	WfRowWriter w;
+	bool		claimed = false;
+
+	WfRowWriterOpen(&w, &claim_table);
+	if (WfRowFind(&w, Int64GetDatum(task_id)) && claimable(&w, (void *) a))
+	{
+		lease_task(&w, a, row);
+		claimed = true;
+	}
+	WfRowWriterClose(&w);
+	return claimed;
+}
+
+/*
  * WfClaimNow leases to req->worker up to req->max_tasks claimable attempts
  * of req->queue, without waiting (req->wait_us is ignored), and puts them
  * as rows of rsinfo, each after the caller's nlead leading columns (see
@@ -1062,39 +1231,31 @@ WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
 		   const WfScheduledTask *continuation, int nlead, const Datum *lead,
 		   const bool *lead_nulls)
 {
-	Datum		values[8];
-	int32		want = req->max_tasks;
+	ClaimArgs	a;
+	ClaimedTask *rows;
 	uint64		n;
 	uint64		put = 0;
 
 	WfApiBegin();
-	values[0] = CStringGetTextDatum(WfCurrentTenant());
-	values[1] = CStringGetTextDatum(req->queue);
-	values[2] = Int64GetDatum((int64) want);
-	values[3] = CStringGetTextDatum(req->worker);
-	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
-	values[5] = IntervalPGetDatum(req->lease);
-	values[6] = Int64GetDatum(WfFenceBase());
-	if (WfClaimLimited(WfCurrentTenant()))
-		want = WfClaimRoom(WfCurrentTenant(), req->queue, want, true);
-	if (want > 0 && continuation != NULL && continuation->leased)
+	claim_args(&a, req, GetCurrentTimestamp());
+	rows = palloc(sizeof(ClaimedTask) * req->max_tasks);
+	if (WfClaimLimited(a.tenant))
+		a.want = WfClaimRoom(a.tenant, a.queue, a.want, true);
+	if (a.want > 0 && continuation != NULL && continuation->leased)
 	{
 		put += hand_out_leased(rsinfo, continuation, nlead, lead, lead_nulls);
-		want--;
+		a.want--;
 	}
-	else if (want > 0 && continuation != NULL && continuation->task_id != 0)
+	else if (a.want > 0 && continuation != NULL && continuation->task_id != 0 &&
+			 claim_continuation(&a, continuation->task_id, rows))
 	{
-		values[7] = Int64GetDatum(continuation->task_id);
-		n = WfPlanExec(&WfClaimPlans, PLAN_CLAIM_TASK, values, NULL, false, 0,
-					   SPI_OK_UPDATE_RETURNING);
-		put += hand_out(rsinfo, n, NULL, NULL, nlead, lead, lead_nulls);
-		want -= (int32) n;
+		put += hand_out(rsinfo, rows, 1, nlead, lead, lead_nulls);
+		a.want--;
 	}
-	if (want > 0)
+	if (a.want > 0)
 	{
-		values[2] = Int64GetDatum((int64) want);
-		n = claim_queue(values, req->queue);
-		put += hand_out(rsinfo, n, NULL, NULL, nlead, lead, lead_nulls);
+		n = claim_queue(&a, rows);
+		put += hand_out(rsinfo, rows, n, nlead, lead, lead_nulls);
 	}
 	WfCount(WF_CNT_CLAIM_CALLS, 1);
 	WfCount(WF_CNT_TASKS_CLAIMED, put);

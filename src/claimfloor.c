@@ -18,21 +18,20 @@
  * over 120 s, docs/benchmarks.md).
  *
  * When.  Only while it pays: a claim from the start counts the entries
- * the claim index gave it (the backend's statistics of the index); when it
- * read more than WF_FLOOR_DRAG_ENTRIES beyond the attempts it took, the
- * entries it walked over could not be removed, and the queue's claims read
- * from the floor until a claim from the start reads clean again.  On a
- * clean index a claim from the start is the cheaper one (it checks plain
- * keys; the floor is a row comparison on every entry of the page it
- * reads), and nothing is gained.
+ * the claim index gave its scan; when it read more than
+ * WF_FLOOR_DRAG_ENTRIES beyond the attempts it took, the entries it walked
+ * over could not be removed, and the queue's claims read from the floor
+ * until a claim from the start reads clean again.  On a clean index a
+ * claim from the start is as cheap, and the floor only risks hiding an
+ * attempt for a while (below).
  *
  * What.  For a queue whose ready attempts all have one priority (nearly
  * every queue) the entries in index order are ordered by (available_at,
  * task_id), and the attempts claimed are the oldest.  The floor is the
  * least (available_at, task_id) of the attempts of the queue's last
- * claim: the next claim reads only entries from there on ("claim_floor",
- * an index range that starts at the floor), so the dead entries behind it
- * are never visited.  A claim that reads from the floor and finds nothing, one every
+ * claim: the next claim reads only entries from there on (an index range
+ * that starts at the floor), so the dead entries behind it are never
+ * visited.  A claim that reads from the floor and finds nothing, one every
  * WF_FLOOR_FULL_MS, one after a claim from the floor came back short, and
  * every claim of a queue with several priorities read from the start of
  * the queue ("claim") as before, and teach the floor what they found.

@@ -18,7 +18,9 @@
  * predicate, HOT updates and WAL are PostgreSQL's own, exactly as for the
  * statement.  WfRowLock locks as SELECT ... FOR UPDATE does (ExecLockRows:
  * the latest version under READ COMMITTED, a serialization failure under
- * REPEATABLE READ when the row changed since the snapshot).
+ * REPEATABLE READ when the row changed since the snapshot); WfRowScanNext
+ * locks the rows of an index scan as FOR UPDATE SKIP LOCKED does (the
+ * claim, claim.c).
  *
  * What a statement would add and the writer does itself.  Row security:
  * the engine's tables have FORCE ROW LEVEL SECURITY and a policy
@@ -643,6 +645,169 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 	index_close(index, NoLock);
 	table_close(rel, NoLock);
 	return found;
+}
+
+/*
+ * WfRowScanBegin starts a scan of the writer's index index_name (a btree
+ * index of its table) for the rows that match keys (nkeys of them, each
+ * on a key column of the index), in the index's order, under a new
+ * snapshot taken as a statement takes it: a new one under READ COMMITTED,
+ * the transaction's under REPEATABLE READ, either seeing what the
+ * statements before wrote (the writer's opening advanced the command
+ * counter).  WfRowScanNext returns the rows; WfRowScanEnd ends the scan.
+ */
+void
+WfRowScanBegin(WfRowScan *s, WfRowWriter *w, const char *index_name, int nkeys,
+			   const WfRowScanKey *keys)
+{
+	WfRowTable *t = w->table;
+	Relation	index = NULL;
+	ScanKeyData skeys[INDEX_MAX_KEYS];
+	int			positions[INDEX_MAX_KEYS];
+	int			i;
+
+	if (nkeys > INDEX_MAX_KEYS)
+		elog(ERROR, "wfengine scans with at most %d keys", INDEX_MAX_KEYS);
+	for (i = 0; i < w->rri->ri_NumIndices && index == NULL; i++)
+		if (strcmp(RelationGetRelationName(w->rri->ri_IndexRelationDescs[i]), index_name) == 0)
+			index = w->rri->ri_IndexRelationDescs[i];
+	if (index == NULL || index->rd_rel->relam != BTREE_AM_OID)
+		elog(ERROR, "relation wf.%s has no btree index \"%s\"", t->relname, index_name);
+
+	/* the keys in the order of the index's columns, as btree wants them */
+	for (i = 0; i < nkeys; i++)
+	{
+		const WfRowScanKey *key = &keys[i];
+		Form_pg_index form = index->rd_index;
+		int			k;
+		int			j;
+		Oid			op;
+
+		for (k = 0; k < form->indnkeyatts; k++)
+			if (form->indkey.values[k] == t->attnums[key->column])
+				break;
+		if (k == form->indnkeyatts)
+			elog(ERROR, "index \"%s\" has no key column \"%s\"", index_name,
+				 t->columns[key->column]);
+		op = get_opfamily_member(index->rd_opfamily[k], index->rd_opcintype[k],
+								 index->rd_opcintype[k], key->strategy);
+		if (!OidIsValid(op))
+			elog(ERROR, "no operator of strategy %d in operator family %u",
+				 key->strategy, index->rd_opfamily[k]);
+		for (j = i; j > 0 && positions[j - 1] > k; j--)
+		{
+			positions[j] = positions[j - 1];
+			skeys[j] = skeys[j - 1];
+		}
+		positions[j] = k;
+		ScanKeyEntryInitialize(&skeys[j], 0, k + 1, key->strategy, index->rd_opcintype[k],
+							   index->rd_indcollation[k], get_opcode(op), key->value);
+	}
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+	s->w = w;
+	s->snapshot = GetActiveSnapshot();
+	s->entries = 0;
+	if (w->found == NULL)
+		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
+										  table_slot_callbacks(w->rel));
+	s->scan = index_beginscan(w->rel, index, s->snapshot, nkeys, 0);
+	index_rescan(s->scan, skeys, nkeys, NULL, 0);
+}
+
+/*
+ * row_of_current_tenant: may the current role see the row in w->found
+ * where row security applies to it (the policy's USING clause)?
+ */
+static bool
+row_of_current_tenant(WfRowWriter *w)
+{
+	const char *tenant = WfCurrentTenant();
+	bool		isnull;
+	Datum		d = WfRowGet(w, w->table->tenant_column, &isnull);
+
+	return !isnull && tenant != NULL && strcmp(TextDatumGetCString(d), tenant) == 0;
+}
+
+/*
+ * WfRowScanNext locks the next row of the scan that filter (with arg)
+ * accepts, as SELECT ... FOR UPDATE SKIP LOCKED does (ExecLockRows): a row
+ * another transaction holds locked is passed over; under READ COMMITTED a
+ * row changed since the snapshot is locked in its latest version, which
+ * filter then looks at again (as the statement's recheck does: a row it
+ * no longer accepts stays locked, and is passed over); under REPEATABLE
+ * READ such a row is a serialization failure.  The row is left in
+ * w->found for WfRowGet and WfRowUpdate.  False at the end of the scan.
+ */
+bool
+WfRowScanNext(WfRowScan *s, WfRowFilter filter, void *arg)
+{
+	WfRowWriter *w = s->w;
+
+	for (;;)
+	{
+		ItemPointerData tid;
+		TM_FailureData tmfd;
+		TM_Result	res;
+
+		if (!s->scan->xs_heap_continue)
+		{
+			ItemPointer next = index_getnext_tid(s->scan, ForwardScanDirection);
+
+			if (next == NULL)
+			{
+				ExecClearTuple(w->found);
+				return false;
+			}
+			s->entries++;
+		}
+		if (!index_fetch_heap(s->scan, w->found))
+			continue;
+		if (w->check_tenant && !row_of_current_tenant(w))
+			continue;
+		if (!filter(w, arg))
+			continue;
+
+		tid = w->found->tts_tid;
+		res = table_tuple_lock(w->rel, &tid, s->snapshot, w->found,
+							   w->estate->es_output_cid, LockTupleExclusive, LockWaitSkip,
+							   IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+							   &tmfd);
+		switch (res)
+		{
+			case TM_Ok:
+				if (tmfd.traversed && !filter(w, arg))
+					continue;
+				return true;
+			case TM_WouldBlock:
+				/* held by another transaction: skipped */
+				continue;
+			case TM_SelfModified:
+				/* changed by this command already: not there for it */
+				continue;
+			case TM_Updated:
+				refuse_if_serializable("update");
+				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
+				break;
+			case TM_Deleted:
+				refuse_if_serializable("update");
+				continue;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
+		}
+	}
+}
+
+/*
+ * WfRowScanEnd ends the scan of WfRowScanBegin (its snapshot with it).
+ */
+void
+WfRowScanEnd(WfRowScan *s)
+{
+	index_endscan(s->scan);
+	PopActiveSnapshot();
+	s->scan = NULL;
 }
 
 /*

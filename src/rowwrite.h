@@ -13,6 +13,8 @@
 #ifndef WF_ROWWRITE_H
 #define WF_ROWWRITE_H
 
+#include "access/genam.h"
+#include "access/stratnum.h"
 #include "executor/executor.h"
 
 /*
@@ -66,6 +68,38 @@ extern void WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls);
 extern bool WfRowLock(WfRowTable *table, Datum key, const char *tenant,
 					  Datum *values, bool *nulls);
 extern bool WfRowFind(WfRowWriter *w, Datum key);
+
+/*
+ * A key of WfRowScanBegin: a column (an index into the table's columns)
+ * of the index, compared with value by strategy (BTEqualStrategyNumber,
+ * BTLessEqualStrategyNumber, ...).
+ */
+typedef struct WfRowScanKey
+{
+	int			column;
+	StrategyNumber strategy;
+	Datum		value;
+} WfRowScanKey;
+
+/*
+ * A scan of one index of a writer's table that locks the rows it gives, as
+ * SELECT ... FOR UPDATE SKIP LOCKED does (WfRowScanNext).
+ */
+typedef struct WfRowScan
+{
+	WfRowWriter *w;
+	IndexScanDesc scan;
+	Snapshot	snapshot;		/* the scan's, as a statement's */
+	int64		entries;		/* index entries the scan has read */
+} WfRowScan;
+
+/* does the row in w->found qualify (WfRowGet reads it)? */
+typedef bool (*WfRowFilter) (WfRowWriter *w, void *arg);
+
+extern void WfRowScanBegin(WfRowScan *s, WfRowWriter *w, const char *index_name,
+						   int nkeys, const WfRowScanKey *keys);
+extern bool WfRowScanNext(WfRowScan *s, WfRowFilter filter, void *arg);
+extern void WfRowScanEnd(WfRowScan *s);
 extern bool WfRowExists(WfRowWriter *w, int ncolumns, const int *columns,
 						const Datum *keys);
 extern Datum WfRowGet(WfRowWriter *w, int column, bool *isnull);
