@@ -12,7 +12,7 @@
 # preparations.  Callgrind files stay in the scratch directory for
 # callgrind_annotate.
 #
-# Usage: bash bench/callgrind.sh [one|two|eager|floor|start]   (default one)
+# Usage: bash bench/callgrind.sh [one|two|eager|floor|start|cycle]   (default one)
 #   one  the cycle in one statement:
 #        SELECT wf.complete_task(...) FROM (SELECT * FROM wf.claim_tasks(...)) t
 #   two  claim and complete as two statements (two transactions)
@@ -22,6 +22,8 @@
 #        wf_step(run, payload)), for the ratio of instructions per step
 #   start  wf.start_run of a 1-step run with the peers' 200-byte payload
 #        (its own transaction), the first third of the wf_cycle_b1 cell
+#   cycle  the whole wf_cycle_b1 cell: that start, a claim of one task of
+#        queue q1, its completion (three transactions)
 # Environment: PG_CONFIG, CG_N1 (50), CG_N2 (250), CG_PRE (SQL run first,
 # e.g. to try a schema change), CG_KEEP=1 keeps the scratch directory.
 set -euo pipefail
@@ -61,6 +63,11 @@ if [[ $MODE == floor ]]; then
 elif [[ $MODE == start ]]; then
 	ACCEPT='start_run'
 	STMT="SELECT 'start_run', wf.start_run('bench_one', '{\"step\":\"charge_card\",\"attempt\":1,\"worker\":\"worker-07\",\"output\":{\"status\":\"ok\",\"amount_cents\":12999,\"currency\":\"EUR\",\"provider_ref\":\"ch_3NfA9e2eZvKYlo2C1x8QxYzA\",\"captured\":true},\"duration_ms\":42}'::jsonb) IS NOT NULL;"
+elif [[ $MODE == cycle ]]; then
+	ACCEPT='"accepted"'
+	STMT="SELECT wf.start_run('bench_one', '{\"step\":\"charge_card\",\"attempt\":1,\"worker\":\"worker-07\",\"output\":{\"status\":\"ok\",\"amount_cents\":12999,\"currency\":\"EUR\",\"provider_ref\":\"ch_3NfA9e2eZvKYlo2C1x8QxYzA\",\"captured\":true},\"duration_ms\":42}'::jsonb) IS NOT NULL;
+SELECT set_config('cg.t', task_id::text, false), set_config('cg.f', fence::text, false) FROM wf.claim_tasks('q1', 'w', 1);
+SELECT wf.complete_task(current_setting('cg.t')::bigint, current_setting('cg.f')::bigint, '{\"ok\": true}');"
 elif [[ $MODE == eager ]]; then
 	PRE="SELECT set_config('cg.t', task_id::text, false), set_config('cg.f', fence::text, false) FROM wf.claim_tasks('q20', 'w', 1);"
 	STMT="SELECT c.answer, set_config('cg.t', c.task_id::text, false), set_config('cg.f', c.fence::text, false) FROM wf.complete_and_claim(current_setting('cg.t')::bigint, current_setting('cg.f')::bigint, '{\"ok\": true}', 'q20', 'w', 1) c;"
