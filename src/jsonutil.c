@@ -414,3 +414,170 @@ WfJsonbSetKeyIn(Jsonb *obj, const char *outer, const char *key, Jsonb *value)
 	u = jsonb_as_child(updated);
 	return object_set(&obj->root, outer, strlen(outer), &u);
 }
+
+/* ----------------------------------------------------------------
+ *		the text of a jsonb, as jsonb's output function writes it
+ *
+ * The hash chain hashes each event's payload as text (state.c), so every
+ * event of every transition is printed.  JsonbToCString walks the value
+ * with a JsonbIterator, which decodes each member into a JsonbValue, and
+ * escapes strings a character at a time.  WfJsonbToText walks the binary
+ * form directly and copies runs of characters that need no escape; the
+ * text is byte for byte JsonbToCString's (no indentation: ", " between
+ * members, ": " after a key; numerics through numeric_out), which the
+ * fuzz target "jsontext" checks.
+ * ----------------------------------------------------------------
+ */
+
+static void text_container(StringInfo out, const JsonbContainer *jc);
+
+/*
+ * text_string appends the JSON string of the len bytes at s, as
+ * escape_json does.
+ */
+static void
+text_string(StringInfo out, const char *s, uint32 len)
+{
+	uint32		i;
+	uint32		run = 0;
+
+	appendStringInfoCharMacro(out, '"');
+	for (i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+		const char *esc;
+
+		if (c >= ' ' && c != '"' && c != '\\')
+			continue;
+		if (i > run)
+			appendBinaryStringInfo(out, s + run, i - run);
+		run = i + 1;
+		switch (c)
+		{
+			case '\b':
+				esc = "\\b";
+				break;
+			case '\f':
+				esc = "\\f";
+				break;
+			case '\n':
+				esc = "\\n";
+				break;
+			case '\r':
+				esc = "\\r";
+				break;
+			case '\t':
+				esc = "\\t";
+				break;
+			case '"':
+				esc = "\\\"";
+				break;
+			case '\\':
+				esc = "\\\\";
+				break;
+			default:
+				appendStringInfo(out, "\\u%04x", (int) c);
+				continue;
+		}
+		appendBinaryStringInfo(out, esc, 2);
+	}
+	if (len > run)
+		appendBinaryStringInfo(out, s + run, len - run);
+	appendStringInfoCharMacro(out, '"');
+}
+
+/*
+ * text_child appends the text of a member.
+ */
+static void
+text_child(StringInfo out, const JbChild *c)
+{
+	switch (c->type)
+	{
+		case JENTRY_ISNULL:
+			appendBinaryStringInfo(out, "null", 4);
+			break;
+		case JENTRY_ISBOOL_TRUE:
+			appendBinaryStringInfo(out, "true", 4);
+			break;
+		case JENTRY_ISBOOL_FALSE:
+			appendBinaryStringInfo(out, "false", 5);
+			break;
+		case JENTRY_ISSTRING:
+			text_string(out, c->data, c->len);
+			break;
+		case JENTRY_ISNUMERIC:
+			appendStringInfoString(out,
+								   DatumGetCString(DirectFunctionCall1(numeric_out,
+																	   PointerGetDatum(c->data))));
+			break;
+		case JENTRY_ISCONTAINER:
+			text_container(out, (const JsonbContainer *) c->data);
+			break;
+		default:
+			elog(ERROR, "unknown jsonb entry type 0x%08x", c->type);
+	}
+}
+
+/*
+ * text_container appends the text of an object or an array (a raw
+ * scalar's pseudo-array as the scalar alone).
+ */
+static void
+text_container(StringInfo out, const JsonbContainer *jc)
+{
+	int			count = JsonContainerSize(jc);
+	int			i;
+
+	check_stack_depth();
+	if (JsonContainerIsScalar(jc))
+	{
+		JbChild		c = container_child(jc, 0, 1);
+
+		text_child(out, &c);
+		return;
+	}
+	if (JsonContainerIsObject(jc))
+	{
+		appendStringInfoCharMacro(out, '{');
+		for (i = 0; i < count; i++)
+		{
+			JbChild		key = container_child(jc, i, count * 2);
+			JbChild		value = container_child(jc, i + count, count * 2);
+
+			if (i > 0)
+				appendBinaryStringInfo(out, ", ", 2);
+			text_string(out, key.data, key.len);
+			appendBinaryStringInfo(out, ": ", 2);
+			text_child(out, &value);
+		}
+		appendStringInfoCharMacro(out, '}');
+		return;
+	}
+	appendStringInfoCharMacro(out, '[');
+	for (i = 0; i < count; i++)
+	{
+		JbChild		elem = container_child(jc, i, count);
+
+		if (i > 0)
+			appendBinaryStringInfo(out, ", ", 2);
+		text_child(out, &elem);
+	}
+	appendStringInfoCharMacro(out, ']');
+}
+
+/*
+ * WfJsonbToText returns the text of value, as JsonbToCString(NULL,
+ * &value->root, VARSIZE(value)) does; *len (when not NULL) its length.
+ */
+char *
+WfJsonbToText(const Jsonb *value, int *len)
+{
+	StringInfoData out;
+
+	initStringInfo(&out);
+	text_container(&out, &value->root);
+	if (len != NULL)
+		*len = out.len;
+	return out.data;
+}

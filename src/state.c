@@ -1136,8 +1136,8 @@ void
 WfHashEventFor(const WfRunState *run, WfEvent *ev)
 {
 	WfEventHashInput in;
-	char	   *text = JsonbToCString(NULL, &ev->payload->root,
-									  VARSIZE(ev->payload));
+	int			len;
+	char	   *text = WfJsonbToText(ev->payload, &len);
 
 	in.prev_hash = run->last_hash;
 	in.run_id = &run->run_id;
@@ -1149,7 +1149,7 @@ WfHashEventFor(const WfRunState *run, WfEvent *ev)
 	in.actor = ev->actor;
 	in.created_at = ev->created_at;
 	in.payload = text;
-	in.payload_len = strlen(text);
+	in.payload_len = len;
 	WfHashEvent(&in, ev->hash);
 	pfree(text);
 }

@@ -106,6 +106,7 @@ static int	target_cron(const char *data, size_t size);
 static int	target_mapping(const char *data, size_t size);
 static int	target_envelope(const char *data, size_t size);
 static int	target_jsonset(const char *data, size_t size);
+static int	target_jsontext(const char *data, size_t size);
 
 static const FuzzTarget targets[] = {
 	{"definition", target_definition},
@@ -114,6 +115,7 @@ static const FuzzTarget targets[] = {
 	{"mapping", target_mapping},
 	{"envelope", target_envelope},
 	{"jsonset", target_jsonset},
+	{"jsontext", target_jsontext},
 };
 
 /* the time zones a cron input chooses from (loaded before the baseline) */
@@ -648,6 +650,36 @@ target_jsonset(const char *data, size_t size)
 	else if (member->type == jbvBinary && JsonContainerIsObject(member->val.binary.data))
 		WF_FUZZ_CHECK(same_jsonb(WfJsonbSetKeyIn(obj, text, "k", value),
 								 jsonb_set_path(obj, text, "k", value)));
+	return 0;
+}
+
+/* ----------------------------------------------------------------
+ *		jsontext: WfJsonbToText against JsonbToCString
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * target_jsontext reads a JSON document and checks that WfJsonbToText
+ * prints its jsonb byte for byte as jsonb's output function does.
+ */
+static int
+target_jsontext(const char *data, size_t size)
+{
+	char	   *text = input_cstring(data, size);
+	Jsonb	   *value;
+	char	   *ours;
+	char	   *theirs;
+	int			len;
+
+	if (text == NULL)
+		return -1;
+	value = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+	ours = WfJsonbToText(value, &len);
+	theirs = JsonbToCString(NULL, &value->root, VARSIZE(value));
+	WF_FUZZ_CHECK(len == (int) strlen(theirs) && memcmp(ours, theirs, len) == 0 &&
+				  ours[len] == '\0');
+	pfree(ours);
+	pfree(theirs);
 	return 0;
 }
 

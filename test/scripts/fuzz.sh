@@ -24,7 +24,7 @@
 # When clang or the build is missing, every target fails.
 #
 # Environment knobs: FUZZ_SECONDS (per target, default 10), FUZZ_TARGETS
-# (default "definition duration cron mapping envelope jsonset"), FUZZ_TIMEOUT (seconds one
+# (default "definition duration cron mapping envelope jsonset jsontext"), FUZZ_TIMEOUT (seconds one
 # input may take, default 10), FUZZ_LEAK_LIMIT_KB (growth of long-lived
 # memory that counts as a leak, default 1024), WF_KEEP_TMP=1 (keep the
 # scratch directory with the cluster and the logs), CLANG (the compiler,
@@ -40,7 +40,7 @@ if [[ -n ${WF_TMP:-} ]]; then own_tmp=0; fi
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-FUZZ_TARGETS=${FUZZ_TARGETS:-definition duration cron mapping envelope jsonset}
+FUZZ_TARGETS=${FUZZ_TARGETS:-definition duration cron mapping envelope jsonset jsontext}
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}
 FUZZ_LEAK_LIMIT_KB=${FUZZ_LEAK_LIMIT_KB:-1024}
 CLANG=${CLANG:-clang}
