@@ -81,6 +81,7 @@
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_relation.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/inval.h"
@@ -103,7 +104,8 @@ static bool kept_callbacks = false;
 
 /*
  * kept_relcache_changed marks the preparations of a table stale when its
- * relcache entry is invalidated (relid), or every entry is (InvalidOid).
+ * relcache entry is invalidated (relid), or every entry is (InvalidOid),
+ * and forgets where its last locked row was.
  */
 static void
 kept_relcache_changed(Datum arg, Oid relid)
@@ -112,7 +114,11 @@ kept_relcache_changed(Datum arg, Oid relid)
 
 	for (t = resolved_tables; t != NULL; t = t->next)
 		if (!OidIsValid(relid) || relid == t->relid)
+		{
 			t->kept_stale = true;
+			/* a new file (TRUNCATE) may not have the locked row's block */
+			t->locked_lxid = InvalidLocalTransactionId;
+		}
 }
 
 /*
@@ -217,6 +223,7 @@ WfRowWriteReset(void)
 		t->kept_stale = false;
 		t->relid = InvalidOid;
 		t->natts = 0;
+		t->locked_lxid = InvalidLocalTransactionId;
 		t->next = NULL;
 		t = next;
 	}
@@ -449,6 +456,34 @@ index_lookup(WfRowWriter *w, Relation index, Snapshot snapshot, ScanKey skeys, i
 }
 
 /*
+ * locked_row: is the row that WfRowLock locked last in this transaction
+ * (its version then) still the latest, and is it the row whose primary key
+ * (index) is key?  Then it is in w->found, and no index is read.  A row
+ * this transaction has changed since, or whose lock went with a
+ * subtransaction, is not (SnapshotSelf), and is looked up by key.
+ */
+static bool
+locked_row(WfRowWriter *w, Relation index, Datum key)
+{
+	ItemPointerData tid = w->table->locked_tid;
+	bool		isnull;
+	Datum		d;
+
+	if (!ItemPointerIsValid(&tid))
+		return false;
+	if (w->found == NULL)
+		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
+										  table_slot_callbacks(w->rel));
+	if (!table_tuple_fetch_row_version(w->rel, &tid, SnapshotSelf, w->found))
+		return false;
+	d = slot_getattr(w->found, index->rd_index->indkey.values[0], &isnull);
+	if (!isnull && DatumGetBool(OidFunctionCall2(w->table->key_eq, d, key)))
+		return true;
+	ExecClearTuple(w->found);
+	return false;
+}
+
+/*
  * WfRowFind finds the row whose primary key is key, in its latest version
  * (SnapshotSelf: the transaction's own changes included), for WfRowGet and
  * WfRowUpdate; false when there is none.  The caller holds the row locked
@@ -469,6 +504,8 @@ WfRowFind(WfRowWriter *w, Datum key)
 			index = w->rri->ri_IndexRelationDescs[i];
 	if (index == NULL)
 		elog(ERROR, "relation wf.%s has no primary key", w->table->relname);
+	if (w->table->locked_lxid == MyProc->lxid && locked_row(w, index, key))
+		return true;
 	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, w->table->key_eq, key);
 	return index_lookup(w, index, SnapshotSelf, &skey, 1);
 }
@@ -628,6 +665,9 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 		TupleDesc	desc = RelationGetDescr(rel);
 		int			i;
 
+		/* where the row is, for WfRowFind in this transaction */
+		t->locked_tid = slot->tts_tid;
+		t->locked_lxid = MyProc->lxid;
 		slot_getallattrs(slot);
 		for (i = 0; i < t->ncolumns; i++)
 		{

@@ -45,6 +45,9 @@ typedef struct WfRowTable
 	int			nindexes;		/* its indexes: OIDs, IndexInfo with the */
 	Oid		   *index_oids;		/* predicates and expressions prepared */
 	IndexInfo **index_info;
+	/* the row WfRowLock locked last, for WfRowFind (lxid 0: none) */
+	ItemPointerData locked_tid;
+	LocalTransactionId locked_lxid;
 } WfRowTable;
 
 #define WF_ROW_TABLE(name, columns, key_eq) \
