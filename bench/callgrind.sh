@@ -12,7 +12,7 @@
 # preparations.  Callgrind files stay in the scratch directory for
 # callgrind_annotate.
 #
-# Usage: bash bench/callgrind.sh [one|two|eager|floor|start|cycle]   (default one)
+# Usage: bash bench/callgrind.sh [one|two|eager|floor|start|cycle|pgmq]   (default one)
 #   one  the cycle in one statement:
 #        SELECT wf.complete_task(...) FROM (SELECT * FROM wf.claim_tasks(...)) t
 #   two  claim and complete as two statements (two transactions)
@@ -24,6 +24,9 @@
 #        (its own transaction), the first third of the wf_cycle_b1 cell
 #   cycle  the whole wf_cycle_b1 cell: that start, a claim of one task of
 #        queue q1, its completion (three transactions)
+#   pgmq  the pgmq_b1 cell's cycle, for comparison: pgmq.send + pgmq.read +
+#        pgmq.delete of the same payload (needs PGMQ_SQL, pgmq's SQL, as
+#        for make bench-peers)
 # Environment: PG_CONFIG, CG_N1 (50), CG_N2 (250), CG_PRE (SQL run first,
 # e.g. to try a schema change), CG_KEEP=1 keeps the scratch directory.
 set -euo pipefail
@@ -54,6 +57,13 @@ if [[ $MODE == floor ]]; then
 	"$BIN/psql" -XqAt -h "$DIR" -p 5499 -U postgres -d cg -v ON_ERROR_STOP=1 -v nruns=100000 \
 		-f "$ROOT/bench/peers/floor/schema.sql" -f "$ROOT/bench/peers/floor/seed.sql" >/dev/null
 fi
+if [[ $MODE == pgmq ]]; then
+	[[ -n ${PGMQ_SQL:-} ]] || { echo "callgrind.sh: mode pgmq needs PGMQ_SQL" >&2; exit 1; }
+	"$BIN/psql" -XqAt -h "$DIR" -p 5499 -U postgres -d cg -v ON_ERROR_STOP=1 -f "$PGMQ_SQL" >/dev/null
+	"$BIN/psql" -XqAt -h "$DIR" -p 5499 -U postgres -d cg -c "SELECT pgmq.create('bench')" >/dev/null
+	"$BIN/psql" -XqAt -h "$DIR" -p 5499 -U postgres -d cg -v ON_ERROR_STOP=1 -v backlog=1000 \
+		-f "$ROOT/bench/peers/pgmq/reset.sql" >/dev/null
+fi
 as_owner "$BIN/pg_ctl" -D "$DIR/tpl" -m fast -w stop >/dev/null
 
 ACCEPT='"accepted"'
@@ -63,6 +73,11 @@ if [[ $MODE == floor ]]; then
 elif [[ $MODE == start ]]; then
 	ACCEPT='start_run'
 	STMT="SELECT 'start_run', wf.start_run('bench_one', '{\"step\":\"charge_card\",\"attempt\":1,\"worker\":\"worker-07\",\"output\":{\"status\":\"ok\",\"amount_cents\":12999,\"currency\":\"EUR\",\"provider_ref\":\"ch_3NfA9e2eZvKYlo2C1x8QxYzA\",\"captured\":true},\"duration_ms\":42}'::jsonb) IS NOT NULL;"
+elif [[ $MODE == pgmq ]]; then
+	ACCEPT='deleted'
+	STMT="SELECT pgmq.send('bench', '{\"step\":\"charge_card\",\"attempt\":1,\"worker\":\"worker-07\",\"output\":{\"status\":\"ok\",\"amount_cents\":12999,\"currency\":\"EUR\",\"provider_ref\":\"ch_3NfA9e2eZvKYlo2C1x8QxYzA\",\"captured\":true},\"duration_ms\":42}'::jsonb);
+SELECT set_config('cg.m', msg_id::text, false) FROM pgmq.read('bench', 30, 1);
+SELECT 'deleted', pgmq.delete('bench', current_setting('cg.m')::bigint);"
 elif [[ $MODE == cycle ]]; then
 	ACCEPT='"accepted"'
 	STMT="SELECT wf.start_run('bench_one', '{\"step\":\"charge_card\",\"attempt\":1,\"worker\":\"worker-07\",\"output\":{\"status\":\"ok\",\"amount_cents\":12999,\"currency\":\"EUR\",\"provider_ref\":\"ch_3NfA9e2eZvKYlo2C1x8QxYzA\",\"captured\":true},\"duration_ms\":42}'::jsonb) IS NOT NULL;

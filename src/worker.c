@@ -421,8 +421,9 @@ worker_sleep(WfDbWorkerSlot *slot, TimestampTz wake)
 
 /*
  * worker_relay_guarded sends the relayed notifications in a transaction of
- * their own, without a timer tick; an error is logged and the
- * notifications are lost (a notification is a hint, never state).  On a
+ * their own (committed asynchronously), without a timer tick; an error is
+ * logged and the notifications are lost (a notification is a hint, never
+ * state).  On a
  * schema too old for this library (the last tick found it so) nothing is
  * sent: no API call there succeeded to hand any over.
  */
@@ -435,6 +436,14 @@ worker_relay_guarded(MemoryContext loopcxt)
 	{
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
+		/*
+		 * Nothing of this transaction needs to be durable: its NOTIFYs are
+		 * lost in a crash anyway (the queue is not WAL-logged).  Committed
+		 * without waiting for its commit record's flush, it neither waits
+		 * itself nor asks for a flush of its own among the clients'.
+		 */
+		(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
 		(void) WfRelaySend(WfWorkerSlotFor(MyDatabaseId));
 		CommitTransactionCommand();
 		MemoryContextSwitchTo(loopcxt);

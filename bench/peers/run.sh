@@ -45,6 +45,12 @@
 #                        BENCH_PEERS_HELD_CELLS (default ceil_step_2call
 #                        wf_step20 gw_perjob)
 #   BENCH_PEERS_DB       database name prefix (default peers)
+#   BENCH_PEERS_WAL      1 = also, per pgbench cell and round, the WAL
+#                        (pg_stat_wal: records, full-page images, bytes) and
+#                        the backends' wait events (pg_stat_activity, sampled
+#                        every 0.1 s) per unit of work, in wal.tsv and at the
+#                        end of the summary; cluster-wide, so autovacuum and
+#                        checkpoints count alike for every system
 #   PGMQ_SQL, ABSURD_SQL the SQL of pgmq (pgmq-extension/sql/pgmq.sql) and
 #                        Absurd (sql/absurd.sql); not vendored; their cells
 #                        are skipped without them
@@ -259,8 +265,26 @@ run_cell() {
 		printf '%s\t\t\t%s\t%s\n' "${value%%	*}" "${value#*	}" "$note"
 		return
 	fi
+	local wal0="" sampler=""
+	if [[ ${BENCH_PEERS_WAL:-0} == 1 ]]; then
+		wal0=$(q -F ' ' -c "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal")
+		: >"$OUT/waits.tmp"
+		(
+			while :; do
+				q -c "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity
+				      WHERE datname = '${DBP}_$db' AND backend_type = 'client backend' AND state = 'active'
+				        AND pid <> pg_backend_pid()" >>"$OUT/waits.tmp" 2>/dev/null || true
+				sleep 0.1
+			done
+		) &
+		sampler=$!
+	fi
 	# shellcheck disable=SC2086 # opts are pgbench options, split on purpose
 	out=$(pgbench -n $opts -c "$CLIENTS" -j "$THREADS" -T "$SECS" -f "$PEERS_DIR/$script" "${DBP}_$db" 2>&1) || rc=$?
+	if [[ -n $sampler ]]; then
+		kill "$sampler" 2>/dev/null || true
+		wait "$sampler" 2>/dev/null || true
+	fi
 	echo "$out" >>"$RAW"
 	xacts=$(pgbench_stat 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
 	tps=$(pgbench_stat 's/^tps = \([0-9.]*\) .*/\1/p' "$out")
@@ -279,6 +303,17 @@ run_cell() {
 		if [[ $left == 0 ]]; then note="${note:+$note; }supply ran out"; fi
 		;;
 	esac
+	if [[ -n $wal0 ]]; then
+		local wal1 units waits
+		wal1=$(q -F ' ' -c "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal")
+		units=$(awk -v v="$value" -v s="$secs" 'BEGIN { printf "%.0f", v * s }')
+		waits=$(sort "$OUT/waits.tmp" | uniq -c | sort -rn | awk -v n="$(wc -l <"$OUT/waits.tmp")" \
+			'NR <= 4 { printf "%s%s %.0f%%", (NR > 1 ? ", " : ""), $2, 100 * $1 / (n ? n : 1) }')
+		read -r r0 f0 b0 <<<"$wal0"
+		read -r r1 f1 b1 <<<"$wal1"
+		awk -v c="$cell" -v rd="$round" -v u="$units" -v r="$((r1 - r0))" -v f="$((f1 - f0))" -v b="$((b1 - b0))" -v w="$waits" \
+			'BEGIN { if (u > 0) printf "%s\t%s\t%d\t%.1f\t%.2f\t%.0f\t%s\n", rd, c, u, r / u, f / u, b / u, w }' >>"$OUT/wal.tsv"
+	fi
 	printf '%s\t%s\t%s\t%s\t%s\n' "$value" "$tps" "$xacts" "$secs" "$note"
 }
 
@@ -365,6 +400,9 @@ if [[ -n ${BENCH_PEERS_HELD:-} ]]; then
 fi
 
 printf 'round\tcell\tdb\tunits_per_s\tpgbench_tps\tpgbench_xacts\tseconds\tnote\tended_at\n' >"$TSV"
+if [[ ${BENCH_PEERS_WAL:-0} == 1 ]]; then
+	printf 'round\tcell\tunits\twal_records_per_unit\tfpi_per_unit\twal_bytes_per_unit\twait_events\n' >"$OUT/wal.tsv"
+fi
 echo
 echo "==> cells: $ROUNDS rounds of ${#RUN_CELLS[@]} cells, ${SECS}s each, $CLIENTS clients"
 for round in $(seq "$ROUNDS"); do
@@ -419,6 +457,11 @@ done
 			for (i = 1; i <= k; i++) s = s sprintf("%s%.2f", i > 1 ? " " : "", x[i])
 			printf "  %-16s / %-16s %5.2fx  [%s]  %s\n", a, b, med, s, desc
 		}' "$TSV" FS=' ' "$PEERS_DIR/ratios"
+	if [[ -s $OUT/wal.tsv ]]; then
+		echo
+		echo "WAL per unit of work and the backends' wait events (BENCH_PEERS_WAL=1; samples of active backends, CPU = none):"
+		awk -F '\t' 'NR > 1 { printf "  round %s  %-16s records %6.1f  fpi %5.2f  bytes %7.0f  %s\n", $1, $2, $4, $5, $6, $7 }' "$OUT/wal.tsv"
+	fi
 } >"$SUM"
 echo
 echo "==> summary ($OUT)"
