@@ -32,7 +32,8 @@
  * Visibility: each opening advances the command counter first, so a row
  * sees what the statements before wrote, and the statements after see it.
  * A row to update is found in its latest version (SnapshotSelf) while the
- * caller holds it locked.
+ * caller holds it locked: at the place where WfRowLock locked it, when
+ * that is still the latest version, else through the primary key.
  *
  * A table is described by WfRowTable: its name in schema wf, the columns
  * a row gives or reads, and the equality of its primary key.  The
