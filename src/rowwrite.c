@@ -578,6 +578,36 @@ refuse_if_serializable(const char *what)
 }
 
 /*
+ * lock_taken tells from table_tuple_lock's result whether the row is now
+ * locked, as ExecLockRows reads it: locked (TM_Ok), passed over (held by
+ * another transaction under SKIP LOCKED, changed by the current command,
+ * or deleted), or, under REPEATABLE READ or SERIALIZABLE, a serialization
+ * failure when another transaction changed it since the snapshot.
+ */
+static bool
+lock_taken(TM_Result res)
+{
+	switch (res)
+	{
+		case TM_Ok:
+			return true;
+		case TM_WouldBlock:
+		case TM_SelfModified:
+			return false;
+		case TM_Updated:
+			refuse_if_serializable("update");
+			break;
+		case TM_Deleted:
+			refuse_if_serializable("delete");
+			return false;
+		default:
+			break;
+	}
+	elog(ERROR, "unexpected table_tuple_lock status: %u", res);
+	return false;				/* keep the compiler quiet */
+}
+
+/*
  * WfRowLock finds the row whose primary key is key and locks it as SELECT
  * ... FOR UPDATE does (ExecLockRows): read with the snapshot a statement
  * would take, locked in its latest version under READ COMMITTED (waiting
@@ -641,25 +671,7 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 							   LockTupleExclusive, LockWaitBlock,
 							   IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
 							   &tmfd);
-		switch (res)
-		{
-			case TM_Ok:
-				break;
-			case TM_SelfModified:
-				/* changed by the current command: not there for it */
-				found = false;
-				break;
-			case TM_Updated:
-				refuse_if_serializable("update");
-				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
-				break;
-			case TM_Deleted:
-				refuse_if_serializable("delete");
-				found = false;
-				break;
-			default:
-				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
-		}
+		found = lock_taken(res);
 	}
 	if (found)
 	{
@@ -815,28 +827,9 @@ WfRowScanNext(WfRowScan *s, WfRowFilter filter, void *arg)
 							   w->estate->es_output_cid, LockTupleExclusive, LockWaitSkip,
 							   IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
 							   &tmfd);
-		switch (res)
-		{
-			case TM_Ok:
-				if (tmfd.traversed && !filter(w, arg))
-					continue;
-				return true;
-			case TM_WouldBlock:
-				/* held by another transaction: skipped */
-				continue;
-			case TM_SelfModified:
-				/* changed by this command already: not there for it */
-				continue;
-			case TM_Updated:
-				refuse_if_serializable("update");
-				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
-				break;
-			case TM_Deleted:
-				refuse_if_serializable("update");
-				continue;
-			default:
-				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
-		}
+		if (!lock_taken(res) || (tmfd.traversed && !filter(w, arg)))
+			continue;
+		return true;
 	}
 }
 
