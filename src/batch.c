@@ -16,8 +16,8 @@
  *		the next step of the same run on that queue, that attempt comes
  *		first: the transition inserts it already leased to this worker
  *		(runstore.c's lease offer, WfLeaseOffer), one row version and no
- *		claim statement; for a tenant with max_tasks_in_flight it is
- *		inserted ready and leased by its id (claim.c's PLAN_CLAIM_TASK),
+ *		claim; for a tenant with max_tasks_in_flight it is inserted
+ *		ready and leased by its id (claim.c's claim_continuation),
  *		counted against the limit.  Either way no other transaction can
  *		see the row yet, so there is nothing to skip.  The rest come from
  *		the ordinary claim (FOR UPDATE SKIP LOCKED, claim order).  A run a worker has just

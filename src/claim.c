@@ -60,8 +60,8 @@
  * broadcasts after a commit that made a task of that queue claimable.
  * Lost wake-ups are excluded by the order of operations: the claimer puts
  * itself on the wait list (ConditionVariablePrepareToSleep), reads the
- * bucket's generation, and only then takes the snapshot of its claim
- * statement.  A commit that the snapshot missed bumps the generation after
+ * bucket's generation, and only then takes the snapshot of its try.  A
+ * commit that the snapshot missed bumps the generation after
  * becoming visible, so either the claimer sees the new generation before
  * it sleeps and retries at once, or the broadcast finds it on the list.
  * The sleep is also cut short at the earliest available_at of a ready task
@@ -70,18 +70,19 @@
  * after WF_CLAIM_RECHECK_MS (that claim may roll back without a signal).
  * A commit wakes every claimer waiting in its bucket, and all but one of
  * the claimers of a queue then find nothing (a bucket is also shared by
- * several queues).  Such a wake-up costs one claim statement: the look at
+ * several queues).  Such a wake-up costs one try of the claim: the look at
  * the queue's next available_at is repeated at most every WF_CLAIM_LOOK_MS,
  * and a sleep that skipped it ends WF_CLAIM_LOOK_MS after the last look.
  *
- * Each try is a new SPI statement and so, in READ COMMITTED, takes a new
- * snapshot.  Under REPEATABLE READ or SERIALIZABLE every try would see the
+ * Each try takes a new snapshot in READ COMMITTED, as a new statement
+ * would.  Under REPEATABLE READ or SERIALIZABLE every try would see the
  * transaction's first snapshot and could never find the task it was woken
  * for, so a wait is refused there.  Without shared_preload_libraries there
  * are no condition variables: the claimer then sleeps on its latch in
  * steps of WF_CLAIM_RECHECK_MS and tries again after each.  Interrupts are
  * served throughout (statement_timeout, pg_cancel_backend).  A waiting
- * claim holds its statement's snapshot, like any running statement, which
+ * claim holds the snapshot of the statement that called it, like any
+ * running statement, which
  * holds back the xmin horizon for at most the wait: keep waits short (tens
  * of seconds) and loop.
  *
@@ -1220,8 +1221,8 @@ claim_continuation(const ClaimArgs *a, int64 task_id, ClaimedTask *row)
  * not NULL and names an attempt (one the caller's transaction has just
  * scheduled), that attempt comes first: handed out as it is when the
  * transition wrote it leased to this worker (WfLeaseOffer), else leased
- * if it is claimable in the queue (PLAN_CLAIM_TASK); the rest in claim
- * order (PLAN_CLAIM).  The tenant's limit of tasks in flight applies to
+ * if it is claimable in the queue (claim_continuation); the rest in claim
+ * order (claim_queue).  The tenant's limit of tasks in flight applies to
  * both (a transition does not write a task leased for a tenant with a
  * limit).  Called outside an API frame (it opens its own); returns the
  * number of rows it put.
