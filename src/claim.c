@@ -61,9 +61,9 @@
  * Lost wake-ups are excluded by the order of operations: the claimer puts
  * itself on the wait list (ConditionVariablePrepareToSleep), reads the
  * bucket's generation, and only then takes the snapshot of its try.  A
- * commit that the snapshot missed bumps the generation after
- * becoming visible, so either the claimer sees the new generation before
- * it sleeps and retries at once, or the broadcast finds it on the list.
+ * commit that the snapshot missed bumps the generation after becoming
+ * visible, so either the claimer sees the new generation before it sleeps
+ * and retries at once, or the broadcast finds it on the list.
  * The sleep is also cut short at the earliest available_at of a ready task
  * of the queue (a task written for the future needs no commit to become
  * claimable), and rows locked by a concurrent claim are looked at again
