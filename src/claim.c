@@ -96,21 +96,18 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "pgstat.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -201,6 +198,8 @@ enum
 #define WF_CLAIM_INDEX "tasks_claim_idx"
 
 #define WF_CLAIM_COLUMNS 11		/* the columns of wf.claim_tasks */
+StaticAssertDecl(CT_DEADLINE_AT == WF_CLAIM_COLUMNS,
+				 "claim_columns must start with the columns of wf.claim_tasks, then deadline_at");
 #define WF_CLAIM_MAX_LEAD 1		/* leading columns of WfClaimNow's callers */
 
 /* what one claim asks of one queue */

@@ -460,8 +460,9 @@ index_lookup(WfRowWriter *w, Relation index, Snapshot snapshot, ScanKey skeys, i
  * locked_row: is the row that WfRowLock locked last in this transaction
  * (its version then) still the latest, and is it the row whose primary key
  * (index) is key?  Then it is in w->found, and no index is read.  A row
- * this transaction has changed since, or whose lock went with a
- * subtransaction, is not (SnapshotSelf), and is looked up by key.
+ * changed since (by this transaction, or by another after a subtransaction
+ * that held the lock rolled back) is not the latest version
+ * (SnapshotSelf), and is looked up by key.
  */
 static bool
 locked_row(WfRowWriter *w, Relation index, Datum key)
