@@ -509,6 +509,11 @@ SELECT a.answer, a.task_id IS NULL AS nothing
 FROM wf.fail_and_claim(:t, :f, '{"code": "h"}', false, 'shared_q', 'h_worker', 10) a;
 SELECT b.answer FROM wf.complete_tasks(ARRAY[:victim_task, :t], ARRAY[:victim_fence, :f]) b;
 SELECT b.answer FROM wf.fail_tasks(ARRAY[:victim_task], ARRAY[:victim_fence], ARRAY['{"code": "h"}']::pg_catalog.jsonb[]) b;
+SELECT b.answers, b.task_id IS NULL AS nothing
+FROM wf.complete_tasks_and_claim(ARRAY[:victim_task], ARRAY[:victim_fence], NULL, 'shared_q', 'h_worker') b;
+SELECT b.answers, b.task_id IS NULL AS nothing
+FROM wf.fail_tasks_and_claim(ARRAY[:victim_task], ARRAY[:victim_fence], ARRAY['{"code": "h"}']::pg_catalog.jsonb[],
+                             NULL, 'shared_q', 'h_worker') b;
 SELECT pg_temp.code(pg_catalog.format('SELECT * FROM wf.complete_and_claim(%s, %s, %L, %L, %L)',
                     :victim_task, :victim_fence, '{}', 'shared_q', 'h_worker')) AS victim_eager;
 

@@ -258,13 +258,64 @@ SELECT step, status, claimed_at >= created_at AS claimed, deliveries FROM wf.tas
 WHERE run_id = :'rt2' ORDER BY task_id;
 SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": null}');
 
+-- scenario: a batch with eager dispatch: many results and the next claim
+-- in one call and transaction; the next steps the reports scheduled on the
+-- queue come first, written leased, at most max_tasks of them; the rest of
+-- them stay ready for any worker
+SELECT wf.publish_definition('bt_eb', '{"steps": [
+  {"name": "a", "queue": "bt_eb"},
+  {"name": "b", "queue": "bt_eb", "retry": {"max_attempts": 2, "initial_interval": "1h", "jitter": 0}},
+  {"name": "c", "queue": "bt_eb_other"}]}');
+SELECT count(*) FROM wf.start_runs('bt_eb', ARRAY['{"i": 1}', '{"i": 2}', '{"i": 3}']::jsonb[]);
+SELECT array_agg(task_id ORDER BY task_id) AS ebt, array_agg(fence ORDER BY task_id) AS ebf
+FROM wf.claim_tasks('bt_eb', 'we', 3) \gset
+CREATE TEMP TABLE eb AS
+SELECT * FROM wf.complete_tasks_and_claim(:'ebt', :'ebf', ARRAY['{"x": 1}', '{"x": 2}', NULL]::jsonb[],
+                                          'bt_eb', 'we', 2);
+SELECT eb.answers, eb.step, eb.attempt, eb.deliveries, eb.fence = t.fence AS fence, t.worker, t.status,
+       t.claimed_at = t.created_at AS leased_at_once, eb.run_id = t.run_id AS same_run
+FROM eb JOIN wf.tasks t USING (task_id) ORDER BY task_id;
+-- the third run's next step was written ready: it waits for any worker
+SELECT step, status, worker IS NULL AS no_worker FROM wf.tasks
+WHERE step = 'b' AND status = 'ready' AND run_id IN (SELECT run_id FROM wf.runs WHERE definition_name = 'bt_eb');
+-- the outputs went to their runs in the order of the input (NULL: JSON null)
+SELECT r.input, t.output FROM wf.tasks t JOIN wf.runs r USING (run_id)
+WHERE t.task_id = ANY (:'ebt') ORDER BY t.task_id;
+-- reports the batch does not apply get their verdicts; the claim goes on in
+-- the queue (the ready step b), and the steps c went to another queue
+SELECT array_agg(task_id ORDER BY task_id) AS ebt2, array_agg(fence ORDER BY task_id) AS ebf2
+FROM wf.tasks WHERE status = 'leased' AND worker = 'we' \gset
+SELECT answers, step, deliveries FROM wf.complete_tasks_and_claim(
+  :'ebt2'::bigint[] || ARRAY[(:'ebt'::bigint[])[1], 987654321],
+  :'ebf2'::bigint[] || ARRAY[(:'ebf'::bigint[])[1], 1], NULL, 'bt_eb', 'we2', 5);
+SELECT step, queue, status, count(*) FROM wf.tasks
+WHERE run_id IN (SELECT run_id FROM wf.runs WHERE definition_name = 'bt_eb')
+GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+-- refusals: those of the batch and of the claim, before anything is applied
+SELECT task_id AS t, fence AS f FROM wf.tasks WHERE status = 'leased' AND worker = 'we2' \gset
+SELECT * FROM wf.complete_tasks_and_claim(ARRAY[1, 2], ARRAY[1], NULL, 'bt_eb', 'we');
+SELECT * FROM wf.complete_tasks_and_claim(ARRAY[:t], ARRAY[:f], NULL, 'bt_eb', 'we', 0);
+SELECT * FROM wf.complete_tasks_and_claim(ARRAY[:t], ARRAY[:f], NULL, 'bt_eb', NULL);
+SELECT * FROM wf.fail_tasks_and_claim(ARRAY[:t], ARRAY[:f], ARRAY['{}']::jsonb[], ARRAY[NULL]::boolean[],
+                                      'bt_eb', 'we');
+SELECT * FROM wf.fail_tasks_and_claim(ARRAY[:t], ARRAY[:f], ARRAY['{}']::jsonb[], NULL, '', 'we');
+SELECT status, attempt FROM wf.tasks WHERE task_id = :t;
+-- a failure in a batch with eager dispatch: the retry waits for its timer,
+-- nothing to continue with, and the queue is empty: one row of verdicts
+SELECT answers, task_id IS NULL AS nothing FROM wf.fail_tasks_and_claim(
+  ARRAY[:t], ARRAY[:f], ARRAY['{"code": "later"}']::jsonb[], NULL, 'bt_eb', 'we2');
+SELECT answers FROM wf.fail_tasks_and_claim(ARRAY[]::bigint[], ARRAY[]::bigint[], ARRAY[]::jsonb[],
+                                            ARRAY[]::boolean[], 'bt_eb', 'we2');
+SELECT bool_and(wf.verify_run(run_id)) AS verified FROM wf.runs WHERE definition_name = 'bt_eb';
+
 -- scenario: the worker role may report and claim in batches, the
 -- application role may start in batches
 SELECT r.rolname, p.proname, has_function_privilege(r.rolname, p.oid, 'EXECUTE') AS may
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,
      (VALUES ('wfengine_app'), ('wfengine_worker')) AS r(rolname)
 WHERE n.nspname = 'wf' AND p.proname IN ('complete_and_claim', 'fail_and_claim', 'complete_tasks',
-                                         'fail_tasks', 'start_runs')
+                                         'fail_tasks', 'start_runs', 'complete_tasks_and_claim',
+                                         'fail_tasks_and_claim')
 ORDER BY 1, 2;
 
 DROP EXTENSION wfengine CASCADE;

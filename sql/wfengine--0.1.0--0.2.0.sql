@@ -99,6 +99,55 @@ LANGUAGE C VOLATILE ROWS 10;
 COMMENT ON FUNCTION wf.fail_tasks(bigint[], bigint[], jsonb[], boolean[]) IS
 'wf.fail_task for each element, in one statement: one row per element, in input order, with fail_task''s verdict (unknown_task or unknown_fence instead of its errors).';
 
+CREATE FUNCTION wf.complete_tasks_and_claim(task_ids bigint[],
+                                            fences bigint[],
+                                            outputs jsonb[],
+                                            queue text,
+                                            worker text,
+                                            max_tasks integer DEFAULT 10,
+                                            lease interval DEFAULT '30 seconds')
+RETURNS TABLE (answers text[],
+               task_id bigint,
+               run_id uuid,
+               step text,
+               attempt integer,
+               fence bigint,
+               idempotency_key text,
+               input jsonb,
+               lease_expires_at timestamptz,
+               queue text,
+               activity text,
+               deliveries integer)
+AS 'MODULE_PATHNAME', 'wfengine_complete_tasks_and_claim'
+LANGUAGE C VOLATILE ROWS 10;
+COMMENT ON FUNCTION wf.complete_tasks_and_claim(bigint[], bigint[], jsonb[], text, text, integer, interval) IS
+'wf.complete_tasks, then a claim of up to max_tasks tasks of the queue for the worker (without waiting; the next steps of the same runs first), in one call and transaction; answers are complete_tasks'' verdicts in input order.';
+
+CREATE FUNCTION wf.fail_tasks_and_claim(task_ids bigint[],
+                                        fences bigint[],
+                                        errors jsonb[],
+                                        retryables boolean[],
+                                        queue text,
+                                        worker text,
+                                        max_tasks integer DEFAULT 10,
+                                        lease interval DEFAULT '30 seconds')
+RETURNS TABLE (answers text[],
+               task_id bigint,
+               run_id uuid,
+               step text,
+               attempt integer,
+               fence bigint,
+               idempotency_key text,
+               input jsonb,
+               lease_expires_at timestamptz,
+               queue text,
+               activity text,
+               deliveries integer)
+AS 'MODULE_PATHNAME', 'wfengine_fail_tasks_and_claim'
+LANGUAGE C VOLATILE ROWS 10;
+COMMENT ON FUNCTION wf.fail_tasks_and_claim(bigint[], bigint[], jsonb[], boolean[], text, text, integer, interval) IS
+'wf.fail_tasks, then a claim of up to max_tasks tasks of the queue for the worker (without waiting; tasks the failures scheduled for the same runs first), in one call and transaction; answers are fail_tasks'' verdicts in input order.';
+
 CREATE FUNCTION wf.start_runs(definition text,
                               inputs jsonb[],
                               idempotency_keys text[] DEFAULT NULL,
@@ -114,6 +163,8 @@ REVOKE ALL ON FUNCTION
     wf.fail_and_claim(bigint, bigint, jsonb, boolean, text, text, integer, interval),
     wf.complete_tasks(bigint[], bigint[], jsonb[]),
     wf.fail_tasks(bigint[], bigint[], jsonb[], boolean[]),
+    wf.complete_tasks_and_claim(bigint[], bigint[], jsonb[], text, text, integer, interval),
+    wf.fail_tasks_and_claim(bigint[], bigint[], jsonb[], boolean[], text, text, integer, interval),
     wf.start_runs(text, jsonb[], text[], integer)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION wf.start_runs(text, jsonb[], text[], integer) TO wfengine_app;
@@ -121,7 +172,9 @@ GRANT EXECUTE ON FUNCTION
     wf.complete_and_claim(bigint, bigint, jsonb, text, text, integer, interval),
     wf.fail_and_claim(bigint, bigint, jsonb, boolean, text, text, integer, interval),
     wf.complete_tasks(bigint[], bigint[], jsonb[]),
-    wf.fail_tasks(bigint[], bigint[], jsonb[], boolean[])
+    wf.fail_tasks(bigint[], bigint[], jsonb[], boolean[]),
+    wf.complete_tasks_and_claim(bigint[], bigint[], jsonb[], text, text, integer, interval),
+    wf.fail_tasks_and_claim(bigint[], bigint[], jsonb[], boolean[], text, text, integer, interval)
     TO wfengine_worker;
 
 -- metrics and trace context (issue 14.2)

@@ -2,7 +2,7 @@
  *
  * batch.c
  *	  Batches and eager dispatch: many results, or many starts, in one
- *	  statement; a result and the next claim in one call.
+ *	  statement; results and the next claim in one call.
  *
  * A worker that keeps working pays, with wf.claim_tasks and
  * wf.complete_task, two round trips and two commits per step.  The entry
@@ -45,6 +45,16 @@
  *		same order and cannot deadlock each other; the answers come back in
  *		the order of the input.
  *
+ *	 wf.complete_tasks_and_claim, wf.fail_tasks_and_claim
+ *		the two together, for a worker that works on many tasks at once and
+ *		keeps working: one call and one commit per batch.  The batch is
+ *		reported as wf.complete_tasks reports it, with the lease offered to
+ *		the reports' transitions in the order they are applied until
+ *		max_tasks of them have written their next attempt leased to the
+ *		worker; then the claim, those continuations first, as after a single
+ *		report.  The verdicts come back as one array in the order of the
+ *		input, on every row.
+ *
  *	 wf.start_runs
  *		wf.start_run for each input, in order, with its idempotency key:
  *		each element is the single call (it is called through fmgr), so
@@ -86,6 +96,8 @@ PG_FUNCTION_INFO_V1(wfengine_complete_and_claim);
 PG_FUNCTION_INFO_V1(wfengine_fail_and_claim);
 PG_FUNCTION_INFO_V1(wfengine_complete_tasks);
 PG_FUNCTION_INFO_V1(wfengine_fail_tasks);
+PG_FUNCTION_INFO_V1(wfengine_complete_tasks_and_claim);
+PG_FUNCTION_INFO_V1(wfengine_fail_tasks_and_claim);
 PG_FUNCTION_INFO_V1(wfengine_start_runs);
 
 /* one array argument, deconstructed */
@@ -214,6 +226,25 @@ claim_request(FunctionCallInfo fcinfo, int first, WfClaimRequest *req)
 }
 
 /*
+ * put_lead_only puts the one row of a report and claim that leased
+ * nothing: lead (the verdict, or the verdicts), then NULLs.
+ */
+static void
+put_lead_only(ReturnSetInfo *rsinfo, Datum lead)
+{
+	TupleDesc	desc = rsinfo->setDesc;
+	Datum	   *values = palloc0(sizeof(Datum) * desc->natts);
+	bool	   *nulls = palloc(sizeof(bool) * desc->natts);
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+		nulls[i] = true;
+	values[0] = lead;
+	nulls[0] = false;
+	tuplestore_putvalues(rsinfo->setResult, desc, values, nulls);
+}
+
+/*
  * report_and_claim reports the result of task_id under fence (a failure
  * when is_failure) as the single call does, then claims for req and
  * returns the rows: the verdict ("answer") followed by the columns of
@@ -238,19 +269,8 @@ report_and_claim(FunctionCallInfo fcinfo, int64 task_id, int64 fence, bool is_fa
 	verdict = WfReportTaskResult(task_id, fence, is_failure, payload, retryable, false,
 								 &offer, &next);
 	answer = CStringGetTextDatum(verdict);
-	if (WfClaimNow(rsinfo, req, &next, 1, &answer, &answer_null) == 0)
-	{
-		TupleDesc	desc = rsinfo->setDesc;
-		Datum	   *values = palloc0(sizeof(Datum) * desc->natts);
-		bool	   *nulls = palloc(sizeof(bool) * desc->natts);
-		int			i;
-
-		for (i = 0; i < desc->natts; i++)
-			nulls[i] = true;
-		values[0] = answer;
-		nulls[0] = false;
-		tuplestore_putvalues(rsinfo->setResult, desc, values, nulls);
-	}
+	if (WfClaimNow(rsinfo, req, &next, 1, 1, &answer, &answer_null) == 0)
+		put_lead_only(rsinfo, answer);
 	return (Datum) 0;
 }
 
@@ -303,33 +323,38 @@ report_order(const void *a, const void *b)
 }
 
 /*
- * report_batch applies the reports of task_ids, fences and payloads (the
+ * apply_reports applies the reports of task_ids, fences and payloads (the
  * outputs, or the errors when is_failure, with retryables) in task id
  * order, each as the single call would but with the verdicts of a batch
  * for an unknown task or fence (see the file header), and returns the
- * rows (task_id, answer) in the order of the input.
+ * verdicts in the order of the input.  With an offer (eager dispatch), the
+ * lease is offered to the transitions in the order they are applied until
+ * max_leased of them have written their new attempt leased under it; the
+ * attempts the transitions scheduled go to continuations (at most one per
+ * report), *ncontinuations of them.
  */
-static Datum
-report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
-			 BatchArray *ids, BatchArray *fences, BatchArray *payloads,
-			 BatchArray *retryables)
+static const char **
+apply_reports(const char *function, bool is_failure, BatchArray *ids, BatchArray *fences,
+			  BatchArray *payloads, BatchArray *retryables, const WfLeaseOffer *offer,
+			  int max_leased, WfScheduledTask *continuations, int *ncontinuations)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n = ids->n;
 	BatchReport *order = palloc(sizeof(BatchReport) * Max(n, 1));
 	const char **verdicts = palloc(sizeof(char *) * Max(n, 1));
 	Jsonb	   *json_null = NULL;
+	int			nleased = 0;
 	BatchContext ctx;
 	ErrorContextCallback errcallback;
 	int			i;
 
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (i = 0; i < n; i++)
 	{
 		order[i].task_id = DatumGetInt64(ids->elems[i]);
 		order[i].position = i;
 	}
 	qsort(order, n, sizeof(BatchReport), report_order);
+	if (ncontinuations != NULL)
+		*ncontinuations = 0;
 
 	ctx.function = function;
 	ctx.argname = "task_ids";
@@ -343,6 +368,7 @@ report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
 		int			p = order[i].position;
 		Jsonb	   *payload;
 		bool		retryable = true;
+		WfScheduledTask next;
 
 		ctx.position = p + 1;
 		ctx.task_id = order[i].task_id;
@@ -359,11 +385,37 @@ report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
 		if (retryables != NULL && !retryables->nulls[p])
 			retryable = DatumGetBool(retryables->elems[p]);
 		verdicts[p] = WfReportTaskResult(order[i].task_id, DatumGetInt64(fences->elems[p]),
-										 is_failure, payload, retryable, true, NULL, NULL);
+										 is_failure, payload, retryable, true,
+										 nleased < max_leased ? offer : NULL,
+										 continuations != NULL ? &next : NULL);
+		if (continuations != NULL && next.task_id != 0)
+		{
+			continuations[(*ncontinuations)++] = next;
+			if (next.leased)
+				nleased++;
+		}
 	}
 	error_context_stack = errcallback.previous;
+	return verdicts;
+}
 
-	for (i = 0; i < n; i++)
+/*
+ * report_batch applies the reports of a batch (apply_reports) and returns
+ * the rows (task_id, answer) in the order of the input.
+ */
+static Datum
+report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
+			 BatchArray *ids, BatchArray *fences, BatchArray *payloads,
+			 BatchArray *retryables)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char **verdicts;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	verdicts = apply_reports(function, is_failure, ids, fences, payloads, retryables,
+							 NULL, 0, NULL, NULL);
+	for (i = 0; i < ids->n; i++)
 	{
 		Datum		values[2];
 		bool		nulls[2] = {false, false};
@@ -373,6 +425,91 @@ report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * report_batch_and_claim applies the reports of a batch (apply_reports)
+ * with the lease of req offered to at most req->max_tasks of them, then
+ * claims for req, the attempts the reports scheduled first, and returns
+ * the rows: the verdicts in the order of the input ("answers", text[])
+ * followed by the columns of wf.claim_tasks, one row per attempt leased,
+ * or one row with the verdicts and NULLs when none was.
+ */
+static Datum
+report_batch_and_claim(FunctionCallInfo fcinfo, const char *function, bool is_failure,
+					   BatchArray *ids, BatchArray *fences, BatchArray *payloads,
+					   BatchArray *retryables, const WfClaimRequest *req)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	WfScheduledTask *continuations = palloc(sizeof(WfScheduledTask) * Max(ids->n, 1));
+	int			ncontinuations;
+	WfLeaseOffer offer;
+	const char **verdicts;
+	Datum	   *texts = palloc(sizeof(Datum) * Max(ids->n, 1));
+	Datum		answers;
+	bool		answers_null = false;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	offer.queue = req->queue;
+	offer.worker = req->worker;
+	offer.lease = req->lease;
+	verdicts = apply_reports(function, is_failure, ids, fences, payloads, retryables,
+							 &offer, req->max_tasks, continuations, &ncontinuations);
+	for (i = 0; i < ids->n; i++)
+		texts[i] = CStringGetTextDatum(verdicts[i]);
+	answers = PointerGetDatum(construct_array(texts, ids->n, TEXTOID, -1, false,
+											  TYPALIGN_INT));
+	if (WfClaimNow(rsinfo, req, continuations, ncontinuations, 1, &answers,
+				   &answers_null) == 0)
+		put_lead_only(rsinfo, answers);
+	return (Datum) 0;
+}
+
+/*
+ * batch_outputs reads the outputs argument argno of a batch of n
+ * completions into outputs: NULL stands for '{}' for every element, a
+ * NULL element for JSON null (as in wf.complete_task).
+ */
+static void
+batch_outputs(FunctionCallInfo fcinfo, int argno, int n, BatchArray *outputs)
+{
+	Datum		empty;
+	int			i;
+
+	if (!PG_ARGISNULL(argno))
+	{
+		batch_array(fcinfo, argno, JSONBOID, "outputs", false, true, n, "task_ids", outputs);
+		return;
+	}
+	empty = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+	outputs->name = "outputs";
+	outputs->n = n;
+	outputs->elems = palloc(sizeof(Datum) * Max(n, 1));
+	outputs->nulls = palloc(sizeof(bool) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		outputs->elems[i] = empty;
+		outputs->nulls[i] = false;
+	}
+}
+
+/*
+ * batch_errors reads the errors and retryables arguments argno and
+ * argno + 1 of a batch of n failures: retryables NULL, every failure is
+ * retryable (fail_task's default).
+ */
+static void
+batch_errors(FunctionCallInfo fcinfo, int argno, int n, BatchArray *errors,
+			 BatchArray *retryables)
+{
+	batch_array(fcinfo, argno, JSONBOID, "errors", false, false, n, "task_ids", errors);
+	if (PG_ARGISNULL(argno + 1))
+		batch_array(fcinfo, argno + 1, BOOLOID, "retryables", true, true, n, "task_ids",
+					retryables);
+	else
+		batch_array(fcinfo, argno + 1, BOOLOID, "retryables", false, false, n, "task_ids",
+					retryables);
 }
 
 /*
@@ -390,23 +527,7 @@ wfengine_complete_tasks(PG_FUNCTION_ARGS)
 
 	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, &ids);
 	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids.n, "task_ids", &fences);
-	if (PG_ARGISNULL(2))
-	{
-		Datum		empty = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
-		int			i;
-
-		outputs.name = "outputs";
-		outputs.n = ids.n;
-		outputs.elems = palloc(sizeof(Datum) * Max(ids.n, 1));
-		outputs.nulls = palloc(sizeof(bool) * Max(ids.n, 1));
-		for (i = 0; i < ids.n; i++)
-		{
-			outputs.elems[i] = empty;
-			outputs.nulls[i] = false;
-		}
-	}
-	else
-		batch_array(fcinfo, 2, JSONBOID, "outputs", false, true, ids.n, "task_ids", &outputs);
+	batch_outputs(fcinfo, 2, ids.n, &outputs);
 	return report_batch(fcinfo, "wf.complete_tasks", false, &ids, &fences, &outputs, NULL);
 }
 
@@ -425,13 +546,53 @@ wfengine_fail_tasks(PG_FUNCTION_ARGS)
 
 	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, &ids);
 	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids.n, "task_ids", &fences);
-	batch_array(fcinfo, 2, JSONBOID, "errors", false, false, ids.n, "task_ids", &errors);
-	if (PG_ARGISNULL(3))
-		batch_array(fcinfo, 3, BOOLOID, "retryables", true, true, ids.n, "task_ids", &retryables);
-	else
-		batch_array(fcinfo, 3, BOOLOID, "retryables", false, false, ids.n, "task_ids",
-					&retryables);
+	batch_errors(fcinfo, 2, ids.n, &errors, &retryables);
 	return report_batch(fcinfo, "wf.fail_tasks", true, &ids, &fences, &errors, &retryables);
+}
+
+/*
+ * wfengine_complete_tasks_and_claim is wf.complete_tasks_and_claim(task_ids,
+ * fences, outputs, queue, worker, max_tasks, lease): wf.complete_tasks,
+ * then a claim without wait, the attempts the completions scheduled on the
+ * queue first, in one call (see the file header).  The claim's arguments
+ * are checked before any report is applied.
+ */
+Datum
+wfengine_complete_tasks_and_claim(PG_FUNCTION_ARGS)
+{
+	BatchArray	ids;
+	BatchArray	fences;
+	BatchArray	outputs;
+	WfClaimRequest req;
+
+	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, &ids);
+	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids.n, "task_ids", &fences);
+	batch_outputs(fcinfo, 2, ids.n, &outputs);
+	claim_request(fcinfo, 3, &req);
+	return report_batch_and_claim(fcinfo, "wf.complete_tasks_and_claim", false, &ids,
+								  &fences, &outputs, NULL, &req);
+}
+
+/*
+ * wfengine_fail_tasks_and_claim is wf.fail_tasks_and_claim(task_ids,
+ * fences, errors, retryables, queue, worker, max_tasks, lease):
+ * wf.fail_tasks, then a claim without wait, in one call.
+ */
+Datum
+wfengine_fail_tasks_and_claim(PG_FUNCTION_ARGS)
+{
+	BatchArray	ids;
+	BatchArray	fences;
+	BatchArray	errors;
+	BatchArray	retryables;
+	WfClaimRequest req;
+
+	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, &ids);
+	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids.n, "task_ids", &fences);
+	batch_errors(fcinfo, 2, ids.n, &errors, &retryables);
+	claim_request(fcinfo, 4, &req);
+	return report_batch_and_claim(fcinfo, "wf.fail_tasks_and_claim", true, &ids, &fences,
+								  &errors, &retryables, &req);
 }
 
 /* ---- batches of starts ---- */

@@ -1216,41 +1216,48 @@ claim_continuation(const ClaimArgs *a, int64 task_id, ClaimedTask *row)
  * of req->queue, without waiting (req->wait_us is ignored), and puts them
  * as rows of rsinfo, each after the caller's nlead leading columns (see
  * hand_out).  It is the claim of wf.claim_tasks, for the entry points that
- * report a result and claim in one call (batch.c): when continuation is
- * not NULL and names an attempt (one the caller's transaction has just
- * scheduled), that attempt comes first: handed out as it is when the
- * transition wrote it leased to this worker (WfLeaseOffer), else leased
- * if it is claimable in the queue (claim_continuation); the rest in claim
- * order (claim_queue).  The tenant's limit of tasks in flight applies to
- * both (a transition does not write a task leased for a tenant with a
- * limit).  Called outside an API frame (it opens its own); returns the
- * number of rows it put.
+ * report results and claim in one call (batch.c).  The ncontinuations
+ * attempts of continuations (those the caller's transaction has just
+ * scheduled; task_id 0: none) come first, in their order: one the
+ * transition wrote leased to this worker (WfLeaseOffer) is handed out as
+ * it is, always (the caller offers the lease to at most max_tasks
+ * transitions), another is leased if it is claimable in the queue
+ * (claim_continuation) while there is room; the rest in claim order
+ * (claim_queue).  The tenant's limit of tasks in flight applies to both (a
+ * transition does not write a task leased for a tenant with a limit).
+ * Called outside an API frame (it opens its own); returns the number of
+ * rows it put.
  */
 uint64
 WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
-		   const WfScheduledTask *continuation, int nlead, const Datum *lead,
-		   const bool *lead_nulls)
+		   const WfScheduledTask *continuations, int ncontinuations, int nlead,
+		   const Datum *lead, const bool *lead_nulls)
 {
 	ClaimArgs	a;
 	ClaimedTask *rows;
 	uint64		n;
 	uint64		put = 0;
+	int			i;
 
 	WfApiBegin();
 	claim_args(&a, req, GetCurrentTimestamp());
 	rows = palloc(sizeof(ClaimedTask) * req->max_tasks);
 	if (WfClaimLimited(a.tenant))
 		a.want = WfClaimRoom(a.tenant, a.queue, a.want, true);
-	if (a.want > 0 && continuation != NULL && continuation->leased)
+	for (i = 0; i < ncontinuations; i++)
 	{
-		put += hand_out_leased(rsinfo, continuation, nlead, lead, lead_nulls);
-		a.want--;
-	}
-	else if (a.want > 0 && continuation != NULL && continuation->task_id != 0 &&
-			 claim_continuation(&a, continuation->task_id, rows))
-	{
-		put += hand_out(rsinfo, rows, 1, nlead, lead, lead_nulls);
-		a.want--;
+		const WfScheduledTask *c = &continuations[i];
+
+		if (c->leased)
+		{
+			put += hand_out_leased(rsinfo, c, nlead, lead, lead_nulls);
+			a.want = Max(a.want - 1, 0);
+		}
+		else if (a.want > 0 && c->task_id != 0 && claim_continuation(&a, c->task_id, rows))
+		{
+			put += hand_out(rsinfo, rows, 1, nlead, lead, lead_nulls);
+			a.want--;
+		}
 	}
 	if (a.want > 0)
 	{

@@ -33,8 +33,8 @@ typedef struct WfClaimRequest
 /* claiming for the entry points that report and claim in one call */
 extern void WfCheckClaimRequest(const WfClaimRequest *req);
 extern uint64 WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
-						 const WfScheduledTask *continuation, int nlead,
-						 const Datum *lead, const bool *lead_nulls);
+						 const WfScheduledTask *continuations, int ncontinuations,
+						 int nlead, const Datum *lead, const bool *lead_nulls);
 
 /* the statements of claim.c */
 extern PGDLLIMPORT WfPlanTable WfClaimPlans;
