@@ -11,7 +11,8 @@ queues with concurrency 4 (a charge that fails once and is retried after
 its backoff; a reservation that runs longer than its lease and survives
 through heartbeats); wf.verify_run on each; a server error carrying its
 SQLSTATE and hint; SIGTERM while a task is in flight: the task finishes
-and is reported, and nothing more is claimed.
+and is reported, and nothing more is claimed; eager dispatch: a report
+hands the worker the next step of its run on the same queue.
 """
 
 import json
@@ -161,6 +162,32 @@ except WfError as e:
     check(e.sqlstate == "22023" and e.hint.startswith("Name the worker"), f"claim error: {e}")
 check(client.heartbeat(1, 1) == Answer.STALE, "a heartbeat of a finished attempt is stale")
 client.close()
+
+# eager dispatch: a report hands the thread the next step of its run when
+# it is on the same queue, written leased (one call and one commit per step)
+admin.execute("""SELECT wf.publish_definition('py_pair', '{"steps": [
+  {"name": "first", "queue": "py_eager"}, {"name": "second", "queue": "py_eager"}]}')""")
+pair = admin.execute("SELECT wf.start_run('py_pair', '{}')").fetchone()[0]
+eager_worker = Worker("", ["py_eager"], lambda t: {"step": t.step}, name="py-eager",
+                      concurrency=1, lease=5.0, wait=0.5)
+et = threading.Thread(target=eager_worker.run)
+et.start()
+deadline = time.time() + 20
+while time.time() < deadline and admin.execute(
+        "SELECT wf.run_status(%s)", (pair,)).fetchone()[0] != "completed":
+    time.sleep(0.1)
+eager_worker.stop()
+et.join(10)
+second = admin.execute(
+    "SELECT t.worker, t.claimed_at = t.created_at, t.deliveries, t.status FROM wf.tasks t"
+    " WHERE t.run_id = %s AND t.step = 'second'", (pair,)).fetchone()
+check(second == ("py-eager", True, 1, "completed"),
+      f"eager dispatch: the second step was leased by the first one's report: {second}")
+check(eager_worker.handed_on == 1 and
+      [a for _, a in eager_worker.answers] == [Answer.ACCEPTED, Answer.ACCEPTED],
+      f"eager dispatch: one task handed on, both reports accepted "
+      f"({eager_worker.handed_on}, {[a for _, a in eager_worker.answers]})")
+check(admin.execute("SELECT wf.verify_run(%s)", (pair,)).fetchone()[0], "the pair's run verifies")
 admin.close()
 
 print(f"python client: {'FAILED' if failures else 'passed'}")

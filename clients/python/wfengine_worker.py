@@ -16,7 +16,10 @@ transaction):
   a claim on each queue and a LISTEN on their channels);
 - one heartbeat connection: every `heartbeat` seconds one statement renews
   the leases of every task in flight (wf.heartbeat per task);
-- one report connection per worker thread (wf.complete_task / wf.fail_task).
+- one report connection per worker thread (wf.complete_task / wf.fail_task;
+  with eager dispatch, the default on a server that has it,
+  wf.complete_and_claim / wf.fail_and_claim, whose new lease of the task's
+  queue, the next step of the same run first, the thread runs at once).
 
 Graceful shutdown: stop() (or SIGTERM/SIGINT in run()) cancels the waiting
 claim, claims nothing more, and lets the tasks in flight finish and report,
@@ -41,7 +44,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import psycopg
 from psycopg import sql as pgsql
@@ -181,6 +184,40 @@ class Client:
         return Answer(self._rows("SELECT wf.fail_task(%s, %s, %s, %s)",
                                  (task_id, fence, Jsonb(dict(error)), retryable))[0][0])
 
+    def has_eager(self) -> bool:
+        """Whether the server has wf.complete_and_claim and
+        wf.fail_and_claim (eager dispatch, wfengine 0.2.0)."""
+        if getattr(self, "_has_eager", None) is None:
+            self._has_eager = self._rows(
+                "SELECT pg_catalog.to_regprocedure("
+                "'wf.complete_and_claim(bigint,bigint,jsonb,text,text,integer,interval)') IS NOT NULL",
+                ())[0][0]
+        return self._has_eager
+
+    def complete_and_claim(self, task_id: int, fence: int, output: Any, queue: str,
+                           worker: str, max_tasks: int = 1,
+                           lease: Union[float, datetime.timedelta] = 30.0
+                           ) -> Tuple[Answer, List[Task]]:
+        """wf.complete_task, then up to max_tasks new leases of the queue
+        (the next step of the same run first), in one call and one commit."""
+        rows = self._rows(
+            f"SELECT answer, {_COLUMNS} FROM wf.complete_and_claim(%s, %s, %s, %s, %s, %s, %s)",
+            (task_id, fence, Jsonb(output if output is not None else {}), queue, worker,
+             max_tasks, _seconds(lease)))
+        return Answer(rows[0][0]), [Task(*r[1:]) for r in rows if r[1] is not None]
+
+    def fail_and_claim(self, task_id: int, fence: int, error: Mapping[str, Any],
+                       retryable: bool, queue: str, worker: str, max_tasks: int = 1,
+                       lease: Union[float, datetime.timedelta] = 30.0
+                       ) -> Tuple[Answer, List[Task]]:
+        """wf.fail_task, then up to max_tasks new leases of the queue, in one
+        call and one commit."""
+        rows = self._rows(
+            f"SELECT answer, {_COLUMNS} FROM wf.fail_and_claim(%s, %s, %s, %s, %s, %s, %s, %s)",
+            (task_id, fence, Jsonb(dict(error)), retryable, queue, worker, max_tasks,
+             _seconds(lease)))
+        return Answer(rows[0][0]), [Task(*r[1:]) for r in rows if r[1] is not None]
+
     def heartbeat(self, task_id: int, fence: int, details: Any = None) -> Answer:
         return Answer(self._rows("SELECT wf.heartbeat(%s, %s, %s)",
                                  (task_id, fence, Jsonb(details if details is not None else {})))[0][0])
@@ -213,7 +250,8 @@ class Worker:
                  name: Optional[str] = None, concurrency: int = 4,
                  lease: float = 30.0, wait: float = 10.0,
                  heartbeat: Optional[float] = None,
-                 drain_timeout: Optional[float] = None):
+                 drain_timeout: Optional[float] = None,
+                 eager: bool = True):
         if not queues:
             raise ValueError("a worker needs at least one queue")
         if concurrency < 1:
@@ -227,7 +265,9 @@ class Worker:
         self.wait = wait
         self.heartbeat_every = heartbeat if heartbeat is not None else lease / 3
         self.drain_timeout = drain_timeout if drain_timeout is not None else lease
+        self.eager = eager
         self.answers: List[tuple] = []          # (task, Answer) of every report
+        self.handed_on = 0                      # tasks leased by a report (eager)
         self.max_in_flight = 0
         self._in_flight: Dict[int, Task] = {}
         self._lock = threading.Condition()
@@ -374,18 +414,47 @@ class Worker:
             c = self._local.client = Client(self.conninfo)
         return c
 
-    def _execute(self, task: Task) -> None:
+    def _execute(self, task: Optional[Task]) -> None:
+        # With eager dispatch a report may lease the thread its next task
+        # (the next step of the same run first): the thread keeps its slot
+        # and runs it at once.
+        while task is not None:
+            task = self._execute_one(task)
+
+    def _execute_one(self, task: Task) -> Optional[Task]:
+        """Runs task and reports it; returns the task the report leased to
+        this thread (eager dispatch), or None."""
+        nxt: Optional[Task] = None
         try:
+            # no new lease while stopping: nothing more is claimed then
+            eager = (self.eager and not self._stopping.is_set()
+                     and self._reporter().has_eager())
             try:
                 output = self._handler_for(task)(task)
-                report = lambda c: c.complete(task.task_id, task.fence, output)
+                if eager:
+                    report = lambda c: c.complete_and_claim(task.task_id, task.fence, output,
+                                                            task.queue, self.name, 1, self.lease)
+                else:
+                    report = lambda c: c.complete(task.task_id, task.fence, output)
             except TaskFailure as f:
-                report = lambda c, f=f: c.fail(task.task_id, task.fence, f.error, f.retryable)
+                if eager:
+                    report = lambda c, f=f: c.fail_and_claim(task.task_id, task.fence, f.error,
+                                                             f.retryable, task.queue, self.name,
+                                                             1, self.lease)
+                else:
+                    report = lambda c, f=f: c.fail(task.task_id, task.fence, f.error, f.retryable)
             except Exception as e:
                 log.exception("task %d: handler raised", task.task_id)
                 err = {"code": "exception", "message": f"{type(e).__name__}: {e}"}
-                report = lambda c: c.fail(task.task_id, task.fence, err, True)
-            for attempt in range(3):     # a lost connection: report again
+                if eager:
+                    report = lambda c: c.fail_and_claim(task.task_id, task.fence, err, True,
+                                                        task.queue, self.name, 1, self.lease)
+                else:
+                    report = lambda c: c.fail(task.task_id, task.fence, err, True)
+            # A lost connection: report again (a repeat answers duplicate).
+            # With eager dispatch a lease handed out with a lost answer is
+            # never seen here; it expires and the attempt is delivered again.
+            for attempt in range(3):
                 try:
                     answer = report(self._reporter())
                     break
@@ -397,12 +466,20 @@ class Worker:
                     log.warning("task %d: report failed (%s), retrying", task.task_id, e)
                     answer = e
                     time.sleep(0.2 * (attempt + 1))
+            if isinstance(answer, tuple):
+                answer, leased = answer
+                nxt = leased[0] if leased else None
             with self._lock:
                 self.answers.append((task, answer))
         finally:
             with self._lock:
                 self._in_flight.pop(task.task_id, None)
+                if nxt is not None:
+                    self._in_flight[nxt.task_id] = nxt
+                    self.handed_on += 1
+                    self.max_in_flight = max(self.max_in_flight, len(self._in_flight))
                 self._lock.notify_all()
+        return nxt
 
     def _heartbeats(self) -> None:
         client = None
