@@ -9,7 +9,10 @@
 // claims: wf.claim_tasks for one queue, wf.claim_tasks_any for several when
 // the server has it, else a claim per queue and LISTEN on their channels),
 // one heartbeat client (one statement renews every lease in flight), and a
-// pool of `concurrency` clients for reports.  Concurrency is async: up to
+// pool of `concurrency` clients for reports (with eager dispatch, the default
+// where the server has it, wf.complete_and_claim / wf.fail_and_claim: a
+// report that leases the next task of the same queue runs it at once in the
+// same slot).  Concurrency is async: up to
 // `concurrency` handlers run at once on the event loop.
 //
 // task_id and fence are BigInt (bigint columns; a Number would lose
@@ -127,6 +130,37 @@ class Client {
     return rows[0].a;
   }
 
+  // Whether the server has wf.complete_and_claim (eager dispatch, wfengine 0.2.0).
+  async hasEager() {
+    if (this.eager === undefined) {
+      const rows = await this.rows("SELECT pg_catalog.to_regprocedure(" +
+        "'wf.complete_and_claim(bigint,bigint,jsonb,text,text,integer,interval)') IS NOT NULL AS has", []);
+      this.eager = rows[0].has;
+    }
+    return this.eager;
+  }
+
+  // wf.complete_task, then up to maxTasks new leases of the queue (the next
+  // step of the same run first), in one call and one commit:
+  // { answer, tasks }.
+  async completeAndClaim(taskId, fence, output, queue, worker, maxTasks = 1, lease = 30) {
+    const rows = await this.rows(
+      `SELECT answer, ${COLUMNS} FROM wf.complete_and_claim($1::bigint, $2::bigint, $3::jsonb,` +
+      ' $4, $5, $6, $7::interval)',
+      [String(taskId), String(fence), JSON.stringify(output ?? {}), queue, worker, maxTasks, secs(lease)]);
+    return { answer: rows[0].answer, tasks: rows.filter((r) => r.task_id !== null).map(toTask) };
+  }
+
+  // wf.fail_task, then up to maxTasks new leases of the queue: { answer, tasks }.
+  async failAndClaim(taskId, fence, error, retryable, queue, worker, maxTasks = 1, lease = 30) {
+    const rows = await this.rows(
+      `SELECT answer, ${COLUMNS} FROM wf.fail_and_claim($1::bigint, $2::bigint, $3::jsonb, $4,` +
+      ' $5, $6, $7, $8::interval)',
+      [String(taskId), String(fence), JSON.stringify(error), retryable, queue, worker, maxTasks,
+        secs(lease)]);
+    return { answer: rows[0].answer, tasks: rows.filter((r) => r.task_id !== null).map(toTask) };
+  }
+
   async heartbeat(taskId, fence, details = {}) {
     const rows = await this.rows('SELECT wf.heartbeat($1::bigint, $2::bigint, $3::jsonb) AS a',
       [String(taskId), String(fence), JSON.stringify(details)]);
@@ -153,7 +187,8 @@ class Worker {
   // the libpq environment), queues, handler (async (task) => output) or
   // handlers ({activity: fn}; a step without activity goes by its queue),
   // name, concurrency (4), lease (30 s), wait (10 s), heartbeat (lease/3),
-  // drainTimeout (lease), log (console).
+  // drainTimeout (lease), eager (true: report with wf.complete_and_claim /
+  // wf.fail_and_claim where the server has them), log (console).
   constructor(opts) {
     if (!opts.queues || opts.queues.length === 0) throw new Error('a worker needs at least one queue');
     this.connection = opts.connection;
@@ -166,6 +201,8 @@ class Worker {
     this.wait = opts.wait || 10;
     this.heartbeatEvery = opts.heartbeat || this.lease / 3;
     this.drainTimeout = opts.drainTimeout || this.lease;
+    this.eager = opts.eager !== false; // eager dispatch where the server has it
+    this.handedOn = 0; // tasks leased by a report (eager dispatch)
     this.log = opts.log || console;
     this.inFlight = new Map(); // taskId string -> task
     this.answers = []; // [task, answer or error] of every report
@@ -277,24 +314,42 @@ class Worker {
     return tasks;
   }
 
+  // Runs task and reports it; with eager dispatch a report may lease the
+  // next task (the next step of the same run first), which runs at once in
+  // the same slot.
   async execute(reports, task) {
+    while (task) task = await this.executeOne(reports, task);
+  }
+
+  async executeOne(reports, task) {
+    // no new lease while stopping: nothing more is claimed then
+    const eager = this.eager && !this.stopping && await reports.hasEager().catch(() => false);
     let report;
     try {
       const fn = this.handler || this.handlers[task.activity || task.queue];
       if (!fn) throw new TaskFailure('unknown_activity', `no handler for ${task.activity || task.queue}`, { retryable: false });
       const output = await fn(task);
-      report = () => reports.complete(task.taskId, task.fence, output);
+      report = eager
+        ? () => reports.completeAndClaim(task.taskId, task.fence, output, task.queue, this.name, 1, this.lease)
+        : () => reports.complete(task.taskId, task.fence, output);
     } catch (e) {
-      if (e instanceof TaskFailure) {
-        report = () => reports.fail(task.taskId, task.fence, e.error, e.retryable);
-      } else {
+      let err = e && e.error;
+      let retryable = e && e.retryable;
+      if (!(e instanceof TaskFailure)) {
         this.log.error(`wfengine-worker: task ${task.taskId}: handler threw: ${e && e.stack}`);
-        const err = { code: 'exception', message: String(e && e.message) };
-        report = () => reports.fail(task.taskId, task.fence, err, true);
+        err = { code: 'exception', message: String(e && e.message) };
+        retryable = true;
       }
+      report = eager
+        ? () => reports.failAndClaim(task.taskId, task.fence, err, retryable, task.queue, this.name, 1, this.lease)
+        : () => reports.fail(task.taskId, task.fence, err, retryable);
     }
+    // A lost connection: report again (a repeat is "duplicate").  With eager
+    // dispatch a lease handed out with a lost answer is never seen here; it
+    // expires and the attempt is delivered again.
     let answer;
-    for (let i = 0; i < 3; i++) { // a lost connection: report again (a repeat is "duplicate")
+    let next = null;
+    for (let i = 0; i < 3; i++) {
       try {
         answer = await report();
         break;
@@ -307,9 +362,20 @@ class Worker {
         await sleep(200 * (i + 1));
       }
     }
+    if (answer && typeof answer === 'object' && 'tasks' in answer) {
+      next = answer.tasks[0] || null;
+      answer = answer.answer;
+    }
     this.answers.push([task, answer]);
     this.inFlight.delete(String(task.taskId));
-    if (this.slotFreed) this.slotFreed();
+    if (next) {
+      this.inFlight.set(String(next.taskId), next);
+      this.handedOn++;
+      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight.size);
+    } else if (this.slotFreed) {
+      this.slotFreed();
+    }
+    return next;
   }
 
   async heartbeats(client) {

@@ -110,6 +110,32 @@ async function main() {
     check(e instanceof WfError && e.sqlstate === '22023' && /^Name the worker/.test(e.hint), `claim error: ${e.message}`);
   }
   check(await client.heartbeat(1n, 1n) === Answer.STALE, 'a heartbeat of a finished attempt is stale');
+
+  // eager dispatch: a report hands the worker the next step of its run when
+  // it is on the same queue, written leased (one call and one commit per step)
+  await admin.query(`SELECT wf.publish_definition('node_pair', '{"steps": [
+    {"name": "first", "queue": "node_eager"}, {"name": "second", "queue": "node_eager"}]}')`);
+  const pair = await one("SELECT wf.start_run('node_pair', '{}')");
+  const ew = new Worker({
+    queues: ['node_eager'], name: 'node-eager', concurrency: 1, lease: 5, wait: 0.5,
+    log: { info() {}, warn: console.warn, error: console.error },
+    handler: async (t) => ({ step: t.step }),
+  });
+  const ewRun = ew.run();
+  for (let i = 0; i < 200; i++) {
+    if (await one('SELECT wf.run_status($1)', [pair]) === 'completed') break;
+    await sleep(100);
+  }
+  await ew.stop();
+  await ewRun;
+  const second = await one("SELECT worker || '/' || (claimed_at = created_at) || '/' || deliveries || '/' || status" +
+    " FROM wf.tasks WHERE run_id = $1 AND step = 'second'", [pair]);
+  check(second === 'node-eager/true/1/completed',
+    `eager dispatch: the second step was leased by the first one's report: ${second}`);
+  const eagerAnswers = ew.answers.map(([, a]) => a).join(',');
+  check(ew.handedOn === 1 && eagerAnswers === 'accepted,accepted',
+    `eager dispatch: one task handed on, both reports accepted (${ew.handedOn}, ${eagerAnswers})`);
+  check(await one('SELECT wf.verify_run($1)', [pair]), "the pair's run verifies");
   await admin.end();
   console.log(`node client: ${failures.length ? 'FAILED' : 'passed'}`);
   process.exit(failures.length ? 1 : 0);
