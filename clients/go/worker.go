@@ -8,8 +8,11 @@
 // (waiting claims: wf.claim_tasks for one queue, wf.claim_tasks_any for
 // several when the server has it, else a claim per queue and LISTEN on
 // their channels), one heartbeat connection (one statement renews every
-// lease in flight), and a pool of Concurrency connections for reports.
-// Concurrency is goroutines.
+// lease in flight), and a pool of Concurrency connections for reports
+// (with eager dispatch, the default where the server has it,
+// wf.complete_and_claim / wf.fail_and_claim: a report that leases the next
+// task of the same queue runs it at once in the same slot; NoEager turns it
+// off).  Concurrency is goroutines.
 //
 // Graceful shutdown: SIGTERM, SIGINT or the end of Run's context cancels
 // the waiting claim (pgx sends a cancel request; the cancelled claim rolls
@@ -185,6 +188,71 @@ func Fail(ctx context.Context, q Querier, taskID, fence int64, error interface{}
 	return answer(q.QueryRow(ctx, "SELECT wf.fail_task($1, $2, $3::text::jsonb, $4)", taskID, fence, string(b), retryable))
 }
 
+// scanLeads reads the rows of wf.complete_and_claim and wf.fail_and_claim:
+// the verdict, then the columns of a lease (all NULL in the one row of a
+// report that leased nothing).
+func scanLeads(rows pgx.Rows, err error) (Answer, []*Task, error) {
+	if err != nil {
+		return "", nil, wrap(err)
+	}
+	defer rows.Close()
+	var a Answer
+	var out []*Task
+	for rows.Next() {
+		var (
+			ans                     string
+			id, fence               *int64
+			runID, step, key, queue *string
+			attempt, deliveries     *int32
+			input                   []byte
+			expires                 *time.Time
+			activity                *string
+		)
+		if err := rows.Scan(&ans, &id, &runID, &step, &attempt, &fence, &key, &input, &expires,
+			&queue, &activity, &deliveries); err != nil {
+			return "", nil, wrap(err)
+		}
+		a = Answer(ans)
+		if id == nil {
+			continue
+		}
+		out = append(out, &Task{TaskID: *id, RunID: *runID, Step: *step, Attempt: *attempt,
+			Fence: *fence, IdempotencyKey: *key, Input: input, LeaseExpiresAt: *expires,
+			Queue: *queue, Activity: activity, Deliveries: *deliveries})
+	}
+	return a, out, wrap(rows.Err())
+}
+
+// CompleteAndClaim reports that the attempt succeeded with output, then
+// leases up to maxTasks attempts of queue (the next step of the same run
+// first), in one call and one commit (eager dispatch, wfengine 0.2.0).
+func CompleteAndClaim(ctx context.Context, q Querier, taskID, fence int64, output interface{},
+	queue, worker string, maxTasks int, lease float64) (Answer, []*Task, error) {
+	if output == nil {
+		output = map[string]interface{}{}
+	}
+	b, err := json.Marshal(output)
+	if err != nil {
+		return "", nil, err
+	}
+	return scanLeads(q.Query(ctx, "SELECT answer, "+columns+" FROM wf.complete_and_claim($1, $2,"+
+		" $3::text::jsonb, $4, $5, $6::integer, $7::interval)",
+		taskID, fence, string(b), queue, worker, maxTasks, secs(lease)))
+}
+
+// FailAndClaim reports that the attempt failed with error, then leases up
+// to maxTasks attempts of queue, in one call and one commit.
+func FailAndClaim(ctx context.Context, q Querier, taskID, fence int64, error interface{}, retryable bool,
+	queue, worker string, maxTasks int, lease float64) (Answer, []*Task, error) {
+	b, err := json.Marshal(error)
+	if err != nil {
+		return "", nil, err
+	}
+	return scanLeads(q.Query(ctx, "SELECT answer, "+columns+" FROM wf.fail_and_claim($1, $2,"+
+		" $3::text::jsonb, $4, $5, $6, $7::integer, $8::interval)",
+		taskID, fence, string(b), retryable, queue, worker, maxTasks, secs(lease)))
+}
+
 // Heartbeat renews the lease of an attempt.
 func Heartbeat(ctx context.Context, q Querier, taskID, fence int64) (Answer, error) {
 	return answer(q.QueryRow(ctx, "SELECT wf.heartbeat($1, $2)", taskID, fence))
@@ -203,11 +271,14 @@ type Worker struct {
 	HeartbeatSec float64            // seconds, default Lease/3
 	DrainTimeout time.Duration      // default Lease
 	Logger       *log.Logger        // default log.Default()
+	NoEager      bool               // report with wf.complete_task / wf.fail_task even where the server has eager dispatch
 
 	mu          sync.Mutex
 	inFlight    map[int64]*Task
 	Answers     []Answer // of every report ("" for a report that failed)
 	MaxInFlight int
+	HandedOn    int // tasks leased by a report (eager dispatch)
+	eager       bool
 }
 
 func (w *Worker) defaults() {
@@ -277,6 +348,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 
+	if !w.NoEager {
+		if err := claimConn.QueryRow(bg, "SELECT pg_catalog.to_regprocedure("+
+			"'wf.complete_and_claim(bigint,bigint,jsonb,text,text,integer,interval)') IS NOT NULL").Scan(&w.eager); err != nil {
+			return wrap(err)
+		}
+	}
+
 	beatDone := make(chan struct{})
 	beatStop := make(chan struct{})
 	go w.heartbeats(pool, beatStop, beatDone)
@@ -315,7 +393,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			go func(t *Task) {
 				defer wg.Done()
 				defer func() { <-slots }()
-				w.execute(pool, t)
+				// with eager dispatch a report may lease the next task
+				// (the next step of the same run first): it runs at once
+				// in the same slot
+				for t != nil {
+					t = w.execute(stop, pool, t)
+				}
 			}(t)
 		}
 	}
@@ -371,7 +454,9 @@ func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free in
 	return tasks, nil
 }
 
-func (w *Worker) execute(pool *pgxpool.Pool, t *Task) {
+// execute runs t and reports it; it returns the task the report leased to
+// this slot (eager dispatch), or nil.  stop done: no new lease.
+func (w *Worker) execute(stop context.Context, pool *pgxpool.Pool, t *Task) *Task {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.mu.Lock()
@@ -392,24 +477,42 @@ func (w *Worker) execute(pool *pgxpool.Pool, t *Task) {
 		}
 	}
 	output, herr := h(ctx, t)
+	eager := w.eager && stop.Err() == nil // nothing more is claimed while stopping
+	var next []*Task
 	report := func() (Answer, error) {
 		var f *TaskFailure
+		bg := context.Background()
+		var e interface{}
+		retryable := true
 		switch {
 		case herr == nil:
-			return Complete(context.Background(), pool, t.TaskID, t.Fence, output)
-		case errors.As(herr, &f):
-			e := map[string]interface{}{"code": f.Code, "message": f.Message}
-			for k, v := range f.Details {
-				e[k] = v
+			if eager {
+				a, leased, err := CompleteAndClaim(bg, pool, t.TaskID, t.Fence, output, t.Queue, w.Name, 1, w.Lease)
+				next = leased
+				return a, err
 			}
-			return Fail(context.Background(), pool, t.TaskID, t.Fence, e, f.Retryable)
+			return Complete(bg, pool, t.TaskID, t.Fence, output)
+		case errors.As(herr, &f):
+			m := map[string]interface{}{"code": f.Code, "message": f.Message}
+			for k, v := range f.Details {
+				m[k] = v
+			}
+			e, retryable = m, f.Retryable
 		default:
-			return Fail(context.Background(), pool, t.TaskID, t.Fence,
-				map[string]string{"code": "exception", "message": herr.Error()}, true)
+			e = map[string]string{"code": "exception", "message": herr.Error()}
 		}
+		if eager {
+			a, leased, err := FailAndClaim(bg, pool, t.TaskID, t.Fence, e, retryable, t.Queue, w.Name, 1, w.Lease)
+			next = leased
+			return a, err
+		}
+		return Fail(bg, pool, t.TaskID, t.Fence, e, retryable)
 	}
+	// A lost connection: report again (a repeat is "duplicate").  With eager
+	// dispatch a lease handed out with a lost answer is never seen here; it
+	// expires and the attempt is delivered again.
 	var a Answer
-	for i := 0; i < 3; i++ { // a lost connection: report again (a repeat is "duplicate")
+	for i := 0; i < 3; i++ {
 		var err error
 		a, err = report()
 		var we *WfError
@@ -422,10 +525,22 @@ func (w *Worker) execute(pool *pgxpool.Pool, t *Task) {
 		w.Logger.Printf("wfengine worker: task %d: report failed (%v), retrying", t.TaskID, err)
 		time.Sleep(time.Duration(i+1) * 200 * time.Millisecond)
 	}
+	var n *Task
+	if len(next) > 0 {
+		n = next[0]
+	}
 	w.mu.Lock()
 	w.Answers = append(w.Answers, a)
 	delete(w.inFlight, t.TaskID)
+	if n != nil {
+		w.inFlight[n.TaskID] = n
+		w.HandedOn++
+		if len(w.inFlight) > w.MaxInFlight {
+			w.MaxInFlight = len(w.inFlight)
+		}
+	}
 	w.mu.Unlock()
+	return n
 }
 
 // heartbeats renews every lease in flight in one statement, on a

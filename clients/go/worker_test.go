@@ -184,3 +184,54 @@ func TestOrderWorkflow(t *testing.T) {
 	a, err := Heartbeat(ctx, admin, 1, 1)
 	check(err == nil && a == Stale, "a heartbeat of a finished attempt is stale: %v %v", a, err)
 }
+
+// TestEagerDispatch: a report hands the worker the next step of its run
+// when it is on the same queue, written leased (one call and one commit per
+// step).
+func TestEagerDispatch(t *testing.T) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var run string
+	if _, err := admin.Exec(ctx, `SELECT wf.publish_definition('go_pair', '{"steps": [
+		{"name": "first", "queue": "go_eager"}, {"name": "second", "queue": "go_eager"}]}')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.QueryRow(ctx, "SELECT wf.start_run('go_pair', '{}')::text").Scan(&run); err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{Queues: []string{"go_eager"}, Name: "go-eager", Concurrency: 1, Lease: 5, Wait: 0.5,
+		Handler: func(_ context.Context, task *Task) (interface{}, error) {
+			return map[string]string{"step": task.Step}, nil
+		}}
+	wctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+	status := ""
+	for i := 0; i < 200 && status != "completed"; i++ {
+		time.Sleep(100 * time.Millisecond)
+		admin.QueryRow(ctx, "SELECT wf.run_status($1::uuid)", run).Scan(&status)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	var second string
+	if err := admin.QueryRow(ctx, "SELECT worker || '/' || (claimed_at = created_at) || '/' || deliveries"+
+		" || '/' || status FROM wf.tasks WHERE run_id = $1::uuid AND step = 'second'", run).Scan(&second); err != nil {
+		t.Fatal(err)
+	}
+	if second != "go-eager/true/1/completed" {
+		t.Errorf("NOT OK eager dispatch: the second step was leased by the first one's report: %s", second)
+	}
+	if w.HandedOn != 1 || len(w.Answers) != 2 || w.Answers[0] != Accepted || w.Answers[1] != Accepted {
+		t.Errorf("NOT OK eager dispatch: one task handed on, both reports accepted (%d, %v)", w.HandedOn, w.Answers)
+	}
+	var verified bool
+	if err := admin.QueryRow(ctx, "SELECT wf.verify_run($1::uuid)", run).Scan(&verified); err != nil || !verified {
+		t.Errorf("NOT OK the pair's run verifies: %v %v", verified, err)
+	}
+}
