@@ -152,6 +152,40 @@ driver(void *arg)
 	return NULL;
 }
 
+/* eager dispatch: the two-step run on one queue, and its worker's handler */
+static char pair_run[64];
+
+static WfResult
+handle_pair(const WfTask *t, void *arg)
+{
+	WfResult	r = {0, 0, NULL};
+
+	(void) t;
+	(void) arg;
+	r.json = strdup("{\"ok\": true}");
+	return r;
+}
+
+/* stops the eager worker once the pair's run has completed */
+static void *
+pair_stopper(void *arg)
+{
+	PGconn	   *c = connect_or_die();
+	const char *p[1] = {pair_run};
+	int			i;
+
+	(void) arg;
+	for (i = 0; i < 200; i++)
+	{
+		if (strcmp(value(c, "SELECT wf.run_status($1::uuid)", 1, p), "completed") == 0)
+			break;
+		usleep(100000);
+	}
+	wf_worker_stop();
+	PQfinish(c);
+	return NULL;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -244,6 +278,47 @@ main(int argc, char **argv)
 		wf_error_clear(&err);
 	}
 	check(wf_heartbeat(admin, 1, 1, &err) == WF_ANSWER_STALE, "a heartbeat of a finished attempt is stale", NULL);
+
+	/*
+	 * eager dispatch: a report hands the worker the next step of its run
+	 * when it is on the same queue, written leased (one call and one commit
+	 * per step)
+	 */
+	{
+		const char *eq[] = {"c_eager"};
+		WfWorkerConfig ecfg = {0};
+		WfWorkerStats estats;
+
+		value(admin, "SELECT wf.publish_definition('c_pair', '{\"steps\": ["
+			  "{\"name\": \"first\", \"queue\": \"c_eager\"},"
+			  " {\"name\": \"second\", \"queue\": \"c_eager\"}]}')", 0, NULL);
+		snprintf(pair_run, sizeof(pair_run), "%s",
+				 value(admin, "SELECT wf.start_run('c_pair', '{}')", 0, NULL));
+		ecfg.conninfo = "";
+		ecfg.queues = eq;
+		ecfg.nqueues = 1;
+		ecfg.name = "c-eager";
+		ecfg.concurrency = 1;
+		ecfg.lease = 5.0;
+		ecfg.wait = 0.5;
+		ecfg.handler = handle_pair;
+		pthread_create(&drive, NULL, pair_stopper, NULL);
+		rc = wf_worker_run(&ecfg, &estats, &err);
+		pthread_join(drive, NULL);
+		check(rc == 0, "the eager worker ran and stopped", err.message);
+		p[0] = pair_run;
+		snprintf(more, sizeof(more), "%s",
+				 value(admin, "SELECT worker || '/' || (claimed_at = created_at) || '/' || deliveries"
+					   " || '/' || status FROM wf.tasks WHERE run_id = $1::uuid AND step = 'second'", 1, p));
+		check(strcmp(more, "c-eager/true/1/completed") == 0,
+			  "eager dispatch: the second step was leased by the first one's report", more);
+		snprintf(more, sizeof(more), "%d handed on, %d accepted, %d not", estats.handed_on,
+				 estats.accepted, estats.not_accepted);
+		check(estats.handed_on == 1 && estats.accepted == 2 && estats.not_accepted == 0,
+			  "eager dispatch: one task handed on, both reports accepted", more);
+		check(strcmp(value(admin, "SELECT wf.verify_run($1::uuid)", 1, p), "t") == 0,
+			  "the pair's run verifies", NULL);
+	}
 	PQfinish(admin);
 	printf("c client: %s\n", failures ? "FAILED" : "passed");
 	return failures ? 1 : 0;

@@ -153,34 +153,51 @@ wf_task_free(WfTask *t)
 	free(t);
 }
 
-/* the rows of a claim as tasks; returns their number, or -1 */
+/*
+ * the rows of res as tasks, their columns those of a claim from column off
+ * on (a row whose task_id is NULL is none); returns their number, or -1;
+ * does not free res
+ */
 static int
-tasks_of(PGresult *res, WfTask ***tasks)
+tasks_from(PGresult *res, int off, WfTask ***tasks)
 {
-	int			n,
+	int			rows,
+				n = 0,
 				i;
 
 	if (res == NULL)
 		return -1;
-	n = PQntuples(res);
-	*tasks = calloc(n > 0 ? n : 1, sizeof(WfTask *));
-	for (i = 0; i < n; i++)
+	rows = PQntuples(res);
+	*tasks = calloc(rows > 0 ? rows : 1, sizeof(WfTask *));
+	for (i = 0; i < rows; i++)
 	{
-		WfTask	   *t = calloc(1, sizeof(WfTask));
+		WfTask	   *t;
 
-		t->task_id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-		t->run_id = strdup(PQgetvalue(res, i, 1));
-		t->step = strdup(PQgetvalue(res, i, 2));
-		t->attempt = atoi(PQgetvalue(res, i, 3));
-		t->fence = strtoll(PQgetvalue(res, i, 4), NULL, 10);
-		t->idempotency_key = strdup(PQgetvalue(res, i, 5));
-		t->input = strdup(PQgetvalue(res, i, 6));
-		t->lease_expires_at = strdup(PQgetvalue(res, i, 7));
-		t->queue = strdup(PQgetvalue(res, i, 8));
-		t->activity = PQgetisnull(res, i, 9) ? NULL : strdup(PQgetvalue(res, i, 9));
-		t->deliveries = atoi(PQgetvalue(res, i, 10));
-		(*tasks)[i] = t;
+		if (PQgetisnull(res, i, off))
+			continue;
+		t = calloc(1, sizeof(WfTask));
+		t->task_id = strtoll(PQgetvalue(res, i, off), NULL, 10);
+		t->run_id = strdup(PQgetvalue(res, i, off + 1));
+		t->step = strdup(PQgetvalue(res, i, off + 2));
+		t->attempt = atoi(PQgetvalue(res, i, off + 3));
+		t->fence = strtoll(PQgetvalue(res, i, off + 4), NULL, 10);
+		t->idempotency_key = strdup(PQgetvalue(res, i, off + 5));
+		t->input = strdup(PQgetvalue(res, i, off + 6));
+		t->lease_expires_at = strdup(PQgetvalue(res, i, off + 7));
+		t->queue = strdup(PQgetvalue(res, i, off + 8));
+		t->activity = PQgetisnull(res, i, off + 9) ? NULL : strdup(PQgetvalue(res, i, off + 9));
+		t->deliveries = atoi(PQgetvalue(res, i, off + 10));
+		(*tasks)[n++] = t;
 	}
+	return n;
+}
+
+/* the rows of a claim as tasks; returns their number, or -1 */
+static int
+tasks_of(PGresult *res, WfTask ***tasks)
+{
+	int			n = tasks_from(res, 0, tasks);
+
 	PQclear(res);
 	return n;
 }
@@ -283,6 +300,68 @@ wf_fail(PGconn *conn, int64_t task_id, int64_t fence, const char *error_json, in
 					 4, p, err);
 }
 
+/*
+ * the rows of wf.complete_and_claim / wf.fail_and_claim: the answer of the
+ * first row, the leases as *tasks (*ntasks of them)
+ */
+static WfAnswer
+answer_and_tasks(PGresult *res, WfTask ***tasks, int *ntasks)
+{
+	WfAnswer	a;
+
+	*tasks = NULL;
+	*ntasks = 0;
+	if (res == NULL)
+		return WF_ANSWER_ERROR;
+	a = PQntuples(res) >= 1 ? parse_answer(PQgetvalue(res, 0, 0)) : WF_ANSWER_ERROR;
+	*ntasks = tasks_from(res, 1, tasks);
+	PQclear(res);
+	return a;
+}
+
+WfAnswer
+wf_complete_and_claim(PGconn *conn, int64_t task_id, int64_t fence, const char *output_json,
+					  const char *queue, const char *worker, int max_tasks, double lease,
+					  WfTask ***tasks, int *ntasks, WfError *err)
+{
+	char		t[24],
+				f[24],
+				maxs[16],
+				leases[48];
+	const char *p[7] = {t, f, output_json ? output_json : "{}", queue, worker, maxs, leases};
+
+	snprintf(t, sizeof(t), "%" PRId64, task_id);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	snprintf(maxs, sizeof(maxs), "%d", max_tasks);
+	snprintf(leases, sizeof(leases), "%.3f seconds", lease);
+	return answer_and_tasks(exec(conn, "SELECT answer, " CLAIM_COLUMNS
+								 " FROM wf.complete_and_claim($1::bigint, $2::bigint, $3::jsonb,"
+								 " $4, $5, $6::integer, $7::interval)", 7, p, err),
+							tasks, ntasks);
+}
+
+WfAnswer
+wf_fail_and_claim(PGconn *conn, int64_t task_id, int64_t fence, const char *error_json,
+				  int retryable, const char *queue, const char *worker, int max_tasks,
+				  double lease, WfTask ***tasks, int *ntasks, WfError *err)
+{
+	char		t[24],
+				f[24],
+				maxs[16],
+				leases[48];
+	const char *p[8] = {t, f, error_json ? error_json : "{}", retryable ? "true" : "false",
+	queue, worker, maxs, leases};
+
+	snprintf(t, sizeof(t), "%" PRId64, task_id);
+	snprintf(f, sizeof(f), "%" PRId64, fence);
+	snprintf(maxs, sizeof(maxs), "%d", max_tasks);
+	snprintf(leases, sizeof(leases), "%.3f seconds", lease);
+	return answer_and_tasks(exec(conn, "SELECT answer, " CLAIM_COLUMNS
+								 " FROM wf.fail_and_claim($1::bigint, $2::bigint, $3::jsonb,"
+								 " $4::boolean, $5, $6, $7::integer, $8::interval)", 8, p, err),
+							tasks, ntasks);
+}
+
 WfAnswer
 wf_heartbeat(PGconn *conn, int64_t task_id, int64_t fence, WfError *err)
 {
@@ -310,6 +389,7 @@ typedef struct Worker
 	int			n_todo;
 	int			threads_done;	/* task threads that returned */
 	int			beat_stop;
+	int			eager;			/* report with wf.complete_and_claim */
 	WfWorkerStats stats;
 } Worker;
 
@@ -373,13 +453,21 @@ wait_on(Worker *w, double seconds)
 	pthread_cond_timedwait(&w->changed, &w->lock, &ts);
 }
 
-/* reports one task's result; a lost connection is reconnected and tried again */
+/*
+ * reports one task's result; a lost connection is reconnected and tried
+ * again.  With eager (wf.complete_and_claim / wf.fail_and_claim) *next is
+ * set to the task the report leased to this thread, or NULL; a lease handed
+ * out with an answer lost to a broken connection is never seen here, it
+ * expires and the attempt is delivered again.
+ */
 static WfAnswer
-report(Worker *w, PGconn **conn, WfTask *t, WfResult r)
+report(Worker *w, PGconn **conn, WfTask *t, WfResult r, int eager, WfTask **next)
 {
 	WfError		err = WF_ERROR_INIT;
 	WfAnswer	a = WF_ANSWER_ERROR;
 	int			i;
+
+	*next = NULL;
 
 	for (i = 0; i < 3; i++)
 	{
@@ -393,8 +481,28 @@ report(Worker *w, PGconn **conn, WfTask *t, WfResult r)
 				continue;
 			}
 		}
-		a = r.failed ? wf_fail(*conn, t->task_id, t->fence, r.json, r.retryable, &err)
-			: wf_complete(*conn, t->task_id, t->fence, r.json, &err);
+		if (eager)
+		{
+			WfTask	  **leased;
+			int			n,
+						k;
+
+			a = r.failed ? wf_fail_and_claim(*conn, t->task_id, t->fence, r.json, r.retryable,
+											 t->queue, w->name, 1, w->cfg->lease, &leased, &n, &err)
+				: wf_complete_and_claim(*conn, t->task_id, t->fence, r.json, t->queue, w->name, 1,
+										w->cfg->lease, &leased, &n, &err);
+			for (k = 0; k < n; k++)
+			{
+				if (k == 0)
+					*next = leased[0];
+				else
+					wf_task_free(leased[k]);	/* not asked for: max_tasks 1 */
+			}
+			free(leased);
+		}
+		else
+			a = r.failed ? wf_fail(*conn, t->task_id, t->fence, r.json, r.retryable, &err)
+				: wf_complete(*conn, t->task_id, t->fence, r.json, &err);
 		if (a != WF_ANSWER_ERROR || err.sqlstate[0] != '\0')
 			break;				/* an answer, or an error of the server */
 	}
@@ -425,25 +533,41 @@ task_thread(void *arg)
 		if (w->n_todo == 0)
 			break;				/* stopping, and nothing left to start */
 		t = w->todo[--w->n_todo];
-		pthread_mutex_unlock(&w->lock);
+		/*
+		 * With eager dispatch a report may lease the next task (the next
+		 * step of the same run first): the thread keeps the slot and runs
+		 * it at once.  Nothing is leased so once the worker is stopping.
+		 */
+		while (t != NULL)
+		{
+			WfTask	   *next;
+			int			eager = w->eager && !stopping;
 
-		r = w->cfg->handler(t, w->cfg->arg);
-		a = report(w, &conn, t, r);
-		free(r.json);
+			pthread_mutex_unlock(&w->lock);
+			r = w->cfg->handler(t, w->cfg->arg);
+			a = report(w, &conn, t, r, eager, &next);
+			free(r.json);
 
-		pthread_mutex_lock(&w->lock);
-		if (a == WF_ANSWER_ACCEPTED)
-			w->stats.accepted++;
-		else
-			w->stats.not_accepted++;
-		for (i = 0; i < w->n_in_flight; i++)
-			if (w->in_flight[i] == t)
-			{
-				w->in_flight[i] = w->in_flight[--w->n_in_flight];
-				break;
-			}
-		wf_task_free(t);
-		pthread_cond_broadcast(&w->changed);
+			pthread_mutex_lock(&w->lock);
+			if (a == WF_ANSWER_ACCEPTED)
+				w->stats.accepted++;
+			else
+				w->stats.not_accepted++;
+			for (i = 0; i < w->n_in_flight; i++)
+				if (w->in_flight[i] == t)
+				{
+					if (next != NULL)
+						w->in_flight[i] = next; /* the same slot */
+					else
+						w->in_flight[i] = w->in_flight[--w->n_in_flight];
+					break;
+				}
+			if (next != NULL)
+				w->stats.handed_on++;
+			wf_task_free(t);
+			t = next;
+			pthread_cond_broadcast(&w->changed);
+		}
 	}
 	w->threads_done++;
 	pthread_cond_broadcast(&w->changed);
@@ -662,6 +786,13 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 				 "'wf.claim_tasks_any(text[],text,integer,interval,interval)') IS NOT NULL");
 	has_any = PQresultStatus(res) == PGRES_TUPLES_OK && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
+	if (!cfg.no_eager)
+	{
+		res = PQexec(conn, "SELECT pg_catalog.to_regprocedure("
+					 "'wf.complete_and_claim(bigint,bigint,jsonb,text,text,integer,interval)') IS NOT NULL");
+		w->eager = PQresultStatus(res) == PGRES_TUPLES_OK && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		PQclear(res);
+	}
 
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->changed, NULL);

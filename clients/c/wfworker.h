@@ -4,11 +4,14 @@
  *
  * Two layers:
  *   - the worker calls, typed, on a PGconn of the caller's: wf_claim,
- *     wf_complete, wf_fail, wf_heartbeat.  Each returns a WfAnswer and
+ *     wf_complete, wf_fail, wf_complete_and_claim, wf_fail_and_claim,
+ *     wf_heartbeat.  Each returns a WfAnswer and
  *     fills a WfError (SQLSTATE, message, detail, hint) on an error.
  *   - a worker loop, wf_worker_run: claims with a wait, runs a handler on
  *     up to `concurrency` threads, heartbeats the tasks in flight on a
- *     connection of its own, reports, and shuts down gracefully on
+ *     connection of its own, reports (with eager dispatch where the server
+ *     has it: a report that leases the thread its next task of the same
+ *     queue runs it at once), and shuts down gracefully on
  *     SIGTERM/SIGINT or wf_worker_stop().
  *
  * Inputs and outputs are JSON text: the library does not parse JSON.
@@ -84,6 +87,8 @@ typedef struct WfWorkerConfig
 	double		drain_timeout;	/* seconds to finish at shutdown (default lease) */
 	WfHandler	handler;
 	void	   *arg;
+	int			no_eager;		/* 1: report with wf_complete/wf_fail even where
+								 * the server has eager dispatch */
 } WfWorkerConfig;
 
 /* counts of a worker's run, for tests and logs */
@@ -94,6 +99,7 @@ typedef struct WfWorkerStats
 	int			not_accepted;	/* duplicate, stale, cancel_requested or error */
 	int			max_in_flight;
 	int			abandoned;		/* still running at the end of the drain */
+	int			handed_on;		/* tasks leased by a report (eager dispatch) */
 } WfWorkerStats;
 
 extern void wf_error_clear(WfError *err);
@@ -108,6 +114,20 @@ extern WfAnswer wf_complete(PGconn *conn, int64_t task_id, int64_t fence,
 							const char *output_json, WfError *err);
 extern WfAnswer wf_fail(PGconn *conn, int64_t task_id, int64_t fence,
 						const char *error_json, int retryable, WfError *err);
+/*
+ * eager dispatch (wfengine 0.2.0): the report, then up to max_tasks new
+ * leases of queue (the next step of the same run first) in *tasks (malloc'd,
+ * *ntasks of them; free each with wf_task_free, then the array), in one call
+ * and one commit
+ */
+extern WfAnswer wf_complete_and_claim(PGconn *conn, int64_t task_id, int64_t fence,
+									  const char *output_json, const char *queue,
+									  const char *worker, int max_tasks, double lease,
+									  WfTask ***tasks, int *ntasks, WfError *err);
+extern WfAnswer wf_fail_and_claim(PGconn *conn, int64_t task_id, int64_t fence,
+								  const char *error_json, int retryable, const char *queue,
+								  const char *worker, int max_tasks, double lease,
+								  WfTask ***tasks, int *ntasks, WfError *err);
 extern WfAnswer wf_heartbeat(PGconn *conn, int64_t task_id, int64_t fence, WfError *err);
 extern void wf_task_free(WfTask *task);
 extern const char *wf_answer_name(WfAnswer a);
