@@ -118,6 +118,16 @@ typedef struct BatchContext
 	int64		task_id;		/* the element's task, 0: not a report */
 } BatchContext;
 
+/* the reports of a batch: its arrays, and what they report */
+typedef struct BatchReports
+{
+	bool		is_failure;		/* errors (fail_tasks), not outputs */
+	BatchArray	ids;
+	BatchArray	fences;
+	BatchArray	payloads;		/* the outputs, or the errors */
+	BatchArray	retryables;		/* of failures */
+} BatchReports;
+
 /* one report of a batch, in the order they are applied */
 typedef struct BatchReport
 {
@@ -323,9 +333,8 @@ report_order(const void *a, const void *b)
 }
 
 /*
- * apply_reports applies the reports of task_ids, fences and payloads (the
- * outputs, or the errors when is_failure, with retryables) in task id
- * order, each as the single call would but with the verdicts of a batch
+ * apply_reports applies the reports of b (the outputs, or the errors with
+ * their retryables when b->is_failure) in task id order, each as the single call would but with the verdicts of a batch
  * for an unknown task or fence (see the file header), and returns the
  * verdicts in the order of the input.  With an offer (eager dispatch), the
  * lease is offered to the transitions in the order they are applied until
@@ -334,10 +343,11 @@ report_order(const void *a, const void *b)
  * report), *ncontinuations of them.
  */
 static const char **
-apply_reports(const char *function, bool is_failure, BatchArray *ids, BatchArray *fences,
-			  BatchArray *payloads, BatchArray *retryables, const WfLeaseOffer *offer,
+apply_reports(const char *function, BatchReports *b, const WfLeaseOffer *offer,
 			  int max_leased, WfScheduledTask *continuations, int *ncontinuations)
 {
+	BatchArray *ids = &b->ids;
+	BatchArray *payloads = &b->payloads;
 	int			n = ids->n;
 	BatchReport *order = palloc(sizeof(BatchReport) * Max(n, 1));
 	const char **verdicts = palloc(sizeof(char *) * Max(n, 1));
@@ -382,10 +392,10 @@ apply_reports(const char *function, bool is_failure, BatchArray *ids, BatchArray
 															   CStringGetDatum("null")));
 			payload = json_null;
 		}
-		if (retryables != NULL && !retryables->nulls[p])
-			retryable = DatumGetBool(retryables->elems[p]);
-		verdicts[p] = WfReportTaskResult(order[i].task_id, DatumGetInt64(fences->elems[p]),
-										 is_failure, payload, retryable, true,
+		if (b->is_failure && !b->retryables.nulls[p])
+			retryable = DatumGetBool(b->retryables.elems[p]);
+		verdicts[p] = WfReportTaskResult(order[i].task_id, DatumGetInt64(b->fences.elems[p]),
+										 b->is_failure, payload, retryable, true,
 										 nleased < max_leased ? offer : NULL,
 										 continuations != NULL ? &next : NULL);
 		if (continuations != NULL && next.task_id != 0)
@@ -404,23 +414,20 @@ apply_reports(const char *function, bool is_failure, BatchArray *ids, BatchArray
  * the rows (task_id, answer) in the order of the input.
  */
 static Datum
-report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
-			 BatchArray *ids, BatchArray *fences, BatchArray *payloads,
-			 BatchArray *retryables)
+report_batch(FunctionCallInfo fcinfo, const char *function, BatchReports *b)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	const char **verdicts;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	verdicts = apply_reports(function, is_failure, ids, fences, payloads, retryables,
-							 NULL, 0, NULL, NULL);
-	for (i = 0; i < ids->n; i++)
+	verdicts = apply_reports(function, b, NULL, 0, NULL, NULL);
+	for (i = 0; i < b->ids.n; i++)
 	{
 		Datum		values[2];
 		bool		nulls[2] = {false, false};
 
-		values[0] = ids->elems[i];
+		values[0] = b->ids.elems[i];
 		values[1] = CStringGetTextDatum(verdicts[i]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -436,16 +443,16 @@ report_batch(FunctionCallInfo fcinfo, const char *function, bool is_failure,
  * or one row with the verdicts and NULLs when none was.
  */
 static Datum
-report_batch_and_claim(FunctionCallInfo fcinfo, const char *function, bool is_failure,
-					   BatchArray *ids, BatchArray *fences, BatchArray *payloads,
-					   BatchArray *retryables, const WfClaimRequest *req)
+report_batch_and_claim(FunctionCallInfo fcinfo, const char *function, BatchReports *b,
+					   const WfClaimRequest *req)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	WfScheduledTask *continuations = palloc(sizeof(WfScheduledTask) * Max(ids->n, 1));
+	int			n = b->ids.n;
+	WfScheduledTask *continuations = palloc(sizeof(WfScheduledTask) * Max(n, 1));
 	int			ncontinuations;
 	WfLeaseOffer offer;
 	const char **verdicts;
-	Datum	   *texts = palloc(sizeof(Datum) * Max(ids->n, 1));
+	Datum	   *texts = palloc(sizeof(Datum) * Max(n, 1));
 	Datum		answers;
 	bool		answers_null = false;
 	int			i;
@@ -454,12 +461,11 @@ report_batch_and_claim(FunctionCallInfo fcinfo, const char *function, bool is_fa
 	offer.queue = req->queue;
 	offer.worker = req->worker;
 	offer.lease = req->lease;
-	verdicts = apply_reports(function, is_failure, ids, fences, payloads, retryables,
-							 &offer, req->max_tasks, continuations, &ncontinuations);
-	for (i = 0; i < ids->n; i++)
+	verdicts = apply_reports(function, b, &offer, req->max_tasks, continuations,
+							 &ncontinuations);
+	for (i = 0; i < n; i++)
 		texts[i] = CStringGetTextDatum(verdicts[i]);
-	answers = PointerGetDatum(construct_array(texts, ids->n, TEXTOID, -1, false,
-											  TYPALIGN_INT));
+	answers = PointerGetDatum(construct_array(texts, n, TEXTOID, -1, false, TYPALIGN_INT));
 	if (WfClaimNow(rsinfo, req, continuations, ncontinuations, 1, &answers,
 				   &answers_null) == 0)
 		put_lead_only(rsinfo, answers);
@@ -467,132 +473,103 @@ report_batch_and_claim(FunctionCallInfo fcinfo, const char *function, bool is_fa
 }
 
 /*
- * batch_outputs reads the outputs argument argno of a batch of n
- * completions into outputs: NULL stands for '{}' for every element, a
- * NULL element for JSON null (as in wf.complete_task).
+ * batch_reports reads the arrays of a batch of reports into b, from
+ * argument 0: task_ids and fences, then the outputs (NULL: '{}' for every
+ * element; a NULL element: JSON null, as in wf.complete_task), or the
+ * errors and retryables (NULL: every failure is retryable, fail_task's
+ * default) when is_failure.  Returns the number of the next argument.
  */
-static void
-batch_outputs(FunctionCallInfo fcinfo, int argno, int n, BatchArray *outputs)
+static int
+batch_reports(FunctionCallInfo fcinfo, bool is_failure, BatchReports *b)
 {
-	Datum		empty;
+	BatchArray *ids = &b->ids;
 	int			i;
 
-	if (!PG_ARGISNULL(argno))
+	b->is_failure = is_failure;
+	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, ids);
+	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids->n, "task_ids", &b->fences);
+	if (is_failure)
 	{
-		batch_array(fcinfo, argno, JSONBOID, "outputs", false, true, n, "task_ids", outputs);
-		return;
+		batch_array(fcinfo, 2, JSONBOID, "errors", false, false, ids->n, "task_ids", &b->payloads);
+		batch_array(fcinfo, 3, BOOLOID, "retryables", PG_ARGISNULL(3), PG_ARGISNULL(3), ids->n,
+					"task_ids", &b->retryables);
+		return 4;
 	}
-	empty = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
-	outputs->name = "outputs";
-	outputs->n = n;
-	outputs->elems = palloc(sizeof(Datum) * Max(n, 1));
-	outputs->nulls = palloc(sizeof(bool) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		outputs->elems[i] = empty;
-		outputs->nulls[i] = false;
-	}
-}
-
-/*
- * batch_errors reads the errors and retryables arguments argno and
- * argno + 1 of a batch of n failures: retryables NULL, every failure is
- * retryable (fail_task's default).
- */
-static void
-batch_errors(FunctionCallInfo fcinfo, int argno, int n, BatchArray *errors,
-			 BatchArray *retryables)
-{
-	batch_array(fcinfo, argno, JSONBOID, "errors", false, false, n, "task_ids", errors);
-	if (PG_ARGISNULL(argno + 1))
-		batch_array(fcinfo, argno + 1, BOOLOID, "retryables", true, true, n, "task_ids",
-					retryables);
+	if (!PG_ARGISNULL(2))
+		batch_array(fcinfo, 2, JSONBOID, "outputs", false, true, ids->n, "task_ids", &b->payloads);
 	else
-		batch_array(fcinfo, argno + 1, BOOLOID, "retryables", false, false, n, "task_ids",
-					retryables);
+	{
+		Datum		empty = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+
+		b->payloads.name = "outputs";
+		b->payloads.n = ids->n;
+		b->payloads.elems = palloc(sizeof(Datum) * Max(ids->n, 1));
+		b->payloads.nulls = palloc(sizeof(bool) * Max(ids->n, 1));
+		for (i = 0; i < ids->n; i++)
+		{
+			b->payloads.elems[i] = empty;
+			b->payloads.nulls[i] = false;
+		}
+	}
+	return 3;
 }
 
 /*
  * wfengine_complete_tasks is wf.complete_tasks(task_ids, fences, outputs):
- * wf.complete_task for each element, in one statement.  outputs NULL:
- * every output is '{}'; a NULL element is JSON null, as in the single
- * call.
+ * wf.complete_task for each element, in one statement (see
+ * batch_reports for the NULLs).
  */
 Datum
 wfengine_complete_tasks(PG_FUNCTION_ARGS)
 {
-	BatchArray	ids;
-	BatchArray	fences;
-	BatchArray	outputs;
+	BatchReports b;
 
-	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, &ids);
-	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids.n, "task_ids", &fences);
-	batch_outputs(fcinfo, 2, ids.n, &outputs);
-	return report_batch(fcinfo, "wf.complete_tasks", false, &ids, &fences, &outputs, NULL);
+	(void) batch_reports(fcinfo, false, &b);
+	return report_batch(fcinfo, "wf.complete_tasks", &b);
 }
 
 /*
  * wfengine_fail_tasks is wf.fail_tasks(task_ids, fences, errors,
  * retryables): wf.fail_task for each element, in one statement.
- * retryables NULL: every failure is retryable (fail_task's default).
  */
 Datum
 wfengine_fail_tasks(PG_FUNCTION_ARGS)
 {
-	BatchArray	ids;
-	BatchArray	fences;
-	BatchArray	errors;
-	BatchArray	retryables;
+	BatchReports b;
 
-	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, &ids);
-	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids.n, "task_ids", &fences);
-	batch_errors(fcinfo, 2, ids.n, &errors, &retryables);
-	return report_batch(fcinfo, "wf.fail_tasks", true, &ids, &fences, &errors, &retryables);
+	(void) batch_reports(fcinfo, true, &b);
+	return report_batch(fcinfo, "wf.fail_tasks", &b);
 }
 
 /*
- * wfengine_complete_tasks_and_claim is wf.complete_tasks_and_claim(task_ids,
- * fences, outputs, queue, worker, max_tasks, lease): wf.complete_tasks,
- * then a claim without wait, the attempts the completions scheduled on the
- * queue first, in one call (see the file header).  The claim's arguments
- * are checked before any report is applied.
+ * batch_and_claim is wf.complete_tasks_and_claim(task_ids, fences,
+ * outputs, queue, worker, max_tasks, lease) and, with is_failure,
+ * wf.fail_tasks_and_claim(task_ids, fences, errors, retryables, queue,
+ * worker, max_tasks, lease): the batch, then a claim without wait, the
+ * attempts the reports scheduled on the queue first, in one call (see the
+ * file header).  The claim's arguments are checked before any report is
+ * applied.
  */
+static Datum
+batch_and_claim(FunctionCallInfo fcinfo, bool is_failure, const char *function)
+{
+	BatchReports b;
+	WfClaimRequest req;
+
+	claim_request(fcinfo, batch_reports(fcinfo, is_failure, &b), &req);
+	return report_batch_and_claim(fcinfo, function, &b, &req);
+}
+
 Datum
 wfengine_complete_tasks_and_claim(PG_FUNCTION_ARGS)
 {
-	BatchArray	ids;
-	BatchArray	fences;
-	BatchArray	outputs;
-	WfClaimRequest req;
-
-	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, &ids);
-	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids.n, "task_ids", &fences);
-	batch_outputs(fcinfo, 2, ids.n, &outputs);
-	claim_request(fcinfo, 3, &req);
-	return report_batch_and_claim(fcinfo, "wf.complete_tasks_and_claim", false, &ids,
-								  &fences, &outputs, NULL, &req);
+	return batch_and_claim(fcinfo, false, "wf.complete_tasks_and_claim");
 }
 
-/*
- * wfengine_fail_tasks_and_claim is wf.fail_tasks_and_claim(task_ids,
- * fences, errors, retryables, queue, worker, max_tasks, lease):
- * wf.fail_tasks, then a claim without wait, in one call.
- */
 Datum
 wfengine_fail_tasks_and_claim(PG_FUNCTION_ARGS)
 {
-	BatchArray	ids;
-	BatchArray	fences;
-	BatchArray	errors;
-	BatchArray	retryables;
-	WfClaimRequest req;
-
-	batch_array(fcinfo, 0, INT8OID, "task_ids", false, false, -1, NULL, &ids);
-	batch_array(fcinfo, 1, INT8OID, "fences", false, false, ids.n, "task_ids", &fences);
-	batch_errors(fcinfo, 2, ids.n, &errors, &retryables);
-	claim_request(fcinfo, 4, &req);
-	return report_batch_and_claim(fcinfo, "wf.fail_tasks_and_claim", true, &ids, &fences,
-								  &errors, &retryables, &req);
+	return batch_and_claim(fcinfo, true, "wf.fail_tasks_and_claim");
 }
 
 /* ---- batches of starts ---- */

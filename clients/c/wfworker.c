@@ -319,25 +319,51 @@ answer_and_tasks(PGresult *res, WfTask ***tasks, int *ntasks)
 	return a;
 }
 
-WfAnswer
-wf_complete_and_claim(PGconn *conn, int64_t task_id, int64_t fence, const char *output_json,
-					  const char *queue, const char *worker, int max_tasks, double lease,
-					  WfTask ***tasks, int *ntasks, WfError *err)
+/*
+ * the report of wf.complete_and_claim, or of wf.fail_and_claim when
+ * retryable is not NULL ("true"/"false"), with the leases it hands out
+ */
+static WfAnswer
+report_and_claim(PGconn *conn, int64_t task_id, int64_t fence, const char *json,
+				 const char *retryable, const char *queue, const char *worker, int max_tasks,
+				 double lease, WfTask ***tasks, int *ntasks, WfError *err)
 {
 	char		t[24],
 				f[24],
 				maxs[16],
 				leases[48];
-	const char *p[7] = {t, f, output_json ? output_json : "{}", queue, worker, maxs, leases};
+	const char *p[8];
+	int			n = 0;
 
 	snprintf(t, sizeof(t), "%" PRId64, task_id);
 	snprintf(f, sizeof(f), "%" PRId64, fence);
 	snprintf(maxs, sizeof(maxs), "%d", max_tasks);
 	snprintf(leases, sizeof(leases), "%.3f seconds", lease);
-	return answer_and_tasks(exec(conn, "SELECT answer, " CLAIM_COLUMNS
-								 " FROM wf.complete_and_claim($1::bigint, $2::bigint, $3::jsonb,"
-								 " $4, $5, $6::integer, $7::interval)", 7, p, err),
+	p[n++] = t;
+	p[n++] = f;
+	p[n++] = json ? json : "{}";
+	if (retryable)
+		p[n++] = retryable;
+	p[n++] = queue;
+	p[n++] = worker;
+	p[n++] = maxs;
+	p[n++] = leases;
+	return answer_and_tasks(exec(conn, retryable ?
+								 "SELECT answer, " CLAIM_COLUMNS " FROM wf.fail_and_claim($1::bigint,"
+								 " $2::bigint, $3::jsonb, $4::boolean, $5, $6, $7::integer, $8::interval)" :
+								 "SELECT answer, " CLAIM_COLUMNS " FROM wf.complete_and_claim($1::bigint,"
+								 " $2::bigint, $3::jsonb, $4, $5, $6::integer, $7::interval)",
+								 n, p, err),
 							tasks, ntasks);
+}
+
+WfAnswer
+wf_complete_and_claim(PGconn *conn, int64_t task_id, int64_t fence, const char *output_json,
+					  const char *queue, const char *worker, int max_tasks, double lease,
+					  WfTask ***tasks, int *ntasks, WfError *err)
+{
+	return report_and_claim(conn, task_id, fence, output_json, NULL, queue, worker, max_tasks,
+							lease, tasks, ntasks, err);
 }
 
 WfAnswer
@@ -345,21 +371,8 @@ wf_fail_and_claim(PGconn *conn, int64_t task_id, int64_t fence, const char *erro
 				  int retryable, const char *queue, const char *worker, int max_tasks,
 				  double lease, WfTask ***tasks, int *ntasks, WfError *err)
 {
-	char		t[24],
-				f[24],
-				maxs[16],
-				leases[48];
-	const char *p[8] = {t, f, error_json ? error_json : "{}", retryable ? "true" : "false",
-	queue, worker, maxs, leases};
-
-	snprintf(t, sizeof(t), "%" PRId64, task_id);
-	snprintf(f, sizeof(f), "%" PRId64, fence);
-	snprintf(maxs, sizeof(maxs), "%d", max_tasks);
-	snprintf(leases, sizeof(leases), "%.3f seconds", lease);
-	return answer_and_tasks(exec(conn, "SELECT answer, " CLAIM_COLUMNS
-								 " FROM wf.fail_and_claim($1::bigint, $2::bigint, $3::jsonb,"
-								 " $4::boolean, $5, $6, $7::integer, $8::interval)", 8, p, err),
-							tasks, ntasks);
+	return report_and_claim(conn, task_id, fence, error_json, retryable ? "true" : "false",
+							queue, worker, max_tasks, lease, tasks, ntasks, err);
 }
 
 WfAnswer
