@@ -291,6 +291,21 @@ SELECT answers, step, deliveries FROM wf.complete_tasks_and_claim(
 SELECT step, queue, status, count(*) FROM wf.tasks
 WHERE run_id IN (SELECT run_id FROM wf.runs WHERE definition_name = 'bt_eb')
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+-- a tenant that limits its tasks in flight: the batch's continuations are
+-- written ready and leased by their ids while the limit leaves room, counted
+-- against it; the queue's other ready task waits
+SELECT wf.publish_definition('bt_lim', '{"steps": [
+  {"name": "a", "queue": "bt_lim"}, {"name": "b", "queue": "bt_lim"}]}');
+SELECT count(*) FROM wf.start_runs('bt_lim', ARRAY['{"l": 1}', '{"l": 2}', '{"l": 3}']::jsonb[]);
+SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": 2}');
+SELECT array_agg(task_id ORDER BY task_id) AS lt, array_agg(fence ORDER BY task_id) AS lf
+FROM wf.claim_tasks('bt_lim', 'wl2', 5) \gset
+SELECT cardinality(:'lt'::bigint[]) AS claimed_at_the_limit;
+SELECT answers, step, input FROM wf.complete_tasks_and_claim(:'lt', :'lf', NULL, 'bt_lim', 'wl2', 5)
+ORDER BY task_id;
+SELECT step, input, status, worker FROM wf.tasks WHERE queue = 'bt_lim' AND status <> 'completed'
+ORDER BY task_id;
+SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": null}');
 -- refusals: those of the batch and of the claim, before anything is applied
 SELECT task_id AS t, fence AS f FROM wf.tasks WHERE status = 'leased' AND worker = 'we2' \gset
 SELECT * FROM wf.complete_tasks_and_claim(ARRAY[1, 2], ARRAY[1], NULL, 'bt_eb', 'we');
