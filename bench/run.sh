@@ -19,6 +19,9 @@
 #   batch10-20  20-step runs, a claim of 10 and one wf.complete_tasks of
 #               the 10: two transactions per 10 steps (engine_batch10.sql;
 #               engine only, not in the default cases)
+#   eagerbatch10-20  20-step runs, one wf.complete_tasks_and_claim per 10
+#               steps: one transaction (engine_eagerbatch10.sql; engine
+#               only, not in the default cases)
 #
 #   engine      bench/engine_*.sql, through wf.claim_tasks/wf.complete_task
 #   sql         bench/raw_*.sql, the same rows written by hand-written
@@ -192,6 +195,7 @@ run_case() {
 	onecall-1) queue=q1 nsteps=1 script=onecall ;;
 	eager-20) queue=q20 nsteps=20 script=eager ;;
 	batch10-20) queue=q20 nsteps=20 script=batch10 ;;
+	eagerbatch10-20) queue=q20 nsteps=20 script=eagerbatch10 ;;
 	*)
 		echo "bench: unknown case $kase" >&2
 		return 1
@@ -214,7 +218,7 @@ run_case() {
 	wal0=$(q -c "SELECT wal_bytes FROM pg_stat_wal")
 	cpu0=$(cpu_busy_ticks)
 	pgbench -n -r -M prepared -c "$clients" -j "$threads" -T "$DURATION" \
-		-D queue="$queue" -D nsteps="$nsteps" -D task_id=0 -D fence=0 \
+		-D queue="$queue" -D nsteps="$nsteps" -D task_id=0 -D fence=0 -D ids={} -D fences={} \
 		-f "$BENCH_DIR/${impl/sql/raw}_$script.sql" "$CASEDB" >"$out" 2>&1 || rc=$?
 	cpu1=$(cpu_busy_ticks)
 
@@ -257,7 +261,7 @@ for kase in $CASES; do
 	for clients in $CLIENTS; do
 		for impl in engine sql; do
 			# the eager and batch cases have no hand-written equivalent
-			case $kase/$impl in eager-*/sql | batch10-*/sql) continue ;; esac
+			case $kase/$impl in eager-*/sql | batch10-*/sql | eagerbatch10-*/sql) continue ;; esac
 			run_case "$kase" "$impl" "$clients"
 		done
 	done
