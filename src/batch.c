@@ -334,9 +334,10 @@ report_order(const void *a, const void *b)
 
 /*
  * apply_reports applies the reports of b (the outputs, or the errors with
- * their retryables when b->is_failure) in task id order, each as the single call would but with the verdicts of a batch
- * for an unknown task or fence (see the file header), and returns the
- * verdicts in the order of the input.  With an offer (eager dispatch), the
+ * their retryables when b->is_failure) in task id order, each as the
+ * single call would but with the verdicts of a batch for an unknown task
+ * or fence (see the file header), and returns the verdicts in the order of
+ * the input.  With an offer (eager dispatch), the
  * lease is offered to the transitions in the order they are applied until
  * max_leased of them have written their new attempt leased under it; the
  * attempts the transitions scheduled go to continuations (at most one per
