@@ -17,7 +17,10 @@
 #ifndef WF_BATCH_H
 #define WF_BATCH_H
 
-/* the most elements of one batch (wf.complete_tasks, wf.fail_tasks, wf.start_runs) */
+/*
+ * the most elements of one batch (wf.complete_tasks, wf.fail_tasks, their
+ * _and_claim forms, wf.start_runs)
+ */
 #define WF_MAX_BATCH 1000
 
 #endif							/* WF_BATCH_H */
