@@ -427,8 +427,12 @@ class Worker:
         nxt: Optional[Task] = None
         try:
             # no new lease while stopping: nothing more is claimed then
-            eager = (self.eager and not self._stopping.is_set()
-                     and self._reporter().has_eager())
+            eager = self.eager and not self._stopping.is_set()
+            if eager:
+                try:
+                    eager = self._reporter().has_eager()
+                except (WfError, psycopg.Error):
+                    eager = False        # the report's own retries deal with the connection
             try:
                 output = self._handler_for(task)(task)
                 if eager:
