@@ -10,7 +10,9 @@
 # sleep, a task; the task retried up to 3 times) and claims up to 10 tasks
 # for 3 seconds, of which it loses about 1 in 20 (never reports, the lease
 # expires), fails about 1 in 10 (retryable: a retry timer) and completes
-# the rest.  The engine worker fires the sleep and retry timers and the
+# the rest: one by one, or, in half the calls, in one
+# wf.complete_tasks_and_claim whose up to two new leases it completes one by
+# one (or loses, 1 in 20).  The engine worker fires the sleep and retry timers and the
 # lease expiries.  The test's own tables are written in the same
 # transactions: test_starts (one row per start), test_ledger (one row per
 # accepted completion, the "side effect"; no unique key, so that a
@@ -83,6 +85,14 @@ DECLARE
     r record;
     x float8;
     n integer := 0;
+    batch boolean := random() < 0.5;   -- half the calls report in one batch
+    ids bigint[] := '{}';
+    d_runs uuid[] := '{}';
+    d_steps text[] := '{}';
+    d_keys text[] := '{}';
+    fences bigint[] := '{}';
+    answers text[];
+    k integer;
 BEGIN
     INSERT INTO test_starts
     SELECT wf.start_run('loop', jsonb_build_object('i', i)) FROM generate_series(1, starts) i;
@@ -92,11 +102,38 @@ BEGIN
             CONTINUE;               -- the worker is lost: the lease expires
         ELSIF x < 0.15 THEN
             PERFORM wf.fail_task(r.task_id, r.fence, '{"code": "flaky"}');
+        ELSIF batch THEN
+            ids := ids || r.task_id;
+            d_runs := d_runs || r.run_id;
+            d_steps := d_steps || r.step;
+            d_keys := d_keys || r.idempotency_key;
+            fences := fences || r.fence;
         ELSIF wf.complete_task(r.task_id, r.fence, jsonb_build_object('by', pg_backend_pid())) = 'accepted' THEN
             INSERT INTO test_ledger VALUES (r.task_id, r.fence, r.run_id, r.step, r.idempotency_key);
             n := n + 1;
         END IF;
     END LOOP;
+    IF batch THEN
+        -- the completions in one wf.complete_tasks_and_claim, whose new
+        -- leases (up to 2) are completed one by one, or lost
+        FOR r IN SELECT * FROM wf.complete_tasks_and_claim(ids, fences, NULL, 'loop_q',
+                                                          'w-' || pg_backend_pid(), 2, '3 seconds') LOOP
+            IF answers IS NULL THEN
+                answers := r.answers;
+                FOR k IN 1 .. coalesce(array_length(answers, 1), 0) LOOP
+                    IF answers[k] = 'accepted' THEN
+                        INSERT INTO test_ledger VALUES (ids[k], fences[k], d_runs[k], d_steps[k], d_keys[k]);
+                        n := n + 1;
+                    END IF;
+                END LOOP;
+            END IF;
+            IF r.task_id IS NOT NULL AND random() >= 0.05
+               AND wf.complete_task(r.task_id, r.fence, '{"by": "handed on"}') = 'accepted' THEN
+                INSERT INTO test_ledger VALUES (r.task_id, r.fence, r.run_id, r.step, r.idempotency_key);
+                n := n + 1;
+            END IF;
+        END LOOP;
+    END IF;
     RETURN n;
 END
 $$;
@@ -221,6 +258,15 @@ my ($fired, $expired, $retries) = split /\|/, $node->safe_psql(
 	'wf', q{
 SELECT count(*) FILTER (WHERE type = 'timer_fired'), count(*) FILTER (WHERE type = 'lease_expired'),
        count(*) FILTER (WHERE type = 'task_failed') FROM wf.events});
+# the workload did its work, through both kinds of report
+my ($batched, $handed_on) = split /\|/, $node->safe_psql(
+	'wf', q{
+SELECT count(*) FILTER (WHERE payload->'output' = '{}'),
+       count(*) FILTER (WHERE payload->'output'->>'by' = 'handed on')
+FROM wf.events WHERE type = 'task_completed'});
+cmp_ok($runs, '>=', 10 * $kills, "the workload started runs between the kills ($runs)");
+cmp_ok($batched, '>', 0, "completions went through wf.complete_tasks_and_claim ($batched)");
+cmp_ok($handed_on, '>', 0, "leases it handed out were completed ($handed_on)");
 diag(sprintf('crash loop: %d kills of the postmaster in %.0f s; restart and check %.2f s on average, %.2f s at most',
 		$kills, time - $started, $recovery_secs_sum / $kills, $recovery_secs_max));
 diag("crash loop: $runs runs ($completed completed, $failed failed after 3 attempts), "
