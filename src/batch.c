@@ -337,11 +337,11 @@ report_order(const void *a, const void *b)
  * their retryables when b->is_failure) in task id order, each as the
  * single call would but with the verdicts of a batch for an unknown task
  * or fence (see the file header), and returns the verdicts in the order of
- * the input.  With an offer (eager dispatch), the
- * lease is offered to the transitions in the order they are applied until
- * max_leased of them have written their new attempt leased under it; the
- * attempts the transitions scheduled go to continuations (at most one per
- * report), *ncontinuations of them.
+ * the input.  With an offer (eager dispatch), the lease is offered to the
+ * transitions in the order they are applied until max_leased of them have
+ * written their new attempt leased under it; the attempts the transitions
+ * scheduled go to continuations (at most one per report), *ncontinuations
+ * of them.
  */
 static const char **
 apply_reports(const char *function, BatchReports *b, const WfLeaseOffer *offer,
