@@ -71,6 +71,7 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/toast_internals.h"
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_am.h"
@@ -855,6 +856,37 @@ WfRowGet(WfRowWriter *w, int column, bool *isnull)
 	if (w->found == NULL || TupIsNull(w->found))
 		elog(ERROR, "wfengine reads a row of wf.%s it did not find", w->table->relname);
 	return slot_getattr(w->found, w->table->attnums[column], isnull);
+}
+
+/*
+ * WfRowCompress returns value, a varlena datum for a column (an index into
+ * the table's columns) of the writer's table, compressed inline as TOAST
+ * would compress it, when that saves more than a few bytes; otherwise
+ * value itself.  PostgreSQL compresses a value only when its row is past
+ * TOAST_TUPLE_THRESHOLD (about 2 kB), so a row below that is written,
+ * and WAL-logged, whole on every update; a value that grows and is
+ * rewritten often (a run's context) is worth compressing sooner.  The
+ * column's compression method (ALTER TABLE ... SET COMPRESSION, else
+ * default_toast_compression) is used; a column whose storage is PLAIN or
+ * EXTERNAL, which asks for no compression, is left alone, and so are
+ * values under min_size bytes.  Readers detoast as they would any
+ * compressed value.
+ */
+Datum
+WfRowCompress(WfRowWriter *w, int column, Datum value, int min_size)
+{
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(w->rel),
+										  w->table->attnums[column] - 1);
+	struct varlena *v = (struct varlena *) DatumGetPointer(value);
+	Datum		compressed;
+
+	if (att->attlen != -1 || (att->attstorage != TYPSTORAGE_EXTENDED &&
+							  att->attstorage != TYPSTORAGE_MAIN))
+		return value;
+	if (VARATT_IS_EXTENDED(v) || VARSIZE(v) < min_size)
+		return value;
+	compressed = toast_compress_datum(value, att->attcompression);
+	return compressed != (Datum) 0 ? compressed : value;
 }
 
 /*

@@ -106,6 +106,7 @@ extern void WfRowScanEnd(WfRowScan *s);
 extern bool WfRowExists(WfRowWriter *w, int ncolumns, const int *columns,
 						const Datum *keys);
 extern Datum WfRowGet(WfRowWriter *w, int column, bool *isnull);
+extern Datum WfRowCompress(WfRowWriter *w, int column, Datum value, int min_size);
 extern void WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls,
 						const bool *replace);
 extern void WfRowWriterClose(WfRowWriter *w);

@@ -491,7 +491,17 @@ end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *sta
 }
 
 /*
- * write_run writes the new snapshot into the run row.
+ * A run's context below this many bytes is written as it is; from it on,
+ * compressed when that saves (WfRowCompress).  The context holds every
+ * completed step's output and is rewritten, and WAL-logged, whole on each
+ * step; PostgreSQL would compress it only once the row passes about 2 kB
+ * (docs/benchmarks.md: the context compressed).
+ */
+#define WF_CONTEXT_COMPRESS_MIN 256
+
+/*
+ * write_run writes the new snapshot into the run row, its context
+ * compressed where that saves.
  */
 static void
 write_run(WfTransition *tr)
@@ -525,6 +535,9 @@ write_run(WfTransition *tr)
 	replace[WF_RUN_COL_UPDATED_AT - 1] = true;
 
 	WfRowWriterOpen(&w, &runs_table);
+	values[WF_RUN_COL_CONTEXT - 1] = WfRowCompress(&w, WF_RUN_COL_CONTEXT - 1,
+												   values[WF_RUN_COL_CONTEXT - 1],
+												   WF_CONTEXT_COMPRESS_MIN);
 	if (!WfRowFind(&w, UUIDPGetDatum(&tr->run->run_id)))
 		elog(ERROR, "run snapshot or live task changed during a wfengine transition");
 	WfRowUpdate(&w, values, nulls, replace);
