@@ -1031,3 +1031,29 @@ ALTER TABLE wf.runs DROP CONSTRAINT runs_status_check, DROP CONSTRAINT runs_seq_
 ALTER TABLE wf.tasks DROP CONSTRAINT tasks_status_check, DROP CONSTRAINT tasks_visit_check,
     DROP CONSTRAINT tasks_attempt_check,
     ADD CONSTRAINT tasks_row_check CHECK (wf._task_row_ok(status, visit, attempt));
+
+-- ---------------------------------------------------------------------------
+-- The inputs at the end of their rows (issue 13)
+--
+-- A transition rewrites the run row (a HOT update) and finishes an attempt
+-- (an update of its row).  PostgreSQL logs of an update on the same page
+-- only the bytes between the prefix and the suffix the old and new rows
+-- share; in 0.1.0's column order wf.runs.input (and wf.tasks.input) sat
+-- between columns that change on every step (current_step, seq ... context,
+-- last_hash, updated_at; status ... deadline_at), so every step logged the
+-- run's input again.  Moved behind the last column, the input is part of
+-- the shared suffix: a step of a run with a 256-byte input logs 256 bytes
+-- fewer (docs/benchmarks.md).  The move rewrites each row once, here;
+-- SELECT * lists input last.  Nothing else changes: the columns keep their
+-- names, types and NOT NULL, no view or index reads them.
+ALTER TABLE wf.runs ADD COLUMN input_moved jsonb;
+UPDATE wf.runs SET input_moved = input;
+ALTER TABLE wf.runs DROP COLUMN input;
+ALTER TABLE wf.runs RENAME COLUMN input_moved TO input;
+ALTER TABLE wf.runs ALTER COLUMN input SET NOT NULL;
+
+ALTER TABLE wf.tasks ADD COLUMN input_moved jsonb;
+UPDATE wf.tasks SET input_moved = input;
+ALTER TABLE wf.tasks DROP COLUMN input;
+ALTER TABLE wf.tasks RENAME COLUMN input_moved TO input;
+ALTER TABLE wf.tasks ALTER COLUMN input SET NOT NULL;
