@@ -32,6 +32,10 @@
 #   BENCH_RATES        producer rates in runs/s (default "20 200 1000")
 #   BENCH_CONSUMERS    consumer clients (default 4)
 #   BENCH_DURATION     seconds per case (default 20)
+#   BENCH_WARMUP       seconds the producer runs first, whose tasks are left
+#                      out of the figures (default 2): the first starts of a
+#                      fresh database and backend prepare their statements and
+#                      compile the definition; 0 counts every task
 #   BENCH_MODES        "wait poll" (default)
 #   BENCH_POLL_MS      client sleep of a polling consumer after an empty claim (default 100)
 #   BENCH_DB           database created and dropped (default wflatency)
@@ -47,6 +51,7 @@ export PATH=$PG_BINDIR:$PATH
 RATES=${BENCH_RATES:-"20 200 1000"}
 CONSUMERS=${BENCH_CONSUMERS:-4}
 DURATION=${BENCH_DURATION:-20}
+WARMUP=${BENCH_WARMUP:-2}
 MODES=${BENCH_MODES:-"wait poll"}
 POLL_MS=${BENCH_POLL_MS:-100}
 DB=${BENCH_DB:-wflatency}
@@ -80,7 +85,7 @@ trap cleanup EXIT
 	              WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers',
 	                             'shared_preload_libraries', 'wfengine.enabled')
 	              ORDER BY name"
-	echo "cases:     rates $RATES runs/s; $CONSUMERS consumers; ${DURATION}s each; modes $MODES; poll ${POLL_MS} ms"
+	echo "cases:     rates $RATES runs/s; $CONSUMERS consumers; ${DURATION}s each after a ${WARMUP}s warm-up; modes $MODES; poll ${POLL_MS} ms"
 } >"$RES/machine.txt"
 cat "$RES/machine.txt"
 
@@ -118,13 +123,22 @@ run_case() {
 	# consumers first (they run 2 s longer, so that they drain the queue)
 	pgbench -n -M prepared -c "$CONSUMERS" -j "$((CONSUMERS < 2 ? CONSUMERS : 2))" -T "$((DURATION + 2))" \
 		-f "$RES/consumer_$mode.sql" "$DB" >"$RES/$name.consumers.log" 2>&1 &
-	local cpid=$! cpu0 cpu1
+	local cpid=$! cpu0 cpu1 since
 	sleep 1
+	# the tasks counted: created from the end of the warm-up on
+	since=$(qdb -c "SELECT clock_timestamp() + make_interval(secs => $WARMUP)")
 	cpu0=$(cpu_busy_ticks)
-	pgbench -n -M prepared -c 1 -j 1 -R "$rate" -T "$DURATION" \
+	pgbench -n -M prepared -c 1 -j 1 -R "$rate" -T "$((DURATION + WARMUP))" \
 		-f "$RES/producer.sql" "$DB" >"$RES/$name.producer.log" 2>&1
 	wait "$cpid" || true
 	cpu1=$(cpu_busy_ticks)
+	# the five slowest tasks of the case, warm-up included, and when they were
+	# created (seconds after the producer began)
+	qdb -F $'\t' -c "
+		SELECT round((extract(epoch FROM created_at) - extract(epoch FROM '$since'::timestamptz) + $WARMUP)::numeric, 3),
+		       round((extract(epoch FROM claimed_at - created_at) * 1000)::numeric, 2)
+		FROM wf.tasks WHERE claimed_at IS NOT NULL ORDER BY claimed_at - created_at DESC LIMIT 5" \
+		>"$RES/$name.slowest.tsv"
 
 	local calls achieved
 	calls=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$RES/$name.consumers.log")
@@ -135,10 +149,13 @@ run_case() {
 		       round((extract(epoch FROM percentile_cont(0.9) WITHIN GROUP (ORDER BY claimed_at - created_at)) * 1000)::numeric, 2),
 		       round((extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY claimed_at - created_at)) * 1000)::numeric, 2),
 		       round((extract(epoch FROM max(claimed_at - created_at)) * 1000)::numeric, 2),
-		       round(${calls:-0}::numeric / greatest(count(*), 1), 2),
+		       round(${calls:-0}::numeric / greatest(all_claimed, 1), 2),
 		       (SELECT count(*) FROM wf.tasks WHERE status = 'ready'),
-		       round($((cpu1 - cpu0)) * 1e6 / $CLK_TCK / greatest(count(*), 1))
-		FROM wf.tasks WHERE claimed_at IS NOT NULL" | tee -a "$SUMMARY"
+		       round($((cpu1 - cpu0)) * 1e6 / $CLK_TCK / greatest(all_claimed, 1))
+		FROM wf.tasks,
+		     (SELECT count(*) AS all_claimed FROM wf.tasks WHERE claimed_at IS NOT NULL) AS a
+		WHERE claimed_at IS NOT NULL AND created_at >= '$since'
+		GROUP BY all_claimed" | tee -a "$SUMMARY"
 }
 
 echo
