@@ -9,10 +9,14 @@
 --             ({"n": i}) instead of the 200-byte payload of the peers' jobs
 --   noav      1 = autovacuum off on the engine's tables, as bench/setup.sql
 --   freeze    1 = VACUUM (FREEZE, ANALYZE) as bench/run.sh, not VACUUM ANALYZE
+--   taskff, runff  the fillfactor of wf.tasks and wf.runs, set before the
+--             runs start (100, PostgreSQL's default, unless given)
 \set ON_ERROR_STOP on
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS wfengine CASCADE;
 CREATE EXTENSION wfengine;
+ALTER TABLE wf.tasks SET (fillfactor = :taskff);
+ALTER TABLE wf.runs SET (fillfactor = :runff);
 SELECT wf.publish_definition('bench1', '{"steps":[{"name":"only","type":"task","queue":"bench1"}]}');
 SELECT wf.publish_definition('bench20', jsonb_build_object('steps',
   (SELECT jsonb_agg(jsonb_build_object('name', 's' || g, 'type', 'task', 'queue', 'bench20')) FROM generate_series(1, 20) g)));
