@@ -23,7 +23,8 @@
  * writes one) does not wake the worker at all.  A committer that wants a
  * tick sets the slot's tick_wanted before the latch; a latch set without
  * it only hands over notifications, which the worker sends in a short
- * transaction of their own and goes back to sleep until the same moment.
+ * transaction of their own (at most one every WF_RELAY_INTERVAL_MS, see
+ * worker_relay_paced) and goes back to sleep until the same moment.
  * A tick that fired a full batch is followed at once by another.
  *
  * An older schema.  A database whose installed extension is older than
@@ -82,6 +83,10 @@
 											 * but nothing could be fired */
 #define WF_LOG_INTERVAL_MS			60000	/* rate limit of repeated
 											 * error reports */
+#ifndef WF_RELAY_INTERVAL_MS
+#define WF_RELAY_INTERVAL_MS		2		/* shortest time between two
+											 * relay transactions */
+#endif
 
 /* worker-local state */
 static bool worker_found_no_extension = false;
@@ -93,6 +98,8 @@ static int	worker_unlogged_errors = 0;
 static TimestampTz worker_last_error_log = 0;
 static bool worker_schema_refused = false;	/* the schema was too old at
 											 * the last tick (logged) */
+static TimestampTz worker_last_relay = 0;	/* when the last relay
+											 * transaction began */
 
 
 /*
@@ -461,6 +468,30 @@ worker_relay_guarded(MemoryContext loopcxt)
 }
 
 /*
+ * worker_relay_paced sends the relayed notifications, but not sooner than
+ * WF_RELAY_INTERVAL_MS after the previous relay transaction began: under a
+ * steady stream of commits the worker then wakes and commits a few hundred
+ * times a second at most, each time for all that came meanwhile, instead of
+ * once per committing client (each wake-up a signal, a context switch and a
+ * transaction on a machine the clients need).  Only the first committer of
+ * a batch sets the latch (notify.c), so the wait is not cut short by the
+ * others; a tick request ends it, and the latch is left set so that the
+ * sleep that follows returns at once and the loop ticks.
+ */
+static void
+worker_relay_paced(MemoryContext loopcxt, TimestampTz now, TimestampTz wake)
+{
+	TimestampTz ready = TimestampTzPlusMilliseconds(worker_last_relay, WF_RELAY_INTERVAL_MS);
+
+	if (now < ready && ready < wake)
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 TimestampDifferenceMilliseconds(now, ready), WfWaitEvent());
+	worker_last_relay = GetCurrentTimestamp();
+	worker_relay_guarded(loopcxt);
+}
+
+/*
  * WfWorkerMain is the entry point of the worker of one database (OID in
  * bgw_extra, slot number in main_arg).  It claims its slot, connects, and
  * runs ticks until SIGTERM (through die()), postmaster death, or the
@@ -520,7 +551,7 @@ WfWorkerMain(Datum main_arg)
 		if (wake != 0 && now < wake &&
 			pg_atomic_exchange_u32(&slot->tick_wanted, 0) == 0)
 		{
-			worker_relay_guarded(loopcxt);
+			worker_relay_paced(loopcxt, now, wake);
 			MemoryContextReset(loopcxt);
 			worker_sleep(slot, wake);
 			continue;

@@ -23,6 +23,12 @@
 #     launcher and the worker come back.
 #  9. Without shared_preload_libraries, CREATE EXTENSION warns and no
 #     worker runs; wf.worker_status() returns nothing.
+# 10. The relay: with the worker asleep for a minute, a listener on the run
+#     channel hears every run started by 300 commits of two sessions at
+#     once, each notification sent by the
+#     worker (its pid), none lost to the batching of the relay (only the
+#     first commit of a batch sets the worker's latch, and the worker sends
+#     at most every few milliseconds), and no overflow.
 
 use strict;
 use warnings;
@@ -30,6 +36,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('wf_worker');
 $node->init;
@@ -297,6 +304,67 @@ ok( $node->poll_query_until(
 		"SELECT count(*) = 1 FROM wf.events WHERE run_id = '$run' AND type = 'sleep_finished'"
 	),
 	'and fires timers');
+
+# ---------------------------------------------------------------------
+# 10. the relay: every notification of many commits, sent by the worker
+# ---------------------------------------------------------------------
+{
+	# the default naptime again (a minute): no tick sends them in passing,
+	# only the relay
+	$node->safe_psql('postgres', 'ALTER SYSTEM RESET wfengine.naptime');
+	$node->reload;
+	ok( $node->poll_query_until(
+			'wfc',
+			"SELECT next_due > now() + interval '30 seconds' FROM wf.worker_status() WHERE database = 'wfc'"
+		),
+		'the worker sleeps long again');
+	my $wpid = worker_pid('wfc');
+	my $channel = $node->safe_psql('wfc', "SELECT wf.channel('runs')");
+	$node->safe_psql('wfc',
+		q{SELECT wf.publish_definition('relayq', '{"steps": [{"name": "only", "queue": "relay_q"}]}')});
+	my $psql = $node->installed_command('psql');
+	my ($lo, $le) = ('', '');
+
+	# psql prints the notifications a command received after it; the second
+	# command waits until the 300 runs exist, the third gives the worker
+	# time to send the last of them
+	my $listener = IPC::Run::start(
+		[
+			$psql, '-XqAt', '-d', $node->connstr('wfc'),
+			'-c', qq{LISTEN "$channel"},
+			'-c', q{DO $$ BEGIN
+				WHILE (SELECT count(*) FROM wf.runs r JOIN wf.definitions d USING (definition_id)
+					   WHERE d.name = 'relayq') < 300
+					  AND clock_timestamp() < now() + interval '3 minutes'
+				LOOP PERFORM pg_sleep(0.05); END LOOP;
+				END $$},
+			'-c', 'SELECT pg_sleep(2)', '-c', 'SELECT 1'
+		],
+		'>', \$lo, '2>', \$le);
+	ok( $node->poll_query_until('wfc',
+			"SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'DO \$\$ BEGIN%relayq%'"),
+		'the listener listens');
+	my $sql = "SELECT wf.start_run('relayq') IS NOT NULL;\n" x 150;
+	# (each its own copy: IPC::Run consumes the input it writes)
+	my @writers = map {
+		my $in = $sql;
+		IPC::Run::start([ $psql, '-XqAt', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('wfc') ],
+			'<', \$in, '>', \my $out, '2>', \my $err)
+	} 1 .. 2;
+	$_->finish for @writers;
+	$listener->finish;
+	is($le, '', 'the listener saw no error');
+	my @heard = ($lo =~ /^Asynchronous notification "\Q$channel\E" with payload "(.*)" received from server process with PID (\d+)\.$/mg);
+	my (%runs, %pids);
+	while (my ($payload, $pid) = splice(@heard, 0, 2))
+	{
+		$pids{$pid}++;
+		$runs{$1}++ if $payload =~ /"run_id": "([0-9a-f-]+)", "kind": "started"/;
+	}
+	is(scalar(keys %runs), 300, 'every one of the 300 runs started is heard of once');
+	is_deeply([ keys %pids ], [$wpid], 'all of them sent by the engine worker');
+	unlike($lo, qr/wf_overflow/, 'none dropped');
+}
 
 $node->stop;
 
