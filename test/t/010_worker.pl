@@ -59,6 +59,14 @@ sub worker_pid
 	);
 }
 
+# waits until the next_due of wfc's worker compares with $cond (SQL)
+sub wfc_worker_sleeps
+{
+	my ($cond) = @_;
+	return $node->poll_query_until('wfc',
+		"SELECT next_due $cond FROM wf.worker_status() WHERE database = 'wfc'");
+}
+
 sub worker_count_is
 {
 	my ($db, $n) = @_;
@@ -164,18 +172,12 @@ isnt(worker_pid('wfc'), $pid_b, 'a new worker');
 # 5. SIGHUP
 # ---------------------------------------------------------------------
 my $pid_c = worker_pid('wfc');
-ok( $node->poll_query_until(
-		'wfc',
-		"SELECT next_due > now() + interval '30 seconds' FROM wf.worker_status() WHERE database = 'wfc'"
-	),
+ok(wfc_worker_sleeps("> now() + interval '30 seconds'"),
 	'with the default naptime the worker sleeps long');
 $log_offset = -s $node->logfile;
 $node->safe_psql('postgres', "ALTER SYSTEM SET wfengine.naptime = '1s'");
 $node->reload;
-ok( $node->poll_query_until(
-		'wfc',
-		"SELECT next_due < now() + interval '5 seconds' FROM wf.worker_status() WHERE database = 'wfc'"
-	),
+ok(wfc_worker_sleeps("< now() + interval '5 seconds'"),
 	'after a reload the worker sleeps by the new naptime');
 my $ticks = $node->safe_psql('wfc',
 	"SELECT ticks FROM wf.worker_status() WHERE database = 'wfc'");
@@ -313,10 +315,7 @@ ok( $node->poll_query_until(
 	# only the relay
 	$node->safe_psql('postgres', 'ALTER SYSTEM RESET wfengine.naptime');
 	$node->reload;
-	ok( $node->poll_query_until(
-			'wfc',
-			"SELECT next_due > now() + interval '30 seconds' FROM wf.worker_status() WHERE database = 'wfc'"
-		),
+	ok(wfc_worker_sleeps("> now() + interval '30 seconds'"),
 		'the worker sleeps long again');
 	my $wpid = worker_pid('wfc');
 	my $channel = $node->safe_psql('wfc', "SELECT wf.channel('runs')");
