@@ -661,10 +661,9 @@ WfWakeWorkerAtCommit(void)
  * that notifies commits one at a time and group commit is lost.  When the
  * database has a running engine worker, a transaction therefore does not
  * notify by itself: after its commit it copies its notifications into a
- * shared buffer, the first committer since the worker last emptied it sets
- * the worker's latch (relay_pending), and the worker sends them all in its
- * next short transaction (WfRelaySend), no sooner than WF_RELAY_INTERVAL_MS
- * after the previous one (worker.c).  Queue notifications are
+ * shared buffer and sets the worker's latch, and the worker sends them all
+ * in its next short transaction (WfRelaySend), no sooner than
+ * WF_RELAY_INTERVAL_MS after the previous one (worker.c).  Queue notifications are
  * coalesced in the buffer (one per queue until the worker sends them);
  * when the buffer is full, run notifications are dropped and counted, and
  * the worker then sends one {"kind": "overflow"} on the run channel so that
@@ -754,9 +753,7 @@ relay_notifications(WfDbWorkerSlot *slot)
 
 	if (dropped > 0)
 		pg_atomic_fetch_add_u32(&slot->relay_dropped, dropped);
-	/* the first committer of a batch wakes the worker; the others join it */
-	if (pg_atomic_exchange_u32(&slot->relay_pending, 1) == 0)
-		SetLatch(slot->latch);
+	SetLatch(slot->latch);
 }
 
 /*
@@ -777,18 +774,6 @@ WfRelaySend(WfDbWorkerSlot *slot)
 	if (WfShmem == NULL)
 		return 0;
 	mine = palloc(sizeof(WfRelayItem) * WF_RELAY_SLOTS);
-
-	/*
-	 * Cleared before the buffer is emptied: a committer that adds to it
-	 * after this point finds the flag clear and sets the latch again, so
-	 * nothing handed over is left waiting.  (One that added before it and
-	 * sets the flag after it only causes a wake-up with nothing to send.)
-	 */
-	if (slot != NULL)
-	{
-		pg_atomic_write_u32(&slot->relay_pending, 0);
-		pg_memory_barrier();
-	}
 	SpinLockAcquire(&WfShmem->relay_lock);
 	for (i = 0, j = 0; i < WfShmem->relay_count; i++)
 	{

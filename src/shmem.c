@@ -112,7 +112,6 @@ wf_shmem_startup(void)
 			pg_atomic_init_u64(&WfShmem->workers[i].ticks, 0);
 			pg_atomic_init_u64(&WfShmem->workers[i].fired, 0);
 			pg_atomic_init_u32(&WfShmem->workers[i].relay_dropped, 0);
-			pg_atomic_init_u32(&WfShmem->workers[i].relay_pending, 0);
 		}
 		SpinLockInit(&WfShmem->relay_lock);
 		SpinLockInit(&WfShmem->rate_lock);

@@ -65,8 +65,6 @@ typedef struct WfDbWorkerSlot
 	pg_atomic_uint64 ticks;		/* timer ticks done */
 	pg_atomic_uint64 fired;		/* timers and deadlines fired */
 	pg_atomic_uint32 relay_dropped; /* run notifications lost to a full relay */
-	pg_atomic_uint32 relay_pending; /* 1: notifications wait in the relay and
-									 * the latch was set for them */
 } WfDbWorkerSlot;
 
 /* the whole shared state */

@@ -473,10 +473,11 @@ worker_relay_guarded(MemoryContext loopcxt)
  * steady stream of commits the worker then wakes and commits a few hundred
  * times a second at most, each time for all that came meanwhile, instead of
  * once per committing client (each wake-up a signal, a context switch and a
- * transaction on a machine the clients need).  Only the first committer of
- * a batch sets the latch (notify.c), so the wait is not cut short by the
- * others; a tick request ends it, and the latch is left set so that the
- * sleep that follows returns at once and the loop ticks.
+ * transaction on a machine the clients need).  The wait does not watch the
+ * latch, so the commits that come meanwhile only set it (no signal: the
+ * worker is not sleeping on it); the sleep that follows the send then
+ * returns at once and the loop sends again.  A tick asked for meanwhile
+ * waits the rest of the interval at most.
  */
 static void
 worker_relay_paced(MemoryContext loopcxt, TimestampTz now, TimestampTz wake)
@@ -484,8 +485,7 @@ worker_relay_paced(MemoryContext loopcxt, TimestampTz now, TimestampTz wake)
 	TimestampTz ready = TimestampTzPlusMilliseconds(worker_last_relay, WF_RELAY_INTERVAL_MS);
 
 	if (now < ready && ready < wake)
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+		(void) WaitLatch(NULL, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 TimestampDifferenceMilliseconds(now, ready), WfWaitEvent());
 	worker_last_relay = GetCurrentTimestamp();
 	worker_relay_guarded(loopcxt);

@@ -25,10 +25,9 @@
 #     worker runs; wf.worker_status() returns nothing.
 # 10. The relay: with the worker asleep for a minute, a listener on the run
 #     channel hears every run started by 300 commits of two sessions at
-#     once, each notification sent by the
-#     worker (its pid), none lost to the batching of the relay (only the
-#     first commit of a batch sets the worker's latch, and the worker sends
-#     at most every few milliseconds), and no overflow.
+#     once, each notification sent by the worker (its pid), none lost to
+#     the batching of the relay (the worker sends at most every few
+#     milliseconds), and no overflow.
 
 use strict;
 use warnings;
