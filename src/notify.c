@@ -794,6 +794,29 @@ WfRelaySend(WfDbWorkerSlot *slot)
 	return n;
 }
 
+/*
+ * WfRelayPending tells the worker whether notifications of its database
+ * wait in the relay buffer.  A committer sets the worker's latch after
+ * handing them over, but a lock wait inside the worker's own transaction
+ * (ProcSleep, say on the cluster-wide NOTIFY lock that a worker of another
+ * database holds) resets the latch; the worker therefore looks here before
+ * it sleeps, so that such a wake-up is never lost.
+ */
+bool
+WfRelayPending(void)
+{
+	bool		found = false;
+	int			i;
+
+	if (WfShmem == NULL)
+		return false;
+	SpinLockAcquire(&WfShmem->relay_lock);
+	for (i = 0; i < WfShmem->relay_count && !found; i++)
+		found = WfShmem->relay[i].dboid == MyDatabaseId;
+	SpinLockRelease(&WfShmem->relay_lock);
+	return found;
+}
+
 PG_FUNCTION_INFO_V1(wfengine_channel);
 
 

@@ -56,6 +56,7 @@ extern void WfWakeWorkerAtCommit(void);
 /* the engine worker sends what committed transactions handed to it */
 struct WfDbWorkerSlot;
 extern int	WfRelaySend(struct WfDbWorkerSlot *slot);
+extern bool WfRelayPending(void);
 
 
 /* the statements of notify.c */

@@ -100,6 +100,8 @@ static bool worker_schema_refused = false;	/* the schema was too old at
 											 * the last tick (logged) */
 static TimestampTz worker_last_relay = 0;	/* when the last relay
 											 * transaction began */
+static bool worker_relay_failed = false;	/* the last relay transaction
+											 * failed */
 
 
 /*
@@ -410,7 +412,10 @@ worker_after_tick(WfDbWorkerSlot *slot, int fired, TimestampTz next_due,
 
 /*
  * worker_sleep publishes wake as the moment of the next tick and sleeps on
- * the latch until then (or until the latch is set).
+ * the latch until then (or until the latch is set).  It does not sleep
+ * while notifications of this database wait in the relay: the latch set
+ * that handed them over may have been reset by a lock wait in the tick or
+ * relay transaction just done (see WfRelayPending); the loop sends them.
  */
 static void
 worker_sleep(WfDbWorkerSlot *slot, TimestampTz wake)
@@ -418,7 +423,8 @@ worker_sleep(WfDbWorkerSlot *slot, TimestampTz wake)
 	long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), wake);
 
 	pg_atomic_write_u64(&slot->next_due, (uint64) wake);
-	if (timeout <= 0)
+	if (timeout <= 0 ||
+		(!worker_schema_refused && !worker_relay_failed && WfRelayPending()))
 		return;
 	(void) WaitLatch(MyLatch,
 					 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -454,10 +460,12 @@ worker_relay_guarded(MemoryContext loopcxt)
 		(void) WfRelaySend(WfWorkerSlotFor(MyDatabaseId));
 		CommitTransactionCommand();
 		MemoryContextSwitchTo(loopcxt);
+		worker_relay_failed = false;
 	}
 	PG_CATCH();
 	{
 		HOLD_INTERRUPTS();
+		worker_relay_failed = true;
 		EmitErrorReport();
 		AbortOutOfAnyTransaction();
 		FlushErrorState();
