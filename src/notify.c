@@ -663,11 +663,11 @@ WfWakeWorkerAtCommit(void)
  * notify by itself: after its commit it copies its notifications into a
  * shared buffer and sets the worker's latch, and the worker sends them all
  * in its next short transaction (WfRelaySend), no sooner than
- * WF_RELAY_INTERVAL_MS after the previous one (worker.c).  Queue notifications are
- * coalesced in the buffer (one per queue until the worker sends them);
- * when the buffer is full, run notifications are dropped and counted, and
- * the worker then sends one {"kind": "overflow"} on the run channel so that
- * subscribers know to look at the runs themselves.  Without a worker (not
+ * WF_RELAY_INTERVAL_MS after the previous one (worker.c).  Queue
+ * notifications are coalesced in the buffer (one per queue until the worker
+ * sends them); when the buffer is full, run notifications are dropped and
+ * counted, and the worker then sends one {"kind": "overflow"} on the run
+ * channel so that subscribers know to look at the runs themselves.  Without a worker (not
  * preloaded, wfengine.enabled off) notifications are sent at pre-commit,
  * as PostgreSQL does.
  */

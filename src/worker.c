@@ -83,10 +83,8 @@
 											 * but nothing could be fired */
 #define WF_LOG_INTERVAL_MS			60000	/* rate limit of repeated
 											 * error reports */
-#ifndef WF_RELAY_INTERVAL_MS
 #define WF_RELAY_INTERVAL_MS		2		/* shortest time between two
 											 * relay transactions */
-#endif
 
 /* worker-local state */
 static bool worker_found_no_extension = false;
