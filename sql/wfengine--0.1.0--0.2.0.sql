@@ -1072,3 +1072,30 @@ EXCEPTION WHEN feature_not_supported THEN
     RAISE NOTICE 'wf.runs.context keeps default_toast_compression: this server has no lz4';
 END
 $$;
+
+-- ==== issue 29: the engine worker never waits for a client's lock ====
+-- wf.worker_status() also shows, per engine worker, the due items its
+-- last tick left because a transaction holds their rows (due_locked, and
+-- the due time of the oldest, due_locked_since) and the notifications the
+-- relay dropped for its database (relay_dropped).  The library fills only
+-- the columns a definition has, so a database still on 0.1.0 keeps its
+-- seven.
+DROP FUNCTION wf.worker_status();
+CREATE FUNCTION wf.worker_status()
+RETURNS TABLE (role text,
+               database text,
+               pid integer,
+               started_at timestamptz,
+               next_due timestamptz,
+               ticks bigint,
+               fired bigint,
+               due_locked bigint,
+               due_locked_since timestamptz,
+               relay_dropped bigint)
+AS 'MODULE_PATHNAME', 'wfengine_worker_status'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.worker_status() IS
+'The wfengine launcher and engine workers of the whole server, from shared memory: per worker what its last tick left for a lock and the notifications dropped for its database; no rows without preload.';
+REVOKE ALL ON FUNCTION wf.worker_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.worker_status() TO wfengine_admin;
+-- ==== end issue 29: worker ====

@@ -6,7 +6,8 @@
  *
  * The run as a whole is answered here: a run that has ended (how and
  * where), a paused one (who paused it, its held result and timers), a
- * timer that the tenant's max_timers_per_run refused, a live run that
+ * timer that the tenant's max_timers_per_run refused, a due timer or
+ * deadline that another transaction's lock holds up, a live run that
  * waits for nothing the engine tracks (it needs an operator), the
  * commands each status allows.  What a live run waits for at its step is
  * the step kind's answer (WfStepKindOps.explain): a task attempt, a
@@ -30,6 +31,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -44,6 +46,7 @@
 #include "spi_util.h"
 #include "state.h"
 #include "stepkind.h"
+#include "tenant.h"
 #include "waits.h"
 
 PG_FUNCTION_INFO_V1(wfengine_explain);
@@ -54,6 +57,7 @@ enum
 	PLAN_EXPLAIN_FINISHED = 0,
 	PLAN_EXPLAIN_PAUSED,
 	PLAN_EXPLAIN_QUOTA_REFUSED,
+	PLAN_EXPLAIN_HELD,
 	PLAN_EXPLAIN_ANSWER
 };
 
@@ -121,6 +125,42 @@ static const WfPlanSpec explain_plan_specs[] = {
 		" LEFT JOIN LATERAL (SELECT q.max_timers_per_run AS lim FROM wf.tenant_policies q"
 		"  WHERE q.tenant_id OPERATOR(pg_catalog.=) $2) p ON true",
 		2, {UUIDOID, TEXTOID}
+	},
+	[PLAN_EXPLAIN_HELD] = {
+		"explain_held",
+		/*
+		 * Something of the run is due (a timer, or a deadline of its live
+		 * attempt $2) and another transaction holds a row the engine worker
+		 * must lock to act on it: the run, its live task or a pending timer
+		 * (the row's xmax is a transaction that still holds its lock in
+		 * pg_locks).  The engine worker passes such items over and tries
+		 * again (timer.c).  Who holds it, and since when, goes to the caller
+		 * in C (superusers only).
+		 */
+		"SELECT pg_catalog.jsonb_build_object('due', d.what, 'due_at', d.due_at,"
+		"  'pid', l.pid, 'xact_start', a.xact_start,"
+		"  'held_for', pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) a.xact_start) "
+		"FROM (SELECT 'timer' AS what, pg_catalog.min(tm.due_at) AS due_at FROM wf.timers tm"
+		"  WHERE tm.run_id OPERATOR(pg_catalog.=) $1 AND tm.status OPERATOR(pg_catalog.=) 'pending'"
+		"  AND tm.fire_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()"
+		"  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0"
+		" UNION ALL SELECT 'deadline', t.deadline_at FROM wf.tasks t"
+		"  WHERE t.task_id OPERATOR(pg_catalog.=) $2"
+		"  AND t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased'])"
+		"  AND t.deadline_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()"
+		" ORDER BY 2 LIMIT 1) d"
+		" JOIN LATERAL (SELECT k.pid FROM"
+		"  (SELECT r.xmax AS x FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) $1"
+		"   UNION ALL SELECT t.xmax FROM wf.tasks t WHERE t.task_id OPERATOR(pg_catalog.=) $2"
+		"   UNION ALL SELECT tm.xmax FROM wf.timers tm WHERE tm.run_id OPERATOR(pg_catalog.=) $1"
+		"    AND tm.status OPERATOR(pg_catalog.=) 'pending') x"
+		"  JOIN pg_catalog.pg_locks k ON k.locktype OPERATOR(pg_catalog.=) 'transactionid'"
+		"   AND k.transactionid OPERATOR(pg_catalog.=) x.x AND k.granted"
+		"   AND k.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'"
+		"   AND k.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()"
+		"  LIMIT 1) l ON true"
+		" LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid",
+		2, {UUIDOID, INT8OID}
 	},
 	[PLAN_EXPLAIN_ANSWER] = {
 		"explain_answer",
@@ -217,6 +257,53 @@ explain_quota_refused(const WfRunState *run, WfExplanation *ex)
 	ex->details = WfJsonbConcat(ex->details, quota);
 	ex->commands = lappend(ex->commands, "wf.set_tenant_policy");
 	ex->commands = lappend(ex->commands, "wf.migrate_run");
+}
+
+/*
+ * explain_held: a due timer or deadline that the engine worker cannot act
+ * on because another transaction holds the run's rows comes before what
+ * the run would otherwise wait for.  The holding session (pid, when its
+ * transaction began, how long it has held it) is shown to superusers only.
+ */
+static void
+explain_held(const WfRunState *run, WfExplanation *ex)
+{
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	Jsonb	   *held;
+	JsonbValue *v;
+	WfJsonBuilder b;
+
+	values[0] = UUIDPGetDatum(&run->run_id);
+	values[1] = Int64GetDatum(run->current_task);
+	if (run->current_task == 0)
+		nulls[1] = 'n';
+	held = one_object(PLAN_EXPLAIN_HELD, values, nulls);
+	if (held == NULL)
+		return;
+
+	WfJbBegin(&b);
+	if ((v = WfJsonbGet(held, "due")) != NULL)
+		WfJbJsonb(&b, "due", JsonbValueToJsonb(v));
+	if ((v = WfJsonbGet(held, "due_at")) != NULL)
+		WfJbJsonb(&b, "due_at", JsonbValueToJsonb(v));
+	WfJbText(&b, "reason", "another transaction holds the run (or its live task or timer) locked: "
+			 "the engine does not wait for it, and acts on what is due when that transaction ends");
+	WfJbText(&b, "way_out", "end that transaction (COMMIT or ROLLBACK): a session of the tenant "
+			 "left idle in a transaction after an API call holds the run until it ends");
+	if (superuser_arg(WfApiCaller()))
+	{
+		const char *keys[] = {"pid", "xact_start", "held_for"};
+		int			i;
+
+		for (i = 0; i < lengthof(keys); i++)
+			if ((v = WfJsonbGet(held, keys[i])) != NULL)
+				WfJbJsonb(&b, keys[i], JsonbValueToJsonb(v));
+	}
+	if (ex->waiting != NULL)
+		ex->details = nest("held_wait", ex);
+	ex->waiting = "transaction";
+	ex->details = WfJsonbConcat(ex->details, WfJbEnd(&b));
 }
 
 /*
@@ -326,6 +413,7 @@ wfengine_explain(PG_FUNCTION_ARGS)
 			commands = list_concat(commands, ex.commands);
 			ex.commands = NIL;
 			explain_quota_refused(&run, &ex);
+			explain_held(&run, &ex);
 			break;
 		default:
 			/* it has ended */

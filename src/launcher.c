@@ -563,6 +563,7 @@ launcher_take_slot(WfDbEntry *db, TimestampTz now)
 			pg_atomic_write_u64(&slot->next_due, 0);
 			pg_atomic_write_u64(&slot->ticks, 0);
 			pg_atomic_write_u64(&slot->fired, 0);
+			pg_atomic_write_u64(&slot->relay_dropped_total, 0);
 			break;
 		}
 	}
@@ -730,11 +731,32 @@ WfLauncherMain(Datum main_arg)
  */
 
 /*
+ * worker_status_row puts one row of wf.worker_status() into the result,
+ * cut to the columns its SQL definition has: the definition of 0.1.0 has
+ * the first WF_STATUS_V1_COLUMNS only (an old schema served by this
+ * library).
+ */
+#define WF_STATUS_COLUMNS 10
+#define WF_STATUS_V1_COLUMNS 7
+
+static void
+worker_status_row(ReturnSetInfo *rsinfo, Datum *values, bool *nulls)
+{
+	if (rsinfo->setDesc->natts != WF_STATUS_COLUMNS &&
+		rsinfo->setDesc->natts != WF_STATUS_V1_COLUMNS)
+		elog(ERROR, "wf.worker_status() has %d columns, not %d",
+			 rsinfo->setDesc->natts, WF_STATUS_COLUMNS);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
  * wfengine_worker_status is wf.worker_status(): one row for the launcher
  * (database NULL; next_due is its next scan, ticks the scans done, fired
  * the workers started) and one per worker slot (pid NULL while the worker
- * has not started yet).  It reads shared memory only; without preload it
- * returns no rows.
+ * has not started yet), with what its last tick left for a lock
+ * (due_locked, due_locked_since) and the notifications the relay dropped
+ * for its database since the worker slot was taken.  It reads shared
+ * memory only; without preload it returns no rows.
  */
 Datum
 wfengine_worker_status(PG_FUNCTION_ARGS)
@@ -744,6 +766,9 @@ wfengine_worker_status(PG_FUNCTION_ARGS)
 	uint64		ticks[WF_MAX_DB_WORKERS];
 	uint64		fired[WF_MAX_DB_WORKERS];
 	uint64		due[WF_MAX_DB_WORKERS];
+	uint64		locked[WF_MAX_DB_WORKERS];
+	uint64		locked_since[WF_MAX_DB_WORKERS];
+	uint64		dropped[WF_MAX_DB_WORKERS];
 	pid_t		launcher_pid;
 	TimestampTz launcher_started_at;
 	TimestampTz launcher_next_scan;
@@ -760,19 +785,24 @@ wfengine_worker_status(PG_FUNCTION_ARGS)
 	launcher_next_scan = WfWorkers->launcher_next_scan;
 	for (i = 0; i < WF_MAX_DB_WORKERS; i++)
 	{
-		slots[i].dboid = WfShmem->workers[i].dboid;
-		slots[i].pid = WfShmem->workers[i].pid;
-		slots[i].started_at = WfShmem->workers[i].started_at;
-		due[i] = pg_atomic_read_u64(&WfShmem->workers[i].next_due);
-		ticks[i] = pg_atomic_read_u64(&WfShmem->workers[i].ticks);
-		fired[i] = pg_atomic_read_u64(&WfShmem->workers[i].fired);
+		WfDbWorkerSlot *w = &WfShmem->workers[i];
+
+		slots[i].dboid = w->dboid;
+		slots[i].pid = w->pid;
+		slots[i].started_at = w->started_at;
+		due[i] = pg_atomic_read_u64(&w->next_due);
+		ticks[i] = pg_atomic_read_u64(&w->ticks);
+		fired[i] = pg_atomic_read_u64(&w->fired);
+		locked[i] = pg_atomic_read_u64(&w->due_locked);
+		locked_since[i] = pg_atomic_read_u64(&w->due_locked_since);
+		dropped[i] = pg_atomic_read_u64(&w->relay_dropped_total);
 	}
 	LWLockRelease(WfShmem->lock);
 
 	if (launcher_pid != 0)
 	{
-		Datum		values[7];
-		bool		nulls[7];
+		Datum		values[WF_STATUS_COLUMNS];
+		bool		nulls[WF_STATUS_COLUMNS];
 
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = CStringGetTextDatum("launcher");
@@ -784,13 +814,15 @@ wfengine_worker_status(PG_FUNCTION_ARGS)
 		nulls[4] = (launcher_next_scan == 0);
 		values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&WfWorkers->launcher_scans));
 		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&WfWorkers->launcher_starts));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		/* the launcher fires nothing and relays nothing */
+		nulls[7] = nulls[8] = nulls[9] = true;
+		worker_status_row(rsinfo, values, nulls);
 	}
 
 	for (i = 0; i < WF_MAX_DB_WORKERS; i++)
 	{
-		Datum		values[7];
-		bool		nulls[7];
+		Datum		values[WF_STATUS_COLUMNS];
+		bool		nulls[WF_STATUS_COLUMNS];
 		char	   *dbname;
 
 		if (!OidIsValid(slots[i].dboid))
@@ -810,7 +842,11 @@ wfengine_worker_status(PG_FUNCTION_ARGS)
 		nulls[4] = (due[i] == 0);
 		values[5] = Int64GetDatum((int64) ticks[i]);
 		values[6] = Int64GetDatum((int64) fired[i]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		values[7] = Int64GetDatum((int64) locked[i]);
+		values[8] = TimestampTzGetDatum((TimestampTz) locked_since[i]);
+		nulls[8] = (locked_since[i] == 0);
+		values[9] = Int64GetDatum((int64) dropped[i]);
+		worker_status_row(rsinfo, values, nulls);
 	}
 
 	return (Datum) 0;

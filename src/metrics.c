@@ -113,6 +113,7 @@ static const char *const counter_names[WF_COUNTER_COUNT] = {
 	[WF_CNT_TIMERS_FIRED] = "timers_fired",
 	[WF_CNT_TIMERS_STALE] = "timers_stale",
 	[WF_CNT_DEADLINES_FIRED] = "deadlines_fired",
+	[WF_CNT_DUE_LOCK_SKIPS] = "due_lock_skips",
 };
 
 static const char *const hist_names[WF_HIST_COUNT] = {

@@ -613,7 +613,8 @@ lock_taken(TM_Result res)
  * WfRowLock finds the row whose primary key is key and locks it as SELECT
  * ... FOR UPDATE does (ExecLockRows): read with the snapshot a statement
  * would take, locked in its latest version under READ COMMITTED (waiting
- * for a transaction that holds it), and a serialization failure under
+ * for a transaction that holds it; or, while lock waits are forbidden
+ * (WfSetLockWait), failing at once as FOR UPDATE NOWAIT does), and a serialization failure under
  * REPEATABLE READ or SERIALIZABLE when another transaction changed it
  * since the snapshot.  The table's columns go to values/nulls, copied
  * into the current memory context.  False when there is no such row, or
@@ -670,7 +671,8 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 		TM_Result	res;
 
 		res = table_tuple_lock(rel, &slot->tts_tid, snap, slot, GetCurrentCommandId(false),
-							   LockTupleExclusive, LockWaitBlock,
+							   LockTupleExclusive,
+							   WfLockWaitAllowed() ? LockWaitBlock : LockWaitError,
 							   IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
 							   &tmfd);
 		found = lock_taken(res);

@@ -134,6 +134,26 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2",
 		2, {UUIDOID, TEXTOID}
 	},
+	[WF_RUNSTORE_TASK_LOCK_NOWAIT] = {
+		"task_lock_nowait",
+		"SELECT t.status FROM wf.tasks t WHERE t.task_id OPERATOR(pg_catalog.=) $1 FOR UPDATE NOWAIT",
+		1, {INT8OID}
+	},
+	[WF_RUNSTORE_LOCK_TIMER_AND_RUN_NOWAIT] = {
+		"lock_timer_and_run_nowait",
+		"SELECT " WF_RUN_COLUMNS ", tm.kind, tm.step, tm.generation, tm.payload, tm.status,"
+		" tm.due_at "
+		"FROM wf.timers tm JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF tm, r NOWAIT",
+		1, {INT8OID}
+	},
+	[WF_RUNSTORE_RUN_LOCK_NOWAIT] = {
+		"run_lock_nowait",
+		"SELECT " WF_RUN_COLUMNS "FROM wf.runs r "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
+		"FOR UPDATE NOWAIT",
+		2, {UUIDOID, TEXTOID}
+	},
 };
 
 WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
@@ -857,6 +877,29 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 typedef Datum (*WfColumnGetter) (const void *source, int col, bool *isnull);
 
 /* the columns of a row of the current SPI result (source: its number) */
+/*
+ * locking returns the statement to lock with: plan, or its NOWAIT form
+ * while lock waits are forbidden (WfSetLockWait: the engine worker).
+ */
+static int
+locking(int plan)
+{
+	if (WfLockWaitAllowed())
+		return plan;
+	switch (plan)
+	{
+		case WF_RUNSTORE_TASK_LOCK:
+			return WF_RUNSTORE_TASK_LOCK_NOWAIT;
+		case WF_RUNSTORE_LOCK_TIMER_AND_RUN:
+			return WF_RUNSTORE_LOCK_TIMER_AND_RUN_NOWAIT;
+		case WF_RUNSTORE_RUN_LOCK:
+			return WF_RUNSTORE_RUN_LOCK_NOWAIT;
+		default:
+			elog(ERROR, "statement %d of runstore.c does not lock", plan);
+	}
+	return plan;				/* keep the compiler quiet */
+}
+
 static Datum
 spi_column(const void *source, int col, bool *isnull)
 {
@@ -1041,10 +1084,10 @@ WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run)
 			Datum		tv[1];
 
 			tv[0] = Int64GetDatum(current);
-			WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_LOCK, tv, NULL, false, 0, SPI_OK_SELECT);
+			WfPlanExec(&WfRunstorePlans, locking(WF_RUNSTORE_TASK_LOCK), tv, NULL, false, 0, SPI_OK_SELECT);
 			locked = current;
 		}
-		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_RUN_LOCK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfRunstorePlans, locking(WF_RUNSTORE_RUN_LOCK), values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		WfRunStateFromTuple(run, 0);
 		if (run->current_task == 0 || run->current_task == locked)
@@ -1182,12 +1225,12 @@ WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer)
 		if (current_task != 0 && current_task != locked_task)
 		{
 			values[0] = Int64GetDatum(current_task);
-			WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TASK_LOCK, values, NULL, false, 0, SPI_OK_SELECT);
+			WfPlanExec(&WfRunstorePlans, locking(WF_RUNSTORE_TASK_LOCK), values, NULL, false, 0, SPI_OK_SELECT);
 			locked_task = current_task;
 		}
 
 		values[0] = Int64GetDatum(timer_id);
-		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_LOCK_TIMER_AND_RUN, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (WfPlanExec(&WfRunstorePlans, locking(WF_RUNSTORE_LOCK_TIMER_AND_RUN), values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		WfRunStateFromTuple(run, 0);
 		if (run->current_task == 0 || run->current_task == locked_task)

@@ -112,6 +112,9 @@ wf_shmem_startup(void)
 			pg_atomic_init_u64(&WfShmem->workers[i].ticks, 0);
 			pg_atomic_init_u64(&WfShmem->workers[i].fired, 0);
 			pg_atomic_init_u32(&WfShmem->workers[i].relay_dropped, 0);
+			pg_atomic_init_u64(&WfShmem->workers[i].relay_dropped_total, 0);
+			pg_atomic_init_u64(&WfShmem->workers[i].due_locked, 0);
+			pg_atomic_init_u64(&WfShmem->workers[i].due_locked_since, 0);
 		}
 		SpinLockInit(&WfShmem->relay_lock);
 		SpinLockInit(&WfShmem->rate_lock);
@@ -185,6 +188,8 @@ WfClearSlot(WfDbWorkerSlot *slot)
 	slot->latch = NULL;
 	slot->started_at = 0;
 	pg_atomic_write_u64(&slot->next_due, 0);
+	pg_atomic_write_u64(&slot->due_locked, 0);
+	pg_atomic_write_u64(&slot->due_locked_since, 0);
 }
 
 /*

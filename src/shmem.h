@@ -65,6 +65,11 @@ typedef struct WfDbWorkerSlot
 	pg_atomic_uint64 ticks;		/* timer ticks done */
 	pg_atomic_uint64 fired;		/* timers and deadlines fired */
 	pg_atomic_uint32 relay_dropped; /* run notifications lost to a full relay */
+	pg_atomic_uint64 relay_dropped_total;	/* notifications lost since start */
+	pg_atomic_uint64 due_locked;	/* due items the last tick left because
+									 * a transaction holds their rows */
+	pg_atomic_uint64 due_locked_since;	/* TimestampTz: the due time of the
+										 * oldest of them (0: none) */
 } WfDbWorkerSlot;
 
 /* the whole shared state */

@@ -332,7 +332,8 @@ WfFenceBase(void)
  * memory context are restored either way.
  */
 static bool
-try_in_subxact(void (*fn) (void *arg), void *arg, char **failure, int catch_code)
+try_in_subxact(void (*fn) (void *arg), void *arg, char **failure, int catch_code,
+			   int *sqlerrcode)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -361,6 +362,8 @@ try_in_subxact(void (*fn) (void *arg), void *arg, char **failure, int catch_code
 			ReThrowError(edata);
 		if (failure != NULL)
 			*failure = edata->message;
+		if (sqlerrcode != NULL)
+			*sqlerrcode = edata->sqlerrcode;
 		ok = false;
 	}
 	PG_END_TRY();
@@ -374,7 +377,17 @@ try_in_subxact(void (*fn) (void *arg), void *arg, char **failure, int catch_code
 bool
 WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure)
 {
-	return try_in_subxact(fn, arg, failure, 0);
+	return try_in_subxact(fn, arg, failure, 0, NULL);
+}
+
+/*
+ * WfTryInSubxactCode is WfTryInSubxact that also returns the SQLSTATE of
+ * the error in *sqlerrcode when it failed.
+ */
+bool
+WfTryInSubxactCode(void (*fn) (void *arg), void *arg, char **failure, int *sqlerrcode)
+{
+	return try_in_subxact(fn, arg, failure, 0, sqlerrcode);
 }
 
 /*
@@ -385,7 +398,7 @@ WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure)
 bool
 WfTryInSubxactCatching(void (*fn) (void *arg), void *arg, int sqlerrcode)
 {
-	return try_in_subxact(fn, arg, NULL, sqlerrcode);
+	return try_in_subxact(fn, arg, NULL, sqlerrcode, NULL);
 }
 
 /* argument of parse_timestamp */

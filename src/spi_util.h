@@ -70,5 +70,7 @@ extern void WfSetTextOrNull(Datum *values, char *nulls, int i, const char *s);
 extern void WfRegisterResetCallback(void (*callback) (void));
 extern bool WfTryInSubxact(void (*fn) (void *arg), void *arg, char **failure);
 extern bool WfTryInSubxactCatching(void (*fn) (void *arg), void *arg, int sqlerrcode);
+extern bool WfTryInSubxactCode(void (*fn) (void *arg), void *arg, char **failure,
+							   int *sqlerrcode);
 
 #endif							/* WF_SPI_UTIL_H */

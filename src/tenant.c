@@ -266,12 +266,40 @@ WfCurrentTenant(void)
 	return tenant_name;
 }
 
+/* may the engine wait for locks now (WfSetLockWait) */
+static bool lock_wait_allowed = true;
+
+/*
+ * WfLockWaitAllowed tells whether the engine may wait for a lock that
+ * another transaction holds (true but while WfSetLockWait(false) is in
+ * force: the engine worker's tick).
+ */
+bool
+WfLockWaitAllowed(void)
+{
+	return lock_wait_allowed;
+}
+
+/*
+ * WfSetLockWait allows or forbids lock waits and returns the previous
+ * setting; the caller restores it, on error as well (PG_FINALLY).
+ */
+bool
+WfSetLockWait(bool allowed)
+{
+	bool		old = lock_wait_allowed;
+
+	lock_wait_allowed = allowed;
+	return old;
+}
+
 /*
  * WfLockTenantKey takes the transaction-level lock of kind (WF_LOCK_*) on
  * tenant's key, held to the end of the transaction.  Two keys may share
  * a lock (a hash collision): they then only take turns needlessly.  With
  * wait false it only tries, and returns false when another transaction
- * holds it.
+ * holds it; with wait true while lock waits are forbidden (WfSetLockWait)
+ * it fails with ERRCODE_LOCK_NOT_AVAILABLE instead of waiting.
  */
 bool
 WfLockTenantKey(const char *tenant, const char *key, uint16 kind, bool wait)
@@ -282,6 +310,16 @@ WfLockTenantKey(const char *tenant, const char *key, uint16 kind, bool wait)
 						 hash_bytes((const unsigned char *) tenant, strlen(tenant)),
 						 hash_bytes((const unsigned char *) key, strlen(key)),
 						 kind);
+	if (wait && !lock_wait_allowed)
+	{
+		/* the engine worker: never wait for a client (WfSetLockWait) */
+		if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not obtain a lock of tenant \"%s\" on \"%s\"", tenant, key),
+					 errdetail("Another transaction of the tenant holds it.")));
+		return true;
+	}
 	return LockAcquire(&tag, ExclusiveLock, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 

@@ -34,4 +34,14 @@ extern const char *WfActForTenant(const char *tenant);
 
 extern bool WfLockTenantKey(const char *tenant, const char *key, uint16 kind, bool wait);
 
+/*
+ * Lock waits.  The engine worker (and wf.tick) never waits for a row or a
+ * tenant key that another transaction holds: while WfSetLockWait(false) is
+ * in force, every lock the engine takes by itself (WfRowLock, the locking
+ * statements of runstore.c, WfLockTenantKey) fails at once with
+ * ERRCODE_LOCK_NOT_AVAILABLE instead, and the caller retries the item later.
+ */
+extern bool WfLockWaitAllowed(void);
+extern bool WfSetLockWait(bool allowed);
+
 #endif							/* WF_TENANT_H */

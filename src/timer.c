@@ -32,6 +32,29 @@
  * way, and is marked outcome "quota_refused" while it stays pending, so
  * that wf.explain says tenant_quota and the refused timers can be counted.
  *
+ * Never waiting for a client.  The tick serves every tenant of the
+ * database, so it must not wait for a lock that a client transaction
+ * holds: a tenant's session idle in a transaction after wf.signal would
+ * otherwise stop every other tenant's timers.  The due items are read
+ * with FOR UPDATE ... SKIP LOCKED on the item and its run, so an item
+ * whose run a transaction holds is passed over and the items behind it
+ * are fired; everything the handling of an item then locks (the live
+ * task, child runs, a tenant's quota or correlation key) is locked
+ * without waiting (WfSetLockWait), and a lock that is not free fails the
+ * item's subtransaction with ERRCODE_LOCK_NOT_AVAILABLE, which leaves the
+ * item as it was.  A short lock_timeout bounds any other wait of the
+ * handlers.  Items left so stay due: the tick counts them (WfTickStats:
+ * wf.worker_status() shows them, and the counter due_lock_skips), and asks
+ * for the next tick within a back-off that starts at
+ * WF_LOCK_RETRY_MIN_MS and doubles to WF_LOCK_RETRY_MAX_MS while items
+ * stay locked, so a held lock neither spins the worker nor delays the
+ * items much after it is released.  An item can also be passed over again
+ * and again by a stream of short transactions on its run; once it is
+ * WF_LOCK_PATIENCE_MS overdue, a tick (at most one every
+ * WF_LOCK_PATIENCE_MS) tries the most overdue of them waiting for its
+ * locks, but no longer than WF_LOCK_PATIENCE_WAIT_MS, so that it is not
+ * starved forever.
+ *
  * Copyright (c) 2026, wfengine developers
  *
  * IDENTIFICATION
@@ -45,10 +68,12 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "definition.h"
@@ -59,6 +84,7 @@
 #include "shard.h"
 #include "spi_util.h"
 #include "state.h"
+#include "tenant.h"
 #include "timer.h"
 #include "transition.h"
 
@@ -69,6 +95,8 @@ enum
 {
 	PLAN_TIMERS_DUE = 0,
 	PLAN_DEADLINES_DUE,
+	PLAN_TIMERS_OVERDUE,
+	PLAN_DEADLINES_OVERDUE,
 	PLAN_NEXT_DUE,
 	PLAN_TIMER_DONE,
 	PLAN_TIMER_ERROR,
@@ -79,13 +107,34 @@ enum
 static const WfPlanSpec timer_plan_specs[] = {
 	[PLAN_TIMERS_DUE] = {
 		"timers_due",
+		/* due timers whose timer and run rows are free, locked; not those held back ($3) */
+		"SELECT tm.timer_id, tm.tenant_id FROM wf.timers tm"
+		" JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
+		"WHERE tm.status OPERATOR(pg_catalog.=) 'pending' AND tm.fire_at OPERATOR(pg_catalog.<=) $1"
+		" AND tm.timer_id OPERATOR(pg_catalog.<>) ALL ($3) "
+		"ORDER BY tm.fire_at, tm.timer_id LIMIT $2 FOR UPDATE OF tm, r SKIP LOCKED",
+		3, {TIMESTAMPTZOID, INT8OID, INT8ARRAYOID}
+	},
+	[PLAN_DEADLINES_DUE] = {
+		"deadlines_due",
+		/* live attempts past a deadline whose task and run rows are free, locked; not $3 */
+		"SELECT t.task_id, t.tenant_id FROM wf.tasks t"
+		" JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id "
+		"WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL "
+		"AND t.deadline_at OPERATOR(pg_catalog.<=) $1 AND t.task_id OPERATOR(pg_catalog.<>) ALL ($3) "
+		"ORDER BY t.deadline_at LIMIT $2 FOR UPDATE OF t, r SKIP LOCKED",
+		3, {TIMESTAMPTZOID, INT8OID, INT8ARRAYOID}
+	},
+	[PLAN_TIMERS_OVERDUE] = {
+		"timers_overdue",
+		/* the most overdue timers, locked or not (the patient try) */
 		"SELECT tm.timer_id, tm.tenant_id FROM wf.timers tm "
 		"WHERE tm.status OPERATOR(pg_catalog.=) 'pending' AND tm.fire_at OPERATOR(pg_catalog.<=) $1 "
 		"ORDER BY tm.fire_at, tm.timer_id LIMIT $2",
 		2, {TIMESTAMPTZOID, INT8OID}
 	},
-	[PLAN_DEADLINES_DUE] = {
-		"deadlines_due",
+	[PLAN_DEADLINES_OVERDUE] = {
+		"deadlines_overdue",
 		"SELECT t.task_id, t.tenant_id FROM wf.tasks t "
 		"WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL "
 		"AND t.deadline_at OPERATOR(pg_catalog.<=) $1 "
@@ -94,12 +143,30 @@ static const WfPlanSpec timer_plan_specs[] = {
 	},
 	[PLAN_NEXT_DUE] = {
 		"next_due",
+		/*
+		 * After a tick: the earliest due time ahead of $1, and the items
+		 * still due at $1 (those the tick passed over: locked), how many
+		 * (counted up to $2) and the due time of the oldest.
+		 */
 		"SELECT LEAST("
 		" (SELECT pg_catalog.min(tm.fire_at) FROM wf.timers tm"
-		"  WHERE tm.status OPERATOR(pg_catalog.=) 'pending'),"
+		"  WHERE tm.status OPERATOR(pg_catalog.=) 'pending' AND tm.fire_at OPERATOR(pg_catalog.>) $1),"
 		" (SELECT pg_catalog.min(t.deadline_at) FROM wf.tasks t"
-		"  WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL))",
-		0, {InvalidOid}
+		"  WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL"
+		"  AND t.deadline_at OPERATOR(pg_catalog.>) $1)),"
+		" (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM wf.timers tm"
+		"  WHERE tm.status OPERATOR(pg_catalog.=) 'pending' AND tm.fire_at OPERATOR(pg_catalog.<=) $1"
+		"  LIMIT $2) x) OPERATOR(pg_catalog.+)"
+		" (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM wf.tasks t"
+		"  WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL"
+		"  AND t.deadline_at OPERATOR(pg_catalog.<=) $1 LIMIT $2) y),"
+		" LEAST("
+		" (SELECT pg_catalog.min(tm.fire_at) FROM wf.timers tm"
+		"  WHERE tm.status OPERATOR(pg_catalog.=) 'pending' AND tm.fire_at OPERATOR(pg_catalog.<=) $1),"
+		" (SELECT pg_catalog.min(t.deadline_at) FROM wf.tasks t"
+		"  WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL"
+		"  AND t.deadline_at OPERATOR(pg_catalog.<=) $1))",
+		2, {TIMESTAMPTZOID, INT8OID}
 	},
 	[PLAN_TIMER_DONE] = {
 		"timer_done",
@@ -144,8 +211,51 @@ enum
 /* how soon the worker looks again at due items of a moving partition */
 #define WF_TIMER_SKIP_DELAY (1 * USECS_PER_SEC)
 
+/* due items passed over for a lock: see the file header */
+#define WF_LOCK_RETRY_MIN_MS		10	/* first back-off */
+#define WF_LOCK_RETRY_MAX_MS		1000	/* longest back-off */
+#define WF_LOCK_TIMEOUT_MS			10	/* lock_timeout of the handlers */
+#define WF_LOCK_PATIENCE_MS			1000	/* overdue this long: a patient try */
+#define WF_LOCK_PATIENCE_WAIT_MS	20	/* how long a patient try waits */
+#define WF_LOCK_PATIENT_ITEMS		2	/* items of a patient try */
+#define WF_LOCKED_COUNT_LIMIT		100000	/* locked items counted up to */
+
 /* due items this tick left to another shard (WfShardTenantElsewhere) */
 static int	timer_skipped = 0;
+
+/* the back-off after a tick that left items for a lock (0: none left) */
+static int	lock_retry_ms = 0;
+
+/* when the last patient try began */
+static TimestampTz last_patient_try = 0;
+
+/*
+ * Items held back: due items that a handler found locked, or that belong
+ * to another shard, are left out of the next ticks' batches until
+ * retry_at, so that the items behind them are fired (the statement's
+ * SKIP LOCKED sees only the item's own rows and its run's).  At most
+ * WF_HELD_MAX of each kind are remembered; further ones are simply read
+ * again by the next tick.  Backend-local: wf.tick() forgets them.
+ */
+#define WF_HELD_MAX 10000
+
+typedef struct HeldItem
+{
+	int64		id;				/* timer_id or task_id */
+	TimestampTz retry_at;		/* left out of batches until then */
+} HeldItem;
+
+/* one kind of due item: timers, or the deadlines of live attempts */
+typedef struct FireKind
+{
+	const char *what;			/* for messages */
+	int			due_plan;		/* the free ones, locked; $3: held back */
+	int			overdue_plan;	/* the most overdue, unlocked */
+	void		(*handler) (int64 id, const char *tenant, TimestampTz now);
+	void		(*put_off) (int64 id, TimestampTz retry_at, const char *failure);
+	HeldItem   *held;			/* TopMemoryContext, WF_HELD_MAX */
+	int			nheld;
+} FireKind;
 
 /* the actor of events the engine causes by itself */
 #define WF_SYSTEM_ACTOR "wfengine"
@@ -155,6 +265,11 @@ static void fire_timer(int64 timer_id, const char *tenant, TimestampTz now);
 static void fire_deadline(int64 task_id, const char *tenant, TimestampTz now);
 static void put_off_timer(int64 timer_id, TimestampTz retry_at, const char *failure);
 static void put_off_deadline(int64 task_id, TimestampTz retry_at, const char *failure);
+
+static FireKind timer_kind = {"timer", PLAN_TIMERS_DUE, PLAN_TIMERS_OVERDUE,
+fire_timer, put_off_timer, NULL, 0};
+static FireKind deadline_kind = {"the deadline of task", PLAN_DEADLINES_DUE,
+PLAN_DEADLINES_OVERDUE, fire_deadline, put_off_deadline, NULL, 0};
 
 /* one item of a batch: what fire_item hands to its handler */
 typedef struct FireArg
@@ -174,28 +289,69 @@ fire_item(void *arg)
 }
 
 /*
- * fire_batch reads up to max due items with due_plan and hands each to
- * handler in its own subtransaction.  An item whose handling fails is
- * logged and put off for WF_TIMER_ERROR_DELAY with error_plan; the others
- * go on.  Returns how many items it handled (not those it left to
- * another shard).
+ * held_back returns the ids of kind k held back at now, as the int8[] of
+ * its due statement, and forgets those whose retry_at has come.
+ */
+static Datum
+held_back(FireKind *k, TimestampTz now)
+{
+	Datum	   *ids = palloc(sizeof(Datum) * Max(k->nheld, 1));
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < k->nheld; i++)
+	{
+		if (k->held[i].retry_at <= now)
+			continue;
+		k->held[n] = k->held[i];
+		ids[n++] = Int64GetDatum(k->held[i].id);
+	}
+	k->nheld = n;
+	return PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * hold_back leaves item id of kind k out of the batches until retry_at.
+ */
+static void
+hold_back(FireKind *k, int64 id, TimestampTz retry_at)
+{
+	if (k->held == NULL)
+		k->held = MemoryContextAlloc(TopMemoryContext, sizeof(HeldItem) * WF_HELD_MAX);
+	if (k->nheld >= WF_HELD_MAX)
+		return;
+	k->held[k->nheld].id = id;
+	k->held[k->nheld].retry_at = retry_at;
+	k->nheld++;
+}
+
+/*
+ * fire_batch reads up to max items of kind k due by due_by with plan
+ * (k's due_plan, which leaves locked and held-back items out, or its
+ * overdue_plan) and hands each (at now) to k's handler in its own
+ * subtransaction.  An item whose handling fails is logged and put off for
+ * WF_TIMER_ERROR_DELAY; the others go on.  An item whose handling found a
+ * lock taken is left as it was, and held back until retry_at, as is one
+ * of another shard (for WF_TIMER_SKIP_DELAY).  Returns how many items it
+ * handled (not those it left).
  */
 static int
-fire_batch(int due_plan,
-		   void (*handler) (int64, const char *, TimestampTz),
-		   void (*put_off) (int64, TimestampTz, const char *),
-		   const char *what, int max, TimestampTz now)
+fire_batch(FireKind *k, int plan, int max, TimestampTz due_by, TimestampTz now,
+		   TimestampTz retry_at)
 {
-	Datum		values[2];
+	Datum		values[3];
 	uint64		n;
 	uint64		i;
 	int64	   *ids;
 	char	  **tenants;
 	uint64		skipped = 0;
 
-	values[0] = TimestampTzGetDatum(now);
+	values[0] = TimestampTzGetDatum(due_by);
 	values[1] = Int64GetDatum((int64) max);
-	n = WfPlanExec(&WfTimerPlans, due_plan, values, NULL, false, 0, SPI_OK_SELECT);
+	if (plan == k->due_plan)
+		values[2] = held_back(k, now);
+	n = WfPlanExec(&WfTimerPlans, plan, values, NULL, false, 0, SPI_OK_SELECT);
 	ids = palloc(sizeof(int64) * Max(n, 1));
 	tenants = palloc(sizeof(char *) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -205,8 +361,9 @@ fire_batch(int due_plan,
 	}
 	for (i = 0; i < n; i++)
 	{
-		FireArg		a = {handler, ids[i], tenants[i], now};
+		FireArg		a = {k->handler, ids[i], tenants[i], now};
 		char	   *failure = NULL;
+		int			sqlerrcode = 0;
 
 		CHECK_FOR_INTERRUPTS();
 		/* a tenant of a partition moved (or moving) to another shard */
@@ -214,17 +371,25 @@ fire_batch(int due_plan,
 		{
 			timer_skipped++;
 			skipped++;
+			hold_back(k, ids[i], now + WF_TIMER_SKIP_DELAY);
 			continue;
 		}
 		(void) WfTakeTimerRefusal();
-		if (WfTryInSubxact(fire_item, &a, &failure))
+		if (WfTryInSubxactCode(fire_item, &a, &failure, &sqlerrcode))
 			continue;
+		if (sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		{
+			/* a transaction holds what it needs: it stays due, see the header */
+			skipped++;
+			hold_back(k, ids[i], retry_at);
+			continue;
+		}
 		ereport(WARNING,
-				(errmsg("could not handle %s %lld: %s", what, (long long) ids[i], failure),
+				(errmsg("could not handle %s %lld: %s", k->what, (long long) ids[i], failure),
 				 errhint("It is tried again in 10 seconds.")));
-		put_off(ids[i], now + WF_TIMER_ERROR_DELAY, failure);
+		k->put_off(ids[i], now + WF_TIMER_ERROR_DELAY, failure);
 	}
-	/* items left to another shard are not handled: a batch of them is not full */
+	/* items left to another shard or for a lock: a batch of them is not full */
 	return (int) (n - skipped);
 }
 
@@ -392,37 +557,190 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 }
 
 /*
- * WfTimerTick: see timer.h.
+ * retry_delay_ms is how long an item found locked now is held back: the
+ * back-off that the tick will ask for.
  */
-int
-WfTimerTick(int max_fire, TimestampTz *next_due)
+static int
+retry_delay_ms(void)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	return lock_retry_ms == 0 ? WF_LOCK_RETRY_MIN_MS :
+		Min(lock_retry_ms * 2, WF_LOCK_RETRY_MAX_MS);
+}
+
+/*
+ * fire_due fires what is due at now: the timers, then the deadlines, the
+ * free ones only (SKIP LOCKED, and not those held back), up to max_fire
+ * in all; returns how many it handled.
+ */
+static int
+fire_due(int max_fire, TimestampTz now)
+{
+	TimestampTz retry_at = TimestampTzPlusMilliseconds(now, retry_delay_ms());
 	int			handled;
+
+	handled = fire_batch(&timer_kind, timer_kind.due_plan, max_fire, now, now, retry_at);
+	handled += fire_batch(&deadline_kind, deadline_kind.due_plan, Max(max_fire - handled, 1),
+						  now, now, retry_at);
+	return handled;
+}
+
+/*
+ * fire_patiently tries the most overdue items (WF_LOCK_PATIENCE_MS overdue
+ * or more) once more, waiting for their locks, but no longer than
+ * WF_LOCK_PATIENCE_WAIT_MS each: an item that short transactions keep
+ * locked is fired in a gap between them.  Returns how many it handled.
+ */
+static int
+fire_patiently(TimestampTz now)
+{
+	TimestampTz overdue = now - WF_LOCK_PATIENCE_MS * INT64CONST(1000);
+	TimestampTz retry_at = TimestampTzPlusMilliseconds(now, retry_delay_ms());
+	bool		old_wait = WfSetLockWait(true);
+	int			guc_level = NewGUCNestLevel();
+	int			handled = 0;
+	char		timeout[32];
+
+	snprintf(timeout, sizeof(timeout), "%d", WF_LOCK_PATIENCE_WAIT_MS);
+	(void) set_config_option("lock_timeout", timeout, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	PG_TRY();
+	{
+		handled = fire_batch(&timer_kind, timer_kind.overdue_plan, WF_LOCK_PATIENT_ITEMS,
+							 overdue, now, retry_at);
+		handled += fire_batch(&deadline_kind, deadline_kind.overdue_plan, WF_LOCK_PATIENT_ITEMS,
+							  overdue, now, retry_at);
+	}
+	PG_FINALLY();
+	{
+		(void) WfSetLockWait(old_wait);
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, guc_level);
+	return handled;
+}
+
+/*
+ * read_next_due reads, after the tick, the earliest due time ahead of now
+ * into *next (0: none), and the items still due at now (left for a lock,
+ * or to another shard) into *stats.
+ */
+static void
+read_next_due(TimestampTz now, TimestampTz *next, WfTickStats *stats)
+{
+	Datum		values[2];
 	bool		isnull;
 	Datum		d;
 
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = Int64GetDatum(WF_LOCKED_COUNT_LIMIT);
+	WfPlanExec(&WfTimerPlans, PLAN_NEXT_DUE, values, NULL, false, 1, SPI_OK_SELECT);
+	d = WfGetDatum(0, 1, &isnull);
+	*next = isnull ? 0 : DatumGetTimestampTz(d);
+	stats->locked = DatumGetInt64(WfGetDatumNotNull(0, 2));
+	d = WfGetDatum(0, 3, &isnull);
+	stats->locked_since = isnull ? 0 : DatumGetTimestampTz(d);
+	/* the items of a moving partition are not locked */
+	stats->locked = Max(stats->locked - timer_skipped, 0);
+	if (stats->locked == 0)
+		stats->locked_since = 0;
+}
+
+/*
+ * WfTimerTick: see timer.h and the header of this file.
+ */
+int
+WfTimerTick(int max_fire, TimestampTz *next_due, WfTickStats *stats)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	WfTickStats found = {true, 0, 0};
+	int			handled;
+	bool		old_wait;
+	int			guc_level;
+	char		timeout[32];
+
 	WfApiBegin();
 	timer_skipped = 0;
-	handled = fire_batch(PLAN_TIMERS_DUE, fire_timer, put_off_timer,
-						 "timer", max_fire, now);
-	handled += fire_batch(PLAN_DEADLINES_DUE, fire_deadline, put_off_deadline,
-						  "the deadline of task", Max(max_fire - handled, 1), now);
 
-	WfPlanExec(&WfTimerPlans, PLAN_NEXT_DUE, NULL, NULL, true, 1, SPI_OK_SELECT);
-	d = WfGetDatum(0, 1, &isnull);
-	*next_due = isnull ? 0 : DatumGetTimestampTz(d);
+	/* never wait for a client: no lock waits, and a short lock_timeout */
+	old_wait = WfSetLockWait(false);
+	guc_level = NewGUCNestLevel();
+	snprintf(timeout, sizeof(timeout), "%d", WF_LOCK_TIMEOUT_MS);
+	(void) set_config_option("lock_timeout", timeout, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	PG_TRY();
+	{
+		handled = fire_due(max_fire, now);
+		read_next_due(now, next_due, &found);
+		if (found.locked > 0 && handled < max_fire &&
+			found.locked_since <= now - WF_LOCK_PATIENCE_MS * INT64CONST(1000) &&
+			now - last_patient_try >= WF_LOCK_PATIENCE_MS * INT64CONST(1000))
+		{
+			int			patient;
+
+			last_patient_try = now;
+			patient = fire_patiently(now);
+			if (patient > 0)
+			{
+				handled += patient;
+				read_next_due(now, next_due, &found);
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		(void) WfSetLockWait(old_wait);
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, guc_level);
+
+	if (handled >= max_fire)
+	{
+		/* a full batch: what is still due may just not have fit */
+		found.known = false;
+		found.locked = 0;
+		found.locked_since = 0;
+		lock_retry_ms = 0;
+	}
+	else if (found.locked > 0)
+	{
+		TimestampTz retry_at;
+
+		/* look again soon, then less and less often while they stay locked */
+		lock_retry_ms = retry_delay_ms();
+		retry_at = TimestampTzPlusMilliseconds(now, lock_retry_ms);
+		if (*next_due == 0 || retry_at < *next_due)
+			*next_due = retry_at;
+		WfCount(WF_CNT_DUE_LOCK_SKIPS, (uint64) found.locked);
+	}
+	else
+		lock_retry_ms = 0;
+
 	/* items of a moving partition stay due: look again in a second, not at once */
-	if (timer_skipped > 0 && (*next_due == 0 || *next_due < now + WF_TIMER_SKIP_DELAY))
+	if (timer_skipped > 0 && (*next_due == 0 || *next_due > now + WF_TIMER_SKIP_DELAY))
 		*next_due = now + WF_TIMER_SKIP_DELAY;
 
+	if (stats != NULL)
+		*stats = found;
 	WfApiEnd();
 	return handled;
 }
 
 /*
- * wfengine_tick is wf.tick(max_fire): it fires what is due now and
- * returns how many timers and deadlines it handled.
+ * WfTimerForgetHeld forgets the items held back (see HeldItem), so that
+ * the next tick tries every due item again.
+ */
+void
+WfTimerForgetHeld(void)
+{
+	timer_kind.nheld = 0;
+	deadline_kind.nheld = 0;
+}
+
+/*
+ * wfengine_tick is wf.tick(max_fire): it fires what is due now (every due
+ * item whose locks are free: an explicit call forgets the items an
+ * earlier call found locked) and returns how many timers and deadlines
+ * it handled.
  */
 Datum
 wfengine_tick(PG_FUNCTION_ARGS)
@@ -434,5 +752,6 @@ wfengine_tick(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_fire must be at least 1, not %d", max_fire)));
-	PG_RETURN_INT32(WfTimerTick(max_fire, &next_due));
+	WfTimerForgetHeld();
+	PG_RETURN_INT32(WfTimerTick(max_fire, &next_due, NULL));
 }

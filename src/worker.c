@@ -193,6 +193,7 @@ worker_schema_usable(void)
 static void
 worker_tick(int *fired, TimestampTz *next_due, bool *absent)
 {
+	WfTickStats stats = {false, 0, 0};
 	ErrorContextCallback errcallback;
 	Oid			extoid;
 
@@ -232,9 +233,17 @@ worker_tick(int *fired, TimestampTz *next_due, bool *absent)
 	/* a schema too old for this library: idle until it is updated */
 	else if (worker_schema_usable() && wf_enabled)
 	{
-		*fired = WfTimerTick(wf_timer_batch, next_due);
+		WfDbWorkerSlot *slot = WfWorkerSlotFor(MyDatabaseId);
+
+		*fired = WfTimerTick(wf_timer_batch, next_due, &stats);
+		/* what the tick left for a lock, for wf.worker_status() */
+		if (slot != NULL && stats.known)
+		{
+			pg_atomic_write_u64(&slot->due_locked, (uint64) stats.locked);
+			pg_atomic_write_u64(&slot->due_locked_since, (uint64) stats.locked_since);
+		}
 		/* notifications that committed transactions handed to us */
-		(void) WfRelaySend(WfWorkerSlotFor(MyDatabaseId));
+		(void) WfRelaySend(slot);
 	}
 
 	error_context_stack = errcallback.previous;
