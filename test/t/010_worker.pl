@@ -28,6 +28,12 @@
 #     once, each notification sent by the worker (its pid), none lost to
 #     the batching of the relay (the worker sends at most every few
 #     milliseconds), and no overflow.
+# 11. A session idle in a transaction after wf.signal holds a run whose
+#     sleep falls due: the worker does not wait for it (never a Lock wait
+#     in pg_stat_activity), fires another run's sleep on time,
+#     wf.worker_status() shows the held item (due_locked, due_locked_since)
+#     and the counter due_lock_skips grows; when the transaction ends, the
+#     held sleep fires, once.
 
 use strict;
 use warnings;
@@ -362,6 +368,69 @@ ok( $node->poll_query_until(
 	is(scalar(keys %runs), 300, 'every one of the 300 runs started is heard of once');
 	is_deeply([ keys %pids ], [$wpid], 'all of them sent by the engine worker');
 	unlike($lo, qr/wf_overflow/, 'none dropped');
+}
+
+# ---------------------------------------------------------------------
+# 11. an idle transaction holds a run: the worker does not wait for it
+# ---------------------------------------------------------------------
+{
+	$node->safe_psql('wfc', q{
+SELECT wf.publish_definition('held', '{"steps": [
+  {"name": "nap", "type": "sleep", "duration": "300ms"},
+  {"name": "after", "queue": "held_q"}]}');
+});
+	my $skips0 = $node->safe_psql('wfc',
+		"SELECT value FROM wf.engine_counters() WHERE name = 'due_lock_skips'");
+	my $x = $node->safe_psql('wfc', "SELECT wf.start_run('held')");
+	my $psql = $node->installed_command('psql');
+	my ($ho, $he) = ('', '');
+	my $holder = IPC::Run::start(
+		[
+			$psql, '-XqAt', '-d', $node->connstr('wfc'),
+			'-c', 'BEGIN', '-c', qq{SELECT wf.signal('$x', 'hold', '{}')},
+			'-c', 'SELECT pg_sleep(4)', '-c', 'COMMIT'
+		],
+		'>', \$ho, '2>', \$he);
+	ok( $node->poll_query_until('wfc',
+			"SELECT count(*) = 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(4)' AND state = 'active'"),
+		'a session holds the run in an open transaction');
+	my $y = $node->safe_psql('wfc', "SELECT wf.start_run('held')");
+	ok( $node->poll_query_until('wfc',
+			"SELECT status = 'fired' FROM wf.timers WHERE run_id = '$y'"),
+		"another run's sleep fires while the transaction is open");
+	cmp_ok(
+		$node->safe_psql('wfc',
+			"SELECT extract(epoch FROM fired_at - due_at) FROM wf.timers WHERE run_id = '$y'"),
+		'<', 0.25, 'on time (lag under 250 ms)');
+	ok( $node->poll_query_until('wfc',
+			"SELECT due_locked = 1 AND due_locked_since IS NOT NULL FROM wf.worker_status() WHERE database = 'wfc'"),
+		'wf.worker_status() shows the held item');
+	my $waits = $node->safe_psql('wfc', q{
+SELECT count(*) FROM generate_series(1, 20) i,
+  LATERAL (SELECT pg_sleep(0.05), (SELECT count(*) FROM pg_stat_activity
+           WHERE backend_type = 'wfengine worker' AND datname = 'wfc'
+             AND wait_event_type = 'Lock') AS n) s
+WHERE s.n > 0});
+	is($waits, '0', 'the worker never waits for the lock (20 samples)');
+	is($node->safe_psql('wfc', "SELECT status FROM wf.timers WHERE run_id = '$x'"),
+		'pending', 'the held run\'s sleep is left due');
+	cmp_ok(
+		$node->safe_psql('wfc',
+			"SELECT value FROM wf.engine_counters() WHERE name = 'due_lock_skips'"),
+		'>', $skips0, 'the counter due_lock_skips grows');
+	$holder->finish;
+	is($he, '', 'the holder saw no error');
+	ok( $node->poll_query_until('wfc',
+			"SELECT status = 'fired' FROM wf.timers WHERE run_id = '$x'"),
+		'the transaction ended: the held sleep fires');
+	is( $node->safe_psql('wfc',
+			"SELECT count(*) FROM wf.events WHERE run_id = '$x' AND type = 'sleep_finished'"),
+		'1', 'once');
+	ok( $node->poll_query_until('wfc',
+			"SELECT due_locked = 0 AND due_locked_since IS NULL FROM wf.worker_status() WHERE database = 'wfc'"),
+		'and nothing is held any more');
+	is($node->safe_psql('wfc', "SELECT wf.verify_run('$x') AND wf.verify_run('$y')"),
+		't', 'both runs verify');
 }
 
 $node->stop;
