@@ -105,3 +105,12 @@ SELECT count(*) AS records FROM wf.event_ids WHERE key = 'k:tt';
 SELECT run_id = :'i' AS to_i, outcome FROM wf.send_event('k:tt', 'ping', '{}', 'ev-tt');
 
 SELECT bool_and(wf.verify_run(run_id)) AS verified FROM wf.runs;
+
+-- errors of the internal step, called directly (wf.send_event checks first)
+SELECT wf._event_runs(NULL, 'e', '1 day');
+SELECT wf._event_runs('k:zz', 'e', NULL);
+SELECT wf._event_runs('k:zz', '', '1 day');
+SELECT wf._event_runs('k:zz', 'e', '31 days');
+SELECT count(*) AS records FROM wf.event_ids WHERE event_id IN ('e', '');
+-- without an event id it records nothing and returns the live runs
+SELECT wf._event_runs('k:zz', NULL, '1 day') = '{}' AS no_live_run;
