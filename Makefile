@@ -121,6 +121,7 @@ REGRESS = \
 	350_waits \
 	360_saga \
 	370_buffered_events \
+	371_event_ids \
 	380_anchors \
 	390_batches \
 	390_metrics \

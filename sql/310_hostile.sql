@@ -184,7 +184,7 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['runs', 'tasks', 'events', 'timers', 'approvals', 'approval_attempts',
                              'signals', 'definitions', 'correlations', 'schedules', 'schedule_list',
                              'pending_approvals', 'tenant_policies', 'secrets', 'tenant_keys', 'job',
-                             'buffered_events',
+                             'buffered_events', 'event_ids',
                              'pg_roles', 'pg_authid', 'pg_auth_members', 'pg_extension', 'pg_class',
                              'pg_namespace', 'pg_proc', 'pg_settings', 'pg_database'] LOOP
         FOREACH s IN ARRAY ARRAY['pg_temp', 'evil'] LOOP

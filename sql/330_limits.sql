@@ -120,6 +120,13 @@ SELECT pg_temp.err('SELECT wf.start_run(''lim'', NULL)') AS sql_null;
 SELECT shape, pg_temp.err(format('SELECT wf.schedule(''nightly'', ''* * * * *'', ''lim'', %L::jsonb)', shape)) AS schedule_input
 FROM unnest(ARRAY['[1]', 'null']) AS shape;
 SELECT pg_temp.err('SELECT wf.schedule(''nightly'', ''* * * * *'', ''lim'', NULL)') AS schedule_null;
+-- so is an event's payload (wf.send_event), whether a run declared the key or
+-- not; SQL NULL is '{}', as before
+SELECT shape, pg_temp.err(format('SELECT * FROM wf.send_event(''k:nobody'', ''go'', %L::jsonb)', shape)) AS send_event
+FROM unnest(ARRAY['[1]', '"s"', 'null', '42', 'true']) AS shape;
+SELECT * FROM wf.send_event('k:nobody', 'go', '"delivered"');
+SELECT count(*) AS kept FROM wf.buffered_events WHERE key = 'k:nobody';
+SELECT run_id, outcome FROM wf.send_event('k:nobody', 'go', NULL);
 
 -- max_events_per_run: 200 replays of a used token stop adding events at the
 -- limit; they are counted in wf.suppressed_events, the answers do not change

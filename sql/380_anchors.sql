@@ -83,6 +83,13 @@ SELECT wf.verify_run(:'r', :'s1');
 SELECT wf.verify_run(:'r', '[1]');
 SELECT wf.verify_run(:'r', '{"head_hash": "00"}');
 SELECT wf.verify_run(:'r', '{"seq": 0, "head_hash": "00"}');
+-- a seq out of the range of event numbers is just as invalid
+SELECT wf.verify_run(:'r', '{"seq": 2147483648, "head_hash": "00"}');
+SELECT wf.verify_run(:'r', '{"seq": 99999999999999999999999, "head_hash": "00"}');
+SELECT wf.verify_run(:'r', '{"seq": -99999999999999999999999, "head_hash": "00"}');
+SELECT wf.verify_run(:'r', '{"seq": -1, "head_hash": "00"}');
+SELECT wf.verify_run(:'r', '{"seq": 1e400, "head_hash": "00"}');
+SELECT wf.verify_run(:'r', '{"seq": 1.5, "head_hash": "00"}');
 SELECT wf.verify_run(:'r', '{"seq": 1, "head_hash": "zz"}');
 \set VERBOSITY terse
 SELECT wf.verify_run(:'r', jsonb_set(:'a1'::jsonb, '{run_id}', to_jsonb(:'r2'::text)));

@@ -48,6 +48,12 @@ SELECT * FROM wf.claim_tasks_any(ARRAY['any_a'], 'w', 1, '30 seconds', '6 minute
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT * FROM wf.claim_tasks_any(ARRAY['any_a'], 'w', 1, '30 seconds', '1 second');
 ROLLBACK;
--- a NULL queue list or worker returns no rows, as in wf.claim_tasks
-SELECT count(*) FROM wf.claim_tasks_any(NULL, 'w');
-SELECT count(*) FROM wf.claim_tasks_any(ARRAY['any_a'], NULL);
+-- a NULL queue list, worker, max_tasks or lease is refused, as in the other
+-- functions of 0.2.0 (wf.complete_and_claim); only a NULL wait means "no wait"
+SELECT * FROM wf.claim_tasks_any(NULL, 'w');
+SELECT * FROM wf.claim_tasks_any(ARRAY['any_a'], NULL);
+SELECT * FROM wf.claim_tasks_any(ARRAY['any_a'], 'w', NULL);
+SELECT * FROM wf.claim_tasks_any(ARRAY['any_a'], 'w', 1, NULL);
+DO $$ BEGIN PERFORM * FROM wf.claim_tasks_any(NULL, 'w');
+EXCEPTION WHEN null_value_not_allowed THEN RAISE NOTICE '22004 (null_value_not_allowed): %', SQLERRM; END $$;
+SELECT count(*) FROM wf.claim_tasks_any(ARRAY['any_a'], 'w', 1, '30 seconds', NULL);

@@ -1099,3 +1099,147 @@ COMMENT ON FUNCTION wf.worker_status() IS
 REVOKE ALL ON FUNCTION wf.worker_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION wf.worker_status() TO wfengine_admin;
 -- ==== end issue 29: worker ====
+-- ---------------------------------------------------------------------------
+-- Issue 29, point 4: an event id is idempotent per (tenant, correlation key)
+-- for keep, across runs and across the live and buffered paths of
+-- wf.send_event (src/events.c, "Event ids").  Also issue 29's small one: the
+-- payload of wf.send_event is a JSON object, as a run's input is.
+--
+-- wf.event_ids records every event id wf.send_event was given, per tenant
+-- and key, until the keep of that send passes (expires_at), whatever the
+-- outcome; a send that finds its event id recorded and unexpired answers
+-- one row (NULL, 'duplicate') and delivers to no run.  Before, only the
+-- buffered path kept the id (wf.buffered_events, for keep) and the live
+-- path checked it per run (wf.signals): a repeat after the run that took
+-- the event ended was buffered for the next run, and one after another run
+-- declared the key went to that run too.  One row of four short columns per
+-- send that names an event id (none for a send without one), written under
+-- the key's lock; read and written through the primary key; deleted by
+-- wf.purge_runs once expired (through expires_at's index, skipping rows a
+-- transaction holds).
+CREATE TABLE wf.event_ids (
+    tenant_id   text NOT NULL,
+    key         text NOT NULL,
+    event_id    text NOT NULL,
+    sent_at     timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, key, event_id),
+    CHECK (expires_at OPERATOR(pg_catalog.>) sent_at)
+);
+CREATE INDEX event_ids_expiry_idx ON wf.event_ids (expires_at);
+SELECT pg_catalog.pg_extension_config_dump('wf.event_ids', '');
+COMMENT ON TABLE wf.event_ids IS
+'The event ids wf.send_event() was given, per tenant and correlation key, until the keep of that send passes: a repeat within it is a duplicate, delivered to no run; removed by wf.purge_runs() once expired.';
+ALTER TABLE wf.event_ids ENABLE ROW LEVEL SECURITY;
+ALTER TABLE wf.event_ids FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON wf.event_ids
+    USING (tenant_id OPERATOR(pg_catalog.=) wf.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) wf.current_tenant());
+GRANT SELECT ON wf.event_ids TO wfengine_app, wfengine_worker, wfengine_approver,
+    wfengine_operator, wfengine_admin;
+-- the event ids 0.1.0 kept with buffered events stay duplicates for their keep
+INSERT INTO wf.event_ids (tenant_id, key, event_id, sent_at, expires_at)
+SELECT b.tenant_id, b.key, b.event_id, b.received_at, b.expires_at
+FROM wf.buffered_events b
+WHERE b.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+
+-- a partition's event ids move with it
+CREATE OR REPLACE FUNCTION wf._partition_tables()
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT ARRAY['definitions', 'runs', 'events', 'suppressed_events', 'tasks', 'timers',
+             'approvals', 'approval_attempts', 'decide_failures', 'signals', 'correlations',
+             'buffered_events', 'event_ids', 'schedules', 'tenant_policies', 'tenant_keys']
+$$;
+
+-- wf._event_runs with the event id: records it for the key (NULL: a
+-- repeat) before it looks for runs.  It replaces the one-argument form,
+-- which no function of 0.2.0 calls (the C function serves both, so a
+-- database still on 0.1.0 keeps its wf.send_event).
+DROP FUNCTION wf._event_runs(text);
+CREATE FUNCTION wf._event_runs(correlation_key text, event_id text, keep interval)
+RETURNS uuid[]
+AS 'MODULE_PATHNAME', 'wfengine_event_runs'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf._event_runs(text, text, interval) IS
+'Internal, for wf.send_event: takes the lock of the correlation key, records the event id for the key until now + keep (wf.event_ids) and returns the live runs of the session''s tenant that declared the key, in run id order; NULL when the key has had the event id within its keep.';
+REVOKE ALL ON FUNCTION wf._event_runs(text, text, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf._event_runs(text, text, interval) TO wfengine_app;
+
+CREATE OR REPLACE FUNCTION wf.send_event(correlation_key text, name text, payload jsonb DEFAULT '{}',
+                                         event_id text DEFAULT NULL, keep interval DEFAULT '1 day')
+RETURNS TABLE (run_id uuid, outcome text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rid uuid;
+    runs uuid[];
+    kind text := pg_catalog.jsonb_typeof(payload);
+    delivered boolean := false;
+BEGIN
+    IF correlation_key IS NULL OR correlation_key OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'a correlation key must not be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Give the key as "<name>:<value>", e.g. ''shipment:SH-1'', for a definition with {"correlation": {"shipment": "$.input.shipment_id"}}.';
+    END IF;
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF keep IS NULL OR keep OPERATOR(pg_catalog.<=) interval '0'
+       OR keep OPERATOR(pg_catalog.>) interval '30 days' THEN
+        RAISE EXCEPTION 'keep must be between 1 microsecond and 30 days, not %', keep
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'keep is how long an event no run has declared the key for waits for one, and how long its event id is a duplicate, e.g. ''1 day''.';
+    END IF;
+    -- as wf.start_run refuses a run input that is not an object (SQL NULL: '{}')
+    IF kind OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'payload must be a JSON object, not %',
+            CASE WHEN kind OPERATOR(pg_catalog.=) 'array' THEN 'an array'
+                 WHEN kind OPERATOR(pg_catalog.=) 'null' THEN 'null'
+                 ELSE 'a ' OPERATOR(pg_catalog.||) kind END
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'An event''s payload is an object such as ''{"amount": 5}'' (''{}'' for none); the wait_event step that takes it reads it as $.steps.<step>.output.payload.';
+    END IF;
+    PERFORM wf._check_arg('correlation key', correlation_key, 'key');
+    PERFORM wf._check_arg('signal name', name, 'signal');
+    PERFORM wf._check_arg('event id', event_id, 'key');
+    PERFORM wf._check_payload(payload, 'signal payload', pg_catalog.format('signal "%s"', name), false);
+    -- refused whether or not a run declared the key, as wf.signal refuses it
+    PERFORM wf._refuse_sealed_lookalikes(payload, 'signal payload',
+                                         pg_catalog.format('signal "%s"', name));
+    -- under the key's lock, which a start declaring the key takes too: the
+    -- event id recorded for the key until now + keep (NULL: the key has had
+    -- it within its keep, a repeat for no run), then the live runs in run id
+    -- order, so that two senders lock the runs in the same order
+    runs := wf._event_runs(correlation_key, event_id, keep);
+    IF runs IS NULL THEN
+        run_id := NULL;
+        outcome := 'duplicate';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    FOREACH rid IN ARRAY runs
+    LOOP
+        run_id := rid;
+        BEGIN
+            outcome := wf.signal(rid, name, payload, event_id);
+            delivered := true;
+        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+            outcome := 'ended';     -- it ended meanwhile
+        END;
+        RETURN NEXT;
+    END LOOP;
+    -- no live run has the key (yet): kept for the first run that declares it
+    IF NOT delivered THEN
+        run_id := NULL;
+        outcome := wf._buffer_event(correlation_key, name, payload, event_id, keep);
+        RETURN NEXT;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION wf.send_event(text, text, jsonb, text, interval) IS
+'Sends a signal to every running or paused run that declared the correlation key ("<name>:<value>"): one row per run with wf.signal''s outcome (consumed, stored, duplicate) or ended; when no live run has the key, one row with a null run id: buffered (kept for keep, for the first run that declares the key and waits for the name) or dropped; an event id the key has had within the keep of its first send: one row with a null run id, duplicate, delivered to no run.';
+-- ---------------------------------------------------------------------------

@@ -1083,9 +1083,11 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	for (i = 0; i < 4; i++)
-		if (PG_ARGISNULL(i))
-			return (Datum) 0;
+	/* not STRICT for wait (NULL: no wait); a NULL elsewhere is refused */
+	WfRequireArg(fcinfo, 0, "queues", NULL);
+	WfRequireArg(fcinfo, 1, "worker", NULL);
+	WfRequireArg(fcinfo, 2, "max_tasks", NULL);
+	WfRequireArg(fcinfo, 3, "lease", NULL);
 	queues = claim_queues(fcinfo, &nq);
 	req.queue = queues[0];
 	req.worker = WfTextArg(fcinfo, 1, "worker name", WF_ARG_NAME);

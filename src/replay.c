@@ -35,6 +35,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -601,6 +602,29 @@ bad_anchor(const char *detail)
 }
 
 /*
+ * anchor_seq returns the event number an anchor's "seq" holds.  A number
+ * that is not one is an invalid anchor (bad_anchor) like any other: one
+ * with a fraction, one below 1, and one above the largest event number
+ * (events are numbered by int4), for which numeric_int4 would raise a bare
+ * "integer out of range".
+ */
+static int32
+anchor_seq(Numeric seq)
+{
+	Datum		d = NumericGetDatum(seq);
+
+	if (!DatumGetBool(DirectFunctionCall2(numeric_eq, d,
+										  DirectFunctionCall2(numeric_trunc, d, Int32GetDatum(0)))))
+		bad_anchor("The anchor's \"seq\" is not an integer.");
+	if (DatumGetBool(DirectFunctionCall2(numeric_lt, d, NumericGetDatum(int64_to_numeric(1)))))
+		bad_anchor("The anchor's \"seq\" is not positive.");
+	if (DatumGetBool(DirectFunctionCall2(numeric_gt, d, NumericGetDatum(int64_to_numeric(PG_INT32_MAX)))))
+		bad_anchor(psprintf("The anchor's \"seq\" is out of range: an event number is at most %d.",
+							PG_INT32_MAX));
+	return DatumGetInt32(DirectFunctionCall1(numeric_int4, d));
+}
+
+/*
  * parse_anchor reads anchor (a row of wf.chain_heads() as JSON) for run
  * run_id of tenant into a, checking its signature when it has one.  A
  * malformed anchor, one of another run or tenant, and a signed anchor
@@ -631,9 +655,7 @@ parse_anchor(Jsonb *anchor, pg_uuid_t *run_id, const char *tenant, Anchor *a)
 	v = WfJsonbGet(anchor, "seq");
 	if (v == NULL || v->type != jbvNumeric)
 		bad_anchor("The anchor has no \"seq\" number.");
-	a->seq = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
-	if (a->seq < 1)
-		bad_anchor("The anchor's \"seq\" is not positive.");
+	a->seq = anchor_seq(v->val.numeric);
 	text = WfJsonbGetText(anchor, "head_hash");
 	if (text == NULL || strlen(text) != WF_HASH_LEN * 2 ||
 		sodium_hex2bin(a->hash, WF_HASH_LEN, text, strlen(text), NULL, &len, NULL) != 0 ||

@@ -18,6 +18,8 @@
  * its tokens (wf.decide_failures); the same statement also deletes the
  * counters of approvers whose last failure is older than
  * wfengine.decide_failure_window and that kept nothing out of the audit.
+ * Buffered events and the event ids of wf.send_event (wf.event_ids) past
+ * their keep are deleted too, of every tenant.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -43,6 +45,7 @@
 #include "spi_util.h"
 #include "state.h"
 #include "transition.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(wfengine_purging);
 PG_FUNCTION_INFO_V1(wfengine_purge_runs);
@@ -52,6 +55,7 @@ PG_FUNCTION_INFO_V1(wfengine_set_legal_hold);
 enum
 {
 	PLAN_PURGE = 0,
+	PLAN_PURGE_EVENT_IDS,
 	PLAN_RUN_SET_HOLD
 };
 
@@ -85,6 +89,18 @@ static const WfPlanSpec retention_plan_specs[] = {
 		"  AND x.throttled OPERATOR(pg_catalog.=) 0) "
 		"DELETE FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v) RETURNING r.run_id",
 		3, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
+	},
+	[PLAN_PURGE_EVENT_IDS] = {
+		"purge_event_ids",
+		/*
+		 * the event ids of wf.send_event past their keep, of every tenant
+		 * (events.c); a row a transaction holds (a send re-using an expired
+		 * id) is skipped, never waited for
+		 */
+		"DELETE FROM wf.event_ids x WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"SELECT y.ctid FROM wf.event_ids y WHERE y.expires_at OPERATOR(pg_catalog.<=) $1"
+		" FOR UPDATE OF y SKIP LOCKED))",
+		1, {TIMESTAMPTZOID}
 	},
 	[PLAN_RUN_SET_HOLD] = {
 		"run_set_hold",
@@ -134,6 +150,10 @@ wfengine_purge_runs(PG_FUNCTION_ARGS)
 	PG_TRY();
 	{
 		n = WfPlanExec(&WfRetentionPlans, PLAN_PURGE, values, NULL, false, 0, SPI_OK_DELETE_RETURNING);
+		/* wf.event_ids came with 0.2.0 (a database not updated yet has none) */
+		if (WfSchemaVersionAtLeast("0.2.0", NULL))
+			(void) WfPlanExec(&WfRetentionPlans, PLAN_PURGE_EVENT_IDS, values, NULL, false, 0,
+							  SPI_OK_DELETE);
 	}
 	PG_FINALLY();
 	{

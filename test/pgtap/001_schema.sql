@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS wfengine;
 
-SELECT plan(234);
+SELECT plan(242);
 
 -- ---------------------------------------------------------------------
 -- extension and schema
@@ -115,6 +115,14 @@ FROM unnest(ARRAY['buffer_id', 'tenant_id', 'key', 'name', 'event_id', 'payload'
                   'received_at', 'expires_at', 'delivered_at', 'delivered_to']) AS c;
 SELECT col_is_unique('wf', 'buffered_events', ARRAY['tenant_id', 'key', 'event_id'],
                      'a buffered event id is unique per tenant and key');
+-- the event ids of wf.send_event, per tenant and key, until their keep passes
+SELECT has_table('wf', 'event_ids', 'table wf.event_ids');
+SELECT has_column('wf', 'event_ids', c, 'wf.event_ids.' || c)
+FROM unnest(ARRAY['tenant_id', 'key', 'event_id', 'sent_at', 'expires_at']) AS c;
+SELECT col_is_pk('wf', 'event_ids', ARRAY['tenant_id', 'key', 'event_id'],
+                 'an event id is recorded once per tenant and key');
+SELECT has_index('wf', 'event_ids', 'event_ids_expiry_idx', ARRAY['expires_at'],
+                 'wf.event_ids is purged through expires_at');
 SELECT has_column('wf', 'tenant_policies', 'max_buffered_events', 'wf.tenant_policies.max_buffered_events');
 SELECT has_sequence('wf', 'task_id_seq', 'sequence wf.task_id_seq');
 

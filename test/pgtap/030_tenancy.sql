@@ -261,7 +261,7 @@ INSERT INTO attacks VALUES
  ('wf.preloaded()', $q$SELECT wf.preloaded()$q$, '.*'),
  ('wf.channel(text,text)', $q$SELECT wf.channel('queue', 'q') = (SELECT v FROM b_ids WHERE k = 'b_channel')$q$, '^false$'),
  ('wf.send_event(text,text,jsonb,text,interval)', $q$SELECT count(*) FROM wf.send_event('k:same-key', 'go', '{}', 'ev-attack') s WHERE s.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
- ('wf._event_runs(text)', $q$SELECT count(*) FROM unnest(wf._event_runs('k:same-key')) r WHERE r IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
+ ('wf._event_runs(text,text,interval)', $q$SELECT count(*) FROM unnest(wf._event_runs('k:same-key', 'ev-attack-runs', '1 day')) r WHERE r IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
  ('wf._buffer_event(text,text,jsonb,text,interval)', $q$SELECT wf._buffer_event('k:b-only', 'go', '{}', 'b-buffered', '1 day')$q$, '^buffered$'),
  ('wf.chain_heads()', $q$SELECT count(*) FROM wf.chain_heads() h WHERE h.tenant_id <> 't_one' OR h.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
  ('wf.verify_run(uuid,jsonb)', $q$SELECT wf.verify_run(':claimed_run', ':anchor')$q$, 'error'),

@@ -112,6 +112,7 @@ SELECT count(*) FROM seen_tokens s,
    UNION ALL SELECT row_to_json(x)::text FROM wf.suppressed_events x
    UNION ALL SELECT row_to_json(x)::text FROM wf.decide_failures x
    UNION ALL SELECT row_to_json(x)::text FROM wf.buffered_events x
+   UNION ALL SELECT row_to_json(x)::text FROM wf.event_ids x
    UNION ALL SELECT row_to_json(x)::text FROM %s x) rows
 WHERE position(s.token IN rows.t) > 0};
 is($node->safe_psql('postgres', sprintf($scan, 'seen_tokens')), '14',
@@ -124,7 +125,7 @@ WHERE n.nspname = 'wf' AND c.relkind = 'r'
   AND c.relname NOT IN ('approvals', 'approval_attempts', 'events', 'tasks', 'runs',
                         'timers', 'definitions', 'signals', 'schedules', 'correlations',
                         'secrets', 'tenant_policies', 'tenant_keys', 'suppressed_events',
-                        'decide_failures', 'buffered_events')}),
+                        'decide_failures', 'buffered_events', 'event_ids')}),
 	'0', 'the scan covers every table of schema wf');
 
 my $log = slurp_file($node->logfile);

@@ -106,6 +106,11 @@ DO $$ BEGIN PERFORM wf.complete_task(c.task_id, c.fence, '{}') FROM c; END $$;})
 	like($lease{$t}, qr/^\d+\|\d+$/, "tenant $t: a task leased by a worker on $home");
 }
 
+# an event of tenant A for a key no run has declared: buffered on s1, its
+# event id recorded (wf.event_ids); a repeat after the move is a duplicate
+is(via_router("${ta}_app", q{SELECT outcome FROM wf.send_event('k:moved', 'go', '{}', 'ev-moved')}),
+	'buffered', "tenant $ta: an event kept on s1");
+
 # the histories before, as each tenant reads them on its shard
 my $heads_sql = q{SELECT string_agg(h.run_id || ':' || h.seq || ':' || h.head_hash, ',' ORDER BY h.run_id) FROM wf.chain_heads() h};
 # those of the runs the workload does not touch (the loop takes "work" tasks)
@@ -185,7 +190,8 @@ for my $name (@shards)
 my $rows_sql = sub {
 	my $t = shift;
 	return join(' UNION ALL ', map { "SELECT '$_', count(*) FROM wf.$_ WHERE tenant_id = '$t'" }
-		qw(runs events tasks timers approvals approval_attempts signals correlations));
+		qw(runs events tasks timers approvals approval_attempts signals correlations
+		  buffered_events event_ids));
 };
 for my $t (@moved)
 {
@@ -196,6 +202,12 @@ for my $t (@moved)
 	is(on_shard('s2', "${t}_app", q{SELECT count(*) || ':' || bool_and(wf.verify_run(run_id)) FROM wf.runs}),
 		($t eq $ta ? 34 : 4) . ':true', "tenant $t: every run is on s2 and verifies there");
 }
+
+# the event id moved with the partition: the repeat is a duplicate on s2
+is(via_router("${ta}_app", q{SELECT outcome FROM wf.send_event('k:moved', 'go', '{}', 'ev-moved')}),
+	'duplicate', "tenant $ta: the event id sent before the move is a duplicate after it");
+is(on_shard('s2', "${ta}_app", q{SELECT count(*) FROM wf.buffered_events WHERE key = 'k:moved'}),
+	'1', "tenant $ta: the event kept on s1 is kept on s2, once");
 
 # no accepted completion lost or applied twice: each is on s2 as completed,
 # with exactly one task_completed event
