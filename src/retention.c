@@ -10,7 +10,14 @@
  * longer ago than the retention of their tenant (wf.tenant_policies), and
  * are not under legal hold, with everything that belongs to them.  Runs
  * another transaction holds are skipped (SKIP LOCKED), so purges and the
- * engine never wait for each other.  wf.events is append-only: its trigger
+ * engine never wait for each other; so are the buffered events and
+ * approver counters of every tenant that it deletes (a client holds such a
+ * row while it delivers an event or counts a failed decision).  The rows of
+ * a victim run are held by nobody else in practice (a client locks the run
+ * row with them); should a client hold one anyway, the statement gives up
+ * after WF_PURGE_LOCK_TIMEOUT_MS (lock_timeout) with an error, and the next
+ * purge tries again: a purge never stalls on one tenant's transaction, and
+ * never stalls the pg_cron job that runs it.  wf.events is append-only: its trigger
  * lets a DELETE through only while this module purges (wf._purging(),
  * which nothing else can switch on).  wf.schedule_purge() installs the
  * pg_cron job that calls it.  What belongs to a run includes its counts of
@@ -33,6 +40,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -78,15 +86,18 @@ static const WfPlanSpec retention_plan_specs[] = {
 		" s AS (DELETE FROM wf.signals x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		" c AS (DELETE FROM wf.correlations x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		/* buffered events past their retention, of every tenant (events.c) */
-		" be AS (DELETE FROM wf.buffered_events x WHERE x.expires_at OPERATOR(pg_catalog.<=) $1),"
+		" be AS (DELETE FROM wf.buffered_events x WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"  SELECT y.ctid FROM wf.buffered_events y WHERE y.expires_at OPERATOR(pg_catalog.<=) $1"
+		"  FOR UPDATE OF y SKIP LOCKED))),"
 		" se AS (DELETE FROM wf.suppressed_events x"
 		"  WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		" df AS (DELETE FROM wf.decide_failures x"
 		"  WHERE x.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v)),"
 		/* approver counters of a past window that kept nothing from the audit */
-		" dfa AS (DELETE FROM wf.decide_failures x WHERE x.run_id IS NULL"
-		"  AND x.last_at OPERATOR(pg_catalog.<=) $3 AND x.suppressed OPERATOR(pg_catalog.=) 0"
-		"  AND x.throttled OPERATOR(pg_catalog.=) 0) "
+		" dfa AS (DELETE FROM wf.decide_failures x WHERE x.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"  SELECT y.ctid FROM wf.decide_failures y WHERE y.run_id IS NULL"
+		"  AND y.last_at OPERATOR(pg_catalog.<=) $3 AND y.suppressed OPERATOR(pg_catalog.=) 0"
+		"  AND y.throttled OPERATOR(pg_catalog.=) 0 FOR UPDATE OF y SKIP LOCKED))) "
 		"DELETE FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v) RETURNING r.run_id",
 		3, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
 	},
@@ -114,6 +125,9 @@ static const WfPlanSpec retention_plan_specs[] = {
 WfPlanTable WfRetentionPlans = WF_PLAN_TABLE("retention", retention_plan_specs);
 
 
+/* how long the purge statement waits for a lock at most */
+#define WF_PURGE_LOCK_TIMEOUT_MS 1000
+
 /* true only inside wfengine_purge_runs's statement */
 static bool purging = false;
 
@@ -135,6 +149,8 @@ wfengine_purge_runs(PG_FUNCTION_ARGS)
 	int32		max_runs = PG_ARGISNULL(0) ? 1000 : PG_GETARG_INT32(0);
 	Datum		values[3];
 	uint64		n;
+	int			guc_level;
+	char		timeout[32];
 
 	if (max_runs < 1 || max_runs > 100000)
 		ereport(ERROR,
@@ -146,6 +162,10 @@ wfengine_purge_runs(PG_FUNCTION_ARGS)
 	values[1] = Int32GetDatum(max_runs);
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp() -
 									(TimestampTz) wf_decide_failure_window * USECS_PER_SEC);
+	guc_level = NewGUCNestLevel();
+	snprintf(timeout, sizeof(timeout), "%d", WF_PURGE_LOCK_TIMEOUT_MS);
+	(void) set_config_option("lock_timeout", timeout, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	purging = true;
 	PG_TRY();
 	{
@@ -160,6 +180,7 @@ wfengine_purge_runs(PG_FUNCTION_ARGS)
 		purging = false;
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(true, guc_level);
 	WfApiEnd();
 	PG_RETURN_INT32((int32) n);
 }
