@@ -1686,6 +1686,3 @@ GRANT SELECT ON wf.queue_stats, wf.run_stats, wf.timer_stats, wf.approval_stats 
 GRANT EXECUTE ON FUNCTION wf.current_tenant(), wf.engine_counters(), wf.timer_lag_histogram(),
     wf.claim_latency_histogram(), wf.worker_status()
     TO wfengine_monitor;
--- the router's merged views name each shard (wfshard.self, no tenant data)
-GRANT USAGE ON SCHEMA wfshard TO wfengine_monitor;
-GRANT SELECT ON wfshard.self TO wfengine_monitor;
