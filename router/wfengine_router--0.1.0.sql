@@ -220,7 +220,10 @@ COMMENT ON FUNCTION wfrouter.route() IS
 -- PL/Proxy's configuration API: cluster "wfengine" has one connection
 -- string per partition (partitions of one shard share a connection),
 -- cluster "wfengine_shards" one per shard (RUN ON ALL reaches each shard
--- once; modular mapping, as the number of shards need not be a power of 2)
+-- once; modular mapping, as the number of shards need not be a power of 2).
+-- PL/Proxy calls these as the caller of a proxy function, so the job roles
+-- may execute them (and see the connection strings, as wfrouter.shards()
+-- shows them); PUBLIC may not, nor use the schema (issue 29).
 CREATE FUNCTION plproxy.get_cluster_version(cluster_name text)
 RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -292,7 +295,7 @@ $$;
 -- publish_definition: on every shard, so that a tenant's definitions are
 -- in place wherever its partition is (each shard accepts it from any of
 -- its tenants' logins)
-CREATE FUNCTION wfrouter._publish_everywhere(name text, spec jsonb)
+CREATE FUNCTION wfrouter.publish_everywhere(name text, spec jsonb)
 RETURNS SETOF integer
 LANGUAGE plproxy AS $$
     CLUSTER 'wfengine_shards';
@@ -300,6 +303,12 @@ LANGUAGE plproxy AS $$
     TARGET wf.publish_definition;
 $$;
 
+COMMENT ON FUNCTION wfrouter.publish_everywhere(text, jsonb) IS
+'wf.publish_definition on every shard: the version each shard gave the definition of the caller''s tenant.';
+
+-- Not SECURITY DEFINER: PL/Proxy connects as the current user on the first
+-- call of a cluster in a backend (before it has read default_user), so a
+-- definer's proxy call would reach the shards as the definer
 CREATE FUNCTION wf.publish_definition(name text, spec jsonb)
 RETURNS integer
 LANGUAGE plpgsql
@@ -308,7 +317,7 @@ AS $$
 DECLARE
     versions integer[];
 BEGIN
-    versions := ARRAY(SELECT v FROM wfrouter._publish_everywhere(name, spec) v ORDER BY v);
+    versions := ARRAY(SELECT v FROM wfrouter.publish_everywhere(name, spec) v ORDER BY v);
     IF versions[1] OPERATOR(pg_catalog.<>) versions[pg_catalog.cardinality(versions)] THEN
         RAISE WARNING 'definition "%" has version % on some shards and % on others',
             name, versions[1], versions[pg_catalog.cardinality(versions)]
@@ -677,19 +686,26 @@ COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval) IS
 'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard (each run verified there), and gives it the partition on the router and every shard; returns the number of runs moved. Safe to run again after a failure.';
 
 -- privileges: as on a shard (docs/tenancy.md); the shard checks them
--- again for the login the call arrives as
+-- again for the login the call arrives as.  docs/scale-out.md lists every
+-- role's EXECUTE set here, which test/t/120_shards.pl compares with the
+-- catalog.  PUBLIC may execute nothing of wf, wfrouter and plproxy, nor
+-- use schema plproxy: a login of no job role cannot read the shards'
+-- connection strings.
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA wf FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA wfrouter FROM PUBLIC;
-GRANT USAGE ON SCHEMA wf, wfrouter
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA plproxy FROM PUBLIC;
+REVOKE ALL ON SCHEMA plproxy FROM PUBLIC;
+GRANT USAGE ON SCHEMA wf, wfrouter, plproxy
     TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
-GRANT USAGE ON SCHEMA plproxy TO PUBLIC;
 GRANT EXECUTE ON FUNCTION wf.current_tenant(), wfrouter.current_tenant(), wfrouter.route(),
     wfrouter.tenant_partition(text), wfrouter.tenant_shard(text), wfrouter.shards(),
-    wfrouter.shard_map(), wfrouter.queue_stats(), wfrouter.run_stats()
+    wfrouter.shard_map(), wfrouter.queue_stats(), wfrouter.run_stats(),
+    plproxy.get_cluster_version(text), plproxy.get_cluster_partitions(text),
+    plproxy.get_cluster_config(text)
     TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
 GRANT SELECT ON wf.queue_stats, wf.run_stats
     TO wfengine_app, wfengine_worker, wfengine_approver, wfengine_operator, wfengine_admin;
-GRANT EXECUTE ON FUNCTION wf.publish_definition(text, jsonb), wfrouter._publish_everywhere(text, jsonb)
+GRANT EXECUTE ON FUNCTION wf.publish_definition(text, jsonb), wfrouter.publish_everywhere(text, jsonb)
     TO wfengine_admin;
 GRANT EXECUTE ON FUNCTION
     wf.start_run(definition text, input jsonb, idempotency_key text, version integer, traceparent text),

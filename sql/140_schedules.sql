@@ -55,27 +55,35 @@ SELECT wf._cron_check('@fortnightly');
 SELECT wf._cron_check('0 seconds');
 SELECT wf._cron_check('60 seconds');
 SELECT wf._cron_prev('* * * * *', now(), 'Mars/Olympus');
+-- wf.cron_next: the next instant in pg_cron's time zone (cron.timezone, GMT
+-- unless set), for any role that reads wf.schedule_list
+SELECT wf.cron_next('0 3 * * *', '2026-11-30 12:34:56Z') AS next,
+       wf.cron_next('0 0 30 2 *', '2026-11-30Z') AS never,
+       wf.cron_next(NULL, now()) AS null_cron,
+       wf.cron_next('0 3 * * *') > now() AS default_now;
+SELECT wf.cron_next('61 * * * *', now());
+SELECT wf.cron_next(repeat('*', 201), now());
 
 -- scenario: firing is idempotent per scheduled instant
 INSERT INTO wf.schedules (tenant_id, name, cron, definition, input)
 VALUES ('default', 'yearly', '0 0 1 1 *', 'sched', '{"k": 1}')
 RETURNING schedule_id AS sid \gset
-SELECT wf._fire_schedule(:sid) AS r1 \gset
-SELECT wf._fire_schedule(:sid) = :'r1' AS same_run;
+SELECT wf.fire_schedule(:sid) AS r1 \gset
+SELECT wf.fire_schedule(:sid) = :'r1' AS same_run;
 SELECT count(*) AS runs FROM wf.runs WHERE idempotency_key LIKE 'schedule:yearly:%';
 SELECT idempotency_key = 'schedule:yearly:' || extract(year FROM now()) || '-01-01T00:00:00Z' AS key_names_the_instant,
        input, definition_name
 FROM wf.runs WHERE run_id = :'r1';
 -- a schedule changed since keeps the run it started for that instant
 UPDATE wf.schedules SET input = '{"k": 2}' WHERE schedule_id = :sid;
-SELECT wf._fire_schedule(:sid) = :'r1' AS same_run_after_change;
+SELECT wf.fire_schedule(:sid) = :'r1' AS same_run_after_change;
 -- the list shows the latest firing and the next instant
 SELECT name, cron, input, last_instant = date_trunc('year', now()) AS last_instant_ok,
        last_run_id = :'r1' AS last_run_ok,
        next_fire_at = date_trunc('year', now()) + interval '1 year' AS next_ok
 FROM wf.schedule_list;
 -- an unknown (e.g. just unscheduled) schedule starts nothing
-SELECT wf._fire_schedule(-1) AS nothing;
+SELECT wf.fire_schedule(-1) AS nothing, wf.fire_schedule(NULL) AS null_id;
 
 -- scenario: wf.schedule checks its arguments, then needs pg_cron in this database
 SELECT wf.schedule('bad name', '0 3 * * *', 'sched');
@@ -106,15 +114,15 @@ RESET client_min_messages;
 SELECT wf.publish_definition('sched', '{"steps": [{"name": "a", "queue": "sched_q"}]}') > 0 AS published;
 -- (instants that do not come up while the test runs)
 SELECT wf.schedule('nightly', '0 3 1 1 *', 'sched', '{"x": 1}') AS job \gset
-SELECT jobname, schedule, command ~ '^SELECT wf\._fire_schedule\(''\d+''\)$' AS command_ok,
-       command = format('SELECT wf._fire_schedule(%L)', (SELECT schedule_id FROM wf.schedules WHERE name = 'nightly')) AS command_names_it,
+SELECT jobname, schedule, command ~ '^SELECT wf\.fire_schedule\(''\d+''\)$' AS command_ok,
+       command = format('SELECT wf.fire_schedule(%L)', (SELECT schedule_id FROM wf.schedules WHERE name = 'nightly')) AS command_names_it,
        database = current_database() AS here, username = current_user AS mine, active
 FROM cron.job WHERE jobid = :job;
 -- replacing keeps the job and changes it
 SELECT wf.schedule('nightly', '30 4 1 1 *', 'sched', '{"x": 2}') = :job AS same_job;
 SELECT jobname, schedule FROM cron.job WHERE jobid = :job;
 SELECT name, cron, definition, version, input, jobid = :job AS job_ok,
-       next_fire_at = wf._cron_next('30 4 1 1 *', now()) AS next_ok
+       next_fire_at = wf.cron_next('30 4 1 1 *') AS next_ok
 FROM wf.schedule_list WHERE name = 'nightly';
 -- a job that was removed behind our back is made again
 SELECT cron.unschedule(:job) AS removed_by_hand;

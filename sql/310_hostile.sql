@@ -651,8 +651,9 @@ SELECT b.outcome, b.detail FROM wf.resume_runs('batch resume', '{"definition": "
 SELECT b.outcome, b.detail FROM wf.retry_runs('batch retry', '{"definition": "h_op", "failure_code": "x"}') b;
 SELECT b.outcome, pg_catalog.count(*) FROM wf.cancel_runs('batch cancel', '{"definition": "h_op", "status": "running"}') b
 GROUP BY 1 ORDER BY 1;
-SELECT pg_catalog.count(*) FROM wf._batch('cancel_runs', 'cancel_run', ARRAY['running', 'paused'], 'direct',
-                                          '{"definition": "h_none"}', 10, NULL);
+-- the batch commands' body is not the hostile login's to call (issue 29)
+SELECT pg_temp.err($q$SELECT pg_catalog.count(*) FROM wf._batch('cancel_runs', 'cancel_run',
+                          ARRAY['running', 'paused', 'failed'], 'direct', '{}', 10, NULL)$q$) AS refused;
 SELECT pg_catalog.count(*) AS victim_runs FROM wf.cancel_runs('take over', '{"definition": "victim_order"}');
 SELECT * FROM wf.cancel_runs('', '{}');
 SELECT * FROM wf.cancel_runs('x', '{"bogus": 1}');
@@ -675,9 +676,8 @@ SELECT pg_catalog.count(*) AS events FROM wf.history(:'ch');
 SELECT pg_catalog.length(wf.definition_graph('h_choice')) OPERATOR(pg_catalog.>) 0 AS mermaid,
        pg_catalog.length(wf.definition_graph('h_appr', 1, 'dot')) OPERATOR(pg_catalog.>) 0 AS dot,
        pg_catalog.length(wf.run_graph(:'ch')) OPERATOR(pg_catalog.>) 0 AS run_mermaid,
-       pg_catalog.length(wf.run_graph(:'c1', 'dot')) OPERATOR(pg_catalog.>) 0 AS run_dot,
-       pg_catalog.length(wf._graph_render('t', '{"steps": [{"name": "a", "queue": "q"}]}', 'mermaid'))
-           OPERATOR(pg_catalog.>) 0 AS render;
+       pg_catalog.length(wf.run_graph(:'c1', 'dot')) OPERATOR(pg_catalog.>) 0 AS run_dot;
+SELECT pg_temp.err($q$SELECT wf._graph_render('t', '{"steps": [{"name": "a", "queue": "q"}]}', 'mermaid')$q$) AS refused;
 SELECT wf.definition_graph('h_choice', NULL, 'svg');
 SELECT wf.definition_graph('victim_order');
 SELECT pg_temp.err(pg_catalog.format('SELECT wf.%s(%L)', c, :'victim_run')) AS refused
@@ -689,9 +689,12 @@ SELECT wf.channel() OPERATOR(pg_catalog.<>) :'victim_channel' AS own_channel,
 SELECT wf.channel('bogus');
 
 -- scenario: schedules (pg_cron is not in this database: wf.schedule stops there)
-SELECT wf._cron_check('0 3 * * *');
-SELECT wf._cron_check('61 * * * *');
-SELECT wf._cron_next('0 0 1 1 *', '2026-06-01Z'), wf._cron_prev('0 0 1 1 *', '2026-06-01Z', 'UTC'), wf._cron_timezone();
+SELECT wf.cron_next('0 0 1 1 *', '2026-06-01Z');
+SELECT wf.cron_next('61 * * * *', '2026-06-01Z');
+-- the helpers of schedules are not the hostile login's to call (issue 29)
+SELECT pg_temp.err(pg_catalog.format('SELECT wf.%s', c)) AS refused
+FROM pg_catalog.unnest(ARRAY['_cron_check(''0 3 * * *'')', '_cron_next(''0 0 1 1 *'', ''2026-06-01Z'')',
+                             '_cron_prev(''0 0 1 1 *'', ''2026-06-01Z'', ''UTC'')', '_cron_timezone()']) c;
 SELECT pg_temp.code($$SELECT wf.schedule('h_sched', '0 0 1 1 *', 'h_task', '{"x": 9}')$$)
        OPERATOR(pg_catalog.<>) 'no error' AS no_pg_cron;
 SELECT wf.schedule('bad name!', '0 0 1 1 *', 'h_task');
@@ -700,9 +703,10 @@ SELECT wf.schedule('h_sched', '0 0 1 1 *', 'nope');
 INSERT INTO wf.schedules (tenant_id, name, cron, definition, input)
 VALUES ('hostile', 'h_sched', '0 0 1 1 *', 'h_task', '{"x": 9, "corr": "h-sched"}')
 RETURNING schedule_id AS h_sched \gset
-SELECT wf._fire_schedule(:h_sched) AS fired_run \gset
-SELECT wf._fire_schedule(:h_sched) OPERATOR(pg_catalog.=) :'fired_run' AS same_run;
-SELECT wf._fire_schedule(:victim_sched) IS NULL AS victim_schedule_not_fired;
+SELECT wf.fire_schedule(:h_sched) AS fired_run \gset
+SELECT wf.fire_schedule(:h_sched) OPERATOR(pg_catalog.=) :'fired_run' AS same_run;
+SELECT wf.fire_schedule(:victim_sched) IS NULL AS victim_schedule_not_fired;
+SELECT pg_temp.err(pg_catalog.format('SELECT wf._fire_schedule(%s)', :h_sched)) AS refused;
 SELECT s.name, s.definition, s.last_run_id OPERATOR(pg_catalog.=) :'fired_run' AS last_run FROM wf.schedule_list s;
 SELECT wf.unschedule('victim_sched');
 SELECT wf.unschedule('h_sched');

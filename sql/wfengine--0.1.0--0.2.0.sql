@@ -1243,3 +1243,617 @@ $$;
 COMMENT ON FUNCTION wf.send_event(text, text, jsonb, text, interval) IS
 'Sends a signal to every running or paused run that declared the correlation key ("<name>:<value>"): one row per run with wf.signal''s outcome (consumed, stored, duplicate) or ended; when no live run has the key, one row with a null run id: buffered (kept for keep, for the first run that declares the key and waits for the name) or dropped; an event id the key has had within the keep of its first send: one row with a null run id, duplicate, delivered to no run.';
 -- ---------------------------------------------------------------------------
+
+-- ===========================================================================
+-- Issue 29, points "Internal helpers are not part of any role's API" and
+-- "A monitoring role that reads no payload" (helper h-grants).
+-- ===========================================================================
+
+-- ---------------------------------------------------------------------------
+-- 29: every job role's EXECUTE set is the documented API
+--
+-- The functions written in SQL or PL/pgSQL that a job role calls used
+-- internal helpers as the caller, so the helpers were granted too: a role
+-- could call wf._buffer_event directly, skipping the delivery to live runs.
+-- Each such function is now a C entry point (src/api.c, WfCallInternal)
+-- that runs its body, an internal function of the same name with a
+-- leading underscore, as an API call: as the extension's owner, with the
+-- caller as the actor of what it records and its tenant as the tenant.  No
+-- function of schema wf whose name begins with "_" is granted to any role;
+-- docs/reference.md lists what each role may execute, and
+-- test/pgtap/060_privileges.sql checks the catalog against that list.
+
+-- the bodies keep their code under the internal names
+ALTER FUNCTION wf.send_event(text, text, jsonb, text, interval) RENAME TO _send_event;
+ALTER FUNCTION wf.definition_graph(text, integer, text) RENAME TO _definition_graph;
+ALTER FUNCTION wf.run_graph(uuid, text) RENAME TO _run_graph;
+ALTER FUNCTION wf.schedule(text, text, text, jsonb, integer) RENAME TO _schedule;
+COMMENT ON FUNCTION wf._send_event(text, text, jsonb, text, interval) IS
+'Internal: the body of wf.send_event, run as an API call by its entry point.';
+COMMENT ON FUNCTION wf._definition_graph(text, integer, text) IS
+'Internal: the body of wf.definition_graph, run as an API call by its entry point.';
+COMMENT ON FUNCTION wf._run_graph(uuid, text) IS
+'Internal: the body of wf.run_graph, run as an API call by its entry point.';
+
+-- the body of wf.definition_graph names its version argument by the
+-- function's new name
+CREATE OR REPLACE FUNCTION wf._definition_graph(definition text, version integer DEFAULT NULL,
+                                                format text DEFAULT 'mermaid')
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d wf.definitions;
+BEGIN
+    IF format IS NULL OR format NOT IN ('mermaid', 'dot') THEN
+        RAISE EXCEPTION 'unsupported graph format "%"', format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use format => ''mermaid'' or format => ''dot''.';
+    END IF;
+    IF version IS NULL THEN
+        SELECT * INTO d FROM wf.definitions x
+        WHERE x.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+          AND x.name OPERATOR(pg_catalog.=) definition
+        ORDER BY x.version DESC LIMIT 1;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'definition "%" does not exist', definition
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'Publish it first with wf.publish_definition().';
+        END IF;
+    ELSE
+        SELECT * INTO d FROM wf.definitions x
+        WHERE x.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+          AND x.name OPERATOR(pg_catalog.=) definition
+          AND x.version OPERATOR(pg_catalog.=) _definition_graph.version;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'version % of definition "%" does not exist', version, definition
+                USING ERRCODE = 'undefined_object';
+        END IF;
+    END IF;
+    RETURN wf._graph_render(d.name || ' v' || d.version, d.spec, format);
+END
+$$;
+
+-- wf.run_graph's body, as the extension's owner, is not held by row-level
+-- security: every read names the run's tenant (the run was found for it)
+CREATE OR REPLACE FUNCTION wf._run_graph(run uuid, format text DEFAULT 'mermaid')
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r        wf.runs;
+    spec     jsonb;
+    path     jsonb;
+    ev       wf.events;
+    exit_to  text;
+    current  text;
+    stopped  text;
+BEGIN
+    IF format IS NULL OR format NOT IN ('mermaid', 'dot') THEN
+        RAISE EXCEPTION 'unsupported graph format "%"', format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use format => ''mermaid'' or format => ''dot''.';
+    END IF;
+    SELECT * INTO r FROM wf.runs x
+    WHERE x.run_id OPERATOR(pg_catalog.=) run
+      AND x.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % does not exist', run USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT d.spec INTO spec FROM wf.definitions d
+    WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id
+      AND d.tenant_id OPERATOR(pg_catalog.=) r.tenant_id;
+
+    -- Each visit of a step, in the order the run entered them: the first
+    -- of its entering events (task_scheduled of attempt 1, sleep_started,
+    -- approval_requested, choice_made, wait_started) per step and visit
+    -- (an approval step also schedules its notification task).  With the
+    -- branch a choice took, and whether an approval expired.
+    SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+               'step', v.step,
+               'choice', v.payload->'output'->'choice',
+               'expired', EXISTS (SELECT 1 FROM wf.events a
+                                  WHERE a.run_id OPERATOR(pg_catalog.=) run
+                                    AND a.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                                    AND a.step OPERATOR(pg_catalog.=) v.step
+                                    AND (a.payload->'visit') OPERATOR(pg_catalog.=) (v.payload->'visit')
+                                    AND ((a.type OPERATOR(pg_catalog.=) 'approval_completed'
+                                          AND a.payload->'output'->>'outcome' OPERATOR(pg_catalog.=) 'expired')
+                                         OR a.type OPERATOR(pg_catalog.=) 'wait_timed_out')))
+               ORDER BY v.seq)
+    INTO path
+    FROM (SELECT DISTINCT ON (e.step, COALESCE(e.payload->'visit', pg_catalog.to_jsonb(-e.seq)))
+                 e.seq, e.step, e.payload
+          FROM wf.events e
+          WHERE e.run_id OPERATOR(pg_catalog.=) run
+            AND e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+            AND e.step IS NOT NULL
+            AND e.step NOT LIKE 'compensate:%'
+            AND (e.type IN ('sleep_started', 'approval_requested', 'choice_made', 'wait_started',
+                            'children_started')
+                 OR (e.type OPERATOR(pg_catalog.=) 'task_scheduled' AND e.attempt OPERATOR(pg_catalog.=) 1))
+          ORDER BY e.step, COALESCE(e.payload->'visit', pg_catalog.to_jsonb(-e.seq)), e.seq) v;
+
+    IF r.status IN ('running', 'paused') THEN
+        current := r.current_step;
+    ELSIF r.status OPERATOR(pg_catalog.=) 'completed' THEN
+        exit_to := 'end';
+    ELSE
+        SELECT * INTO ev FROM wf.events e
+        WHERE e.run_id OPERATOR(pg_catalog.=) run
+          AND e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+          AND e.type IN ('run_failed', 'run_terminated', 'cancel_requested',
+                         'compensation_requested')
+        ORDER BY e.seq DESC LIMIT 1;
+        -- a cancelled run stopped where wf.cancel_run found it
+        stopped := COALESCE(ev.payload->>'step', r.current_step);
+        IF stopped LIKE 'compensate:%' THEN
+            stopped := NULL;
+        END IF;
+        IF ev.payload->>'reason' OPERATOR(pg_catalog.=) 'approval_expired'
+           OR (ev.payload->>'reason' OPERATOR(pg_catalog.=) 'step_timeout'
+               AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(spec->'steps') st
+                           WHERE st->>'name' OPERATOR(pg_catalog.=) (ev.payload->>'step')
+                             AND st->>'type' OPERATOR(pg_catalog.=) 'wait_event')) THEN
+            exit_to := 'fail';
+        END IF;
+        -- a run can fail while it enters a step (an approval step that
+        -- finds no approvers): the run still went there
+        IF stopped IS NOT NULL AND (path IS NULL OR (path->-1->>'step') IS DISTINCT FROM stopped) THEN
+            path := COALESCE(path, '[]'::jsonb)
+                 || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('step', stopped));
+        END IF;
+    END IF;
+
+    RETURN wf._graph_render(
+        r.definition_name || ' v' || r.definition_version || ' run ' || r.run_id,
+        spec, format,
+        pg_catalog.jsonb_build_object('path', COALESCE(path, '[]'::jsonb), 'exit', exit_to,
+                                      'current', current, 'stopped', stopped));
+END
+$$;
+
+-- wf.schedule's body, as the caller (the pg_cron job belongs to it): the
+-- entry point has checked the arguments (src/schedule.c); the job's command
+-- is wf.fire_schedule
+CREATE OR REPLACE FUNCTION wf._schedule(name text,
+                                        cron text,
+                                        definition text,
+                                        input jsonb DEFAULT '{}',
+                                        version integer DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant    text := wf.current_tenant();
+    v_id        bigint;
+    v_owner     name;
+    v_old_job   bigint;
+    v_job       bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM wf.definitions d
+                   WHERE d.tenant_id OPERATOR(pg_catalog.=) v_tenant
+                     AND d.name OPERATOR(pg_catalog.=) _schedule.definition
+                     AND (_schedule.version IS NULL
+                          OR d.version OPERATOR(pg_catalog.=) _schedule.version)) THEN
+        IF version IS NULL THEN
+            RAISE EXCEPTION 'definition "%" does not exist', definition
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'Publish it first with wf.publish_definition().';
+        END IF;
+        RAISE EXCEPTION 'version % of definition "%" does not exist', version, definition
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e
+                   WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron') THEN
+        RAISE EXCEPTION 'extension "pg_cron" is not installed in database "%"', pg_catalog.current_database()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN pg_catalog.current_setting('cron.database_name', true) IS NULL
+                           THEN 'pg_cron is not loaded.'
+                           ELSE pg_catalog.format('pg_cron runs its jobs in database "%s" (cron.database_name).',
+                                                  pg_catalog.current_setting('cron.database_name', true))
+                           END,
+                  HINT = 'Add pg_cron to shared_preload_libraries, then run CREATE EXTENSION pg_cron and create schedules in the database named by cron.database_name.';
+    END IF;
+
+    SELECT s.schedule_id, s.created_by, s.jobid INTO v_id, v_owner, v_old_job
+    FROM wf.schedules s
+    WHERE s.tenant_id OPERATOR(pg_catalog.=) v_tenant AND s.name OPERATOR(pg_catalog.=) _schedule.name
+    FOR UPDATE;
+    IF FOUND THEN
+        -- pg_cron jobs belong to roles: replacing another role's job would
+        -- leave it running under that role
+        IF v_owner OPERATOR(pg_catalog.<>) current_user
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                    WHERE r.rolname OPERATOR(pg_catalog.=) current_user) THEN
+            RAISE EXCEPTION 'schedule "%" belongs to role "%"', name, v_owner
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = 'Replace or unschedule it as that role.';
+        END IF;
+        UPDATE wf.schedules s
+        SET cron = _schedule.cron, definition = _schedule.definition, version = _schedule.version,
+            input = _schedule.input, updated_at = pg_catalog.clock_timestamp()
+        WHERE s.schedule_id OPERATOR(pg_catalog.=) v_id;
+    ELSE
+        INSERT INTO wf.schedules (tenant_id, name, cron, definition, version, input)
+        VALUES (v_tenant, name, cron, definition, version, input)
+        RETURNING schedule_id INTO v_id;
+    END IF;
+
+    -- same job name and role: pg_cron updates the job in place
+    v_job := cron.schedule(pg_catalog.format('wfengine:%s:%s', v_tenant, name), cron,
+                           pg_catalog.format('SELECT wf.fire_schedule(%L)', v_id));
+    IF v_old_job IS NOT NULL AND v_old_job OPERATOR(pg_catalog.<>) v_job
+       AND EXISTS (SELECT 1 FROM cron.job j WHERE j.jobid OPERATOR(pg_catalog.=) v_old_job) THEN
+        PERFORM cron.unschedule(v_old_job);
+    END IF;
+    UPDATE wf.schedules s SET jobid = v_job WHERE s.schedule_id OPERATOR(pg_catalog.=) v_id;
+    RETURN v_job;
+END
+$$;
+COMMENT ON FUNCTION wf._schedule(text, text, text, jsonb, integer) IS
+'Internal: the body of wf.schedule, called as the caller by its entry point once the arguments are checked.';
+
+-- the entry points
+CREATE FUNCTION wf.send_event(correlation_key text, name text, payload jsonb DEFAULT '{}',
+                              event_id text DEFAULT NULL, keep interval DEFAULT '1 day')
+RETURNS TABLE (run_id uuid, outcome text)
+AS 'MODULE_PATHNAME', 'wfengine_send_event'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.send_event(text, text, jsonb, text, interval) IS
+'Sends a signal to every running or paused run that declared the correlation key ("<name>:<value>"): one row per run with wf.signal''s outcome (consumed, stored, duplicate) or ended; when no live run has the key, one row with a null run id: buffered (kept for keep, for the first run that declares the key and waits for the name), duplicate or dropped.';
+
+CREATE FUNCTION wf.definition_graph(definition text, version integer DEFAULT NULL,
+                                    format text DEFAULT 'mermaid')
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_definition_graph'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION wf.definition_graph(text, integer, text) IS
+'The steps of a published definition (the latest version unless one is given) as a Mermaid flowchart (format => ''mermaid'') or a Graphviz DOT digraph (format => ''dot'').';
+
+CREATE FUNCTION wf.run_graph(run uuid, format text DEFAULT 'mermaid')
+RETURNS text
+AS 'MODULE_PATHNAME', 'wfengine_run_graph'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION wf.run_graph(uuid, text) IS
+'The graph of a run''s definition version, as wf.definition_graph draws it, with the steps the run visited, the edges it took, its current step and where it ended marked.';
+
+CREATE OR REPLACE FUNCTION wf.cancel_runs(reason text, filter jsonb DEFAULT '{}',
+                                          max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
+RETURNS TABLE (run_id uuid, outcome text, detail text)
+AS 'MODULE_PATHNAME', 'wfengine_cancel_runs'
+LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION wf.retry_runs(reason text, filter jsonb DEFAULT '{}',
+                                         max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
+RETURNS TABLE (run_id uuid, outcome text, detail text)
+AS 'MODULE_PATHNAME', 'wfengine_retry_runs'
+LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION wf.resume_runs(reason text, filter jsonb DEFAULT '{}',
+                                          max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
+RETURNS TABLE (run_id uuid, outcome text, detail text)
+AS 'MODULE_PATHNAME', 'wfengine_resume_runs'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION wf.schedule(name text,
+                            cron text,
+                            definition text,
+                            input jsonb DEFAULT '{}',
+                            version integer DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'wfengine_schedule'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION wf.schedule(text, text, text, jsonb, integer) IS
+'Creates or replaces a schedule: a pg_cron job that starts a run of definition at every instant matching cron; returns the pg_cron job id.';
+
+CREATE FUNCTION wf.fire_schedule(schedule_id bigint)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'wfengine_fire_schedule'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION wf.fire_schedule(bigint) IS
+'The command of a schedule''s pg_cron job: starts the run of the scheduled instant now belongs to, at most once per instant; NULL when the schedule is gone.';
+COMMENT ON FUNCTION wf._fire_schedule(bigint) IS
+'Internal: the body of wf.fire_schedule, run as an API call by its entry point.';
+
+CREATE FUNCTION wf.cron_next(cron text, after timestamptz DEFAULT pg_catalog.now())
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'wfengine_cron_next_fire'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION wf.cron_next(text, timestamptz) IS
+'The earliest instant after "after" that matches the cron expression in the time zone pg_cron reads it in (cron.timezone, else GMT): when pg_cron would next run a job of it; NULL if none within eight years.';
+
+-- the next instant of every schedule, with no internal function
+CREATE OR REPLACE VIEW wf.schedule_list WITH (security_invoker = true, security_barrier = true) AS
+SELECT s.name,
+       s.cron,
+       s.definition,
+       s.version,
+       s.input,
+       s.jobid,
+       wf.cron_next(s.cron, pg_catalog.now()) AS next_fire_at,
+       s.last_instant,
+       s.last_run_id,
+       s.created_by,
+       s.created_at,
+       s.updated_at
+FROM wf.schedules s
+WHERE s.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant();
+
+-- the pg_cron jobs of existing schedules run the new command (pg_cron is
+-- installed in one database of the server, where its schedules are)
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron') THEN
+        EXECUTE $u$UPDATE cron.job j
+                   SET command = pg_catalog.regexp_replace(j.command, '^SELECT wf\._fire_schedule\(',
+                                                           'SELECT wf.fire_schedule(')
+                   WHERE j.command OPERATOR(pg_catalog.~) '^SELECT wf\._fire_schedule\('''$u$;
+    END IF;
+END
+$$;
+
+-- no internal function is granted to any role
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace OPERATOR(pg_catalog.=) 'wf'::pg_catalog.regnamespace
+               AND p.proname OPERATOR(pg_catalog.~~) '\_%'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC, wfengine_app, wfengine_worker, '
+                                  'wfengine_approver, wfengine_operator, wfengine_admin, '
+                                  'wfengine_sensitive, pg_monitor', f);
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION wf.send_event(text, text, jsonb, text, interval),
+    wf.definition_graph(text, integer, text), wf.run_graph(uuid, text),
+    wf.schedule(text, text, text, jsonb, integer), wf.fire_schedule(bigint),
+    wf.cron_next(text, timestamptz)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.send_event(text, text, jsonb, text, interval),
+    wf.definition_graph(text, integer, text), wf.run_graph(uuid, text)
+    TO wfengine_app;
+GRANT EXECUTE ON FUNCTION wf.schedule(text, text, text, jsonb, integer), wf.fire_schedule(bigint)
+    TO wfengine_admin;
+-- wf.schedule_list reads as its caller
+GRANT EXECUTE ON FUNCTION wf.cron_next(text, timestamptz)
+    TO wfengine_app, wfengine_worker, wfengine_approver;
+
+-- ---------------------------------------------------------------------------
+-- 29: wfengine_monitor, a monitoring role that reads no payload
+--
+-- The statistics views read the engine's tables with the view owner's
+-- rights (the extension's owner, whom row-level security does not hold),
+-- no longer with the caller's, and choose the tenants themselves: every
+-- tenant for a member of wfengine_monitor and for a role that row-level
+-- security does not hold (a superuser, a role with BYPASSRLS), the
+-- session's tenant for everyone else.  The choice is a list of tenants the
+-- scans compare tenant_id with, as an index condition where the index
+-- leads with tenant_id (as row-level security's condition was).  Every
+-- tenant with rows has a definition (a run needs one), so the tenants of
+-- wf.definitions are every tenant.  The views show counts, ages, queue,
+-- definition and step names, never an input, output, context, error or
+-- payload; wfengine_monitor may read them and the engine's counters, and
+-- no table of schema wf (docs/monitoring.md).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles x
+                   WHERE x.rolname OPERATOR(pg_catalog.=) 'wfengine_monitor') THEN
+        CREATE ROLE wfengine_monitor NOLOGIN;
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE VIEW wf.queue_stats WITH (security_invoker = false, security_barrier = true) AS
+WITH ready AS (
+    SELECT t.tenant_id, t.queue, pg_catalog.count(*) AS ready,
+           pg_catalog.min(t.available_at)
+               FILTER (WHERE t.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS oldest_available_at
+    FROM wf.tasks t
+    WHERE t.status OPERATOR(pg_catalog.=) 'ready'
+      AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+          CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                    OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+               THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+               ELSE ARRAY[wf.current_tenant()] END)
+    GROUP BY t.tenant_id, t.queue
+), leased AS (
+    SELECT t.tenant_id, t.queue, pg_catalog.count(*) AS leased,
+           pg_catalog.count(*)
+               FILTER (WHERE t.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS expired_leases,
+           pg_catalog.count(*)
+               FILTER (WHERE t.claimed_at OPERATOR(pg_catalog.>)
+                       (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')) AS claims
+    FROM wf.tasks t
+    WHERE t.status OPERATOR(pg_catalog.=) 'leased'
+      AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+          CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                    OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+               THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+               ELSE ARRAY[wf.current_tenant()] END)
+    GROUP BY t.tenant_id, t.queue
+), finished AS (
+    SELECT t.tenant_id, t.queue,
+           pg_catalog.count(*)
+               FILTER (WHERE t.claimed_at OPERATOR(pg_catalog.>)
+                       (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')) AS claims,
+           pg_catalog.count(*) FILTER (WHERE t.status OPERATOR(pg_catalog.=) 'completed') AS completions,
+           pg_catalog.count(*) FILTER (WHERE t.status OPERATOR(pg_catalog.=) 'failed') AS failures
+    FROM wf.tasks t
+    WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'cancelled'])
+      AND t.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')
+      AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+          CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                    OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+               THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+               ELSE ARRAY[wf.current_tenant()] END)
+    GROUP BY t.tenant_id, t.queue
+), queues AS (
+    SELECT tenant_id, queue FROM ready
+    UNION SELECT tenant_id, queue FROM leased
+    UNION SELECT tenant_id, queue FROM finished
+)
+SELECT q.tenant_id, q.queue,
+       COALESCE(r.ready, 0) AS ready,
+       COALESCE(l.leased, 0) AS leased,
+       COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.oldest_available_at),
+                0) AS oldest_ready_age_seconds,
+       COALESCE(l.claims, 0) OPERATOR(pg_catalog.+) COALESCE(f.claims, 0) AS claims_1m,
+       COALESCE(f.completions, 0) AS completions_1m,
+       COALESCE(f.failures, 0) AS failures_1m,
+       COALESCE(l.expired_leases, 0) AS expired_leases
+FROM queues q
+LEFT JOIN ready r ON r.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND r.queue OPERATOR(pg_catalog.=) q.queue
+LEFT JOIN leased l ON l.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND l.queue OPERATOR(pg_catalog.=) q.queue
+LEFT JOIN finished f ON f.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND f.queue OPERATOR(pg_catalog.=) q.queue;
+
+CREATE OR REPLACE VIEW wf.run_stats WITH (security_invoker = false, security_barrier = true) AS
+WITH live AS (
+    -- per tenant, so that runs_status_idx (tenant_id, status, ...) serves
+    -- every caller: the live runs only, never a scan of every run (every
+    -- run's tenant has a definition)
+    SELECT tn.tenant_id, l.definition_name, l.definition_version, l.running, l.paused, l.undoing
+    FROM (SELECT DISTINCT d.tenant_id FROM wf.definitions d
+          WHERE d.tenant_id OPERATOR(pg_catalog.=) ANY (
+              CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                        OR NOT pg_catalog.row_security_active('wf.runs'::pg_catalog.regclass)
+                   THEN ARRAY(SELECT DISTINCT d2.tenant_id FROM wf.definitions d2)
+                   ELSE ARRAY[wf.current_tenant()] END)) tn
+    CROSS JOIN LATERAL (
+        SELECT r.definition_name, r.definition_version,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'running') AS running,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'paused') AS paused,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.<>) 'running'
+                                             AND r.status OPERATOR(pg_catalog.<>) 'paused') AS undoing
+        FROM wf.runs r
+        WHERE r.tenant_id OPERATOR(pg_catalog.=) tn.tenant_id
+          AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused', 'cancelling', 'compensating'])
+        GROUP BY r.definition_name, r.definition_version) l
+), done AS (
+    SELECT r.tenant_id, r.definition_name, r.definition_version,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS completed,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ANY (ARRAY['failed', 'compensation_failed'])) AS failed,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ANY (ARRAY['cancelled', 'compensated', 'terminated'])) AS stopped,
+           pg_catalog.percentile_cont(0.5) WITHIN GROUP
+               (ORDER BY pg_catalog.date_part('epoch', r.finished_at OPERATOR(pg_catalog.-) r.created_at))
+               FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS p50,
+           pg_catalog.percentile_cont(0.95) WITHIN GROUP
+               (ORDER BY pg_catalog.date_part('epoch', r.finished_at OPERATOR(pg_catalog.-) r.created_at))
+               FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS p95
+    FROM wf.runs r
+    WHERE r.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '5 minutes')
+      AND r.status OPERATOR(pg_catalog.<>) ALL (ARRAY['running', 'paused', 'cancelling', 'compensating'])
+      AND r.tenant_id OPERATOR(pg_catalog.=) ANY (
+          CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                    OR NOT pg_catalog.row_security_active('wf.runs'::pg_catalog.regclass)
+               THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+               ELSE ARRAY[wf.current_tenant()] END)
+    GROUP BY r.tenant_id, r.definition_name, r.definition_version
+), tries AS (
+    SELECT r.tenant_id, r.definition_name, r.definition_version,
+           pg_catalog.count(*) FILTER (WHERE t.attempt OPERATOR(pg_catalog.>) 1) AS retries,
+           pg_catalog.count(*) FILTER (WHERE t.attempt OPERATOR(pg_catalog.=) 1) AS first_attempts
+    FROM wf.tasks t
+    JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id
+    WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'cancelled'])
+      AND t.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '5 minutes')
+      AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+          CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                    OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+               THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+               ELSE ARRAY[wf.current_tenant()] END)
+    GROUP BY r.tenant_id, r.definition_name, r.definition_version
+), versions AS (
+    SELECT tenant_id, definition_name, definition_version FROM live
+    UNION SELECT tenant_id, definition_name, definition_version FROM done
+    UNION SELECT tenant_id, definition_name, definition_version FROM tries
+)
+SELECT v.tenant_id, v.definition_name, v.definition_version,
+       COALESCE(l.running, 0) AS running,
+       COALESCE(l.paused, 0) AS paused,
+       COALESCE(l.undoing, 0) AS undoing,
+       COALESCE(d.completed, 0) AS completed_5m,
+       COALESCE(d.failed, 0) AS failed_5m,
+       COALESCE(d.stopped, 0) AS stopped_5m,
+       d.p50 AS duration_p50_seconds,
+       d.p95 AS duration_p95_seconds,
+       d.failed::double precision OPERATOR(pg_catalog./)
+           NULLIF(d.completed OPERATOR(pg_catalog.+) d.failed, 0)::double precision AS failure_rate_5m,
+       COALESCE(tr.retries, 0) AS retries_5m,
+       tr.retries::double precision OPERATOR(pg_catalog./)
+           NULLIF(tr.first_attempts, 0)::double precision AS retries_per_step_5m
+FROM versions v
+LEFT JOIN live l ON l.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND l.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND l.definition_version OPERATOR(pg_catalog.=) v.definition_version
+LEFT JOIN done d ON d.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND d.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND d.definition_version OPERATOR(pg_catalog.=) v.definition_version
+LEFT JOIN tries tr ON tr.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND tr.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND tr.definition_version OPERATOR(pg_catalog.=) v.definition_version;
+
+CREATE OR REPLACE VIEW wf.timer_stats WITH (security_invoker = false, security_barrier = true) AS
+SELECT tm.tenant_id, tm.kind,
+       pg_catalog.count(*) AS pending,
+       pg_catalog.count(*) FILTER (WHERE tm.fire_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS due,
+       pg_catalog.count(*) FILTER (WHERE tm.fire_at OPERATOR(pg_catalog.=) 'infinity') AS held,
+       COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
+                pg_catalog.min(tm.fire_at) FILTER (WHERE tm.fire_at OPERATOR(pg_catalog.<=) pg_catalog.now())),
+                0) AS firing_lag_seconds
+FROM wf.timers tm
+WHERE tm.status OPERATOR(pg_catalog.=) 'pending'
+  AND tm.tenant_id OPERATOR(pg_catalog.=) ANY (
+      CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                OR NOT pg_catalog.row_security_active('wf.timers'::pg_catalog.regclass)
+           THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+           ELSE ARRAY[wf.current_tenant()] END)
+GROUP BY tm.tenant_id, tm.kind
+UNION ALL
+SELECT t.tenant_id, 'task_deadline',
+       pg_catalog.count(*),
+       pg_catalog.count(*) FILTER (WHERE t.deadline_at OPERATOR(pg_catalog.<=) pg_catalog.now()),
+       0,
+       COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
+                pg_catalog.min(t.deadline_at) FILTER (WHERE t.deadline_at OPERATOR(pg_catalog.<=) pg_catalog.now())),
+                0)
+FROM wf.tasks t
+WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL
+  AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+      CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+           THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+           ELSE ARRAY[wf.current_tenant()] END)
+GROUP BY t.tenant_id;
+
+CREATE OR REPLACE VIEW wf.approval_stats WITH (security_invoker = false, security_barrier = true) AS
+SELECT a.tenant_id, r.definition_name, a.step,
+       pg_catalog.count(*) AS open,
+       pg_catalog.count(DISTINCT a.run_id) AS runs,
+       pg_catalog.count(*) FILTER (WHERE a.approve_hash IS NULL) AS without_token,
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(a.created_at))
+           AS oldest_age_seconds,
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(a.expires_at))
+           AS oldest_expiry_passed_seconds
+FROM wf.approvals a
+JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) a.run_id
+WHERE a.status OPERATOR(pg_catalog.=) 'pending'
+  AND r.status OPERATOR(pg_catalog.=) 'running'
+  AND a.tenant_id OPERATOR(pg_catalog.=) ANY (
+      CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                OR NOT pg_catalog.row_security_active('wf.approvals'::pg_catalog.regclass)
+           THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+           ELSE ARRAY[wf.current_tenant()] END)
+GROUP BY a.tenant_id, r.definition_name, a.step;
+
+GRANT USAGE ON SCHEMA wf TO wfengine_monitor;
+GRANT SELECT ON wf.queue_stats, wf.run_stats, wf.timer_stats, wf.approval_stats TO wfengine_monitor;
+-- the views name wf.current_tenant() for the callers that see one tenant
+-- (PostgreSQL checks EXECUTE on every function a query holds, called or not)
+GRANT EXECUTE ON FUNCTION wf.current_tenant(), wf.engine_counters(), wf.timer_lag_histogram(),
+    wf.claim_latency_histogram(), wf.worker_status()
+    TO wfengine_monitor;

@@ -3,7 +3,21 @@
  * api.c
  *	  What every SQL-callable run command shares: its run and reason
  *	  arguments, its other required arguments, its refusals, and the
- *	  answer it returns out of SPI at the end of its API call.
+ *	  answer it returns out of SPI at the end of its API call; and the
+ *	  entry points of the API functions written in SQL or PL/pgSQL.
+ *
+ * An API function whose work is written in SQL or PL/pgSQL (wf.send_event,
+ * the batch commands, the graphs, wf.fire_schedule, wf.schedule) is a C
+ * entry point that calls its body, an internal function wf._<name> that no
+ * job role may execute (issue 29): PostgreSQL checks EXECUTE on the entry
+ * point only, and WfCallInternal calls the body through fmgr, which checks
+ * nothing.  The body runs as an API call (as the extension's owner, so
+ * that the internal helpers it uses in turn, wf._buffer_event,
+ * wf._check_arg, wf._graph_render, ..., need no grant either) with the
+ * caller still the actor of what it records and the role whose tenant it
+ * acts for (tenant.c); wf.schedule's body runs as the caller, whose
+ * pg_cron job it makes.  A SECURITY DEFINER body would not do: its calls
+ * of the C functions would record the owner as the actor.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -14,9 +28,16 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "nodes/execnodes.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -26,6 +47,22 @@
 #include "crypto.h"
 #include "sensitive.h"
 #include "spi_util.h"
+
+PG_FUNCTION_INFO_V1(wfengine_send_event);
+PG_FUNCTION_INFO_V1(wfengine_cancel_runs);
+PG_FUNCTION_INFO_V1(wfengine_retry_runs);
+PG_FUNCTION_INFO_V1(wfengine_resume_runs);
+PG_FUNCTION_INFO_V1(wfengine_definition_graph);
+PG_FUNCTION_INFO_V1(wfengine_run_graph);
+PG_FUNCTION_INFO_V1(wfengine_fire_schedule);
+
+/* the body an entry point calls, looked up once per call site (fn_extra) */
+typedef struct WfInternalFn
+{
+	FmgrInfo	flinfo;
+	int16		typlen;			/* of its result */
+	bool		typbyval;
+} WfInternalFn;
 
 /*
  * WfUnknownRun reports a run id that does not exist for this tenant.
@@ -204,4 +241,206 @@ WfApiReturn(Datum result, bool byval, int typlen)
 		result = SPI_datumTransfer(result, false, typlen);
 	WfApiEnd();
 	return result;
+}
+
+/*
+ * internal_fn returns the body wf.<name>(argtypes) of the entry point
+ * called by fcinfo, found in the catalog by its exact schema, name and
+ * argument types (no search_path, no privilege check) the first time the
+ * call site calls it, and kept in fn_extra.
+ */
+static WfInternalFn *
+internal_fn(FunctionCallInfo fcinfo, const char *name, int nargs, const Oid *argtypes)
+{
+	WfInternalFn *fn = (WfInternalFn *) fcinfo->flinfo->fn_extra;
+	Oid			nsp;
+	Oid			fnoid;
+
+	if (fn != NULL)
+		return fn;
+	nsp = get_namespace_oid("wf", false);
+	fnoid = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum(name),
+							PointerGetDatum(buildoidvector(argtypes, nargs)),
+							ObjectIdGetDatum(nsp));
+	if (!OidIsValid(fnoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("function wf.%s of extension \"wfengine\" does not exist", name),
+				 errhint("Update the extension: ALTER EXTENSION wfengine UPDATE.")));
+	fn = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(WfInternalFn));
+	fmgr_info_cxt(fnoid, &fn->flinfo, fcinfo->flinfo->fn_mcxt);
+	if (fn->flinfo.fn_retset != fcinfo->flinfo->fn_retset)
+		elog(ERROR, "wf.%s and its entry point disagree on returning a set", name);
+	get_typlenbyval(get_func_rettype(fnoid), &fn->typlen, &fn->typbyval);
+	fcinfo->flinfo->fn_extra = fn;
+	return fn;
+}
+
+/*
+ * WfCallInternal is the whole of an entry point written in SQL or
+ * PL/pgSQL: it calls its body wf.<name>(argtypes, nargs of them) with the
+ * nprefix arguments of prefix (never null) followed by the entry point's
+ * own arguments, and answers what the body answers: a value, or a set,
+ * which the body returns through the entry point's ReturnSetInfo.  With
+ * as_owner the call is an API call (WfApiBegin ... WfApiEnd), as the
+ * extension's owner; without, it runs as the caller.  A strict body given
+ * a null argument is not called, as the executor would not call it.
+ */
+Datum
+WfCallInternal(FunctionCallInfo fcinfo, const char *name, int nargs, const Oid *argtypes,
+			   int nprefix, const Datum *prefix, bool as_owner)
+{
+	LOCAL_FCINFO(call, FUNC_MAX_ARGS);
+	WfInternalFn *fn;
+	Datum		result;
+	int			i;
+
+	if (nprefix + PG_NARGS() != nargs)
+		elog(ERROR, "wf.%s takes %d arguments, not %d", name, nargs, nprefix + PG_NARGS());
+	if (as_owner)
+		WfApiBegin();
+	fn = internal_fn(fcinfo, name, nargs, argtypes);
+
+	InitFunctionCallInfoData(*call, &fn->flinfo, nargs, fcinfo->fncollation,
+							 fcinfo->context, fcinfo->resultinfo);
+	for (i = 0; i < nprefix; i++)
+	{
+		call->args[i].value = prefix[i];
+		call->args[i].isnull = false;
+	}
+	for (i = 0; i < PG_NARGS(); i++)
+	{
+		call->args[nprefix + i] = fcinfo->args[i];
+		if (fn->flinfo.fn_strict && fcinfo->args[i].isnull)
+		{
+			if (fn->flinfo.fn_retset)
+			{
+				ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+				rsinfo->returnMode = SFRM_ValuePerCall;
+				rsinfo->isDone = ExprEndResult;
+			}
+			if (as_owner)
+				WfApiEnd();
+			PG_RETURN_NULL();
+		}
+	}
+
+	result = FunctionCallInvoke(call);
+	fcinfo->isnull = call->isnull;
+	if (!as_owner)
+		return result;
+	if (fcinfo->isnull || fn->flinfo.fn_retset)
+	{
+		WfApiEnd();
+		return result;
+	}
+	return WfApiReturn(result, fn->typbyval, fn->typlen);
+}
+
+/*
+ * wfengine_send_event is wf.send_event(correlation_key, name, payload,
+ * event_id, keep); its body is wf._send_event.
+ */
+Datum
+wfengine_send_event(PG_FUNCTION_ARGS)
+{
+	static const Oid argtypes[] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, INTERVALOID};
+
+	return WfCallInternal(fcinfo, "_send_event", lengthof(argtypes), argtypes, 0, NULL, true);
+}
+
+/*
+ * batch_command calls wf._batch(batch, command, statuses, reason, filter,
+ * max_runs, after) for the batch command batch: command over the runs of
+ * the given statuses.
+ */
+static Datum
+batch_command(FunctionCallInfo fcinfo, const char *batch, const char *command,
+			  const char *const *statuses, int nstatuses)
+{
+	static const Oid argtypes[] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID, JSONBOID,
+	INT4OID, UUIDOID};
+	Datum		prefix[3];
+	Datum	   *elems = palloc(sizeof(Datum) * nstatuses);
+	int			i;
+
+	for (i = 0; i < nstatuses; i++)
+		elems[i] = CStringGetTextDatum(statuses[i]);
+	prefix[0] = CStringGetTextDatum(batch);
+	prefix[1] = CStringGetTextDatum(command);
+	prefix[2] = PointerGetDatum(construct_array(elems, nstatuses, TEXTOID, -1, false, TYPALIGN_INT));
+	return WfCallInternal(fcinfo, "_batch", lengthof(argtypes), argtypes, 3, prefix, true);
+}
+
+/*
+ * wfengine_cancel_runs is wf.cancel_runs(reason, filter, max_runs, after):
+ * wf.cancel_run over running and paused runs.
+ */
+Datum
+wfengine_cancel_runs(PG_FUNCTION_ARGS)
+{
+	static const char *const statuses[] = {"running", "paused"};
+
+	return batch_command(fcinfo, "cancel_runs", "cancel_run", statuses, lengthof(statuses));
+}
+
+/*
+ * wfengine_retry_runs is wf.retry_runs(reason, filter, max_runs, after):
+ * wf.retry_step over failed and compensation_failed runs.
+ */
+Datum
+wfengine_retry_runs(PG_FUNCTION_ARGS)
+{
+	static const char *const statuses[] = {"failed", "compensation_failed"};
+
+	return batch_command(fcinfo, "retry_runs", "retry_step", statuses, lengthof(statuses));
+}
+
+/*
+ * wfengine_resume_runs is wf.resume_runs(reason, filter, max_runs, after):
+ * wf.resume_run over paused runs.
+ */
+Datum
+wfengine_resume_runs(PG_FUNCTION_ARGS)
+{
+	static const char *const statuses[] = {"paused"};
+
+	return batch_command(fcinfo, "resume_runs", "resume_run", statuses, lengthof(statuses));
+}
+
+/*
+ * wfengine_definition_graph is wf.definition_graph(definition, version,
+ * format); its body is wf._definition_graph.
+ */
+Datum
+wfengine_definition_graph(PG_FUNCTION_ARGS)
+{
+	static const Oid argtypes[] = {TEXTOID, INT4OID, TEXTOID};
+
+	return WfCallInternal(fcinfo, "_definition_graph", lengthof(argtypes), argtypes, 0, NULL, true);
+}
+
+/*
+ * wfengine_run_graph is wf.run_graph(run, format); its body is
+ * wf._run_graph.
+ */
+Datum
+wfengine_run_graph(PG_FUNCTION_ARGS)
+{
+	static const Oid argtypes[] = {UUIDOID, TEXTOID};
+
+	return WfCallInternal(fcinfo, "_run_graph", lengthof(argtypes), argtypes, 0, NULL, true);
+}
+
+/*
+ * wfengine_fire_schedule is wf.fire_schedule(schedule_id), the command of
+ * a schedule's pg_cron job; its body is wf._fire_schedule.
+ */
+Datum
+wfengine_fire_schedule(PG_FUNCTION_ARGS)
+{
+	static const Oid argtypes[] = {INT8OID};
+
+	return WfCallInternal(fcinfo, "_fire_schedule", lengthof(argtypes), argtypes, 0, NULL, true);
 }

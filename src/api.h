@@ -33,5 +33,8 @@ extern double WfIntervalUsec(const Interval *iv);
 extern double WfIntervalArg(FunctionCallInfo fcinfo, int argno, bool zero_ok,
 							double max_us, const char *refusal, const char *hint);
 extern Datum WfApiReturn(Datum result, bool byval, int typlen);
+extern Datum WfCallInternal(FunctionCallInfo fcinfo, const char *name, int nargs,
+							const Oid *argtypes, int nprefix, const Datum *prefix,
+							bool as_owner);
 
 #endif							/* WF_API_H */

@@ -5,15 +5,18 @@
  *	  matcher that makes each start idempotent per scheduled instant.
  *
  * wf.schedule() stores a schedule in wf.schedules and creates a pg_cron
- * job whose command is "SELECT wf._fire_schedule('<schedule id>')".  Those
- * functions are PL/pgSQL in the install script: pg_cron is optional, and
- * its schema exists only in the database where pg_cron is installed
- * (cron.database_name), so its functions are resolved when a schedule is
- * made, not when the extension is created.  This file holds what SQL
- * cannot do well: parsing and matching cron expressions.
+ * job whose command is "SELECT wf.fire_schedule('<schedule id>')".  Their
+ * bodies, wf._schedule and wf._fire_schedule, are PL/pgSQL in the install
+ * script: pg_cron is optional, and its schema exists only in the database
+ * where pg_cron is installed (cron.database_name), so its functions are
+ * resolved when a schedule is made, not when the extension is created.
+ * This file holds what SQL cannot do well: parsing and matching cron
+ * expressions; and wf.schedule's argument checks, which call the engine's
+ * checks directly, so that the role that schedules needs EXECUTE on no
+ * internal function (api.c, WfCallInternal).
  *
  * Idempotency.  pg_cron may run a job late, or twice for one minute (after
- * a clock jump, a restart, or with two schedulers).  wf._fire_schedule()
+ * a clock jump, a restart, or with two schedulers).  wf.fire_schedule()
  * therefore does not trust the tick: it computes the scheduled instant as
  * the latest time at or before now() that matches the expression
  * (WfCronPrev) and starts the run with the idempotency key
@@ -68,13 +71,20 @@
 #include "utils/datetime.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "api.h"
+#include "argcheck.h"
 #include "schedule.h"
+#include "sensitive.h"
 
 PG_FUNCTION_INFO_V1(wfengine_cron_check);
 PG_FUNCTION_INFO_V1(wfengine_cron_prev);
 PG_FUNCTION_INFO_V1(wfengine_cron_next);
+PG_FUNCTION_INFO_V1(wfengine_cron_next_fire);
+PG_FUNCTION_INFO_V1(wfengine_schedule);
 
 /* what every error about an expression suggests */
 #define WF_CRON_HINT \
@@ -855,4 +865,89 @@ Datum
 wfengine_cron_next(PG_FUNCTION_ARGS)
 {
 	return cron_call(fcinfo, 1);
+}
+
+/*
+ * wfengine_cron_next_fire is wf.cron_next(cron, after): the earliest
+ * instant after "after" that matches cron in the time zone pg_cron reads
+ * it in (cron.timezone where pg_cron defines it, else GMT), or NULL if
+ * none within eight years.  An invalid expression is an error, as in
+ * wf.schedule.  wf.schedule_list computes next_fire_at with it.
+ */
+Datum
+wfengine_cron_next_fire(PG_FUNCTION_ARGS)
+{
+	text	   *expr = PG_GETARG_TEXT_PP(0);
+	TimestampTz after = PG_GETARG_TIMESTAMPTZ(1);
+	const char *zone = GetConfigOption("cron.timezone", true, false);
+	WfCronSpec	spec;
+	TimestampTz result;
+
+	WfCheckTextArg(expr, "cron expression", WF_ARG_NAME);
+	if (zone == NULL || zone[0] == '\0')
+		zone = "GMT";
+	WfCronParse(text_to_cstring(expr), &spec);
+	if (!cron_search(&spec, after, 1, lookup_tz(cstring_to_text(zone)), &result))
+		PG_RETURN_NULL();
+	PG_RETURN_TIMESTAMPTZ(result);
+}
+
+/*
+ * schedule_name_ok tells whether name is a valid schedule name: 1 to 128
+ * ASCII letters, digits, '_', '-', '.' or ':', not beginning with a digit
+ * or one of '-', '.', ':'.
+ */
+static bool
+schedule_name_ok(const char *name)
+{
+	int			i;
+
+	for (i = 0; name[i] != '\0'; i++)
+	{
+		char		c = name[i];
+		bool		ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+
+		if (i > 0)
+			ok = ok || (c >= '0' && c <= '9') || c == '.' || c == ':' || c == '-';
+		if (!ok || i >= 128)
+			return false;
+	}
+	return i > 0;
+}
+
+/*
+ * wfengine_schedule is wf.schedule(name, cron, definition, input,
+ * version): it checks the arguments, then calls its body wf._schedule as
+ * the caller (the pg_cron job it makes runs as the role that made it).
+ */
+Datum
+wfengine_schedule(PG_FUNCTION_ARGS)
+{
+	static const Oid argtypes[] = {TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID};
+	char	   *name;
+	char	   *owner;
+	Jsonb	   *input;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null",
+						PG_ARGISNULL(0) ? "schedule name" : PG_ARGISNULL(1) ? "cron expression" :
+						PG_ARGISNULL(2) ? "definition name" : "input")));
+	WfCheckTextArg(PG_GETARG_TEXT_PP(0), "schedule name", WF_ARG_NAME);
+	WfCheckTextArg(PG_GETARG_TEXT_PP(1), "cron expression", WF_ARG_NAME);
+	WfCheckTextArg(PG_GETARG_TEXT_PP(2), "definition name", WF_ARG_NAME);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	owner = psprintf("schedule \"%s\"", name);
+	input = PG_GETARG_JSONB_P(3);
+	WfCheckPayloadSize(input, "input", owner);
+	WfCheckRunInput(input, "input");
+	if (!schedule_name_ok(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid schedule name \"%s\"", name),
+				 errhint("A schedule name has 1 to 128 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.")));
+	DirectFunctionCall1(wfengine_cron_check, PointerGetDatum(PG_GETARG_TEXT_PP(1)));
+	WfRefuseSealedLookalikes(input, "input", owner);
+	return WfCallInternal(fcinfo, "_schedule", lengthof(argtypes), argtypes, 0, NULL, false);
 }

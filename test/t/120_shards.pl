@@ -79,6 +79,102 @@ CREATE ROLE ${t}_admin LOGIN IN ROLE wfengine_admin, wf_tenant_$t;
 });
 }
 
+# The router's EXECUTE sets (issue 29): in schemas wf, wfrouter and plproxy
+# of the router database, each role is granted exactly what the table of
+# docs/scale-out.md ("router privileges") lists, and may execute, through
+# its memberships, exactly the union of its roles' lists; PUBLIC may
+# execute nothing there nor use schema plproxy, so a login of no job role
+# cannot read the shards' connection strings.  (The routed calls below show
+# that the job roles keep working.)
+{
+	my $root = $ENV{TESTDIR} // '.';
+	my $file = -e "$root/docs/scale-out.md" ? "$root/docs/scale-out.md" : 'docs/scale-out.md';
+	open(my $fh, '<', $file) or die "cannot read $file: $!";
+	my $doc = do { local $/; <$fh> };
+	close $fh;
+	my ($block) = $doc =~ /<!-- router privileges: begin.*?-->\n(.*?)<!-- router privileges: end -->/s;
+	my (%doc_fns, %doc_member);
+	my $norm = sub { my $x = shift; $x =~ s/\s*([,()])\s*/$1/g; return $x; };
+	for my $line (split /\n/, $block // '')
+	{
+		next unless $line =~ /^\| `([a-z_]+)` \|([^|]*)\|([^|]*)\|/;
+		my ($role, $member, $fns) = ($1, $2, $3);
+		$doc_member{$role} = [ sort ($member =~ /`([a-z_]+)`/g) ];
+		$doc_fns{$role} = { map { $norm->($_) => 1 } ($fns =~ /`((?:wf|wfrouter|plproxy)\.[a-z_]+\([^`]*\))`/g) };
+	}
+	my @doc_roles = sort keys %doc_fns;
+	is(scalar(@doc_roles), 5, 'docs/scale-out.md: the router privileges of five roles are read');
+
+	my $schemas = q{n.nspname IN ('wf', 'wfrouter', 'plproxy')};
+	# the grants, role by role
+	my (%granted);
+	for my $row (split /\n/, $router->safe_psql('wfengine_router', qq{
+SELECT a.grantee::regrole || '|' || p.oid::regprocedure
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,
+     aclexplode(COALESCE(p.proacl, acldefault('f', p.proowner))) a
+WHERE $schemas AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+ORDER BY 1}))
+	{
+		my ($role, $fn) = split /\|/, $row, 2;
+		$granted{$role}{ $norm->($fn) } = 1;
+	}
+	my @extra = map { my $r = $_; map { "$r: $_" } grep { !($doc_fns{$r} && $doc_fns{$r}{$_}) } sort keys %{ $granted{$r} } }
+	  sort keys %granted;
+	is_deeply(\@extra, [], 'no role is granted a function of wf, wfrouter or plproxy the docs do not list for it');
+	my @missing = map { my $r = $_; map { "$r: $_" } grep { !($granted{$r} && $granted{$r}{$_}) } sort keys %{ $doc_fns{$r} } }
+	  @doc_roles;
+	is_deeply(\@missing, [], 'every function the docs list for a role is granted to it');
+
+	# the memberships among these roles, and the whole sets through them
+	my @bad_member;
+	for my $r (@doc_roles)
+	{
+		my @actual = split /\n/, $router->safe_psql('wfengine_router', qq{
+SELECT m.roleid::regrole FROM pg_auth_members m
+WHERE m.member = '$r'::regrole AND m.roleid::regrole::text IN ('} . join("', '", @doc_roles) . q{')
+ORDER BY 1});
+		push @bad_member, "$r: @actual" if "@actual" ne "@{ $doc_member{$r} }";
+	}
+	is_deeply(\@bad_member, [], 'each role is a member of the roles the docs say');
+	my @wrong;
+	for my $r (@doc_roles)
+	{
+		my %want;
+		my @todo = ($r);
+		while (my $x = shift @todo)
+		{
+			$want{$_} = 1 for keys %{ $doc_fns{$x} };
+			push @todo, @{ $doc_member{$x} // [] };
+		}
+		my %have = map { $norm->($_) => 1 } split /\n/, $router->safe_psql('wfengine_router', qq{
+SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE $schemas AND has_function_privilege('$r', p.oid, 'EXECUTE')});
+		push @wrong, map { "$r may: $_" } grep { !$want{$_} } sort keys %have;
+		push @wrong, map { "$r may not: $_" } grep { !$have{$_} } sort keys %want;
+	}
+	is_deeply(\@wrong, [], 'every role may execute exactly its documented set, with its memberships');
+
+	is( $router->safe_psql('wfengine_router', qq{
+SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,
+     aclexplode(COALESCE(p.proacl, acldefault('f', p.proowner))) a
+WHERE $schemas AND a.grantee = 0}) . ','
+		  . $router->safe_psql('wfengine_router', q{
+SELECT count(*) FROM pg_namespace n, aclexplode(COALESCE(n.nspacl, acldefault('n', n.nspowner))) a
+WHERE n.nspname = 'plproxy' AND a.grantee = 0}),
+		'0,0', 'PUBLIC may execute nothing in wf, wfrouter and plproxy, nor use schema plproxy');
+
+	$router->safe_psql('wfengine_router', 'CREATE ROLE nobody_login LOGIN');
+	my ($rc, $out, $err) = $router->psql('wfengine_router',
+		"SELECT * FROM plproxy.get_cluster_partitions('wfengine')",
+		extra_params => [ '-U', 'nobody_login' ]);
+	like($err, qr/permission denied for schema plproxy/,
+		'a login of no job role cannot read the connection strings through PL/Proxy\'s configuration');
+	is($out, '', '... and gets none');
+	($rc, $out, $err) = $router->psql('wfengine_router', 'SELECT * FROM wfrouter.shards()',
+		extra_params => [ '-U', 'nobody_login' ]);
+	like($err, qr/permission denied for (schema wfrouter|function shards)/, '... nor through wfrouter.shards()');
+}
+
 # psql as a login of a tenant, on the router or on a shard
 sub via_router
 {

@@ -40,6 +40,11 @@
 #     callback); calls that need no schema (wf.current_tenant) go on; the
 #     engine worker logs that once, fires nothing and stays (same pid, no
 #     restarts); back at 0.1.0 it logs that it resumes and fires the timer.
+#  6. A schedule made under 0.1.0 by a login of wfengine_admin, in the
+#     pg_cron database: the update rewrites its job's command from
+#     wf._fire_schedule, which no role may execute from 0.2.0 on (issue 29),
+#     to wf.fire_schedule, which then starts the run as that login; the old
+#     command would be refused to it.
 
 use strict;
 use warnings;
@@ -489,6 +494,36 @@ sq('old', 'ALTER EXTENSION wfengine UPDATE');
 is( sq('old', qq{SELECT extversion || ' ' || wf.run_status('$nap') || ' ' || wf.verify_run('$nap')
                   FROM pg_extension WHERE extname = 'wfengine'}),
 	"$lib_version completed true", 'database old updates, and its run verifies');
+
+# ---------------------------------------------------------------------
+# 6. a schedule of 0.1.0 in the pg_cron database fires after the update
+# ---------------------------------------------------------------------
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION pg_cron;
+CREATE EXTENSION wfengine VERSION '0.1.0';
+SELECT wf.create_tenant('sched');
+CREATE ROLE sched_admin LOGIN IN ROLE wfengine_admin, wf_tenant_sched;
+GRANT USAGE ON SCHEMA cron TO sched_admin;
+});
+$node->safe_psql('postgres',
+	q{SELECT wf.publish_definition('yearly', '{"steps": [{"name": "a", "queue": "yearly_q"}]}')},
+	extra_params => [ '-U', 'sched_admin' ]);
+my $job = $node->safe_psql('postgres', q{SELECT wf.schedule('yearly', '0 0 1 1 *', 'yearly')},
+	extra_params => [ '-U', 'sched_admin' ]);
+my $old_cmd = $node->safe_psql('postgres', "SELECT command FROM cron.job WHERE jobid = $job");
+like($old_cmd, qr/^SELECT wf\._fire_schedule\('\d+'\)$/, 'under 0.1.0 the job calls wf._fire_schedule');
+$node->safe_psql('postgres', 'ALTER EXTENSION wfengine UPDATE');
+my $new_cmd = $node->safe_psql('postgres', "SELECT command FROM cron.job WHERE jobid = $job");
+is($new_cmd, $old_cmd =~ s/wf\._fire_schedule/wf.fire_schedule/r, 'the update rewrites it to wf.fire_schedule');
+# the command as pg_cron runs it: as the role that made the schedule
+my $fired = $node->safe_psql('postgres', $new_cmd, extra_params => [ '-U', 'sched_admin' ]);
+like($fired, qr/^[0-9a-f-]{36}$/, 'which starts the run of the current instant as that role');
+is( $node->safe_psql('postgres',
+		"SELECT tenant_id || ' ' || (SELECT actor FROM wf.events WHERE run_id = '$fired' AND seq = 1) FROM wf.runs WHERE run_id = '$fired'"),
+	'sched sched_admin', '... of its tenant, with it as the actor');
+($ret, $out, $err) = $node->psql('postgres', $old_cmd, extra_params => [ '-U', 'sched_admin' ]);
+like($err, qr/permission denied for function _fire_schedule/, 'the old command would be refused to it');
 
 $node->stop;
 done_testing();
