@@ -196,6 +196,7 @@ class Session:
             "%s: %s (%s)" % (d.severity, d.message_primary, d.message_detail)))
         self.auth = None
         self.in_txn = False
+        self.savepoints = False     # each statement of the transaction in a savepoint
 
     def as_login(self, login):
         if login != self.auth:
@@ -207,12 +208,19 @@ class Session:
             self.auth = login
 
     def run(self, login, sqltext, params=()):
+        sp = self.in_txn and self.savepoints
         try:
             self.as_login(login)
+            if sp:
+                self.conn.execute("SAVEPOINT fz")
             cur = self.conn.execute(sqltext, [adapt(p) for p in params])
             rows = cur.fetchall() if cur.description else []
+            if sp:
+                self.conn.execute("RELEASE SAVEPOINT fz")
             return Res(rows=rows)
         except psycopg.Error as e:
+            if sp:
+                self.conn.execute("ROLLBACK TO SAVEPOINT fz")
             return Res(err=e.sqlstate, msg=e.diag.message_primary)
 
     def end_txn(self, how):
@@ -302,6 +310,8 @@ class Sequence:
         self.skipped = 0
         self.executed = 0
         self.known_broken = set()   # runs a known bug broke: verify_run not asked
+        self.verified = {}          # run id -> (seq, task rows) when last verified
+        self.quota_stamp = {}       # tenant -> its leased tasks when last explained
 
     # -- logging ------------------------------------------------------------
     def note(self, session, login, text, res):
@@ -314,7 +324,11 @@ class Sequence:
         if self.fz.verbose:
             print("  [%d %s %s] %s -> %r" % (self.step_no, sess.name, login,
                                              render(sqltext, params), res), file=sys.stderr)
-        if res.err is not None and sess.in_txn:
+        if res.err is not None and sess.in_txn and sess.savepoints:
+            # the statement was rolled back to its savepoint: the
+            # transaction goes on (the step applies nothing for an error)
+            self.note(sess.name, login, "ROLLBACK TO SAVEPOINT fz", Res(rows=[]))
+        elif res.err is not None and sess.in_txn:
             # a client rolls back after an error; the model does once the
             # step has made its prediction (do_step)
             sess.end_txn("ROLLBACK")
@@ -584,6 +598,11 @@ class Sequence:
         return obj_tenant == self.tenant
 
     # -- model helpers ------------------------------------------------------
+    def due_on(self, run):
+        m = self.model
+        return any(tm.run == run.uid for tm in m.due_timers()) or \
+            any(t.run == run.uid for t in m.due_deadlines())
+
     def touch(self, run):
         """The step's transaction locks the run: keep the originals of the
         run, its tasks and timers for a rollback."""
@@ -950,7 +969,8 @@ class Sequence:
                 return "cancel_requested"
             return "accepted"
         if fence == cur and task.status in ("completed", "failed"):
-            return "duplicate"
+            # --selftest plants a wrong prediction here
+            return "stale" if M.SELFTEST else "duplicate"
         return "stale"
 
     def apply_report(self, task, verdict, rep):
@@ -1584,6 +1604,7 @@ class Sequence:
         old = run.status
         run.status = "cancelling"
         if old == "failed":
+            run.revived = True
             run.task = None
             m.start_compensation(self.txn, run)
             return
@@ -1639,6 +1660,7 @@ class Sequence:
             self.touch(run)
             self.lock_live_task(run)
             run.status = "cancelling"
+            run.revived = True
             run.cancel["pending"].pop(0)
             run.finished_clock = None
             m.next_compensation(self.txn, run)
@@ -1655,6 +1677,7 @@ class Sequence:
             pass
         if run.status == "failed":
             run.status = "running"
+            run.revived = True
             run.finished_clock = None
         m.close_tokens(self.txn, run, "closed")
         m.enter(self.txn, run, run.step + 1)
@@ -1672,6 +1695,7 @@ class Sequence:
         if run.status == "compensation_failed":
             self.touch(run)
             run.status = "cancelling"
+            run.revived = True
             run.finished_clock = None
             run.cancel["counted"] = 0
             m.schedule_comp(self.txn, run)
@@ -1684,6 +1708,7 @@ class Sequence:
                                      % (sd.name if sd else None, run.fail_reason)) if not batch else None
         self.touch(run)
         run.status = "running"
+        run.revived = True
         run.finished_clock = None
         run.counted = 0
         m.schedule_attempt(self.txn, run)
@@ -1698,8 +1723,10 @@ class Sequence:
         if st["z"] % 4 == 0:
             filt["status"] = ["running", "paused", "failed"][st["z"] % 3]
         maxr = 1 + st["z"] % 4
-        sel = [r for r in self.tenant_runs(self.tenant) if r.defname == d and r.status in statuses
-               and r.status == filt.get("status", r.status)]
+        view = self.model.view_run
+        sel = [r for r in self.tenant_runs(self.tenant) if r.defname == d
+               and view(self.sess.name, r).status in statuses
+               and view(self.sess.name, r).status == filt.get("status", view(self.sess.name, r).status)]
         sel.sort(key=lambda r: r.id)
         sel = sel[:maxr]
         for r in sel:
@@ -1817,6 +1844,10 @@ class Sequence:
         if res.err:
             raise Mismatch("driver", "BEGIN: %r" % res)
         self.sess.in_txn = True
+        self.sess.savepoints = st["x"] % 2 == 0
+        if self.sess.savepoints:
+            self.note(self.sess.name, None, "-- (each statement below in SAVEPOINT fz ... RELEASE SAVEPOINT fz)",
+                      Res(rows=[]))
         self.model.begin(self.sess.name)
 
     def txn_session(self, st):
@@ -1940,8 +1971,6 @@ class Sequence:
     def settle(self):
         """With the engine worker on: wait until it has handled every due
         timer and deadline of the two tenants, then apply them to the model."""
-        if self.model.txns:
-            return
         if not self.model.due_timers() and not self.model.due_deadlines():
             return
         time.sleep(0.003)
@@ -1961,6 +1990,7 @@ class Sequence:
                 raise Mismatch("stuck", "the engine worker left %s due timers and deadlines for 30 s"
                                % res.one())
             time.sleep(0.005)
+        self.model.clock = self.step_no + 0.5
         self.model.tick()
 
     def tenant_digests(self):
@@ -1970,7 +2000,6 @@ class Sequence:
                        || coalesce((SELECT string_agg(task_id || status || coalesce(fence, 0)
                                        || coalesce(lease_expires_at::text, ''), ',' ORDER BY task_id)
                                      FROM wf.tasks WHERE tenant_id = t), '')
-                       || (SELECT count(*) FROM wf.events WHERE tenant_id = t)
                        || (SELECT count(*) FROM wf.signals WHERE tenant_id = t)
                        || (SELECT count(*) FROM wf.buffered_events WHERE tenant_id = t)
                        || coalesce((SELECT string_agg(approver || status || token_generation, ',' ORDER BY run_id, approver)
@@ -1990,7 +2019,7 @@ class Sequence:
         # nothing of the other tenant
         dig = self.tenant_digests()
         k = st["k"]
-        if not self.fz.worker_on:
+        if True:
             if k in ("commit", "rollback"):
                 acted = self.ended_txn_tenants
                 what = "a transaction of %s" % (", ".join(sorted(acted)) or "nobody")
@@ -2009,7 +2038,7 @@ class Sequence:
         self.digests = dig
         runs, tasks, timers = m.committed_view()
         # 2. the runs and tasks are the model's
-        res = self.fz.admin.run(None, "SELECT run_id::text, tenant_id, status, current_step FROM wf.runs "
+        res = self.fz.admin.run(None, "SELECT run_id::text, tenant_id, status, current_step, seq FROM wf.runs "
                                 "WHERE tenant_id = ANY(%s)", [self.tnames])
         dbruns = {r[0]: r for r in res.rows}
         mruns = {r.id: r for r in runs.values() if r.id is not None}
@@ -2030,7 +2059,9 @@ class Sequence:
                                 "FROM wf.tasks WHERE tenant_id = ANY(%s) ORDER BY task_id", [self.tnames])
         bound = {t.id: t for t in tasks.values() if t.id is not None}
         unbound = [t for t in tasks.values() if t.id is None]
+        taskstate = {}
         for task_id, rid, step, attempt, status, fence in res.rows:
+            taskstate.setdefault(rid, []).append((task_id, status, fence))
             t = bound.get(task_id)
             if t is None:
                 for u in unbound:
@@ -2056,13 +2087,40 @@ class Sequence:
             raise Mismatch("state", "the model expects task %s attempt %s of run %s (%s), which does not exist"
                            % (u.step, u.attempt, ur.id if ur else "?", u.status))
         # 3. every run verifies, every live run is explained, as seen by the tenant
+        # verify_run for the runs whose history or task rows changed since
+        # they were last verified; explain for those and, when the tenant's
+        # leased tasks changed (tenant_quota), for all its live runs
         for t in self.tnames:
             self.fz.admin.notices.clear()
+            todo = []
+            leased = tuple(sorted((tk, q) for rid, row in dbruns.items() if row[1] == t
+                                  for tk, st_, q in [(x[0], x[1], None) for x in taskstate.get(rid, ())]
+                                  if st_ == "leased"))
+            all_live = self.quota_stamp.get(t) != leased
+            self.quota_stamp[t] = leased
+            ask = []
+            for rid, row in dbruns.items():
+                if row[1] != t:
+                    continue
+                stamp = (row[4], tuple(taskstate.get(rid, ())))
+                if self.verified.get(rid) != stamp:
+                    todo.append(rid)
+                    ask.append(rid)
+                    self.verified[rid] = stamp
+                elif all_live and row[2] in ("running", "paused", "cancelling"):
+                    ask.append(rid)
+            if not ask:
+                continue
             res = self.fz.admin.run(self.logins[t]["app"],
-                                    "SELECT run_id::text, wf.verify_run(run_id), wf.explain(run_id)->>'waiting_for', "
-                                    "wf.explain(run_id)->'details'->>'stuck' FROM wf.runs ORDER BY run_id")
+                                    "SELECT run_id::text, CASE WHEN run_id::text = ANY(%s) THEN wf.verify_run(run_id) "
+                                    "ELSE true END, e->>'waiting_for', e->'details'->>'stuck' "
+                                    "FROM (SELECT run_id, wf.explain(run_id) e FROM wf.runs "
+                                    "WHERE run_id::text = ANY(%s)) x ORDER BY run_id",
+                                    [todo, ask])
             if res.err:
                 raise Mismatch("verify", "verify/explain as %s: %r" % (t, res))
+            if len(res.rows) != len(ask):
+                raise Mismatch("isolation", "a login of %s sees %d of its %d runs" % (t, len(res.rows), len(ask)))
             bad = [rid for rid, ok, _, _ in res.rows if not ok]
             notes = list(self.fz.admin.notices)
             for rid, note in zip(bad, notes):
@@ -2090,15 +2148,18 @@ class Sequence:
                     raise Mismatch("explain", "wf.explain(%s) of a %s run of %s says waiting_for %s, "
                                    "the model %s" % (rid, r.status, r.defname, wf_for, want))
         self.fz.admin.as_login(None)
-        # 4. quotas
+        # 4. quotas: a start never takes a run past max_live_runs (a run
+        # an operator brings back from failed, with wf.retry_step,
+        # wf.skip_step or wf.cancel_run, is not a start and may)
         for t in self.tnames:
             pol = m.tenants[t].policy
             if pol.get("max_live_runs") is not None:
                 live = sum(1 for row in dbruns.values() if row[1] == t
                            and row[2] in ("running", "paused", "cancelling", "compensating"))
-                if live > pol["max_live_runs"]:
-                    raise Mismatch("quota", "tenant %s has %d live runs, its limit is %d"
-                                   % (t, live, pol["max_live_runs"]))
+                revived = sum(1 for r in mruns.values() if r.tenant == t and r.revived and r.status in M.LIVE)
+                if live - revived > pol["max_live_runs"]:
+                    raise Mismatch("quota", "tenant %s has %d live runs (%d of them revived by an operator), "
+                                   "its limit is %d" % (t, live, revived, pol["max_live_runs"]))
             if pol.get("max_tasks_in_flight") is not None:
                 res = self.fz.admin.run(None, "SELECT queue, count(*) FROM wf.tasks WHERE tenant_id = %s "
                                         "AND status = 'leased' GROUP BY queue", [t])
@@ -2182,6 +2243,9 @@ def main():
     ap.add_argument("--save", default=None, help="directory for the JSON of failing sequences")
     ap.add_argument("--shrink-seconds", type=float, default=120)
     ap.add_argument("--stats", action="store_true", help="print the answers each kind of step got")
+    ap.add_argument("--selftest", action="store_true",
+                    help="plant a wrong prediction in the model (a repeated report is 'stale', not "
+                         "'duplicate') and check that it is found and shrunk to at most 6 steps")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -2196,6 +2260,28 @@ def main():
     fz = Fuzzer(conninfo, worker_on, args.verbose)
     out = sys.stdout
 
+    if args.selftest:
+        M.SELFTEST = True
+        for i in range(args.sequences or 50):
+            seed = args.seed * 1000003 + i
+            steps = generate(seed, args.steps)
+            params = seq_params(seed)
+            f = fz.run_sequence(seed, steps, params)
+            if f is None:
+                continue
+            small = shrink(fz, seed, steps, params, f, args.shrink_seconds)
+            text, _ = reproduction(fz, seed, small, params)
+            print("selftest: sequence %d failed at step %d of %d (%s: %s); shrunk to %d steps:"
+                  % (i + 1, f.step, len(steps), f.kind, f, len(small)))
+            print(text)
+            ok = f.kind == "answer" and "duplicate" in str(f) and len(small) <= 6
+            print("selftest: %s" % ("passed" if ok else "FAILED (not the planted bug, or not shrunk)"))
+            fz.close()
+            sys.exit(0 if ok else 1)
+        print("selftest: FAILED (the planted bug was not found)")
+        fz.close()
+        sys.exit(1)
+
     if args.replay:
         with open(args.replay) as f:
             saved = json.load(f)
@@ -2207,11 +2293,9 @@ def main():
     if args.sequences is None and args.seconds is None:
         args.sequences = 100
     total = args.sequences
-    if args.tap and total is not None:
-        print("1..%d" % total, file=out)
     started = time.time()
+    last_note = started
     failed = 0
-    known = {}
     i = 0
     steps_run = 0
     while True:
@@ -2224,13 +2308,16 @@ def main():
         steps = generate(seed, args.steps)
         params = seq_params(seed)
         t0 = time.time()
-        seq_log = []
-        f = fz.run_sequence(seed, steps, params, seq_log)
+        f = fz.run_sequence(seed, steps, params)
         steps_run += len(steps)
         if f is None:
             if args.tap:
                 print("ok %d - sequence %d (seed %d, %d steps, %.2f s)" % (i, i, seed, len(steps),
                                                                          time.time() - t0), file=out)
+            elif time.time() - last_note > 60:
+                last_note = time.time()
+                print("%d sequences, %d failed, %.0f s" % (i, failed, time.time() - started), file=out)
+            out.flush()
             continue
         failed += 1
         small = shrink(fz, seed, steps, params, f, args.shrink_seconds)
@@ -2250,18 +2337,25 @@ def main():
         else:
             print("\n".join(msg), file=out)
         out.flush()
-    if args.tap and total is None:
-        print("1..%d" % i, file=out)
+    n = i
+    if args.tap:
+        # the known engine bugs the sequences met (the model took the
+        # engine's answer and went on): expected failures, named
+        for name, count in sorted(fz.known.items()):
+            n += 1
+            print("not ok %d - known engine bug, met %d times: %s # TODO to be fixed" % (n, count, name), file=out)
+        print("1..%d" % n, file=out)
+    else:
+        for name, count in sorted(fz.known.items()):
+            print("known engine bug, met %d times: %s" % (count, name), file=out)
     summary = "%d sequences, %d failed, %d steps, %.1f s" % (i, failed, steps_run, time.time() - started)
-    print(("# " if args.tap else "") + summary, file=out)
-    for name, n in sorted(fz.known.items()):
-        print(("# " if args.tap else "") + "known bug seen %d times: %s" % (n, name), file=out)
     if args.stats:
         kinds = sorted({k for k, _ in fz.stats})
         for k in kinds:
-            outs = sorted(((n, o) for (kk, o), n in fz.stats.items() if kk == k), reverse=True)
-            print(("# " if args.tap else "") + "%-22s %s" % (k, ", ".join("%s %d" % (o, n) for n, o in outs)),
+            outs = sorted(((c, o) for (kk, o), c in fz.stats.items() if kk == k), reverse=True)
+            print(("# " if args.tap else "") + "%-22s %s" % (k, ", ".join("%s %d" % (o, c) for c, o in outs)),
                   file=out)
+    print(("# " if args.tap else "") + summary, file=out)
     fz.close()
     sys.exit(1 if failed else 0)
 
