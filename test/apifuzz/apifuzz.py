@@ -37,13 +37,13 @@ database where the fuzzer may create the extension (as a superuser); with
 """
 
 import argparse
+import copy
 import hashlib
 import json
 import os
 import random
 import sys
 import time
-import traceback
 
 import psycopg
 from psycopg import sql as pgsql
@@ -605,15 +605,10 @@ class Sequence:
 
     def touch(self, run):
         """The step's transaction locks the run: keep the originals of the
-        run, its tasks and timers for a rollback."""
+        run and its timers (nobody else changes them while it is locked)
+        for a rollback; tasks are kept as they are changed (touch_task)."""
         self.model.touch_run(self.txn, run)
         if self.txn is not None:
-            for t in self.model.tasks.values():
-                if t.run == run.uid:
-                    locked = t.uid in self.txn.tasks
-                    self.model.touch_task(self.txn, t)
-                    if not locked:
-                        self.txn.tasks.discard(t.uid)
             for tm in self.model.timers.values():
                 if tm.run == run.uid:
                     self.model.touch_timer(self.txn, tm)
@@ -717,8 +712,6 @@ class Sequence:
                 raise Skip("start_guard")
             if key is not None and (ten.name, key) in txn.keys:
                 raise Skip("start_guard")
-        if ten.name == "evt":
-            pass
 
     def op_start(self, st):
         d = M.DEF_NAMES[st["x"] % len(M.DEF_NAMES)]
@@ -729,6 +722,8 @@ class Sequence:
         if d == "evt":
             self.corr_guard(ten, "k:" + inp["k"])
         res = self.call(self.sess, self.login, "SELECT wf.start_run(%s, %s, %s)", [d, Json(inp), key])
+        if not res.err and self.txn is not None and key is not None:
+            self.txn.keys.add((ten.name, key))      # the key's lock, also for a run found
         den = self.denied("start_run")
         if den:
             return self.expect_error(res, den, "start_run by %s" % self.role)
@@ -782,11 +777,14 @@ class Sequence:
                 self.corr_guard(ten, "k:" + inp["k"])
         res = self.call(self.sess, self.login, "SELECT run_id FROM wf.start_runs(%s, %s, %s)",
                         [d, [Json(i) for i in inputs], keys])
+        if not res.err and self.txn is not None:
+            for key in keys:
+                if key is not None:
+                    self.txn.keys.add((ten.name, key))
         den = self.denied("start_runs")
         if den:
             return self.expect_error(res, den, "start_runs by %s" % self.role)
         # predict element by element on a scratch copy: any error fails the batch
-        saved = (self.model.runs.copy(), self.model.tasks.copy(), self.model.timers.copy())
         snap = self.snapshot_model()
         seen = {}
         out = []
@@ -810,11 +808,8 @@ class Sequence:
             tokens = self.model.start_tokens
             self.restore_model(snap)
             self.model.start_tokens = tokens     # taken tokens stay taken
-            del saved
             if res.err != err:
                 raise Mismatch("answer", "start_runs: expected error %s, got %r" % (err, res))
-            if err == "54000" and self.txn is None:
-                pass
             return
         if res.err:
             self.restore_model(snap)
@@ -831,7 +826,6 @@ class Sequence:
             raise Mismatch("answer", "start_runs: the ids %s do not match the runs of the keys" % ids)
 
     def snapshot_model(self):
-        import copy
         return copy.deepcopy((self.model.runs, self.model.tasks, self.model.timers,
                               self.model.tenants, self.model.next_uid, self.txn.__dict__ if self.txn else None))
 
@@ -978,6 +972,7 @@ class Sequence:
             return
         run = self.model.runs[task.run]
         self.touch(run)
+        self.model.touch_task(self.txn, task)
         task.status = "completed" if rep["kind"] == "complete" else "failed"
         task.deadline = False
         if run.status == "paused":
@@ -1171,19 +1166,30 @@ class Sequence:
         n = 1 + (st["z"] >> 3) % 3
         ten = self.model.tenants[self.tenant]
         self.claim_guard(ten, [q])
-        res = self.call(self.sess, self.login,
-                        "SELECT answers, task_id, run_id, step, attempt, fence FROM "
-                        "wf.complete_tasks_and_claim(%s, %s, NULL, %s, %s, %s, %s)",
-                        [ids, fences, q, "b" + str(st["s"]), n, "1 hour"])
-        den = self.denied("complete_tasks_and_claim")
+        fail = st["y"] & 8 != 0
+        if fail:
+            func = "fail_tasks_and_claim"
+            rep = self.report_rep("fail", st)
+            res = self.call(self.sess, self.login,
+                            "SELECT answers, task_id, run_id, step, attempt, fence FROM "
+                            "wf.fail_tasks_and_claim(%s, %s, %s, %s, %s, %s, %s, %s)",
+                            [ids, fences, [Json({"code": "boom"})] * len(ids), [rep["retryable"]] * len(ids),
+                             q, "b" + str(st["s"]), n, "1 hour"])
+        else:
+            func = "complete_tasks_and_claim"
+            rep = {"kind": "complete"}
+            res = self.call(self.sess, self.login,
+                            "SELECT answers, task_id, run_id, step, attempt, fence FROM "
+                            "wf.complete_tasks_and_claim(%s, %s, NULL, %s, %s, %s, %s)",
+                            [ids, fences, q, "b" + str(st["s"]), n, "1 hour"])
+        den = self.denied(func)
         if den:
-            return self.expect_error(res, den, "complete_tasks_and_claim by %s" % self.role)
+            return self.expect_error(res, den, "%s by %s" % (func, self.role))
         if res.err:
-            raise Mismatch("answer", "complete_tasks_and_claim(%s, %s): %r" % (ids, fences, res))
+            raise Mismatch("answer", "%s(%s, %s): %r" % (func, ids, fences, res))
         # the continuations: reports in task id order offer the lease
         order = sorted(range(len(items)), key=lambda i: (items[i][0].id, i))
         verdicts = [None] * len(items)
-        rep = {"kind": "complete"}
         conts = []
         lim = ten.policy.get("max_tasks_in_flight")
         for i in order:
@@ -1205,11 +1211,11 @@ class Sequence:
                     conts.append(c)
         gotv = {tuple(r[0]) for r in res.rows}
         if gotv != {tuple(verdicts)}:
-            raise Mismatch("answer", "complete_tasks_and_claim(%s, %s): expected %s, got %s"
-                           % (ids, fences, verdicts, sorted(gotv)))
+            raise Mismatch("answer", "%s(%s, %s): expected %s, got %s"
+                           % (func, ids, fences, verdicts, sorted(gotv)))
         # continuations are leased as they are made; the rest from the queue
         pred = conts + self.predict_claim(ten, [q], n, already=conts)
-        self.apply_claim(res.rows, pred, "complete_tasks_and_claim claim of %s" % q, False, col=1)
+        self.apply_claim(res.rows, pred, "%s claim of %s" % (func, q), False, col=1)
 
     def op_heartbeat(self, st):
         task = self.choose_task(st, ("leased",))
@@ -1673,8 +1679,6 @@ class Sequence:
         self.touch(run)
         self.lock_live_task(run)
         m.withdraw(self.txn, run, "skipped")
-        for tm in m.run_timers(run, ("pending",)):
-            pass
         if run.status == "failed":
             run.status = "running"
             run.revived = True
@@ -1697,7 +1701,6 @@ class Sequence:
             run.status = "cancelling"
             run.revived = True
             run.finished_clock = None
-            run.cancel["counted"] = 0
             m.schedule_comp(self.txn, run)
             return self.expect(res, "cancelling", "retry_step of a compensation") if not batch else "cancelling"
         if run.status != "failed":
@@ -1710,7 +1713,6 @@ class Sequence:
         run.status = "running"
         run.revived = True
         run.finished_clock = None
-        run.counted = 0
         m.schedule_attempt(self.txn, run)
         return self.expect(res, "running", "retry_step") if not batch else "running"
 
@@ -2093,9 +2095,8 @@ class Sequence:
         for t in self.tnames:
             self.fz.admin.notices.clear()
             todo = []
-            leased = tuple(sorted((tk, q) for rid, row in dbruns.items() if row[1] == t
-                                  for tk, st_, q in [(x[0], x[1], None) for x in taskstate.get(rid, ())]
-                                  if st_ == "leased"))
+            leased = tuple(sorted(x[0] for rid, row in dbruns.items() if row[1] == t
+                                  for x in taskstate.get(rid, ()) if x[1] == "leased"))
             all_live = self.quota_stamp.get(t) != leased
             self.quota_stamp[t] = leased
             ask = []
@@ -2224,7 +2225,7 @@ def reproduction(fz, seed, steps, params):
     if f is not None:
         lines.append("-- FAILS at step %d (%s): %s" % (f.step, f.kind, f))
     else:
-        lines.append("-- (this time it passed: the failure depends on timing)")
+        lines.append("-- it passed this time (a failure that depends on timing, or one fixed since)")
     return "\n".join(lines), f
 
 
@@ -2332,8 +2333,11 @@ def main():
             msg.append("saved: %s (apifuzz.py --replay %s)" % (path, path))
         if args.tap:
             print("not ok %d - sequence %d (seed %d)" % (i, i, seed), file=out)
+            out.flush()
+            # diagnostics on stderr, where prove shows them
             for line in "\n".join(msg).splitlines():
-                print("# " + line, file=out)
+                print("# " + line, file=sys.stderr)
+            sys.stderr.flush()
         else:
             print("\n".join(msg), file=out)
         out.flush()

@@ -191,7 +191,6 @@ class Run:
         self.step = None            # index of the current step, or None
         self.visits = {}            # step name -> visits so far
         self.attempt = 0            # attempt number of the current step's visit
-        self.counted = 0            # attempts that count (claimed or engine-failed)
         self.task = None            # the live task (uid) of the step
         self.wait = None            # None, task, retry, sleep, event, approval
         self.wait_gen = 0           # generation of the retry/sleep the run waits for
@@ -389,7 +388,7 @@ class Model:
                 continue
             if run is not None and run.uid in txn.runs:
                 return True
-            if task is not None and (task.uid in txn.tasks or task.run in txn.runs):
+            if task is not None and task.uid in txn.tasks:
                 return True
         return False
 
@@ -475,7 +474,10 @@ class Model:
         run.finished_clock = self.clock
         self.end_timers(txn, run)
         if status != "compensation_failed":
-            self.close_tokens(txn, run, "ended")
+            # the engine closes the pending approval rows of a run that
+            # ends (their tokens answer already_decided); docs/reference.md
+            # (wf.approvals) says they stay pending and answer invalid
+            self.close_tokens(txn, run, "closed")
 
     def withdraw(self, txn, run, reason):
         """Withdraw the run's live task (task_cancelled)."""
@@ -512,7 +514,6 @@ class Model:
         run.step = idx
         run.visits[sd.name] = run.visits.get(sd.name, 0) + 1
         run.attempt = 0
-        run.counted = 0
         run.approvers = {}
         if sd.kind == "task":
             self.schedule_attempt(txn, run)
@@ -580,7 +581,7 @@ class Model:
         self.fail_attempt(txn, run, sd, rep)
 
     def fail_attempt(self, txn, run, sd, rep, approval=False):
-        final = (not rep["retryable"]) or run.counted >= sd.max_attempts
+        final = (not rep["retryable"]) or self.counted(run, sd.name, run.visits[sd.name]) >= sd.max_attempts
         if final:
             run.failed_at = (run.step, sd.kind)
             run.fail_reason = "non_retryable" if not rep["retryable"] else "attempts_exhausted"
@@ -592,6 +593,12 @@ class Model:
         tm = self.new_timer(txn, run, "retry", sd.name)
         run.wait = "retry"
         run.wait_gen = tm.gen
+
+    def counted(self, run, step, visit):
+        """The attempts of a step's visit that count against its retry
+        policy: those a worker claimed (each attempt is a task row)."""
+        return sum(1 for t in self.tasks.values()
+                   if t.run == run.uid and t.step == step and t.visit == visit and t.deliveries > 0)
 
     # -- compensation -------------------------------------------------------
     def start_compensation(self, txn, run):
@@ -608,10 +615,8 @@ class Model:
             self.finish(txn, run, "cancelled")
             return
         step, visit = c["pending"][0]
-        sd = next(s for s in self.steps(run) if s.name == step)
         c["cur"] = (step, visit)
         c["attempt"] = c.get("attempt_of", {}).get((step, visit), 0)
-        c["counted"] = 0
         self.schedule_comp(txn, run)
 
     def schedule_comp(self, txn, run):
@@ -635,7 +640,8 @@ class Model:
             return
         step, visit = c["cur"]
         sd = next(s for s in self.steps(run) if s.name == step)
-        final = (not rep["retryable"]) or c["counted"] >= sd.comp["max_attempts"]
+        final = (not rep["retryable"]) or \
+            self.counted(run, "compensate:" + step, visit) >= sd.comp["max_attempts"]
         if final:
             run.status = "compensation_failed"
             run.wait = None
@@ -682,7 +688,6 @@ class Model:
     def lease(self, txn, task, fence, short):
         self.touch_task(txn, task)
         run = self.runs[task.run]
-        self.touch_run(txn, run, lock=False)     # counted attempts
         if task.fence is not None and fence <= task.fence:
             raise Mismatch("answer", "claim of task %s returned fence %s, not above its fence %s"
                            % (task.id, fence, task.fence))
@@ -692,10 +697,6 @@ class Model:
         task.short = short
         task.deliveries += 1
         task.deadline = short and run.status != "paused"
-        if task.deliveries == 1 and task.comp_of is None:
-            run.counted += 1
-        elif task.deliveries == 1 and task.comp_of is not None:
-            run.cancel["counted"] += 1
 
     # -- timers and deadlines -----------------------------------------------
     def in_txn(self, timer=None, task=None):
