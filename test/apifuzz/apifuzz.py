@@ -1386,12 +1386,16 @@ class Sequence:
     # -- approvals --------------------------------------------------------------
     def op_issue_tokens(self, st):
         tenant = self.other if st.get("xt") else self.tenant
-        tasks = [t for t in self.tenant_tasks(tenant) if t.notif]
-        if not tasks or st["z"] % 7 == 0:
-            tasks = self.tenant_tasks(tenant)
-        good = [t for t in tasks if t.status == "leased"]
-        if good and st["z"] % 5:
-            tasks = good
+        alltasks = self.tenant_tasks(tenant)
+        notif = [t for t in alltasks if t.notif]
+        leased = [t for t in notif if t.status == "leased"]
+        m = st["z"] % 10
+        if leased and m < 8:
+            tasks = leased
+        elif notif and m < 9:
+            tasks = notif
+        else:
+            tasks = alltasks
         task = self.pick(tasks, st)
         fence = self.choose_fence(task, st)
         foreign = bool(st.get("xt"))
@@ -1442,8 +1446,11 @@ class Sequence:
         own = [t for t in toks if self.model.tokens[t]["tenant"] == self.tenant]
         if st.get("xt"):
             own = [t for t in toks if self.model.tokens[t]["tenant"] != self.tenant]
+        good = [t for t in own if self.good_token(t)]
         token = None
-        if m < 7 and own:
+        if m < 4 and good:
+            token = good[st["x"] % len(good)]
+        elif m < 7 and own:
             token = own[st["x"] % len(own)]
         elif m == 7:
             token = "wfa_" + hashlib.sha256(str(st["x"]).encode()).hexdigest()[:43]
@@ -1457,7 +1464,9 @@ class Sequence:
         approver = info["approver"] if info and st["z"] % 5 else ["ann", "ben"][st["z"] % 2]
         run = self.model.runs.get(info["run"]) if info else None
         if run is not None and info["tenant"] == self.tenant:
-            self.free_run(run)
+            # an accepted decision that ends the step withdraws the live
+            # notification task: its row too
+            self.free_run_task(run)
         # a failure is counted in the approver's (and the token's) row of
         # wf.decide_failures, locked until the transaction ends
         for sname, txn in self.model.txns.items():
@@ -1471,6 +1480,11 @@ class Sequence:
         den = self.denied("decide")
         if den:
             return self.expect_error(res, den, "decide by %s" % self.role)
+        if info is not None and run is not None and info["tenant"] == self.tenant and info["live"] \
+                and info["decision"] == decision and not res.err:
+            # the token found its row: the run is locked to answer (and a
+            # refusal tied to the run is recorded in its history)
+            self.touch(run)
         fails = ten.decide_failures.get(approver, 0)
         if fails >= M.DECIDE_FAILURE_LIMIT:
             return self.expect(res, "throttled", "decide by %s after %d failures" % (approver, fails))
@@ -1496,6 +1510,16 @@ class Sequence:
             run.failed_at = (idx, "approval")
             run.fail_reason = "rejected"
             self.model.finish(self.txn, run, "failed")
+
+    def good_token(self, tok):
+        """A token that should be accepted now."""
+        info = self.model.tokens[tok]
+        run = self.model.runs.get(info["run"])
+        if run is None or not info["live"] or info["visit"] != run.tokens_visit:
+            return False
+        sd = self.model.cur_step(run)
+        return run.status == "running" and sd is not None and sd.kind == "approval" \
+            and run.approvers.get(info["approver"]) == "pending"
 
     def predict_decide(self, info, decision, approver, run):
         if info is None or info["tenant"] != self.tenant or not info["live"] or run is None:
@@ -1905,7 +1929,10 @@ class Sequence:
                               [key, "blk%d" % self.step_no]))
             except Skip:
                 pass
-        role, text, params = calls[st["y"] % len(calls)]
+        if len(calls) > 3 and st["z"] % 2 == 0:
+            role, text, params = calls[3]       # the send_event, half the time it can be
+        else:
+            role, text, params = calls[st["y"] % len(calls)]
         self.role = role
         login = self.logins[run.tenant][role]
         self.sess.conn.execute("SET lock_timeout = '50ms'")
