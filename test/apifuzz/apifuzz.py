@@ -131,6 +131,7 @@ def seq_params(seed):
 
 
 def lit(v):
+    """A parameter as an SQL literal, for the printed reproduction."""
     if v is None:
         return "NULL"
     if isinstance(v, bool):
@@ -145,11 +146,14 @@ def lit(v):
 
 
 class Json:
+    """A JSON parameter (rendered with sorted keys)."""
+
     def __init__(self, obj):
         self.text = json.dumps(obj, sort_keys=True)
 
 
 def render(sqltext, params):
+    """The statement with its parameters inlined."""
     out = sqltext
     for p in params:
         out = out.replace("%s", lit(p), 1)
@@ -157,6 +161,7 @@ def render(sqltext, params):
 
 
 def adapt(p):
+    """A parameter as psycopg sends it."""
     if isinstance(p, Json):
         return psycopg.types.json.Jsonb(json.loads(p.text))
     if isinstance(p, list) and p and isinstance(p[0], Json):
@@ -169,6 +174,8 @@ def adapt(p):
 
 
 class Res:
+    """The result of a call: rows, or an error's SQLSTATE and message."""
+
     def __init__(self, rows=None, err=None, msg=None):
         self.rows = rows
         self.err = err
@@ -184,6 +191,10 @@ class Res:
 
 
 class Session:
+    """A connection of a superuser that calls as the logins of the
+    tenants (SET SESSION AUTHORIZATION: the session user decides the
+    tenant), optionally inside a transaction left open across steps."""
+
     def __init__(self, name, conninfo):
         self.name = name
         self.conn = psycopg.connect(conninfo, autocommit=True)
@@ -428,6 +439,8 @@ class Sequence:
             self.fz.admin.run(None, "SELECT wf.set_tenant_policy(%s, %s)",
                               [t, Json({"retention": "1 microsecond"})])
         self.fz.admin.run(None, "SELECT wf.purge_runs(100000)")
+        for table in ("buffered_events", "decide_failures", "tenant_policies"):
+            self.fz.admin.run(None, "DELETE FROM wf.%s WHERE tenant_id = ANY(%%s)" % table, [self.tnames])
         for t in self.tnames:
             for r in M.ROLES:
                 self.fz.admin.run(None, pgsql.SQL("DROP ROLE IF EXISTS {}").format(
@@ -479,7 +492,6 @@ class Sequence:
         self.txn = self.model.txn_of(self.sess.name)
         self.tenant = self.tnames[st["t"]]
         self.other = self.tnames[1 - st["t"]]
-        self.rnd = random.Random(st["x"] ^ (st["y"] << 3))
         role = st.get("role") or RIGHT_ROLE.get(k)
         self.role = role
         self.login = self.logins[self.tenant][role] if role else None
@@ -2204,9 +2216,13 @@ class Sequence:
 def shrink(fz, seed, steps, params, failure, budget):
     """Delta debugging (ddmin) over the steps: the smallest subsequence
     found that still fails with the same kind of failure."""
+    what = steps[failure.step - 1]["k"] if failure.step else None
+
     def fails(cand):
         f = fz.run_sequence(seed, cand, params)
-        return f is not None and f.kind == failure.kind
+        # the same kind of failure, at the same kind of step
+        return f is not None and f.kind == failure.kind and \
+            (not f.step or cand[f.step - 1]["k"] == what)
 
     cur = steps[:failure.step]
     if not fails(cur):
@@ -2247,8 +2263,12 @@ def reproduction(fz, seed, steps, params):
         if sess != last:
             lines.append("-- session %s" % sess)
             last = sess
-        who = login or "superuser"
-        lines.append("%s;  -- step %d as %s => %r" % (text, step_no, who, res))
+        if text.startswith("--"):
+            lines.append("%s  -- step %d" % (text, step_no))
+        elif text in ("BEGIN", "COMMIT", "ROLLBACK", "ROLLBACK TO SAVEPOINT fz"):
+            lines.append("%s;  -- step %d" % (text, step_no))
+        else:
+            lines.append("%s;  -- step %d as %s => %r" % (text, step_no, login or "superuser", res))
     if f is not None:
         lines.append("-- FAILS at step %d (%s): %s" % (f.step, f.kind, f))
     else:
@@ -2348,8 +2368,10 @@ def main():
             out.flush()
             continue
         failed += 1
+        counts = (dict(fz.known), dict(fz.stats))
         small = shrink(fz, seed, steps, params, f, args.shrink_seconds)
         text, f2 = reproduction(fz, seed, small, params)
+        fz.known, fz.stats = counts
         msg = ["sequence %d (seed %d) failed at step %d of %d: %s: %s" % (i, seed, f.step, len(steps), f.kind, f),
                "shrunk to %d steps:" % len(small), text]
         if args.save:

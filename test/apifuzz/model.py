@@ -216,11 +216,12 @@ class Run:
 class Bucket:
     """The start-rate token bucket of a tenant (shared memory, per database
     and tenant): it refills at RATE tokens a second, by the clock, so the
-    model follows the clock too; a level within EPS of a whole token is
-    too close to call, and the engine's answer is taken."""
+    model follows the clock too.  The model reads the clock a little after
+    the server did (milliseconds); a level within EPS (0.1 s of refill) of
+    a whole token is too close to call, and the engine's answer is taken."""
 
     RATE = 0.2
-    EPS = 0.15
+    EPS = 0.02
 
     def __init__(self, burst):
         self.cap = float(burst)
