@@ -180,6 +180,7 @@ class Res:
         self.rows = rows
         self.err = err
         self.msg = msg
+        self.t0 = self.t1 = None    # the clock before and after the call
 
     def __repr__(self):
         if self.err:
@@ -220,19 +221,24 @@ class Session:
 
     def run(self, login, sqltext, params=()):
         sp = self.in_txn and self.savepoints
+        t0 = None
         try:
             self.as_login(login)
             if sp:
                 self.conn.execute("SAVEPOINT fz")
+            t0 = time.time()
             cur = self.conn.execute(sqltext, [adapt(p) for p in params])
-            rows = cur.fetchall() if cur.description else []
+            res = Res(rows=cur.fetchall() if cur.description else [])
+            res.t0, res.t1 = t0, time.time()
             if sp:
                 self.conn.execute("RELEASE SAVEPOINT fz")
-            return Res(rows=rows)
+            return res
         except psycopg.Error as e:
+            res = Res(err=e.sqlstate, msg=e.diag.message_primary)
+            res.t0, res.t1 = t0 or time.time(), time.time()
             if sp:
                 self.conn.execute("ROLLBACK TO SAVEPOINT fz")
-            return Res(err=e.sqlstate, msg=e.diag.message_primary)
+            return res
 
     def end_txn(self, how):
         self.conn.execute(how)
@@ -642,7 +648,7 @@ class Sequence:
         return {"n": v % 2}
 
     # -- start ----------------------------------------------------------------
-    def predict_start(self, ten, d, inp, key, batch_seen=None):
+    def predict_start(self, ten, d, inp, key, batch_seen=None, window=None):
         """The run a start returns: an existing one (by key), a new one, or
         an error SQLSTATE.  Returns ("run", Run) / ("new", None) / ("error", code)."""
         m = self.model
@@ -666,18 +672,18 @@ class Sequence:
                 return ("error", "54000")
         b = m.start_tokens[ten.name]
         if b is not None:
-            tokens = b.level()
-            if tokens < 1.0 - M.Bucket.EPS:
+            p = b.predict(*window)
+            if p == "no":
                 return ("error", "54000")
-            if tokens < 1.0 + M.Bucket.EPS:
+            if p == "either":
                 return ("either", None)     # too close to call: take the answer
         return ("new", None)
         return ("new", None)
 
-    def new_run(self, ten, d, inp, key):
+    def new_run(self, ten, d, inp, key, window):
         m = self.model
         if m.start_tokens[ten.name] is not None:
-            m.start_tokens[ten.name].take()
+            m.start_tokens[ten.name].took(*window)
         r = M.Run(m.uid(), ten.name, d, ten.latest[d], inp, key)
         m.runs[r.uid] = r
         if self.txn is not None:
@@ -739,13 +745,16 @@ class Sequence:
         den = self.denied("start_run")
         if den:
             return self.expect_error(res, den, "start_run by %s" % self.role)
-        kind, r = self.predict_start(ten, d, inp, key)
+        window = (res.t0, res.t1)
+        kind, r = self.predict_start(ten, d, inp, key, window=window)
         if kind == "either":
             if res.err == "54000":
-                self.model.start_tokens[ten.name].refused()
+                self.model.start_tokens[ten.name].refused(*window)
                 return
             kind = "new"
         if kind == "error":
+            if r == "54000" and "starts runs faster" in (res.msg or ""):
+                self.model.start_tokens[ten.name].refused(*window)
             return self.expect_error(res, r, "start_run(%s, key %s)" % (d, key))
         if res.err:
             raise Mismatch("answer", "start_run(%s, key %s): expected a run, got %r" % (d, key, res))
@@ -756,7 +765,7 @@ class Sequence:
                                % (key, run_id, r.id))
             return
         self.note_start(ten, key)
-        r = self.new_run(ten, d, inp, key)
+        r = self.new_run(ten, d, inp, key, window)
         r.id = run_id
         if self.model.run_by_id(run_id) is not r:
             raise Mismatch("answer", "start_run returned the id %s of another run" % run_id)
@@ -801,18 +810,28 @@ class Sequence:
         seen = {}
         out = []
         err = None
+        window = (res.t0, res.t1)
         for inp, key in zip(inputs, keys):
-            kind, r = self.predict_start(ten, d, inp, key, seen)
+            kind, r = self.predict_start(ten, d, inp, key, seen, window=window)
             if kind == "either":
-                kind, r = ("error", "54000") if res.err == "54000" else ("new", None)
+                if res.err == "54000" and "starts runs faster" in (res.msg or ""):
+                    # a refused batch does not tell whether this element
+                    # took a token and a later one was refused
+                    self.model.start_tokens[ten.name].unsure(*window)
+                    err = "54000"
+                    break
+                kind = "new"
             if kind == "error":
                 err = r
+                if r == "54000" and "starts runs faster" in (res.msg or "") and \
+                        self.model.start_tokens[ten.name] is not None:
+                    self.model.start_tokens[ten.name].refused(*window)
                 break
             if kind == "run":
                 out.append(r)
                 continue
             self.note_start(ten, key)
-            r = self.new_run(ten, d, inp, key)
+            r = self.new_run(ten, d, inp, key, window)
             if key is not None:
                 seen[key] = r
             out.append(r)
@@ -875,7 +894,9 @@ class Sequence:
             seenq.append(q)
             cand = [t for t in self.model.claimable(self.sess.name, ten.name, q) if t not in already]
             if lim is not None:
-                room = max(0, lim - self.model.leased_count(ten.name, q, self.sess.name))
+                # the continuations this call leased count too
+                made = sum(1 for t in already if t.queue == q)
+                room = max(0, lim - self.model.leased_count(ten.name, q, self.sess.name) - made)
                 cand = cand[:room]
             for t in cand:
                 if len(out) + len(already) >= n:
@@ -1163,11 +1184,12 @@ class Sequence:
             self.lock_task_run(task)
             self.apply_report(task, want, rep)
             cont = self.continuation(run, q, before) if want == "accepted" else None
+        lim = ten.policy.get("max_tasks_in_flight")
+        if cont is not None and lim is not None and \
+                self.model.leased_count(ten.name, q, self.sess.name) >= lim:
+            cont = None     # at the limit the continuation is not leased either
         first = [cont] if cont is not None else []
         pred = first + self.predict_claim(ten, [q], n, already=first)
-        if cont is not None and ten.policy.get("max_tasks_in_flight") is not None:
-            if self.model.leased_count(ten.name, q, self.sess.name) >= ten.policy["max_tasks_in_flight"]:
-                pred = self.predict_claim(ten, [q], n)
         self.apply_claim(res.rows, pred, "%s(%s) claim of %s" % (func, task.id, q), False, col=1)
 
     def op_complete_batch_eager(self, st):

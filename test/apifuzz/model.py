@@ -215,32 +215,47 @@ class Run:
 
 class Bucket:
     """The start-rate token bucket of a tenant (shared memory, per database
-    and tenant): it refills at RATE tokens a second, by the clock, so the
-    model follows the clock too.  The model reads the clock a little after
-    the server did (milliseconds); a level within EPS (0.1 s of refill) of
-    a whole token is too close to call, and the engine's answer is taken."""
+    and tenant): it refills at RATE tokens a second by the server's clock,
+    so the model follows the clock too.  It keeps the interval [lo, hi] the
+    level can be in at time `at`: a call is known only to have happened
+    between t0 and t1 (before and after it, by the same clock), so its
+    answer is certain when the lowest level at t0 is a whole token (allowed)
+    or the highest at t1 is not (refused); in between, the engine's answer
+    is taken and narrows the interval."""
 
     RATE = 0.2
-    EPS = 0.02
 
     def __init__(self, burst):
         self.cap = float(burst)
-        self.tokens = float(burst)
+        self.lo = self.hi = float(burst)
         self.at = time.time()
 
-    def level(self):
-        now = time.time()
-        self.tokens = min(self.cap, self.tokens + self.RATE * (now - self.at))
-        self.at = now
-        return self.tokens
+    def _at(self, t):
+        d = max(0.0, t - self.at) * self.RATE
+        return min(self.cap, self.lo + d), min(self.cap, self.hi + d)
 
-    def take(self):
-        self.level()
-        self.tokens -= 1.0
+    def predict(self, t0, t1):
+        """'yes', 'no' or 'either': is a token there for a start in [t0, t1]?"""
+        if self._at(t0)[0] >= 1.0:
+            return "yes"
+        if self._at(t1)[1] < 1.0:
+            return "no"
+        return "either"
 
-    def refused(self):
-        self.level()
-        self.tokens = min(self.tokens, 0.999)
+    def took(self, t0, t1):
+        lo = max(self._at(t0)[0], 1.0) - 1.0
+        hi = self._at(t1)[1] - 1.0 + self.RATE * (t1 - t0)
+        self.lo, self.hi, self.at = lo, max(lo, hi), t1
+
+    def unsure(self, t0, t1):
+        """A failed batch of starts took a token here or not: both."""
+        lo = max(0.0, self._at(t0)[0] - 1.0)
+        self.lo, self.hi, self.at = lo, self._at(t1)[1], t1
+
+    def refused(self, t0, t1):
+        lo = self._at(t0)[0]
+        hi = min(self._at(t1)[1], 1.0 + self.RATE * (t1 - t0))
+        self.lo, self.hi, self.at = min(lo, hi), hi, t1
 
 
 class Txn:
