@@ -332,7 +332,7 @@ class Sequence:
 
     # -- logging ------------------------------------------------------------
     def note(self, session, login, text, res):
-        self.log.append((self.step_no, session, login, text, res))
+        self.log.append((0 if session == "setup" else self.step_no, session, login, text, res))
 
     def call(self, sess, login, sqltext, params=()):
         res = sess.run(login, sqltext, params)
@@ -357,6 +357,9 @@ class Sequence:
         res = self.fz.admin.run(None, text, params)
         if res.err:
             raise RuntimeError("setup statement failed: %s: %r" % (text, res))
+        if not isinstance(text, str):
+            text = text.as_string(self.fz.admin.conn)
+        self.note("setup", None, render(text, params), res)
         return res
 
     def tally(self, res):
@@ -412,6 +415,8 @@ class Sequence:
             for d in M.DEF_NAMES:
                 res = sess.run(self.logins[t]["admin"], "SELECT wf.publish_definition(%s, %s)",
                                [d, Json(M.DEFINITIONS[d][0])])
+                self.note("setup", self.logins[t]["admin"],
+                          render("SELECT wf.publish_definition(%s, %s)", [d, Json(M.DEFINITIONS[d][0])]), res)
                 if res.err or res.one() != 1:
                     raise RuntimeError("publish of %s failed: %r" % (d, res))
                 self.model.tenants[t].versions[d]["v0"] = 1
@@ -2271,26 +2276,41 @@ def shrink(fz, seed, steps, params, failure, budget):
 
 
 def reproduction(fz, seed, steps, params):
+    """Runs the steps once more and prints them as SQL: the setup (as a
+    superuser), then the steps of each session in order, with SET SESSION
+    AUTHORIZATION where a session's login changes, and each answer."""
     log = []
     f = fz.run_sequence(seed, steps, params, log)
-    lines = []
-    lines.append("-- %d steps; sessions %s; policies %s" % (len(steps), params["sessions"],
-                                                           json.dumps(params["policies"])))
-    lines.append("-- setup: two tenants <a> and <b>, a login per job role (<t>_app, <t>_worker, ...),")
-    lines.append("-- definitions %s published by <t>_admin (test/apifuzz/model.py)" % ", ".join(M.DEF_NAMES))
+    lines = ["-- %d steps, %s sessions; the tenants' policies %s"
+             % (len(steps), params["sessions"], json.dumps(params["policies"]))]
+    lines.append("-- setup, as a superuser:")
+    auth = {}
     last = None
+    used = {d for d in M.DEF_NAMES for _, _, _, text, _ in log
+            if "start_run('%s'" % d in text or "start_runs('%s'" % d in text}
     for step_no, sess, login, text, res in log:
         if step_no == 0:
+            if "publish_definition" in text and not any("('%s'," % d in text for d in used):
+                continue    # a definition no step starts
+            if login is not None:
+                text = "SET SESSION AUTHORIZATION %s; %s; RESET SESSION AUTHORIZATION" % (login, text)
+            lines.append(text + ";")
             continue
         if sess != last:
             lines.append("-- session %s" % sess)
             last = sess
         if text.startswith("--"):
             lines.append("%s  -- step %d" % (text, step_no))
-        elif text in ("BEGIN", "COMMIT", "ROLLBACK", "ROLLBACK TO SAVEPOINT fz"):
+            continue
+        if text in ("BEGIN", "COMMIT", "ROLLBACK", "ROLLBACK TO SAVEPOINT fz"):
             lines.append("%s;  -- step %d" % (text, step_no))
-        else:
-            lines.append("%s;  -- step %d as %s => %r" % (text, step_no, login or "superuser", res))
+            if text in ("COMMIT", "ROLLBACK"):
+                auth.pop(sess, None)
+            continue
+        if auth.get(sess) != login:
+            lines.append("SET SESSION AUTHORIZATION %s;" % login if login else "RESET SESSION AUTHORIZATION;")
+            auth[sess] = login
+        lines.append("%s;  -- step %d => %r" % (text, step_no, res))
     if f is not None:
         lines.append("-- FAILS at step %d (%s): %s" % (f.step, f.kind, f))
     else:
