@@ -37,7 +37,6 @@ database where the fuzzer may create the extension (as a superuser); with
 """
 
 import argparse
-import copy
 import hashlib
 import json
 import os
@@ -708,8 +707,8 @@ class Sequence:
         for ev in ten.buffered:
             if ev["delivered"] or ev["key"] not in run.keys or ev["name"] not in waits:
                 continue
-            self.model.touch_tenant(self.txn, ten)
             ev["delivered"] = True
+            self.model.undo(self.txn, lambda ev=ev: ev.__setitem__("delivered", False))
             if ev["eid"] is not None:
                 run.eids.add(ev["eid"])
             self.give_signal(run, ev["name"])
@@ -810,8 +809,11 @@ class Sequence:
         den = self.denied("start_runs")
         if den:
             return self.expect_error(res, den, "start_runs by %s" % self.role)
-        # predict element by element on a scratch copy: any error fails the batch
-        snap = self.snapshot_model()
+        # predict element by element; an error fails the whole batch, and
+        # what the elements before it made is taken back (scratch)
+        m = self.model
+        made = (set(m.runs), set(m.tasks), set(m.timers))
+        m.scratch = []
         seen = {}
         out = []
         err = None
@@ -840,15 +842,25 @@ class Sequence:
             if key is not None:
                 seen[key] = r
             out.append(r)
+        scratch, m.scratch = m.scratch, None
+        if err is not None or res.err:
+            # taken back; the tokens taken stay taken
+            for fn in reversed(scratch):
+                fn()
+                if self.txn is not None and fn in self.txn.undo:
+                    self.txn.undo.remove(fn)
+            for objs, before in ((m.runs, made[0]), (m.tasks, made[1]), (m.timers, made[2])):
+                for uid in [u for u in objs if u not in before]:
+                    del objs[uid]
+                    if self.txn is not None:
+                        for sset in (self.txn.created_runs, self.txn.created_tasks, self.txn.created_timers,
+                                     self.txn.runs, self.txn.tasks):
+                            sset.discard(uid)
         if err is not None:
-            tokens = self.model.start_tokens
-            self.restore_model(snap)
-            self.model.start_tokens = tokens     # taken tokens stay taken
             if res.err != err:
                 raise Mismatch("answer", "start_runs: expected error %s, got %r" % (err, res))
             return
         if res.err:
-            self.restore_model(snap)
             raise Mismatch("answer", "start_runs: expected %d runs, got %r" % (len(out), res))
         ids = [str(x) for x in answers(res)]
         if len(ids) != len(out):
@@ -860,18 +872,6 @@ class Sequence:
                 raise Mismatch("answer", "start_runs returned %s where the model has %s" % (rid, r.id))
         if len(set(ids)) != len(set(r.uid for r in out)):
             raise Mismatch("answer", "start_runs: the ids %s do not match the runs of the keys" % ids)
-
-    def snapshot_model(self):
-        return copy.deepcopy((self.model.runs, self.model.tasks, self.model.timers,
-                              self.model.tenants, self.model.next_uid, self.txn.__dict__ if self.txn else None))
-
-    def restore_model(self, snap):
-        runs, tasks, timers, tenants, next_uid, txn = snap
-        self.model.runs, self.model.tasks, self.model.timers = runs, tasks, timers
-        self.model.tenants = tenants
-        self.model.next_uid = next_uid
-        if txn is not None:
-            self.txn.__dict__.update(txn)
 
     # -- claims ---------------------------------------------------------------
     def claim_guard(self, ten, queues):
@@ -1376,10 +1376,7 @@ class Sequence:
                 self.event_mismatch(ckey, name, eid, want, got, seen)
                 return
             if want[0][1] == "buffered":
-                self.model.touch_tenant(self.txn, ten)
-                ten.buffered.append({"key": ckey, "name": name, "eid": eid, "delivered": False})
-                if eid is not None:
-                    seen.add(eid)
+                self.buffer_event(ten, ckey, name, eid)
             return
         want = []
         for r in live:
@@ -1397,9 +1394,21 @@ class Sequence:
                 if eid is not None:
                     r.eids.add(eid)
                 self.give_signal(r, name)
-        if eid is not None:
-            self.model.touch_tenant(self.txn, ten)
+        self.see_eid(ten, ckey, eid)
+
+    def buffer_event(self, ten, ckey, name, eid):
+        """The tenant keeps an event for a key (undone by a rollback)."""
+        ev = {"key": ckey, "name": name, "eid": eid, "delivered": False}
+        ten.buffered.append(ev)
+        self.model.undo(self.txn, lambda: ten.buffered.remove(ev))
+        self.see_eid(ten, ckey, eid)
+
+    def see_eid(self, ten, ckey, eid):
+        """The key has had this event id (undone by a rollback)."""
+        seen = ten.corr_eids.setdefault(ckey, set())
+        if eid is not None and eid not in seen:
             seen.add(eid)
+            self.model.undo(self.txn, lambda: seen.discard(eid))
 
     def event_mismatch(self, ckey, name, eid, want, got, seen):
         """Issue 29, point 4: the live path de-duplicates an event_id per run
@@ -1411,8 +1420,8 @@ class Sequence:
             # take the engine's answer, as the code does today
             for rid, o in got:
                 if rid is None:
-                    ten = self.model.tenants[self.tenant]
-                    ten.buffered.append({"key": ckey, "name": name, "eid": eid, "delivered": False})
+                    if o == "buffered":
+                        self.buffer_event(self.model.tenants[self.tenant], ckey, name, eid)
                     continue
                 r = self.model.run_by_id(rid)
                 if o in ("consumed", "stored") and r is not None:
@@ -1531,8 +1540,8 @@ class Sequence:
         self.expect(res, want, "decide(%s..., %s, %s) %s" % (token[:10], decision, approver,
                                                              "run %s %s" % (run.status, run.wait) if run else ""))
         if want != "accepted":
-            self.model.touch_tenant(self.txn, ten)
             ten.decide_failures[approver] = fails + 1
+            self.model.undo(self.txn, lambda: ten.decide_failures.__setitem__(approver, fails))
             return
         self.touch(run)
         if self.txn is not None:
@@ -1989,8 +1998,7 @@ class Sequence:
             ten = self.model.tenants[run.tenant]
             for rid, o in res.rows:
                 if rid is None and o == "buffered":
-                    ten.buffered.append({"key": params[0], "name": "go", "eid": params[1], "delivered": False})
-                    ten.corr_eids.setdefault(params[0], set()).add(params[1])
+                    self.buffer_event(ten, params[0], "go", params[1])
             self.blocked_step = False
             raise KnownBug("send_event answers a lock timeout with 'ended' and buffers the event",
                            "%s: %r" % (render(text, params), res))

@@ -270,7 +270,8 @@ class Txn:
         self.created_runs = set()
         self.created_tasks = set()
         self.created_timers = set()
-        self.saved = {}             # ("run"|"task"|"timer"|"tenant", uid) -> copy
+        self.saved = {}             # ("run"|"task"|"timer", uid) -> copy
+        self.undo = []              # functions that undo its changes of tenant state
         self.start_tenants = set()  # tenants it started runs of (quota lock)
         self.keys = set()           # (tenant, idempotency key)
         self.corr = set()           # (tenant, correlation key)
@@ -303,6 +304,7 @@ class Model:
         self.next_uid = 1
         self.clock = 0
         self.txns = {}              # session name -> Txn
+        self.scratch = None         # undo list of a batch prediction (apifuzz.op_start_runs)
         self.known_bugs = {}        # name -> count
         # start tokens of the rate limit (None: no rate); a token taken is
         # not given back by a rollback
@@ -359,10 +361,14 @@ class Model:
             return
         txn.saved.setdefault(("timer", timer.uid), copy.copy(timer))
 
-    def touch_tenant(self, txn, tenant):
-        if txn is None:
-            return
-        txn.saved.setdefault(("tenant", tenant.name), copy.deepcopy(tenant))
+    def undo(self, txn, fn):
+        """A change of a tenant's shared state (buffered events, event ids,
+        failed decisions) made in a transaction: fn undoes it on rollback
+        (and at once, when a batch whose prediction made it fails: scratch)."""
+        if self.scratch is not None:
+            self.scratch.append(fn)
+        if txn is not None:
+            txn.undo.append(fn)
 
     def begin(self, session):
         self.txns[session] = Txn(session, self.clock)
@@ -381,8 +387,8 @@ class Model:
                 self.tasks[uid] = obj
             elif kind == "timer":
                 self.timers[uid] = obj
-            elif kind == "tenant":
-                self.tenants[uid] = obj
+        for fn in reversed(txn.undo):
+            fn()
         for uid in txn.created_runs:
             self.runs.pop(uid, None)
         for uid in txn.created_tasks:
