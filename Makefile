@@ -9,6 +9,8 @@
 #   make bench                pgbench: engine vs. hand-written SQL
 #   make bench-peers          the engine beside graphile-worker, pg-boss (and
 #                             pgmq, Absurd) and a hand-written floor
+#   make fuzz-api             the model-based API fuzzer for FUZZ_API_SECONDS
+#                             (default an hour; make test runs a short one)
 
 EXTENSION = wfengine
 EXTVERSION = $(shell grep -m1 default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
@@ -193,6 +195,17 @@ fuzz:
 
 fuzz-long:
 	@FUZZ_SECONDS=600 bash test/scripts/fuzz.sh
+
+# fuzz-api: the model-based fuzzer of the SQL API (test/apifuzz/apifuzz.py,
+# run by test/scripts/apifuzz.sh) for FUZZ_API_SECONDS (default 3600), half
+# with wf.tick() driving time and half with the engine worker on
+# (FUZZ_API_WORKER=off|on|both); FUZZ_API_SEED, FUZZ_API_STEPS and
+# FUZZ_API_SEQUENCES are the other knobs.  Sets up like `make test`.
+.PHONY: fuzz-api
+FUZZ_API_SECONDS ?= 3600
+
+fuzz-api:
+	@FUZZ_API_SECONDS=$(FUZZ_API_SECONDS) bash test/scripts/apifuzz.sh
 
 # soak: the crash loop of test/t/100_crash_loop.pl with SOAK_KILLS kills of
 # the postmaster (1000 unless told); `make test` runs it with 20.  Sets up

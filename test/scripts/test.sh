@@ -15,6 +15,11 @@
 #                 library in clients/ (python, c, node, go), one test per
 #                 language; a language whose toolchain is missing is
 #                 skipped (named in the note), not passed
+#     apifuzz     test/apifuzz/apifuzz.py: the model-based API fuzzer with a
+#                 fixed seed (APIFUZZ_SEED, default 1), APIFUZZ_SEQUENCES
+#                 (default 200) sequences of APIFUZZ_STEPS (default 30)
+#                 steps, in a database of its own; TAP, one test per
+#                 sequence (and a TODO test per known engine bug it met)
 #   outside it:
 #     fuzz        test/scripts/fuzz.sh: each libFuzzer target (definition,
 #                 duration, cron, mapping, envelope) for FUZZ_SECONDS (default 10) in
@@ -50,6 +55,7 @@ CAP_PGTAP=300
 CAP_SCHEMA=120
 CAP_DOCS=300
 CAP_CLIENTS=600
+CAP_APIFUZZ=240
 CAP_FUZZ=240
 CAP_TAP=900
 
@@ -66,6 +72,19 @@ have_pgtap() { compgen -G "$WF_ROOT/test/pgtap/*.sql" >/dev/null; }
 have_tap() { compgen -G "$WF_ROOT/test/t/*.pl" >/dev/null; }
 have_docs() { [[ -f $WF_ROOT/test/scripts/doctest.pl ]]; }
 have_clients() { [[ -f $WF_ROOT/test/scripts/clients.sh ]]; }
+have_apifuzz() { [[ -f $WF_ROOT/test/apifuzz/apifuzz.py ]]; }
+
+# python3 that has psycopg 3 (Debian's python3-psycopg), as clients.sh finds it
+python_with_psycopg() {
+	local py
+	for py in /usr/bin/python3 python3; do
+		if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import psycopg' 2>/dev/null; then
+			echo "$py"
+			return 0
+		fi
+	done
+	return 1
+}
 
 # Suites run inside pg_virtualenv, in order.
 virtualenv_suites() {
@@ -75,6 +94,7 @@ virtualenv_suites() {
 	echo schema
 	if have_docs; then echo docs; fi
 	if have_clients; then echo clients; fi
+	if have_apifuzz; then echo apifuzz; fi
 }
 
 # Seconds a suite may take: its cap, bounded by what is left of the budget.
@@ -338,6 +358,17 @@ in_virtualenv() {
 		# The worker libraries of clients/, each driving the order workflow.
 		timed_suite clients clients $CAP_CLIENTS bash "$WF_ROOT/test/scripts/clients.sh"
 	fi
+	if have_apifuzz; then
+		# The model-based API fuzzer, a fixed seed: TAP through prove, one
+		# test per sequence.  It needs python3 with psycopg 3 (deps.sh).
+		local py
+		py=$(python_with_psycopg) || py=/usr/bin/python3
+		timed_suite apifuzz tap $CAP_APIFUZZ \
+			prove --exec "$py" "$WF_ROOT/test/apifuzz/apifuzz.py" :: --tap \
+			--database wf_apifuzz --seed "${APIFUZZ_SEED:-1}" \
+			--sequences "${APIFUZZ_SEQUENCES:-200}" --steps "${APIFUZZ_STEPS:-30}" \
+			--save "$WF_TMP/apifuzz-findings"
+	fi
 
 	# A failure makes pg_virtualenv print the tail of the server log.
 	! awk -F '\t' '$3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
@@ -389,7 +420,7 @@ main() {
 	fi
 
 	if ((built)); then
-		wf_log "pg_virtualenv: regress, isolation, pgtap, docs, clients"
+		wf_log "pg_virtualenv: regress, isolation, pgtap, docs, clients, apifuzz"
 		rm -f "$STARTED"
 		export WF_WORKER_ENABLED=off
 		wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
@@ -429,7 +460,7 @@ main() {
 		printf '%-10s %7d %7d  %s\n' "$name" "$p" "$f" "$note"
 		passed=$((passed + p)) failed=$((failed + f))
 	done <"$RESULTS"
-	for s in released regress isolation pgtap schema docs clients fuzz tap; do
+	for s in released regress isolation pgtap schema docs clients apifuzz fuzz tap; do
 		recorded "$s" || printf '%-10s %7s %7s  %s\n' "$s" - - "skipped: no test files"
 	done
 	echo "$passed passed, $failed failed"
