@@ -1227,7 +1227,7 @@ BEGIN
         BEGIN
             outcome := wf.signal(rid, name, payload, event_id);
             delivered := true;
-        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+        EXCEPTION WHEN SQLSTATE '55000' THEN
             outcome := 'ended';     -- it ended meanwhile
         END;
         RETURN NEXT;

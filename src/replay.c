@@ -255,7 +255,16 @@ log_event(ReplayLog *log, const WfEvent *ev)
 		return;					/* the reducer has already refused it */
 	if (ev->type == WF_EV_TASK_CANCELLED)
 	{
-		t->outcome = 'x';
+		/*
+		 * A result held for a paused run that a terminate or cancel then
+		 * withdrew is never applied to the run, but the attempt keeps the
+		 * report it was accepted with (wf.tasks says what the worker
+		 * reported): completed or failed, no longer live.
+		 */
+		if (t->held)
+			t->held = false;
+		else
+			t->outcome = 'x';
 		return;
 	}
 	if (ev->type == WF_EV_RESULT_HELD)
