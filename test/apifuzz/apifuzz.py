@@ -254,11 +254,6 @@ class Session:
 # ---------------------------------------------------------------------------
 
 
-KNOWN_HELD = ("wf.terminate_run of a paused run with a held result (and wf.cancel_run of one held "
-              "at an approval's notification task) appends task_cancelled for a task that has its "
-              "result: wf.verify_run is false")
-
-
 class Failure(Exception):
     def __init__(self, kind, message, step):
         super().__init__(message)
@@ -1359,31 +1354,37 @@ class Sequence:
                 return
             raise Mismatch("answer", "send_event(%s, %s, %s): %r" % (ckey, name, eid, res))
         got = [(str(r[0]) if r[0] is not None else None, r[1]) for r in res.rows]
+        if eid is not None and eid in seen:
+            # an event id the key has had (within its keep): one row, delivered
+            # to no run, whatever ended or started since (issue 29, point 4)
+            want = [(None, "duplicate")]
+            if got != want:
+                self.event_mismatch(ckey, name, eid, want, got, seen)
+            return
         if not live:
-            if eid is not None and eid in seen:
-                want = [(None, "duplicate")]
+            lim = ten.policy.get("max_buffered")
+            undelivered = sum(1 for e in ten.buffered if not e["delivered"])
+            if lim == 0:
+                want = [(None, "dropped")]
+            elif lim is not None and undelivered >= lim:
+                raise Mismatch("answer", "send_event(%s) beyond max_buffered_events %d: expected "
+                               "an error, got %s" % (ckey, lim, got))
             else:
-                lim = ten.policy.get("max_buffered")
-                undelivered = sum(1 for e in ten.buffered if not e["delivered"])
-                if lim == 0:
-                    want = [(None, "dropped")]
-                elif lim is not None and undelivered >= lim:
-                    raise Mismatch("answer", "send_event(%s) beyond max_buffered_events %d: expected "
-                                   "an error, got %s" % (ckey, lim, got))
-                else:
-                    want = [(None, "buffered")]
+                want = [(None, "buffered")]
             if got != want:
                 self.event_mismatch(ckey, name, eid, want, got, seen)
                 return
             if want[0][1] == "buffered":
                 self.buffer_event(ten, ckey, name, eid)
+            else:
+                self.see_eid(ten, ckey, eid)    # a dropped event's id is kept too
             return
         want = []
         for r in live:
             self.touch(r)
             self.lock_live_task(r)
-            if eid is not None and (eid in r.eids or eid in seen):
-                want.append((r.id, "duplicate"))
+            if eid is not None and eid in r.eids:
+                want.append((r.id, "duplicate"))    # wf.signal's own, per run
             else:
                 want.append((r.id, self.give_signal_pred(r, name)))
         if got != want:
@@ -1411,24 +1412,7 @@ class Sequence:
             self.model.undo(self.txn, lambda: seen.discard(eid))
 
     def event_mismatch(self, ckey, name, eid, want, got, seen):
-        """Issue 29, point 4: the live path de-duplicates an event_id per run
-        only, so a repeat after another run (or the buffer) took it is
-        delivered again.  Known; everything else is a mismatch."""
-        if eid is not None and eid in seen and \
-                all(o == "duplicate" for _, o in want) and \
-                any(o in ("consumed", "stored", "buffered", "dropped") for _, o in got):
-            # take the engine's answer, as the code does today
-            for rid, o in got:
-                if rid is None:
-                    if o == "buffered":
-                        self.buffer_event(self.model.tenants[self.tenant], ckey, name, eid)
-                    continue
-                r = self.model.run_by_id(rid)
-                if o in ("consumed", "stored") and r is not None:
-                    r.eids.add(eid)
-                    self.give_signal(r, name)
-            raise KnownBug("issue 29 point 4 (event_id not idempotent per correlation key)",
-                           "send_event(%s, %s, %s): expected %s, got %s" % (ckey, name, eid, want, got))
+        """send_event answered otherwise than the model predicts."""
         raise Mismatch("answer", "send_event(%s, %s, %s): expected %s, got %s" % (ckey, name, eid, want, got))
 
     # -- approvals --------------------------------------------------------------
@@ -1991,17 +1975,6 @@ class Sequence:
         self.blocked_step = True
         if res.err == "55P03":
             return
-        if "send_event" in text and not res.err and any(o == "ended" for _, o in res.rows):
-            # send_event catches class 55 as "the run ended": a lock timeout
-            # on a live run is answered "ended" and the event is buffered
-            # for a later run.  Take the engine's answer and go on.
-            ten = self.model.tenants[run.tenant]
-            for rid, o in res.rows:
-                if rid is None and o == "buffered":
-                    self.buffer_event(ten, params[0], "go", params[1])
-            self.blocked_step = False
-            raise KnownBug("send_event answers a lock timeout with 'ended' and buffers the event",
-                           "%s: %r" % (render(text, params), res))
         raise Mismatch("answer", "%s must wait for the lock of run %s, which another transaction holds, "
                        "and time out (55P03); got %r" % (render(text, params), run.id, res))
 
@@ -2201,13 +2174,6 @@ class Sequence:
             for rid, note in zip(bad, notes):
                 r = mruns.get(rid)
                 if r is not None and r.uid in self.known_broken:
-                    continue
-                if r is not None and r.held_dropped and "but the history cancelled it" in note:
-                    # known: a held result, then terminate_run (or cancel_run
-                    # of an approval's notification task) appends
-                    # task_cancelled for a task that has its result
-                    self.known_broken.add(r.uid)
-                    self.fz.known[KNOWN_HELD] = self.fz.known.get(KNOWN_HELD, 0) + 1
                     continue
                 raise Mismatch("verify", "wf.verify_run(%s) of a %s run of %s is false: %s"
                                % (rid, r.status if r else "?", r.defname if r else "?", note))
