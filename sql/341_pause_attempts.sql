@@ -55,3 +55,24 @@ SELECT task_id AS t, fence AS f, attempt FROM wf.claim_tasks('pa_q2', 'w') \gset
 SELECT wf.fail_task(:t, :f, '{"code": "flaky"}', true);
 SELECT wf.run_status(:'run2'), wf.verify_run(:'run2');
 SELECT type, attempt, payload->>'final' AS final FROM wf.history(:'run2') WHERE type = 'task_failed';
+
+-- scenario: a result held while the run is paused, then the run is
+-- terminated (or cancelled): the held result is never applied, the attempt
+-- keeps the report it was accepted with, and the run verifies (found by the
+-- API fuzzer: verify_run said "Task <n> is "completed", but the history
+-- cancelled it")
+SELECT wf.publish_definition('held_then_ended', '{"steps": [{"name": "a", "queue": "pa_q3"}]}');
+SELECT wf.start_run('held_then_ended', '{}') AS run3 \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('pa_q3', 'w') \gset
+SELECT wf.pause_run(:'run3', 'look first');
+SELECT wf.complete_task(:t, :f, '{"done": true}');
+SELECT wf.terminate_run(:'run3', 'not wanted');
+SELECT status FROM wf.tasks WHERE task_id = :t;
+SELECT type FROM wf.history(:'run3') ORDER BY seq;
+SELECT wf.run_status(:'run3'), wf.verify_run(:'run3');
+SELECT wf.start_run('held_then_ended', '{}') AS run4 \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('pa_q3', 'w') \gset
+SELECT wf.pause_run(:'run4', 'look first');
+SELECT wf.fail_task(:t, :f, '{"code": "boom"}', false);
+SELECT wf.cancel_run(:'run4', 'not wanted');
+SELECT wf.run_status(:'run4'), wf.verify_run(:'run4');

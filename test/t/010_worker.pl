@@ -32,8 +32,9 @@
 #     sleep falls due: the worker does not wait for it (never a Lock wait
 #     in pg_stat_activity), fires another run's sleep on time,
 #     wf.worker_status() shows the held item (due_locked, due_locked_since)
-#     and the counter due_lock_skips grows; when the transaction ends, the
-#     held sleep fires, once.
+#     and the counter due_lock_skips grows; a wf.send_event to the held run
+#     that times out waiting for it (lock_timeout) changes nothing; when the
+#     transaction ends, the held sleep fires, once.
 
 use strict;
 use warnings;
@@ -375,13 +376,13 @@ ok( $node->poll_query_until(
 # ---------------------------------------------------------------------
 {
 	$node->safe_psql('wfc', q{
-SELECT wf.publish_definition('held', '{"steps": [
+SELECT wf.publish_definition('held', '{"correlation": {"k": "$.input.k"}, "steps": [
   {"name": "nap", "type": "sleep", "duration": "300ms"},
   {"name": "after", "queue": "held_q"}]}');
 });
 	my $skips0 = $node->safe_psql('wfc',
 		"SELECT value FROM wf.engine_counters() WHERE name = 'due_lock_skips'");
-	my $x = $node->safe_psql('wfc', "SELECT wf.start_run('held')");
+	my $x = $node->safe_psql('wfc', qq{SELECT wf.start_run('held', '{"k": "x1"}')});
 	my $psql = $node->installed_command('psql');
 	my ($ho, $he) = ('', '');
 	my $holder = IPC::Run::start(
@@ -418,6 +419,16 @@ WHERE s.n > 0});
 		$node->safe_psql('wfc',
 			"SELECT value FROM wf.engine_counters() WHERE name = 'due_lock_skips'"),
 		'>', $skips0, 'the counter due_lock_skips grows');
+	# a send to the held run that gives up waiting changes nothing (it is
+	# not taken for a run that ended, nor buffered for a later run)
+	my ($sret, $sout, $serr) = $node->psql('wfc',
+		"SET lock_timeout = '50ms'; SELECT * FROM wf.send_event('k:x1', 'go', '{}', 'e-held')");
+	like($serr, qr/canceling statement due to lock timeout/,
+		'a send to the held run times out waiting for it');
+	is( $node->safe_psql('wfc',
+			"SELECT (SELECT count(*) FROM wf.buffered_events WHERE event_id = 'e-held')"
+			  . " + (SELECT count(*) FROM wf.event_ids WHERE event_id = 'e-held')"),
+		'0', 'and leaves nothing: no buffered event, no event id');
 	$holder->finish;
 	is($he, '', 'the holder saw no error');
 	ok( $node->poll_query_until('wfc',
