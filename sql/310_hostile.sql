@@ -710,6 +710,16 @@ SELECT pg_temp.err(pg_catalog.format('SELECT wf._fire_schedule(%s)', :h_sched)) 
 SELECT s.name, s.definition, s.last_run_id OPERATOR(pg_catalog.=) :'fired_run' AS last_run FROM wf.schedule_list s;
 SELECT wf.unschedule('victim_sched');
 SELECT wf.unschedule('h_sched');
+-- no table of the engine can be locked against the other tenants (issue
+-- 29): LOCK TABLE in a mode that blocks writers needs UPDATE, DELETE or
+-- TRUNCATE on the whole table, which no job role has (wf.schedules: only
+-- some columns)
+SELECT pg_temp.err('LOCK TABLE wf.schedules IN ACCESS EXCLUSIVE MODE') AS schedules_lock;
+SELECT pg_catalog.count(*) AS tables,
+       pg_catalog.count(*) FILTER (WHERE pg_temp.code(pg_catalog.format('LOCK TABLE %I.%I IN SHARE MODE',
+           n.nspname, c.relname)) OPERATOR(pg_catalog.<>) '42501') AS lockable
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) ANY (ARRAY['wf', 'wfshard']) AND c.relkind OPERATOR(pg_catalog.=) 'r';
 
 -- scenario: what only superusers may call is refused to the hostile login
 SELECT wf.tick();

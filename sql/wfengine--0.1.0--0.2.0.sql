@@ -1862,3 +1862,67 @@ GRANT SELECT ON wf.queue_stats, wf.run_stats, wf.timer_stats, wf.approval_stats 
 GRANT EXECUTE ON FUNCTION wf.current_tenant(), wf.engine_counters(), wf.timer_lag_histogram(),
     wf.claim_latency_histogram(), wf.worker_status()
     TO wfengine_monitor;
+
+-- ==== issue 29: no tenant can lock wf.schedules ====
+-- With UPDATE or DELETE on wf.schedules, a tenant's admin could
+-- LOCK TABLE wf.schedules IN ACCESS EXCLUSIVE MODE (PostgreSQL allows it to
+-- whoever may update or delete) and hold it: every tenant's wf.schedule and
+-- every pg_cron job of every schedule would wait behind it.  The admin keeps
+-- INSERT and UPDATE of the columns wf.schedule changes (a lock mode no
+-- higher than ROW EXCLUSIVE, which nothing of the engine conflicts with);
+-- wf.unschedule deletes as the extension's owner, in an API call.
+REVOKE UPDATE, DELETE ON wf.schedules FROM wfengine_admin;
+GRANT UPDATE (cron, definition, version, input, updated_at, jobid) ON wf.schedules TO wfengine_admin;
+
+CREATE FUNCTION wf._unschedule(caller name, name text)
+RETURNS boolean
+LANGUAGE plpgsql STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_owner     name;
+    v_job       bigint;
+BEGIN
+    SELECT s.created_by, s.jobid INTO v_owner, v_job
+    FROM wf.schedules s
+    WHERE s.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+      AND s.name OPERATOR(pg_catalog.=) _unschedule.name
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_owner OPERATOR(pg_catalog.<>) caller
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                WHERE r.rolname OPERATOR(pg_catalog.=) caller) THEN
+        RAISE EXCEPTION 'schedule "%" belongs to role "%"', name, v_owner
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Unschedule it as that role.';
+    END IF;
+    DELETE FROM wf.schedules s
+    WHERE s.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant()
+      AND s.name OPERATOR(pg_catalog.=) _unschedule.name;
+    -- without pg_cron (dropped since) there is no job left to remove
+    IF v_job IS NOT NULL
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_extension e
+                   WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron') THEN
+        IF EXISTS (SELECT 1 FROM cron.job j WHERE j.jobid OPERATOR(pg_catalog.=) v_job) THEN
+            PERFORM cron.unschedule(v_job);
+        END IF;
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION wf._unschedule(name, text) IS
+'The body of wf.unschedule, run as the extension''s owner; caller is the role that called wf.unschedule.';
+REVOKE ALL ON FUNCTION wf._unschedule(name, text) FROM PUBLIC;
+
+DROP FUNCTION wf.unschedule(text);
+CREATE FUNCTION wf.unschedule(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'wfengine_unschedule'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION wf.unschedule(text) IS
+'Removes a schedule and its pg_cron job; false when there is no schedule of that name.';
+REVOKE ALL ON FUNCTION wf.unschedule(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.unschedule(text) TO wfengine_admin;
+-- ==== end issue 29: schedules ====

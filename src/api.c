@@ -33,6 +33,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -55,6 +56,7 @@ PG_FUNCTION_INFO_V1(wfengine_resume_runs);
 PG_FUNCTION_INFO_V1(wfengine_definition_graph);
 PG_FUNCTION_INFO_V1(wfengine_run_graph);
 PG_FUNCTION_INFO_V1(wfengine_fire_schedule);
+PG_FUNCTION_INFO_V1(wfengine_unschedule);
 
 /* the body an entry point calls, looked up once per call site (fn_extra) */
 typedef struct WfInternalFn
@@ -443,4 +445,21 @@ wfengine_fire_schedule(PG_FUNCTION_ARGS)
 	static const Oid argtypes[] = {INT8OID};
 
 	return WfCallInternal(fcinfo, "_fire_schedule", lengthof(argtypes), argtypes, 0, NULL, true);
+}
+
+/*
+ * wfengine_unschedule is wf.unschedule(name); its body, wf._unschedule,
+ * runs as an API call (the extension's owner deletes the row and the
+ * pg_cron job), given the calling role, whose schedule it must be.  No job
+ * role has DELETE on wf.schedules: with it a tenant's admin could LOCK the
+ * table and stall every tenant's schedules.
+ */
+Datum
+wfengine_unschedule(PG_FUNCTION_ARGS)
+{
+	static const Oid argtypes[] = {NAMEOID, TEXTOID};
+	Datum		prefix[1];
+
+	prefix[0] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
+	return WfCallInternal(fcinfo, "_unschedule", lengthof(argtypes), argtypes, 1, prefix, true);
 }
