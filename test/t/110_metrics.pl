@@ -174,6 +174,9 @@ CREATE ROLE wf_exporter LOGIN IN ROLE wfengine_monitor;
 	  wf_engine_results_accepted_total wf_engine_results_cancel_requested_total
 	  wf_engine_results_duplicate_total wf_engine_results_stale_total
 	  wf_engine_timers_fired_total wf_engine_timers_stale_total wf_engine_deadlines_fired_total
+	  wf_engine_due_lock_skips_total
+	  wf_worker_due_locked wf_worker_due_locked_age_seconds wf_worker_relay_dropped_total
+	  wf_worker_ticks_total wf_worker_fired_total
 	  wf_engine_timer_lag_seconds_count wf_engine_timer_lag_seconds_sum
 	  wf_engine_wake_to_claim_seconds_count wf_engine_wake_to_claim_seconds_sum
 	  wf_engine_timer_lag_seconds_bucket wf_engine_wake_to_claim_seconds_bucket);
