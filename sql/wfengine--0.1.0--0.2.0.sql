@@ -1926,3 +1926,12 @@ COMMENT ON FUNCTION wf.unschedule(text) IS
 REVOKE ALL ON FUNCTION wf.unschedule(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION wf.unschedule(text) TO wfengine_admin;
 -- ==== end issue 29: schedules ====
+
+-- ==== issue 29: a schedule's pg_cron job never waits long ====
+-- pg_cron runs at most cron.max_running_jobs jobs at once, for every
+-- tenant: a job that waited for a lock its own tenant's idle transaction
+-- holds (the schedule's row, the tenant's start quota) would keep one of
+-- them.  It gives up after 5 seconds instead; its instant is then not
+-- started (cron.job_run_details has the error) and the next one is.
+ALTER FUNCTION wf._fire_schedule(bigint) SET lock_timeout = '5s';
+-- ==== end issue 29: schedule jobs ====
