@@ -2161,7 +2161,8 @@ class Sequence:
                 continue
             res = self.fz.admin.run(self.logins[t]["app"],
                                     "SELECT run_id::text, CASE WHEN run_id::text = ANY(%s) THEN wf.verify_run(run_id) "
-                                    "ELSE true END, e->>'waiting_for', e->'details'->>'stuck' "
+                                    "ELSE true END, e->>'waiting_for', e->'details'->>'stuck', "
+                                    "e->'details'->'held_wait'->>'waiting_for' "
                                     "FROM (SELECT run_id, wf.explain(run_id) e FROM wf.runs "
                                     "WHERE run_id::text = ANY(%s)) x ORDER BY run_id",
                                     [todo, ask])
@@ -2169,7 +2170,7 @@ class Sequence:
                 raise Mismatch("verify", "verify/explain as %s: %r" % (t, res))
             if len(res.rows) != len(ask):
                 raise Mismatch("isolation", "a login of %s sees %d of its %d runs" % (t, len(res.rows), len(ask)))
-            bad = [rid for rid, ok, _, _ in res.rows if not ok]
+            bad = [rid for rid, ok, _, _, _ in res.rows if not ok]
             notes = list(self.fz.admin.notices)
             for rid, note in zip(bad, notes):
                 r = mruns.get(rid)
@@ -2177,11 +2178,20 @@ class Sequence:
                     continue
                 raise Mismatch("verify", "wf.verify_run(%s) of a %s run of %s is false: %s"
                                % (rid, r.status if r else "?", r.defname if r else "?", note))
-            for rid, ok, wf_for, stuck in res.rows:
+            for rid, ok, wf_for, stuck, held_wait in res.rows:
                 r = mruns.get(rid)
                 if r is None:
                     raise Mismatch("isolation", "a login of %s sees run %s" % (t, rid))
                 want = m.waiting_for(r, tasks, timers)
+                if wf_for == "transaction":
+                    # something of the run is due, but an open transaction
+                    # holds the run (issue 29): the engine says so, with what
+                    # the run waits for otherwise in held_wait
+                    holders = [n for n, txn in m.txns.items() if r.uid in txn.runs]
+                    if not holders:
+                        raise Mismatch("explain", "wf.explain(%s) says waiting_for transaction, but no "
+                                       "open transaction of the model holds the run" % rid)
+                    wf_for = held_wait if held_wait is not None else want
                 if r.status in M.LIVE and (wf_for is None or stuck):
                     raise Mismatch("stuck", "run %s (%s) is %s, and wf.explain says waiting_for %s%s"
                                    % (rid, r.defname, r.status, wf_for, " (stuck)" if stuck else ""))
