@@ -263,9 +263,15 @@ class Worker {
         this.maxInFlight = Math.max(this.maxInFlight, this.inFlight.size);
       }
       // graceful shutdown: let the tasks in flight finish
+      // (the timer is cleared either way: a pending one would keep the
+      // process alive for the whole drain timeout after run() returns)
       const drained = Promise.all(running);
+      let drainTimer;
       const timedOut = await Promise.race([drained.then(() => false),
-        sleep(this.drainTimeout * 1000).then(() => true)]);
+        new Promise((resolve) => {
+          drainTimer = setTimeout(() => resolve(true), this.drainTimeout * 1000);
+        })]);
+      clearTimeout(drainTimer);
       if (timedOut) {
         for (const t of this.inFlight.values()) {
           t.cancelled = true;
