@@ -564,6 +564,7 @@ launcher_take_slot(WfDbEntry *db, TimestampTz now)
 			pg_atomic_write_u64(&slot->ticks, 0);
 			pg_atomic_write_u64(&slot->fired, 0);
 			pg_atomic_write_u64(&slot->relay_dropped_total, 0);
+			WfRelayReset(slot, db->dboid);
 			break;
 		}
 	}

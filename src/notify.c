@@ -150,7 +150,7 @@ static void wake_waiters(void);
 static void forget_pending(void);
 static WfDbWorkerSlot *relay_slot(void);
 static void relay_notifications(WfDbWorkerSlot *slot);
-static bool relay_put(WfShmemState *sh, const char *channel, const char *payload,
+static bool relay_put(WfRelay *relay, const char *channel, const char *payload,
 					  bool coalesce);
 static char *run_payload(WfPendingRun *pr, StringInfo buf);
 static void wake_xact_callback(XactEvent event, void *arg);
@@ -660,14 +660,18 @@ WfWakeWorkerAtCommit(void)
  * and holds it until the commit record is flushed, so every transaction
  * that notifies commits one at a time and group commit is lost.  When the
  * database has a running engine worker, a transaction therefore does not
- * notify by itself: after its commit it copies its notifications into a
- * shared buffer and sets the worker's latch, and the worker sends them all
- * in its next short transaction (WfRelaySend), no sooner than
+ * notify by itself: after its commit it copies its notifications into the
+ * relay of its database's worker slot (WF_RELAY_PER_DB of them, in shared
+ * memory) and sets the worker's latch, and the worker sends them all in
+ * its next short transaction (WfRelaySend), no sooner than
  * WF_RELAY_INTERVAL_MS after the previous one (worker.c).  Queue
- * notifications are coalesced in the buffer (one per queue until the worker
- * sends them); when the buffer is full, run notifications are dropped and
- * counted, and the worker then sends one {"kind": "overflow"} on the run
- * channel so that subscribers know to look at the runs themselves.  Without a worker (not
+ * notifications are coalesced in the relay (one per queue until the worker
+ * sends them).  When the relay is full, notifications (queue and run
+ * alike) are dropped and counted (relay_dropped_total: wf.worker_status()),
+ * and the worker then sends one {"kind": "overflow"} on wf_overflow so that
+ * subscribers know to look at their runs and queues themselves.  Each
+ * database has a relay of its own: a database whose worker is stopped or
+ * slow fills and drops only its own notifications.  Without a worker (not
  * preloaded, wfengine.enabled off) notifications are sent at pre-commit,
  * as PostgreSQL does.
  */
@@ -690,26 +694,26 @@ relay_slot(void)
 }
 
 /*
- * relay_put adds one notification to the shared buffer; the caller holds
- * relay_lock.  With coalesce, an equal pending item is enough.
+ * relay_put adds one notification to a relay; the caller holds its lock.
+ * With coalesce, an equal pending item (the same channel: a queue's
+ * notification says only "look") is enough.  False when the relay is
+ * full.
  */
 static bool
-relay_put(WfShmemState *sh, const char *channel, const char *payload, bool coalesce)
+relay_put(WfRelay *relay, const char *channel, const char *payload, bool coalesce)
 {
 	WfRelayItem *item;
 	int			i;
 
 	if (coalesce)
 	{
-		for (i = 0; i < sh->relay_count; i++)
-			if (sh->relay[i].dboid == MyDatabaseId &&
-				strcmp(sh->relay[i].channel, channel) == 0)
+		for (i = 0; i < relay->count; i++)
+			if (strcmp(relay->items[i].channel, channel) == 0)
 				return true;
 	}
-	if (sh->relay_count >= WF_RELAY_SLOTS)
+	if (relay->count >= WF_RELAY_PER_DB)
 		return false;
-	item = &sh->relay[sh->relay_count++];
-	item->dboid = MyDatabaseId;
+	item = &relay->items[relay->count++];
 	strlcpy(item->channel, channel, NAMEDATALEN);
 	strlcpy(item->payload, payload, WF_RELAY_PAYLOAD);
 	return true;
@@ -717,8 +721,11 @@ relay_put(WfShmemState *sh, const char *channel, const char *payload, bool coale
 
 /*
  * relay_notifications hands this transaction's notifications to the
- * worker; called at COMMIT.  It must not fail: formatting happens before
- * the spinlock is taken, and a full buffer only drops and counts.
+ * worker of its database, in the relay of its slot; called at COMMIT.  It
+ * must not fail: formatting happens before the spinlock is taken, and a
+ * full relay only drops and counts, queue and run notifications alike
+ * (the worker then sends the overflow notice).  The relay is this
+ * database's alone: another database's full relay never drops ours.
  */
 static void
 relay_notifications(WfDbWorkerSlot *slot)
@@ -729,65 +736,72 @@ relay_notifications(WfDbWorkerSlot *slot)
 	StringInfoData buf;
 	int			i = 0;
 	uint32		dropped = 0;
+	WfRelay    *relay = &slot->relay;
 
 	initStringInfo(&buf);
 	i = 0;
 	foreach(lc, pending_runs)
 		rpay[i++] = pstrdup(run_payload((WfPendingRun *) lfirst(lc), &buf));
 
-	SpinLockAcquire(&WfShmem->relay_lock);
+	SpinLockAcquire(&relay->lock);
+	if (relay->dboid != MyDatabaseId)
+	{
+		/* the slot went to another database meanwhile: nobody to send them */
+		SpinLockRelease(&relay->lock);
+		return;
+	}
 	foreach(lc, pending_queues)
 	{
 		WfPendingQueue *pq = (WfPendingQueue *) lfirst(lc);
 
-		(void) relay_put(WfShmem, pq->channel, pq->queue, true);
+		if (!relay_put(relay, pq->channel, pq->queue, true))
+			dropped++;
 	}
 	i = 0;
 	foreach(lc, pending_runs)
 	{
-		if (!relay_put(WfShmem, ((WfPendingRun *) lfirst(lc))->channel, rpay[i], false))
+		if (!relay_put(relay, ((WfPendingRun *) lfirst(lc))->channel, rpay[i], false))
 			dropped++;
 		i++;
 	}
-	SpinLockRelease(&WfShmem->relay_lock);
+	SpinLockRelease(&relay->lock);
 
 	if (dropped > 0)
+	{
 		pg_atomic_fetch_add_u32(&slot->relay_dropped, dropped);
+		pg_atomic_fetch_add_u64(&slot->relay_dropped_total, dropped);
+	}
 	SetLatch(slot->latch);
 }
 
 /*
  * WfRelaySend sends the notifications that committed transactions handed
- * to the worker of this database; the engine worker calls it inside its
- * transaction, and they are delivered when that transaction commits.
- * Returns how many it sent.
+ * to the worker of this database (slot: its slot; NULL: none), and an
+ * overflow notice when some were dropped since the last one; the engine
+ * worker calls it inside its transaction, and they are delivered when
+ * that transaction commits.  Returns how many it sent.
  */
 int
 WfRelaySend(WfDbWorkerSlot *slot)
 {
 	WfRelayItem *mine;
-	int			n = 0;
+	int			n;
 	int			i;
-	int			j;
 	uint32		dropped;
 
-	if (WfShmem == NULL)
+	if (WfShmem == NULL || slot == NULL)
 		return 0;
-	mine = palloc(sizeof(WfRelayItem) * WF_RELAY_SLOTS);
-	SpinLockAcquire(&WfShmem->relay_lock);
-	for (i = 0, j = 0; i < WfShmem->relay_count; i++)
-	{
-		if (WfShmem->relay[i].dboid == MyDatabaseId)
-			mine[n++] = WfShmem->relay[i];
-		else
-			WfShmem->relay[j++] = WfShmem->relay[i];
-	}
-	WfShmem->relay_count = j;
-	SpinLockRelease(&WfShmem->relay_lock);
+	mine = palloc(sizeof(WfRelayItem) * WF_RELAY_PER_DB);
+	SpinLockAcquire(&slot->relay.lock);
+	n = slot->relay.dboid == MyDatabaseId ? slot->relay.count : 0;
+	memcpy(mine, slot->relay.items, sizeof(WfRelayItem) * n);
+	if (n > 0)
+		slot->relay.count = 0;
+	SpinLockRelease(&slot->relay.lock);
 
 	for (i = 0; i < n; i++)
 		Async_Notify(mine[i].channel, mine[i].payload);
-	dropped = slot ? pg_atomic_exchange_u32(&slot->relay_dropped, 0) : 0;
+	dropped = pg_atomic_exchange_u32(&slot->relay_dropped, 0);
 	if (dropped > 0)
 		Async_Notify(WF_OVERFLOW_CHANNEL, "{\"kind\": \"overflow\"}");
 	pfree(mine);
@@ -796,8 +810,8 @@ WfRelaySend(WfDbWorkerSlot *slot)
 
 /*
  * WfRelayPending tells the worker whether notifications of its database
- * wait in the relay buffer.  A committer sets the worker's latch after
- * handing them over, but a lock wait inside the worker's own transaction
+ * wait in its relay.  A committer sets the worker's latch after handing
+ * them over, but a lock wait inside the worker's own transaction
  * (ProcSleep, say on the cluster-wide NOTIFY lock that a worker of another
  * database holds) resets the latch; the worker therefore looks here before
  * it sleeps, so that such a wake-up is never lost.
@@ -805,16 +819,15 @@ WfRelaySend(WfDbWorkerSlot *slot)
 bool
 WfRelayPending(void)
 {
-	bool		found = false;
-	int			i;
+	WfDbWorkerSlot *slot;
+	bool		found;
 
-	if (WfShmem == NULL)
+	if (WfShmem == NULL || (slot = WfWorkerSlotFor(MyDatabaseId)) == NULL)
 		return false;
-	SpinLockAcquire(&WfShmem->relay_lock);
-	for (i = 0; i < WfShmem->relay_count && !found; i++)
-		found = WfShmem->relay[i].dboid == MyDatabaseId;
-	SpinLockRelease(&WfShmem->relay_lock);
-	return found;
+	SpinLockAcquire(&slot->relay.lock);
+	found = slot->relay.dboid == MyDatabaseId && slot->relay.count > 0;
+	SpinLockRelease(&slot->relay.lock);
+	return found || pg_atomic_read_u32(&slot->relay_dropped) > 0;
 }
 
 PG_FUNCTION_INFO_V1(wfengine_channel);

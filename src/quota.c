@@ -82,6 +82,7 @@
 
 #include <math.h>
 
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -290,20 +291,74 @@ quota_lock(const char *tenant, const char *what, bool wait)
 }
 
 /*
+ * rate_bucket_to_take returns the bucket a new (database, tenant) takes
+ * when none is free: of the database that holds the most buckets, the one
+ * that will be full soonest (the least owed to it), so that one database
+ * can never take every bucket from the others, and the tenant that loses
+ * its bucket loses the least: it starts again with a full bucket, at most
+ * start_burst starts early.  The caller holds rate_lock.
+ */
+static WfRateBucket *
+rate_bucket_to_take(void)
+{
+	Oid			dbs[WF_MAX_DB_WORKERS];
+	int			counts[WF_MAX_DB_WORKERS];
+	int			ndbs = 0;
+	Oid			most = InvalidOid;
+	int			most_count = 0;
+	WfRateBucket *victim = NULL;
+	int			i;
+	int			j;
+
+	for (i = 0; i < WF_RATE_BUCKETS; i++)
+	{
+		Oid			db = WfShmem->rate[i].dboid;
+
+		for (j = 0; j < ndbs && dbs[j] != db; j++)
+			;
+		if (j == ndbs)
+		{
+			if (ndbs == WF_MAX_DB_WORKERS)
+				continue;		/* more databases than that: count the first */
+			dbs[ndbs] = db;
+			counts[ndbs++] = 0;
+		}
+		if (++counts[j] > most_count)
+		{
+			most_count = counts[j];
+			most = db;
+		}
+	}
+	for (i = 0; i < WF_RATE_BUCKETS; i++)
+	{
+		WfRateBucket *x = &WfShmem->rate[i];
+
+		if (x->dboid == most && (victim == NULL || x->full_at < victim->full_at))
+			victim = x;
+	}
+	return victim;
+}
+
+/*
  * take_start_token takes one token from the bucket of (database, tenant);
  * false, with the wait until the next token in *wait_ms, when it is empty.
+ * Every tenant with a rate has a bucket: a free one, one that has refilled
+ * completely (as good as new), or, when all WF_RATE_BUCKETS are owed
+ * tokens, one taken from the database that holds the most
+ * (rate_bucket_to_take).
  */
 static bool
 take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	double		cap = burst > 0 ? burst : Max(rate, 1.0);
+	uint64		key = hash_bytes_extended((const unsigned char *) tenant, strlen(tenant), 0);
 	WfRateBucket *b = NULL;
 	WfRateBucket *free_b = NULL;
 	bool		ok;
 	int			i;
 
-	if (WfShmem == NULL || strlen(tenant) >= WF_RATE_TENANT_LEN)
+	if (WfShmem == NULL)
 		return true;			/* not preloaded: not enforced (documented) */
 
 	SpinLockAcquire(&WfShmem->rate_lock);
@@ -311,7 +366,7 @@ take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms)
 	{
 		WfRateBucket *x = &WfShmem->rate[i];
 
-		if (x->dboid == MyDatabaseId && strcmp(x->tenant, tenant) == 0)
+		if (x->dboid == MyDatabaseId && x->tenant_key == key)
 		{
 			b = x;
 			break;
@@ -320,18 +375,13 @@ take_start_token(const char *tenant, double rate, int32 burst, double *wait_ms)
 		if (free_b == NULL && (x->dboid == InvalidOid || x->full_at <= now))
 			free_b = x;
 	}
-	if (b == NULL && free_b != NULL)
-	{
-		b = free_b;
-		b->dboid = MyDatabaseId;
-		strlcpy(b->tenant, tenant, WF_RATE_TENANT_LEN);
-		b->tokens = cap;
-		b->refilled_at = now;
-	}
 	if (b == NULL)
 	{
-		SpinLockRelease(&WfShmem->rate_lock);
-		return true;			/* every bucket taken: not enforced */
+		b = free_b != NULL ? free_b : rate_bucket_to_take();
+		b->dboid = MyDatabaseId;
+		b->tenant_key = key;
+		b->tokens = cap;
+		b->refilled_at = now;
 	}
 	b->tokens = Min(cap, b->tokens + rate * (double) (now - b->refilled_at) / 1000000.0);
 	b->refilled_at = now;

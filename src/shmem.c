@@ -115,10 +115,9 @@ wf_shmem_startup(void)
 			pg_atomic_init_u64(&WfShmem->workers[i].relay_dropped_total, 0);
 			pg_atomic_init_u64(&WfShmem->workers[i].due_locked, 0);
 			pg_atomic_init_u64(&WfShmem->workers[i].due_locked_since, 0);
+			SpinLockInit(&WfShmem->workers[i].relay.lock);
 		}
-		SpinLockInit(&WfShmem->relay_lock);
 		SpinLockInit(&WfShmem->rate_lock);
-		WfShmem->relay_count = 0;
 		for (i = 0; i < WF_QUEUE_WAIT_BUCKETS; i++)
 		{
 			ConditionVariableInit(&WfShmem->queue_cv[i]);
@@ -165,7 +164,7 @@ WfWorkerSlotFor(Oid dboid)
 }
 
 /*
- * WfQueueBucket maps (tenant, queue) to a wait bucket.
+ * WfQueueBucket maps (tenant, queue) of this database to a wait bucket.
  */
 uint32
 WfQueueBucket(const char *tenant, const char *queue)
@@ -173,6 +172,8 @@ WfQueueBucket(const char *tenant, const char *queue)
 	uint32		h = hash_bytes((const unsigned char *) tenant, strlen(tenant));
 
 	h = hash_combine(h, hash_bytes((const unsigned char *) queue, strlen(queue)));
+	/* the same tenant and queue in another database wait elsewhere */
+	h = hash_combine(h, murmurhash32((uint32) MyDatabaseId));
 	return h % WF_QUEUE_WAIT_BUCKETS;
 }
 
@@ -190,6 +191,27 @@ WfClearSlot(WfDbWorkerSlot *slot)
 	pg_atomic_write_u64(&slot->next_due, 0);
 	pg_atomic_write_u64(&slot->due_locked, 0);
 	pg_atomic_write_u64(&slot->due_locked_since, 0);
+}
+
+/*
+ * WfRelayReset gives the relay of a worker slot to the database dboid, as
+ * the launcher gives it the slot (WfShmem->lock held exclusively).  What a
+ * worker of the same database left in it stays, for the new worker to
+ * send; the notifications of another database are thrown away.  A freed
+ * slot keeps its relay until then: committers only hand notifications to
+ * a slot with a running worker (notify.c).
+ */
+void
+WfRelayReset(WfDbWorkerSlot *slot, Oid dboid)
+{
+	SpinLockAcquire(&slot->relay.lock);
+	if (slot->relay.dboid != dboid)
+	{
+		slot->relay.dboid = dboid;
+		slot->relay.count = 0;
+		pg_atomic_write_u32(&slot->relay_dropped, 0);
+	}
+	SpinLockRelease(&slot->relay.lock);
 }
 
 /*

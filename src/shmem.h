@@ -27,25 +27,42 @@
 /* how many database workers the launcher can track */
 #define WF_MAX_DB_WORKERS 64
 
-/* notifications handed to the engine workers to send (notify.c) */
-#define WF_RELAY_SLOTS 2048
+/*
+ * Notifications handed to the engine worker of their database to send
+ * (notify.c): each worker slot has a relay of its own, so that a database
+ * whose worker is slow or stopped fills only its own (and drops, counts
+ * and announces what does not fit), never another database's.
+ */
+#define WF_RELAY_PER_DB 256
 #define WF_RELAY_PAYLOAD 96
 
 typedef struct WfRelayItem
 {
-	Oid			dboid;
 	char		channel[NAMEDATALEN];
 	char		payload[WF_RELAY_PAYLOAD];
 } WfRelayItem;
 
-/* start-rate token buckets, one per (database, tenant) with a limit (quota.c) */
-#define WF_RATE_BUCKETS 256
-#define WF_RATE_TENANT_LEN 48
+typedef struct WfRelay
+{
+	slock_t		lock;			/* protects the fields below */
+	Oid			dboid;			/* the database whose notifications it
+								 * holds (the slot's; InvalidOid: none) */
+	int			count;			/* items[0 .. count - 1] wait */
+	WfRelayItem items[WF_RELAY_PER_DB];
+} WfRelay;
+
+/*
+ * Start-rate token buckets, one per (database, tenant) with a limit
+ * (quota.c).  A tenant is known by a 64-bit hash of its name: names of any
+ * length fit, and two tenants of one database that collide (about one in
+ * 10^19 per pair) would share a bucket.
+ */
+#define WF_RATE_BUCKETS 1024
 
 typedef struct WfRateBucket
 {
 	Oid			dboid;			/* InvalidOid when free */
-	char		tenant[WF_RATE_TENANT_LEN];
+	uint64		tenant_key;		/* hash of the tenant's name */
 	double		tokens;
 	TimestampTz refilled_at;
 	TimestampTz full_at;		/* from then on it is as good as a new bucket */
@@ -64,12 +81,15 @@ typedef struct WfDbWorkerSlot
 	TimestampTz started_at;
 	pg_atomic_uint64 ticks;		/* timer ticks done */
 	pg_atomic_uint64 fired;		/* timers and deadlines fired */
-	pg_atomic_uint32 relay_dropped; /* run notifications lost to a full relay */
-	pg_atomic_uint64 relay_dropped_total;	/* notifications lost since start */
+	pg_atomic_uint32 relay_dropped; /* notifications dropped since the last
+									 * overflow notice */
+	pg_atomic_uint64 relay_dropped_total;	/* notifications dropped since the
+											 * slot was taken */
 	pg_atomic_uint64 due_locked;	/* due items the last tick left because
 									 * a transaction holds their rows */
 	pg_atomic_uint64 due_locked_since;	/* TimestampTz: the due time of the
 										 * oldest of them (0: none) */
+	WfRelay		relay;			/* the notifications of the slot's database */
 } WfDbWorkerSlot;
 
 /* the whole shared state */
@@ -83,9 +103,6 @@ typedef struct WfShmemState
 	pg_atomic_uint64 queue_gen[WF_QUEUE_WAIT_BUCKETS];	/* bumped on wake */
 	ConditionVariable any_queue_cv; /* broadcast with every bucket's: the
 									 * claims that wait on several queues */
-	slock_t		relay_lock;		/* protects relay_count and relay[] */
-	int			relay_count;
-	WfRelayItem relay[WF_RELAY_SLOTS];
 	slock_t		rate_lock;		/* protects rate[] */
 	WfRateBucket rate[WF_RATE_BUCKETS];
 } WfShmemState;
@@ -128,6 +145,7 @@ extern uint32 WfQueueBucket(const char *tenant, const char *queue);
 
 /* worker slots and notes; the caller holds WfShmem->lock (see shmem.c) */
 extern void WfClearSlot(WfDbWorkerSlot *slot);
+extern void WfRelayReset(WfDbWorkerSlot *slot, Oid dboid);
 extern WfDbNote *WfNoteFind(Oid dboid);
 extern WfDbNote *WfNoteGet(Oid dboid);
 extern void WfNoteForgetIfEmpty(WfDbNote *note, TimestampTz now);
