@@ -449,13 +449,81 @@ WfCheckStartQuota(const char *tenant)
 				 errhint("Retry in %.0f ms.", wait_ms)));
 }
 
+/* how long a counted bound of a tenant's buffered events is trusted */
+#define WF_BUFFER_BOUND_TTL (10 * USECS_PER_SEC)
+
+/*
+ * buffer_bound_entry returns the entry of bounds[] of (database, tenant
+ * key): a direct-mapped cache, so the entry may hold another (database,
+ * tenant).  The caller holds bound_lock.
+ */
+static WfBufferBound *
+buffer_bound_entry(uint64 key)
+{
+	uint32		h = (uint32) (key ^ (key >> 32)) ^ murmurhash32((uint32) MyDatabaseId);
+
+	return &WfShmem->bounds[h % WF_BUFFER_BOUNDS];
+}
+
+/*
+ * buffer_bound_take tells whether the cached upper bound of the tenant's
+ * buffered events (counted at most WF_BUFFER_BOUND_TTL ago, plus one for
+ * every send since) leaves room for one more under limit, and counts the
+ * one more when it does.  Deliveries and expiries only lower the true
+ * number, so the bound stays an upper bound; a rolled-back send leaves it
+ * one too high, which is safe.  The caller holds the tenant's quota lock,
+ * so no other send of the tenant counts meanwhile.
+ */
+static bool
+buffer_bound_take(uint64 key, int32 limit, TimestampTz now)
+{
+	WfBufferBound *b;
+	bool		ok = false;
+
+	if (WfShmem == NULL)
+		return false;
+	SpinLockAcquire(&WfShmem->bound_lock);
+	b = buffer_bound_entry(key);
+	if (b->dboid == MyDatabaseId && b->tenant_key == key &&
+		now - b->counted_at < WF_BUFFER_BOUND_TTL && b->upper < limit)
+	{
+		b->upper++;
+		ok = true;
+	}
+	SpinLockRelease(&WfShmem->bound_lock);
+	return ok;
+}
+
+/*
+ * buffer_bound_set records that the tenant has upper buffered events
+ * (counted at now, the send under way included).
+ */
+static void
+buffer_bound_set(uint64 key, int64 upper, TimestampTz now)
+{
+	WfBufferBound *b;
+
+	if (WfShmem == NULL)
+		return;
+	SpinLockAcquire(&WfShmem->bound_lock);
+	b = buffer_bound_entry(key);
+	b->dboid = MyDatabaseId;
+	b->tenant_key = key;
+	b->upper = upper;
+	b->counted_at = now;
+	SpinLockRelease(&WfShmem->bound_lock);
+}
+
 /*
  * WfCheckBufferQuota returns the number of events that tenant may keep
  * buffered (max_buffered_events, WF_DEFAULT_MAX_BUFFERED_EVENTS when not
  * set; 0: none), and refuses a new one when that many are buffered,
  * unexpired and undelivered at now.  Buffering sends of the tenant take
  * turns on the quota's lock and count with the latest snapshot, as starts
- * do for max_live_runs.  Inside an API call.
+ * do for max_live_runs, but only when the cached upper bound of the count
+ * (buffer_bound_take) does not leave room already: counting the whole
+ * buffer at every send made a send cost O(buffered events).  Inside an
+ * API call.
  */
 int32
 WfCheckBufferQuota(const char *tenant, TimestampTz now)
@@ -465,14 +533,20 @@ WfCheckBufferQuota(const char *tenant, TimestampTz now)
 		WF_DEFAULT_MAX_BUFFERED_EVENTS : p->max_buffered_events;
 	Datum		values[2];
 	int64		buffered;
+	uint64		key = hash_bytes_extended((const unsigned char *) tenant, strlen(tenant), 0);
 
 	if (limit == 0)
 		return 0;
 	quota_lock(tenant, "buffered events", true);
+	/* well under the limit at the last count: no need to count again */
+	if (buffer_bound_take(key, limit, now))
+		return limit;
 	values[0] = CStringGetTextDatum(tenant);
 	values[1] = TimestampTzGetDatum(now);
 	WfPlanExecFresh(&WfQuotaPlans, PLAN_BUFFERED_COUNT, values, NULL, 1);
 	buffered = DatumGetInt64(WfGetDatumNotNull(0, 1));
+	if (buffered < limit)
+		buffer_bound_set(key, buffered + 1, now);
 	if (buffered >= limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -118,6 +118,7 @@ wf_shmem_startup(void)
 			SpinLockInit(&WfShmem->workers[i].relay.lock);
 		}
 		SpinLockInit(&WfShmem->rate_lock);
+		SpinLockInit(&WfShmem->bound_lock);
 		for (i = 0; i < WF_QUEUE_WAIT_BUCKETS; i++)
 		{
 			ConditionVariableInit(&WfShmem->queue_cv[i]);

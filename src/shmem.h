@@ -68,6 +68,22 @@ typedef struct WfRateBucket
 	TimestampTz full_at;		/* from then on it is as good as a new bucket */
 } WfRateBucket;
 
+/*
+ * Upper bounds of the buffered events of a tenant (quota.c): a cache that
+ * spares wf.send_event counting a tenant's whole buffer at every send.  An
+ * entry may be overwritten by another (database, tenant) at any time; a
+ * missing or old one only means counting again.
+ */
+#define WF_BUFFER_BOUNDS 1024
+
+typedef struct WfBufferBound
+{
+	Oid			dboid;			/* InvalidOid when free */
+	uint64		tenant_key;		/* hash of the tenant's name */
+	int64		upper;			/* at least the tenant's buffered events */
+	TimestampTz counted_at;		/* when they were last counted */
+} WfBufferBound;
+
 /* one per-database engine worker */
 typedef struct WfDbWorkerSlot
 {
@@ -105,6 +121,8 @@ typedef struct WfShmemState
 									 * claims that wait on several queues */
 	slock_t		rate_lock;		/* protects rate[] */
 	WfRateBucket rate[WF_RATE_BUCKETS];
+	slock_t		bound_lock;		/* protects bounds[] */
+	WfBufferBound bounds[WF_BUFFER_BOUNDS];
 } WfShmemState;
 
 /* how many databases the launcher can keep a note about */
