@@ -1935,3 +1935,32 @@ GRANT EXECUTE ON FUNCTION wf.unschedule(text) TO wfengine_admin;
 -- started (cron.job_run_details has the error) and the next one is.
 ALTER FUNCTION wf._fire_schedule(bigint) SET lock_timeout = '5s';
 -- ==== end issue 29: schedule jobs ====
+
+-- ==== issue 32: a tenant in a second database ====
+-- A tenant is a role, and roles belong to the whole cluster: a tenant made
+-- in one database acts in every database of the cluster that has the
+-- extension, with nothing to set up there.  wf.create_tenant says so when
+-- the role exists already, instead of leaving the caller to guess.
+CREATE OR REPLACE FUNCTION wf.create_tenant(tenant text)
+RETURNS name
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF tenant !~ '^[a-z][a-z0-9_]{0,39}$' OR tenant OPERATOR(pg_catalog.=) 'default' THEN
+        RAISE EXCEPTION 'invalid tenant name "%"', tenant
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A tenant name has 1 to 40 lower-case letters, digits or ''_'', starts with a letter, and is not "default".';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+               WHERE r.rolname OPERATOR(pg_catalog.=) ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)) THEN
+        RAISE EXCEPTION 'tenant "%" exists already', tenant
+            USING ERRCODE = 'duplicate_object',
+                  DETAIL = pg_catalog.format('Its role %I belongs to the whole cluster.', 'wf_tenant_' OPERATOR(pg_catalog.||) tenant),
+                  HINT = 'A tenant acts in every database of the cluster that has the extension, with nothing to create there: use it as it is.';
+    END IF;
+    EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', 'wf_tenant_' OPERATOR(pg_catalog.||) tenant);
+    RETURN ('wf_tenant_' OPERATOR(pg_catalog.||) tenant)::name;
+END
+$$;
+-- ==== end issue 32: tenants ====

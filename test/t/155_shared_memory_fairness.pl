@@ -15,6 +15,8 @@
 #     owe tokens in more buckets than shared memory has (1,024); a tenant
 #     of t2 with a rate of one start a minute still gets its bucket (taken
 #     from t1, which holds the most) and its second start is refused.
+#  4. A tenant made in t1 acts in t2 as it is; wf.create_tenant of it in t2
+#     refuses and says so (tenants are roles of the whole cluster).
 
 use strict;
 use warnings;
@@ -192,6 +194,18 @@ is($ret, 0, "a tenant of t2 starts its first run") or diag($serr);
 	"SET SESSION AUTHORIZATION late_admin; SELECT wf.start_run('one') IS NOT NULL;");
 like($serr, qr/tenant "late" starts runs faster than its limit/,
 	'and its second is refused: its rate holds though every bucket was owed');
+
+# ---------------------------------------------------------------------
+# 4. a tenant of the cluster acts in a second database as it is (issue 32)
+# ---------------------------------------------------------------------
+($ret, $sout, $serr) = $node->psql('t2', "SELECT wf.create_tenant('r1')");
+like($serr, qr/tenant "r1" exists already.*HINT:  A tenant acts in every database of the cluster/s,
+	'wf.create_tenant in a second database says the tenant is ready to use there');
+is( $node->safe_psql('t2', q{SET SESSION AUTHORIZATION r1_admin;
+SELECT wf.current_tenant();
+SELECT wf.publish_definition('one', '{"steps": [{"name": "a", "queue": "rq"}]}');
+SELECT wf.start_run('one') IS NOT NULL}),
+	"r1\n1\nt", 'and its login acts in the second database with nothing set up there');
 
 $node->stop;
 done_testing();
