@@ -107,7 +107,7 @@ is(counter('runs_started'), '1', 'and count again');
 my $exporter = '/usr/bin/prometheus-postgres-exporter';
 SKIP:
 {
-	skip "prometheus-postgres-exporter is not installed (test/scripts/deps.sh installs it)", 10
+	skip "prometheus-postgres-exporter is not installed (test/scripts/deps.sh installs it)", 13
 	  unless -x $exporter;
 
 	# something in every view: a ready task, a pending timer, an approval;
@@ -130,18 +130,28 @@ RESET SESSION AUTHORIZATION;
 -- the exporter's login, as docs/monitoring.md says: wfengine_monitor only
 CREATE ROLE wf_exporter LOGIN IN ROLE wfengine_monitor;
 });
+	# a second database with the extension, scraped by the same exporter
+	$node->safe_psql('postgres', 'CREATE DATABASE m2');
+	$node->safe_psql('m2', q{CREATE EXTENSION wfengine;
+SELECT wf.publish_definition('sl', '{"steps": [{"name": "nap", "type": "sleep", "duration": "1h"}]}');
+SELECT wf.start_run('sl');});
 
 	my $port = PostgreSQL::Test::Cluster::get_free_port();
 	my $root = $ENV{TESTDIR} // '.';
 	my $queries = "$root/monitoring/queries.yaml";
 	$queries = 'monitoring/queries.yaml' unless -e $queries;
-	local $ENV{DATA_SOURCE_NAME} = sprintf('host=%s port=%d user=wf_exporter dbname=postgres sslmode=disable',
-		$node->host, $node->port);
+	# one exporter, two databases: a comma-separated list of DSNs
+	local $ENV{DATA_SOURCE_NAME} = join(',', map {
+		sprintf('host=%s port=%d user=wf_exporter dbname=%s sslmode=disable', $node->host, $node->port, $_)
+	} qw(postgres m2));
 	my ($eout, $eerr) = ('', '');
 	my $h = IPC::Run::start(
 		[
 			$exporter, "--web.listen-address=127.0.0.1:$port",
-			"--extend.query-path=$queries", '--disable-settings-metrics'
+			"--extend.query-path=$queries", '--disable-settings-metrics',
+			# two databases of one server: the exporter's own server-wide
+			# metrics would collide (docs/monitoring.md)
+			'--disable-default-metrics', '--no-collector.bgwriter', '--no-collector.database'
 		],
 		'>', \$eout, '2>', \$eerr);
 
@@ -195,8 +205,13 @@ CREATE ROLE wf_exporter LOGIN IN ROLE wfengine_monitor;
 	like($body, qr/^wf_queue_ready\{[^}]*queue="mail"[^}]*tenant_id="acme"[^}]*\} 1$/m,
 		'... of every tenant, to a login in wfengine_monitor');
 	unlike($body, qr/078-05-1120/, 'and no run\'s input');
-	like($body, qr/^wf_engine_timer_lag_seconds_bucket\{le="\+Inf"[^}]*\} \d+$/m,
+	like($body, qr/^wf_engine_timer_lag_seconds_bucket\{[^}]*le="\+Inf"[^}]*\} \d+$/m,
 		'histogram buckets carry le, the last +Inf');
+	like($body, qr/^wf_engine_runs_started_total\{[^}]*database="postgres"[^}]*\} \d+$/m,
+		'every series carries its database');
+	like($body, qr/^wf_engine_runs_started_total\{[^}]*database="m2"[^}]*\} 1$/m,
+		'... and one exporter serves several databases without their series colliding');
+	like($body, qr/^wf_timer_pending\{[^}]*database="m2"[^}]*\} 1$/m, '... the views too');
 	like($body, qr/^pg_exporter_user_queries_load_error\{[^}\n]*\} 0$/m, 'the queries file loads');
 	like($body, qr/^pg_exporter_last_scrape_error 0$/m, 'no query failed');
 }
