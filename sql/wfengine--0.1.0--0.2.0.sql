@@ -531,10 +531,11 @@ COMMENT ON TABLE wfshard.partitions IS
 'The shard map of a sharded deployment: the shard each hash partition of tenants lives on (the router holds the same map). Empty: not sharded.';
 CREATE TABLE wfshard.self (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
-    shard text NOT NULL
+    shard text NOT NULL,
+    map_version bigint NOT NULL DEFAULT 1
 );
 COMMENT ON TABLE wfshard.self IS
-'The name of this database in wfshard.partitions (one row, or none when not sharded).';
+'The name of this database in wfshard.partitions and the version of the map (one row, or none when not sharded).';
 SELECT pg_catalog.pg_extension_config_dump('wfshard.partitions', '');
 SELECT pg_catalog.pg_extension_config_dump('wfshard.self', '');
 -- the same for every tenant; only superusers write it
@@ -567,7 +568,60 @@ COMMENT ON FUNCTION wf.tenant_partition(text, integer) IS
 -- for administrators (the router has its own, wfrouter.tenant_partition)
 REVOKE ALL ON FUNCTION wf.tenant_partition(text, integer) FROM PUBLIC;
 
-CREATE FUNCTION wf.configure_shard(self text, map text[])
+-- the id block a database's sequences draw from (wf._use_id_block), or
+-- NULL when they were never bounded
+CREATE FUNCTION wf._id_block()
+RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN s.max_value OPERATOR(pg_catalog.=) 9223372036854775807 THEN NULL
+            ELSE ((s.min_value OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog./) 1099511627776)::integer END
+FROM pg_catalog.pg_sequences s
+WHERE s.schemaname OPERATOR(pg_catalog.=) 'wf' AND s.sequencename OPERATOR(pg_catalog.=) 'task_id_seq'
+$$;
+REVOKE ALL ON FUNCTION wf._id_block() FROM PUBLIC;
+
+-- bounds every id sequence of the engine to block: ids block * 2^40 + 1 to
+-- (block + 1) * 2^40.  A sequence goes on from where it is when that is in
+-- the block, else from the block's first id.  A sequence at its bound
+-- fails (the block is full) rather than hand out an id of another block.
+CREATE FUNCTION wf._use_id_block(block integer)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lo bigint;
+    t text;
+    c text;
+    seq text;
+    last bigint;
+BEGIN
+    IF block IS NULL OR block OPERATOR(pg_catalog.<) 0 OR block OPERATOR(pg_catalog.>) 8388606 THEN
+        RAISE EXCEPTION 'id block % is out of range', block
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Blocks are 0 to 8388606, 2^40 ids each; give each shard its own.';
+    END IF;
+    lo := block::bigint OPERATOR(pg_catalog.*) 1099511627776;
+    FOR t, c IN SELECT i.tab, i.col FROM wf._partition_ids() i LOOP
+        seq := pg_catalog.pg_get_serial_sequence('wf.' OPERATOR(pg_catalog.||) t, c);
+        last := COALESCE(pg_catalog.pg_sequence_last_value(seq::regclass), 0);
+        IF last OPERATOR(pg_catalog.<=) lo OR last OPERATOR(pg_catalog.>=) (lo OPERATOR(pg_catalog.+) 1099511627776) THEN
+            last := lo OPERATOR(pg_catalog.+) 1;
+        ELSE
+            last := last OPERATOR(pg_catalog.+) 1;
+        END IF;
+        EXECUTE pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s MAXVALUE %s START WITH %s RESTART WITH %s',
+            seq, lo OPERATOR(pg_catalog.+) 1, lo OPERATOR(pg_catalog.+) 1099511627776, last, last);
+    END LOOP;
+    RETURN lo OPERATOR(pg_catalog.+) 1;
+END
+$$;
+REVOKE ALL ON FUNCTION wf._use_id_block(integer) FROM PUBLIC;
+
+CREATE FUNCTION wf.configure_shard(self text, map text[], id_block integer DEFAULT NULL,
+                                   map_version bigint DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -575,7 +629,13 @@ AS $$
 DECLARE
     n integer := pg_catalog.cardinality(map);
     owned integer;
+    block integer := COALESCE(id_block, wf._id_block());
+    version bigint;
 BEGIN
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION 'permission denied for function wf.configure_shard'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     IF self IS NULL THEN
         DELETE FROM wfshard.partitions;
         DELETE FROM wfshard.self;
@@ -592,40 +652,64 @@ BEGIN
             pg_catalog.array_position(map, NULL::text) OPERATOR(pg_catalog.-) 1
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    owned := pg_catalog.cardinality(pg_catalog.array_positions(map, self));
-    IF owned OPERATOR(pg_catalog.=) 0 THEN
-        RAISE EXCEPTION 'shard map gives no partition to shard "%"', self
+    IF block IS NULL THEN
+        RAISE EXCEPTION 'shard "%" has no id block', self
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Name this database as the map names it.';
+                  HINT = 'Give every shard its own block of ids: wf.configure_shard(self, map, id_block). wfrouter.configure and wfrouter.add_shard do it for you.';
     END IF;
+    version := COALESCE(map_version,
+                        (SELECT s.map_version OPERATOR(pg_catalog.+) 1 FROM wfshard.self s), 1);
+    IF version OPERATOR(pg_catalog.<) (SELECT s.map_version FROM wfshard.self s) THEN
+        RAISE EXCEPTION 'shard map version % is older than version % of shard "%"', version,
+            (SELECT s.map_version FROM wfshard.self s), self
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A newer map is in place; read it with SELECT * FROM wfshard.partitions.';
+    END IF;
+    IF block IS DISTINCT FROM wf._id_block() THEN
+        PERFORM wf._use_id_block(block);
+    END IF;
+    owned := pg_catalog.cardinality(pg_catalog.array_positions(map, self));
     DELETE FROM wfshard.partitions;
     INSERT INTO wfshard.partitions (partition, shard)
         SELECT (m.i OPERATOR(pg_catalog.-) 1)::integer, m.s
         FROM pg_catalog.unnest(map) WITH ORDINALITY AS m(s, i);
-    INSERT INTO wfshard.self (shard) VALUES (self)
-        ON CONFLICT (only_row) DO UPDATE SET shard = EXCLUDED.shard;
+    INSERT INTO wfshard.self (shard, map_version) VALUES (self, version)
+        ON CONFLICT (only_row) DO UPDATE SET shard = EXCLUDED.shard, map_version = EXCLUDED.map_version;
     RETURN owned;
 END
 $$;
-COMMENT ON FUNCTION wf.configure_shard(text, text[]) IS
-'Makes this database shard self of a sharded deployment: map[i + 1] is the shard of partition i (the router''s wfrouter.shard_map()); returns how many partitions this shard owns. A null self clears the map (not sharded).';
-REVOKE ALL ON FUNCTION wf.configure_shard(text, text[]) FROM PUBLIC;
+COMMENT ON FUNCTION wf.configure_shard(text, text[], integer, bigint) IS
+'Makes this database shard self of a sharded deployment: map[i + 1] is the shard of partition i (the router''s wfrouter.shard_map()); its ids come from id_block (kept when NULL); map_version (default: one more) never goes back. Returns how many partitions this shard owns. A null self clears the map (not sharded).';
+REVOKE ALL ON FUNCTION wf.configure_shard(text, text[], integer, bigint) FROM PUBLIC;
 
--- moving partitions (issue 15)
+-- moving partitions (issue 15; online, on logical replication, issue 30)
 --
 -- wfrouter.move_partition(p, to_shard) on the router moves a partition's
 -- tenants from the shard that holds them to another (docs/scale-out.md,
--- "Moving a partition").  These are its pieces on the shards, for
--- superusers only: wf.export_partition on the source, once the source's
--- map gives the partition away (so its API calls are refused and its
--- engine worker leaves its timers alone); wf.import_partition on the
--- target, which inserts the rows with their ids (history names task,
--- timer, signal and definition ids, and wf.verify_run checks them),
--- moves wf.fence_seq above every fence the source handed out for the
--- moved tasks, gives every leased task a new fence (the old lease is
--- stale there), verifies every run, and takes the partition in the same
--- transaction; wf.drop_partition on the source once the target has it.
--- Ids must not collide: wf.set_id_block gives each shard its own range.
+-- "Moving a partition"), on PostgreSQL's logical replication.  These are
+-- its pieces on the shards, for superusers only:
+--   wf.move_out_begin (source): a publication of the partition's rows, one
+--     row filter per table (hashtext(tenant_id) & (partitions - 1) = p);
+--   wf.move_in_begin (target): the source's definitions in place of this
+--     shard's copies; the router then subscribes the target to the
+--     publication, which copies the rows and streams every change while
+--     the partition stays live on the source;
+--   wf.verify_partition (target): every copied run verifies, online;
+--   wf.move_out_cutover (source): takes the partition lock (waits for the
+--     calls in flight, refuses new ones), gives the partition away in the
+--     map and returns the WAL position the target must reach;
+--   wf.move_in_cutover (target): stops the subscription, fences above the
+--     source's, leases held there made stale, the runs changed since the
+--     verification verified, and the partition taken, in one transaction;
+--   wf.drop_partition (source, and the target of a cancelled move): the
+--     rows go.
+-- Ids never collide: every shard draws its ids from its own block
+-- (wf.configure_shard), so rows move with their ids and no sequence moves.
+-- The tables a move replicates carry tenant_id in their replica identity
+-- (a row filter of a publication that replicates updates and deletes may
+-- only name such columns): it is in the primary key of the tables updated
+-- on every step, and the others log the whole old row (REPLICA IDENTITY
+-- FULL), which costs only on their rare updates and deletes.
 
 -- every table of schema wf keyed by tenant, in the order rows are inserted
 -- (a table of wf not listed here and not wf.secrets makes the move refuse:
@@ -652,6 +736,20 @@ VALUES ('definitions', 'definition_id'), ('tasks', 'task_id'), ('timers', 'timer
        ('signals', 'signal_id'), ('buffered_events', 'buffer_id'), ('schedules', 'schedule_id')
 $$;
 REVOKE ALL ON FUNCTION wf._partition_ids() FROM PUBLIC;
+
+-- the tables a move replicates: definitions are published on every shard
+-- (the source's rows replace the target's copies, wf._take_definitions),
+-- tenant policies are set on every shard, and tenants with schedules do
+-- not move
+CREATE FUNCTION wf._move_tables()
+RETURNS text[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT ARRAY(SELECT t FROM pg_catalog.unnest(wf._partition_tables()) t
+             WHERE t OPERATOR(pg_catalog.<>) ALL (ARRAY['definitions', 'schedules', 'tenant_policies']))
+$$;
+REVOKE ALL ON FUNCTION wf._move_tables() FROM PUBLIC;
 
 CREATE FUNCTION wf._fence_base()
 RETURNS bigint
@@ -704,137 +802,58 @@ END
 $$;
 REVOKE ALL ON FUNCTION wf._partition_check(text) FROM PUBLIC;
 
-CREATE FUNCTION wf.export_partition(p integer, wait interval DEFAULT '30 seconds')
+CREATE FUNCTION wf._lock_partition(p integer)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'wfengine_lock_partition'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION wf._lock_partition(integer) IS
+'Internal, for superusers: the cut-over of a move takes partition p exclusively to the end of the transaction (waits for its calls in flight, bounded by lock_timeout; refuses new ones meanwhile).';
+REVOKE ALL ON FUNCTION wf._lock_partition(integer) FROM PUBLIC;
+
+-- the owner of partition p in this shard's map
+CREATE FUNCTION wf._partition_owner(p integer)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT m.shard FROM wfshard.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p
+$$;
+REVOKE ALL ON FUNCTION wf._partition_owner(integer) FROM PUBLIC;
+
+-- the definitions of partition p's tenants here, as JSON
+CREATE FUNCTION wf.partition_definitions(p integer)
 RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    n integer := wf._partition_check('export_partition');
-    me text := (SELECT s.shard FROM wfshard.self s);
-    started timestamptz := pg_catalog.statement_timestamp();
-    deadline timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-    t text;
-    rows jsonb;
-    result jsonb := '{}';
+    n integer := wf._partition_check('partition_definitions');
 BEGIN
-    IF p IS NULL OR p OPERATOR(pg_catalog.<) 0 OR p OPERATOR(pg_catalog.>=) n THEN
-        RAISE EXCEPTION 'partition % is not in the shard map of % partitions', p, n
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF (SELECT m.shard FROM wfshard.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
-       OPERATOR(pg_catalog.=) me THEN
-        RAISE EXCEPTION 'partition % is still given to this shard "%"', p, me
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Give it to the target in this shard''s map first (wf.configure_shard), so that its calls are refused while it moves.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM wf.schedules s WHERE wf.tenant_partition(s.tenant_id, n) OPERATOR(pg_catalog.=) p) THEN
-        RAISE EXCEPTION 'cannot move partition %: its tenants have schedules', p
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Their pg_cron jobs are on this database: wf.unschedule them, move, and wf.schedule them on the target.';
-    END IF;
-    -- calls that passed the shard check before the map changed: wait until
-    -- every transaction older than this one has ended (READ COMMITTED: the
-    -- statements below see what they committed)
-    LOOP
-        -- (pg_stat_activity is read once per transaction unless cleared)
-        PERFORM pg_catalog.pg_stat_clear_snapshot();
-        EXIT WHEN NOT EXISTS (
-            SELECT 1 FROM pg_catalog.pg_stat_activity a
-            WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
-              AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
-              AND a.backend_type OPERATOR(pg_catalog.<>) 'autovacuum worker'
-              AND a.xact_start OPERATOR(pg_catalog.<) started);
-        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
-            RAISE EXCEPTION 'cannot export partition %: transactions older than the move are still open', p
-                USING ERRCODE = 'lock_not_available',
-                      DETAIL = (SELECT 'Backends: ' OPERATOR(pg_catalog.||) pg_catalog.string_agg(a.pid::text, ', ') FROM pg_catalog.pg_stat_activity a
-                                WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
-                                  AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
-                                  AND a.xact_start OPERATOR(pg_catalog.<) started),
-                      HINT = 'Those backends hold transactions open; end them, or move again with a longer wait.';
-        END IF;
-        PERFORM pg_catalog.pg_sleep(0.05);
-    END LOOP;
-    FOREACH t IN ARRAY wf._partition_tables() LOOP
-        EXECUTE pg_catalog.format(
-            'SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(x)), ''[]'') FROM wf.%I x '
-            'WHERE wf.tenant_partition(x.tenant_id, $1) OPERATOR(pg_catalog.=) $2', t)
-            INTO rows USING n, p;
-        result := result OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(t, rows);
-    END LOOP;
-    RETURN result OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
-        'partition', p, 'partitions', n, 'from', me,
-        'fence', (SELECT pg_catalog.max(tk.fence) FROM wf.tasks tk
-                  WHERE wf.tenant_partition(tk.tenant_id, n) OPERATOR(pg_catalog.=) p));
+    RETURN (SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(d) ORDER BY d.definition_id), '[]')
+            FROM wf.definitions d
+            WHERE pg_catalog.hashtext(d.tenant_id) OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) p);
 END
 $$;
-COMMENT ON FUNCTION wf.export_partition(integer, interval) IS
-'For superusers, on the source of a move: the rows of every tenant of partition p, as JSON, once the map gives p away and every older transaction has ended (at most wait).';
-REVOKE ALL ON FUNCTION wf.export_partition(integer, interval) FROM PUBLIC;
+COMMENT ON FUNCTION wf.partition_definitions(integer) IS
+'For superusers, on the source of a move: the definitions of partition p''s tenants, as JSON.';
+REVOKE ALL ON FUNCTION wf.partition_definitions(integer) FROM PUBLIC;
 
-CREATE FUNCTION wf.import_partition(p integer, data jsonb)
+-- the source's definitions in place of this shard's copies: the moved
+-- runs name the source's definition ids; the same definition published
+-- here under another id (no run names it: the tenant has no run here)
+-- gives way to it
+CREATE FUNCTION wf._take_definitions(p integer, defs jsonb)
 RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    n integer := wf._partition_check('import_partition');
     me text := (SELECT s.shard FROM wfshard.self s);
-    map text[];
-    t text;
-    c text;
-    cnt bigint;
     d record;
-    hi bigint;
-    runs integer := 0;
-    r record;
+    k integer := 0;
 BEGIN
-    IF data IS NULL OR (data OPERATOR(pg_catalog.->>) 'partition')::integer IS DISTINCT FROM p
-       OR (data OPERATOR(pg_catalog.->>) 'partitions')::integer IS DISTINCT FROM n THEN
-        RAISE EXCEPTION 'the data is not an export of partition % of % partitions', p, n
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass what wf.export_partition(p) returned on the source.';
-    END IF;
-    IF (SELECT m.shard FROM wfshard.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
-       OPERATOR(pg_catalog.=) me THEN
-        RAISE EXCEPTION 'partition % is already on this shard "%"', p, me
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    -- the tenants are new here: no rows of theirs (definitions aside, which
-    -- are published on every shard, and policies, set on every shard)
-    FOREACH t IN ARRAY wf._partition_tables() LOOP
-        CONTINUE WHEN t OPERATOR(pg_catalog.=) ANY (ARRAY['definitions', 'tenant_policies']);
-        EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.%I x '
-            'WHERE wf.tenant_partition(x.tenant_id, $1) OPERATOR(pg_catalog.=) $2', t)
-            INTO cnt USING n, p;
-        IF cnt OPERATOR(pg_catalog.>) 0 THEN
-            RAISE EXCEPTION 'cannot import partition %: shard "%" holds % rows of its tenants in wf.%', p, me, cnt, t
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'A partition moves to a shard that holds none of its tenants'' runs.';
-        END IF;
-    END LOOP;
-    -- ids must be free here (history names them; wf.set_id_block)
-    FOR t, c IN SELECT i.tab, i.col FROM wf._partition_ids() i WHERE i.tab OPERATOR(pg_catalog.<>) 'definitions' LOOP
-        EXECUTE pg_catalog.format('SELECT pg_catalog.min(x.%I) FROM wf.%I x WHERE x.%I OPERATOR(pg_catalog.=) ANY ('
-            'SELECT (e OPERATOR(pg_catalog.->>) %L)::bigint FROM pg_catalog.jsonb_array_elements($1) e)', c, t, c, c)
-            INTO cnt USING data OPERATOR(pg_catalog.->) t;
-        IF cnt IS NOT NULL THEN
-            RAISE EXCEPTION 'cannot import partition %: % % is taken on shard "%"', p, c, cnt, me
-                USING ERRCODE = 'unique_violation',
-                      HINT = 'Give every shard its own id range with wf.set_id_block(block) before it takes tenants.';
-        END IF;
-    END LOOP;
-    IF EXISTS (SELECT 1 FROM wf.runs x WHERE x.run_id OPERATOR(pg_catalog.=) ANY (
-               SELECT (e OPERATOR(pg_catalog.->>) 'run_id')::uuid
-               FROM pg_catalog.jsonb_array_elements(data OPERATOR(pg_catalog.->) 'runs') e)) THEN
-        RAISE EXCEPTION 'cannot import partition %: a run id is taken on shard "%"', p, me
-            USING ERRCODE = 'unique_violation';
-    END IF;
-    -- definitions: the moved runs name the source's definition ids; the
-    -- same definition published here under another id gives way to it
     FOR d IN SELECT x.* FROM pg_catalog.jsonb_populate_recordset(NULL::wf.definitions,
-                                                                data OPERATOR(pg_catalog.->) 'definitions') x LOOP
+                                                                defs) x LOOP
         IF EXISTS (SELECT 1 FROM wf.definitions x WHERE x.definition_id OPERATOR(pg_catalog.=) d.definition_id) THEN
             IF NOT EXISTS (SELECT 1 FROM wf.definitions x
                            WHERE x.definition_id OPERATOR(pg_catalog.=) d.definition_id
@@ -842,7 +861,7 @@ BEGIN
                              AND x.name OPERATOR(pg_catalog.=) d.name
                              AND x.version OPERATOR(pg_catalog.=) d.version
                              AND x.digest OPERATOR(pg_catalog.=) d.digest) THEN
-                RAISE EXCEPTION 'cannot import partition %: definition_id % is taken on shard "%"', p, d.definition_id, me
+                RAISE EXCEPTION 'cannot move partition %: definition_id % is taken on shard "%"', p, d.definition_id, me
                     USING ERRCODE = 'unique_violation',
                           HINT = 'Give every shard its own id range with wf.set_id_block(block) before it takes tenants.';
             END IF;
@@ -852,7 +871,7 @@ BEGIN
                    WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id AND x.name OPERATOR(pg_catalog.=) d.name
                      AND x.version OPERATOR(pg_catalog.=) d.version
                      AND x.digest OPERATOR(pg_catalog.<>) d.digest) THEN
-            RAISE EXCEPTION 'cannot import partition %: definition "%" version % of tenant "%" differs on shard "%"',
+            RAISE EXCEPTION 'cannot move partition %: definition "%" version % of tenant "%" differs on shard "%"',
                 p, d.name, d.version, d.tenant_id, me
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'The shards disagree on a publication; publish the definition on every shard alike.';
@@ -865,31 +884,236 @@ BEGIN
         PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
         INSERT INTO wf.definitions OVERRIDING SYSTEM VALUE
             VALUES (d.definition_id, d.tenant_id, d.name, d.version, d.digest, d.spec, d.created_by, d.created_at);
+        k := k OPERATOR(pg_catalog.+) 1;
     END LOOP;
-    FOREACH t IN ARRAY wf._partition_tables() LOOP
-        CONTINUE WHEN t OPERATOR(pg_catalog.=) 'definitions';
-        EXECUTE pg_catalog.format(
-            'INSERT INTO wf.%I OVERRIDING SYSTEM VALUE '
-            'SELECT * FROM pg_catalog.jsonb_populate_recordset(NULL::wf.%I, $1) %s', t, t,
-            CASE WHEN t OPERATOR(pg_catalog.=) 'tenant_policies' THEN 'ON CONFLICT (tenant_id) DO NOTHING' ELSE '' END)
-            USING data OPERATOR(pg_catalog.->) t;
+    RETURN k;
+END
+$$;
+REVOKE ALL ON FUNCTION wf._take_definitions(integer, jsonb) FROM PUBLIC;
+
+CREATE FUNCTION wf.move_out_begin(p integer)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := wf._partition_check('move_out_begin');
+    me text := (SELECT s.shard FROM wfshard.self s);
+    pub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
+BEGIN
+    IF p IS NULL OR p OPERATOR(pg_catalog.<) 0 OR p OPERATOR(pg_catalog.>=) n THEN
+        RAISE EXCEPTION 'partition % is not in the shard map of % partitions', p, n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.current_setting('wal_level') OPERATOR(pg_catalog.<>) 'logical' THEN
+        RAISE EXCEPTION 'cannot move partition % from shard "%": wal_level is %', p, me,
+            pg_catalog.current_setting('wal_level')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A move replicates the partition with logical replication: set wal_level = logical on every shard (a restart).';
+    END IF;
+    IF pg_catalog.current_setting('max_wal_senders')::integer OPERATOR(pg_catalog.<) 3
+       OR pg_catalog.current_setting('max_replication_slots')::integer OPERATOR(pg_catalog.<) 3 THEN
+        RAISE EXCEPTION 'cannot move partition % from shard "%": max_wal_senders is % and max_replication_slots %', p, me,
+            pg_catalog.current_setting('max_wal_senders'), pg_catalog.current_setting('max_replication_slots')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A move takes a replication slot and a WAL sender, and two more while it copies: set both to 10 on every shard (the defaults; a restart).';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_publication x WHERE x.pubname OPERATOR(pg_catalog.=) pub) THEN
+        RETURN pub;
+    END IF;
+    IF wf._partition_owner(p) OPERATOR(pg_catalog.<>) me THEN
+        RAISE EXCEPTION 'partition % is not on shard "%"', p, me
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF EXISTS (SELECT 1 FROM wf.schedules s WHERE wf.tenant_partition(s.tenant_id, n) OPERATOR(pg_catalog.=) p) THEN
+        RAISE EXCEPTION 'cannot move partition %: its tenants have schedules', p
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Their pg_cron jobs are on this database: wf.unschedule them, move, and wf.schedule them on the target.';
+    END IF;
+    EXECUTE pg_catalog.format('CREATE PUBLICATION %I FOR %s WITH (publish = ''insert, update, delete'')', pub,
+        (SELECT pg_catalog.string_agg(pg_catalog.format(
+             'TABLE wf.%I WHERE (pg_catalog.hashtext(tenant_id) OPERATOR(pg_catalog.&) %s OPERATOR(pg_catalog.=) %s)',
+             t, n OPERATOR(pg_catalog.-) 1, p), ', ')
+         FROM pg_catalog.unnest(wf._move_tables()) t));
+    RETURN pub;
+END
+$$;
+COMMENT ON FUNCTION wf.move_out_begin(integer) IS
+'For superusers, on the source of a move: the publication wf_move_<p> of partition p''s rows (a row filter per table); returns its name.';
+REVOKE ALL ON FUNCTION wf.move_out_begin(integer) FROM PUBLIC;
+
+CREATE FUNCTION wf.move_in_begin(p integer, defs jsonb)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := wf._partition_check('move_in_begin');
+    me text := (SELECT s.shard FROM wfshard.self s);
+BEGIN
+    IF p IS NULL OR p OPERATOR(pg_catalog.<) 0 OR p OPERATOR(pg_catalog.>=) n THEN
+        RAISE EXCEPTION 'partition % is not in the shard map of % partitions', p, n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF wf._partition_owner(p) OPERATOR(pg_catalog.=) me THEN
+        RAISE EXCEPTION 'partition % is already on this shard "%"', p, me
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription x
+               WHERE x.subname OPERATOR(pg_catalog.=) ('wf_move_' OPERATOR(pg_catalog.||) p)) THEN
+        RAISE EXCEPTION 'partition % is being copied to shard "%" already', p, me
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- what an earlier copy that was cancelled or crashed left here goes
+    PERFORM wf.drop_partition(p);
+    RETURN wf._take_definitions(p, defs);
+END
+$$;
+COMMENT ON FUNCTION wf.move_in_begin(integer, jsonb) IS
+'For superusers, on the target of a move before its subscription: rows of partition p an earlier copy left go, and the source''s definitions (wf.partition_definitions) replace this shard''s copies; returns how many it took.';
+REVOKE ALL ON FUNCTION wf.move_in_begin(integer, jsonb) FROM PUBLIC;
+
+CREATE FUNCTION wf.move_progress(p integer)
+RETURNS TABLE (tables_total integer, tables_copied integer, rows_copying bigint)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.count(*)::integer,
+       (pg_catalog.count(*) FILTER (WHERE r.srsubstate OPERATOR(pg_catalog.=) 'r'))::integer,
+       (SELECT COALESCE(pg_catalog.sum(c.tuples_processed), 0)::bigint FROM pg_catalog.pg_stat_progress_copy c
+        WHERE c.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+FROM pg_catalog.pg_subscription s
+JOIN pg_catalog.pg_subscription_rel r ON r.srsubid OPERATOR(pg_catalog.=) s.oid
+WHERE s.subname OPERATOR(pg_catalog.=) ('wf_move_' OPERATOR(pg_catalog.||) p)
+$$;
+COMMENT ON FUNCTION wf.move_progress(integer) IS
+'For superusers, on the target of a move: how many of the subscription''s tables are copied and streaming, and the rows of the copies in progress.';
+REVOKE ALL ON FUNCTION wf.move_progress(integer) FROM PUBLIC;
+
+-- every run of partition p here changed at or after since (all: NULL)
+-- verifies; returns when it began, for the next call
+CREATE FUNCTION wf.verify_partition(p integer, since timestamptz DEFAULT NULL)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := wf._partition_check('verify_partition');
+    me text := (SELECT s.shard FROM wfshard.self s);
+    began timestamptz := pg_catalog.clock_timestamp();
+    r record;
+BEGIN
+    FOR r IN SELECT x.tenant_id, x.run_id FROM wf.runs x
+             WHERE pg_catalog.hashtext(x.tenant_id) OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) p
+               AND (since IS NULL OR x.updated_at OPERATOR(pg_catalog.>=) since) LOOP
+        -- the subscription may apply a change of the run between the
+        -- statements that read it: a run that does not verify is read again
+        FOR i IN 1..5 LOOP
+            EXIT WHEN wf._verify_moved_run(r.tenant_id, r.run_id);
+            IF i OPERATOR(pg_catalog.<) 5 THEN
+                PERFORM pg_catalog.pg_sleep(0.05);
+                CONTINUE;
+            END IF;
+            RAISE EXCEPTION 'cannot move partition %: run % of tenant "%" does not verify on shard "%"',
+                p, r.run_id, r.tenant_id, me
+                USING ERRCODE = 'data_corrupted',
+                      HINT = 'The warning before this error says what differs; the partition stays where it is.';
+        END LOOP;
     END LOOP;
-    -- the sequences go past every moved id
-    FOR t, c IN SELECT i.tab, i.col FROM wf._partition_ids() i LOOP
-        EXECUTE pg_catalog.format('SELECT pg_catalog.max(x.%I) FROM wf.%I x', c, t) INTO hi;
-        IF hi IS NOT NULL THEN
-            PERFORM pg_catalog.setval(pg_catalog.pg_get_serial_sequence('wf.' OPERATOR(pg_catalog.||) t, c), hi, true)
-            WHERE hi OPERATOR(pg_catalog.>) COALESCE(pg_catalog.pg_sequence_last_value(
-                      pg_catalog.pg_get_serial_sequence('wf.' OPERATOR(pg_catalog.||) t, c)::regclass), 0);
-        END IF;
-    END LOOP;
+    RETURN began;
+END
+$$;
+COMMENT ON FUNCTION wf.verify_partition(integer, timestamptz) IS
+'For superusers: wf.verify_run on every run of partition p here changed at or after since (every run: NULL); returns when it began.';
+REVOKE ALL ON FUNCTION wf.verify_partition(integer, timestamptz) FROM PUBLIC;
+
+CREATE FUNCTION wf.move_out_cutover(p integer, to_shard text, wait_ms integer DEFAULT 500)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := wf._partition_check('move_out_cutover');
+    me text := (SELECT s.shard FROM wfshard.self s);
+    owner text := wf._partition_owner(p);
+    version bigint := (SELECT s.map_version FROM wfshard.self s);
+    map text[];
+    holders text;
+BEGIN
+    IF owner OPERATOR(pg_catalog.<>) me AND owner OPERATOR(pg_catalog.<>) to_shard THEN
+        RAISE EXCEPTION 'partition % is on shard "%", not on this shard "%"', p, owner, me
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF owner OPERATOR(pg_catalog.=) me THEN
+        -- the calls of the partition in flight end; new ones are refused
+        PERFORM pg_catalog.set_config('lock_timeout', wait_ms::text, true);
+        BEGIN
+            PERFORM wf._lock_partition(p);
+        EXCEPTION WHEN lock_not_available THEN
+            SELECT pg_catalog.string_agg(pg_catalog.format('pid %s (%s, in a transaction for %s s)', a.pid, a.usename,
+                       pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) a.xact_start)::numeric, 1)), ', ')
+            INTO holders
+            FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid
+            WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+              AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+              AND l.classid::bigint OPERATOR(pg_catalog.=) 2003186536 AND l.objid::bigint OPERATOR(pg_catalog.=) p
+              AND l.objsubid OPERATOR(pg_catalog.=) 22345;
+            RETURN pg_catalog.jsonb_build_object('waiting_for', COALESCE(holders, 'a transaction'));
+        END;
+        PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+        map := ARRAY(SELECT CASE WHEN m.partition OPERATOR(pg_catalog.=) p THEN to_shard ELSE m.shard END
+                     FROM wfshard.partitions m ORDER BY m.partition);
+        version := version OPERATOR(pg_catalog.+) 1;
+        PERFORM wf.configure_shard(me, map, NULL, version);
+    ELSE
+        map := ARRAY(SELECT m.shard FROM wfshard.partitions m ORDER BY m.partition);
+    END IF;
+    RETURN pg_catalog.jsonb_build_object(
+        'lsn', pg_catalog.pg_current_wal_insert_lsn()::text,
+        'fence', wf._fence_base() OPERATOR(pg_catalog.+) COALESCE(pg_catalog.pg_sequence_last_value('wf.fence_seq'::regclass), 0),
+        'map', pg_catalog.to_jsonb(map), 'map_version', version,
+        'definitions', wf.partition_definitions(p),
+        'policies', (SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(x)), '[]') FROM wf.tenant_policies x
+                     WHERE pg_catalog.hashtext(x.tenant_id) OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) p));
+END
+$$;
+COMMENT ON FUNCTION wf.move_out_cutover(integer, text, integer) IS
+'For superusers, on the source of a move: takes partition p (waits at most wait_ms for its calls in flight; else returns {"waiting_for": ...}), gives it to to_shard in this shard''s map, and returns the WAL position the target must reach, the fence to go above, the new map and its version, and the definitions and policies of its tenants.';
+REVOKE ALL ON FUNCTION wf.move_out_cutover(integer, text, integer) FROM PUBLIC;
+
+CREATE FUNCTION wf.move_in_cutover(p integer, state jsonb, verified_at timestamptz)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := wf._partition_check('move_in_cutover');
+    me text := (SELECT s.shard FROM wfshard.self s);
+    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
+    hi bigint;
+    map text[];
+    leased integer;
+BEGIN
+    IF wf._partition_owner(p) OPERATOR(pg_catalog.=) me THEN
+        RETURN 0;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription x WHERE x.subname OPERATOR(pg_catalog.=) sub) THEN
+        RAISE EXCEPTION 'partition % has no copy on shard "%"', p, me
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- nothing more comes in
+    EXECUTE pg_catalog.format('ALTER SUBSCRIPTION %I DISABLE', sub);
+    PERFORM wf._take_definitions(p, state OPERATOR(pg_catalog.->) 'definitions');
+    INSERT INTO wf.tenant_policies
+        SELECT * FROM pg_catalog.jsonb_populate_recordset(NULL::wf.tenant_policies, state OPERATOR(pg_catalog.->) 'policies')
+        ON CONFLICT (tenant_id) DO NOTHING;
     -- fences: every fence handed out here from now on is above every fence
-    -- the source handed out for the moved tasks, and the leases held there
-    -- are stale here (a new fence each, and the deadline now: the engine
-    -- worker takes the lease back and the task is delivered again)
-    hi := (data OPERATOR(pg_catalog.->>) 'fence')::bigint OPERATOR(pg_catalog.-) wf._fence_base();
+    -- the source handed out, and the leases held there are stale here (a
+    -- new fence each, and the deadline now: the engine worker takes the
+    -- lease back and the task is delivered again)
+    hi := (state OPERATOR(pg_catalog.->>) 'fence')::bigint OPERATOR(pg_catalog.-) wf._fence_base();
     IF hi OPERATOR(pg_catalog.>) 17592186044414 THEN
-        RAISE EXCEPTION 'cannot import partition %: its fences are beyond the timeline of shard "%"', p, me
+        RAISE EXCEPTION 'cannot move partition %: its fences are beyond the timeline of shard "%"', p, me
             USING ERRCODE = 'program_limit_exceeded',
                   HINT = 'The source is on a later timeline than the target.';
     END IF;
@@ -902,28 +1126,19 @@ BEGIN
         lease_expires_at = LEAST(x.lease_expires_at, pg_catalog.clock_timestamp()),
         deadline_at = LEAST(x.deadline_at, pg_catalog.clock_timestamp())
     WHERE x.status OPERATOR(pg_catalog.=) 'leased'
-      AND wf.tenant_partition(x.tenant_id, n) OPERATOR(pg_catalog.=) p;
-    -- every moved run verifies here
-    FOR r IN SELECT x.tenant_id, x.run_id FROM wf.runs x
-             WHERE wf.tenant_partition(x.tenant_id, n) OPERATOR(pg_catalog.=) p ORDER BY x.run_id LOOP
-        IF NOT wf._verify_moved_run(r.tenant_id, r.run_id) THEN
-            RAISE EXCEPTION 'cannot import partition %: run % of tenant "%" does not verify on shard "%"',
-                p, r.run_id, r.tenant_id, me
-                USING ERRCODE = 'data_corrupted',
-                      HINT = 'The warning before this error says what differs; nothing was imported.';
-        END IF;
-        runs := runs OPERATOR(pg_catalog.+) 1;
-    END LOOP;
+      AND pg_catalog.hashtext(x.tenant_id) OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) p;
+    GET DIAGNOSTICS leased = ROW_COUNT;
+    -- the runs changed since the copy was verified verify too
+    PERFORM wf.verify_partition(p, verified_at);
     -- and the partition is this shard's, in the same transaction
-    map := ARRAY(SELECT CASE WHEN m2.partition OPERATOR(pg_catalog.=) p THEN me ELSE m2.shard END
-                 FROM wfshard.partitions m2 ORDER BY m2.partition);
-    PERFORM wf.configure_shard(me, map);
-    RETURN runs;
+    map := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(state OPERATOR(pg_catalog.->) 'map'));
+    PERFORM wf.configure_shard(me, map, NULL, (state OPERATOR(pg_catalog.->>) 'map_version')::bigint);
+    RETURN leased;
 END
 $$;
-COMMENT ON FUNCTION wf.import_partition(integer, jsonb) IS
-'For superusers, on the target of a move: inserts what wf.export_partition returned, with its ids; fences above the source''s, leases held there made stale; verifies every run; then gives the partition to this shard. Returns the number of runs.';
-REVOKE ALL ON FUNCTION wf.import_partition(integer, jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION wf.move_in_cutover(integer, jsonb, timestamptz) IS
+'For superusers, on the target of a move once it has reached the source''s WAL position: stops the subscription, takes the definitions and policies, fences above the source''s, makes the leases held there stale, verifies the runs changed since verified_at, and takes the partition in the map the source gave (state: what wf.move_out_cutover returned). Returns how many leases it took back.';
+REVOKE ALL ON FUNCTION wf.move_in_cutover(integer, jsonb, timestamptz) FROM PUBLIC;
 
 CREATE FUNCTION wf.drop_partition(p integer)
 RETURNS bigint
@@ -949,8 +1164,8 @@ BEGIN
     PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
     FOR i IN REVERSE pg_catalog.cardinality(wf._partition_tables())..1 LOOP
         t := (wf._partition_tables())[i];
-        -- definitions are published on every shard: they stay
-        CONTINUE WHEN t OPERATOR(pg_catalog.=) 'definitions';
+        -- definitions and tenant policies are on every shard: they stay
+        CONTINUE WHEN t OPERATOR(pg_catalog.=) ANY (ARRAY['definitions', 'tenant_policies']);
         EXECUTE pg_catalog.format('DELETE FROM wf.%I x '
             'WHERE wf.tenant_partition(x.tenant_id, $1) OPERATOR(pg_catalog.=) $2', t) USING n, p;
         GET DIAGNOSTICS k = ROW_COUNT;
@@ -973,7 +1188,6 @@ DECLARE
     lo bigint;
     t text;
     c text;
-    seq text;
     last bigint;
 BEGIN
     IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
@@ -987,23 +1201,53 @@ BEGIN
     END IF;
     lo := block::bigint OPERATOR(pg_catalog.*) 1099511627776;
     FOR t, c IN SELECT i.tab, i.col FROM wf._partition_ids() i LOOP
-        seq := pg_catalog.pg_get_serial_sequence('wf.' OPERATOR(pg_catalog.||) t, c);
         EXECUTE pg_catalog.format('SELECT pg_catalog.max(x.%I) FROM wf.%I x', c, t) INTO last;
         IF last OPERATOR(pg_catalog.>=) (lo OPERATOR(pg_catalog.+) 1099511627776) THEN
             RAISE EXCEPTION 'cannot use id block %: wf.%.% has ids up to %, beyond it', block, t, c, last
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
-        IF lo OPERATOR(pg_catalog.>) 0
-           AND COALESCE(pg_catalog.pg_sequence_last_value(seq::regclass), 0) OPERATOR(pg_catalog.<) lo THEN
-            PERFORM pg_catalog.setval(seq, lo, true);
-        END IF;
     END LOOP;
-    RETURN lo OPERATOR(pg_catalog.+) 1;
+    RETURN wf._use_id_block(block);
 END
 $$;
 COMMENT ON FUNCTION wf.set_id_block(integer) IS
-'For superusers, on each shard once: the engine''s ids (tasks, timers, approvals, signals, definitions, ...) come from block * 2^40 + 1 on, so that no two shards hand out the same id and partitions can move between them; returns the first id.';
+'For superusers: the engine''s ids (tasks, timers, approvals, signals, definitions, ...) come from block * 2^40 + 1 to (block + 1) * 2^40, so that no two shards hand out the same id and partitions can move between them (wf.configure_shard sets it too); returns the first id.';
 REVOKE ALL ON FUNCTION wf.set_id_block(integer) FROM PUBLIC;
+
+-- a new shard takes every tenant's definitions (wfrouter.add_shard), under
+-- ids of its own block; what it has already stays
+CREATE FUNCTION wf.copy_definitions(defs jsonb)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k integer;
+BEGIN
+    PERFORM wf._partition_check('copy_definitions');
+    INSERT INTO wf.definitions (tenant_id, name, version, digest, spec, created_by, created_at)
+        SELECT d.tenant_id, d.name, d.version, d.digest, d.spec, d.created_by, d.created_at
+        FROM pg_catalog.jsonb_populate_recordset(NULL::wf.definitions, defs) d
+        ORDER BY d.definition_id
+        ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS k = ROW_COUNT;
+    RETURN k;
+END
+$$;
+COMMENT ON FUNCTION wf.copy_definitions(jsonb) IS
+'For superusers, on a shard that joins a cluster: the definitions of every tenant (rows of wf.definitions as JSON), under ids of this shard; returns how many it took.';
+REVOKE ALL ON FUNCTION wf.copy_definitions(jsonb) FROM PUBLIC;
+
+-- tenant_id in the replica identity of every table a move replicates
+ALTER TABLE wf.runs DROP CONSTRAINT runs_pkey, ADD PRIMARY KEY (run_id, tenant_id);
+ALTER TABLE wf.tasks DROP CONSTRAINT tasks_pkey, ADD PRIMARY KEY (task_id, tenant_id);
+ALTER TABLE wf.timers DROP CONSTRAINT timers_pkey, ADD PRIMARY KEY (timer_id, tenant_id);
+ALTER TABLE wf.approvals DROP CONSTRAINT approvals_pkey, ADD PRIMARY KEY (approval_id, tenant_id);
+ALTER TABLE wf.events REPLICA IDENTITY FULL;
+ALTER TABLE wf.suppressed_events REPLICA IDENTITY FULL;
+ALTER TABLE wf.approval_attempts REPLICA IDENTITY FULL;
+ALTER TABLE wf.signals REPLICA IDENTITY FULL;
+ALTER TABLE wf.buffered_events REPLICA IDENTITY FULL;
 
 -- ---------------------------------------------------------------------------
 -- One check per hot table (issue 13)

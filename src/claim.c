@@ -125,6 +125,7 @@
 #include "rowwrite.h"
 #include "runstore.h"
 #include "sensitive.h"
+#include "shard.h"
 #include "shmem.h"
 #include "spi_util.h"
 #include "tenant.h"
@@ -239,6 +240,9 @@ typedef struct ClaimedTask
 #define WF_CLAIM_RECHECK_MS 100
 /* how often a waiting claim looks for the queue's next available task */
 #define WF_CLAIM_LOOK_MS 1000
+
+/* on a shard, a waiting claim looks for a move's cut-over this often */
+#define WF_CLAIM_SHARD_LOOK_MS 100
 
 /* backend state of waiting claims: their wait event */
 static uint32 claim_wait_event = 0;
@@ -743,6 +747,9 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 		until = Min(w->deadline, Max(until, now + WF_CLAIM_RECHECK_MS * INT64CONST(1000)));
 	/* round up: waking a little late is harmless, early costs a retry */
 	sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
+	/* a shard: look for a waiting cut-over (WfShardCutoverWaiting) often */
+	if (WfShardSharded())
+		sleep_ms = Min(sleep_ms, WF_CLAIM_SHARD_LOOK_MS);
 
 	w->timed_out = false;
 	w->woken_at = 0;
@@ -960,6 +967,9 @@ wfengine_claim_tasks(PG_FUNCTION_ARGS)
 			n = claim_within_limit(&a, rows, req.wait_us > 0, &held_back);
 		if (n > 0 || req.wait_us == 0 || now >= w.deadline)
 			break;
+		/* a move's cut-over waits for this tenant's partition: end the wait */
+		if (WfShardCutoverWaiting())
+			break;
 		if (claim_sleep(&w, tenant, queue, now, gen, held_back))
 			CHECK_FOR_INTERRUPTS();
 	}
@@ -1150,6 +1160,8 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 		}
 		if (put > 0 || req.wait_us == 0 || now >= deadline)
 			break;
+		if (WfShardCutoverWaiting())
+			break;
 
 		if (next_wake <= now || now - looked_at >= WF_CLAIM_LOOK_MS * INT64CONST(1000))
 		{
@@ -1160,6 +1172,8 @@ wfengine_claim_tasks_any(PG_FUNCTION_ARGS)
 		if (held_back)
 			until = Min(deadline, Max(until, now + WF_CLAIM_RECHECK_MS * INT64CONST(1000)));
 		sleep_ms = Max((long) ((until - now + 999) / 1000), 1);
+		if (WfShardSharded())
+			sleep_ms = Min(sleep_ms, WF_CLAIM_SHARD_LOOK_MS);
 		if (prepared && !held_back)
 		{
 			/* a commit to one of the queues since the generations were read */

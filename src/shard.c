@@ -39,6 +39,8 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -49,6 +51,20 @@
 
 /* the most partitions a map may have (wf.configure_shard checks it too) */
 #define WF_SHARD_MAX_PARTITIONS 4096
+
+/*
+ * The partition lock: every API call of a tenant takes it in share mode,
+ * without waiting, for the rest of its transaction, and so does the engine
+ * worker for each due item it handles; the cut-over of a move
+ * (wf.move_out_cutover) takes it exclusively, which waits for the calls in
+ * flight and refuses new ones.  Field 4 of the advisory tag is the
+ * engine's own (tenant.h), so no SQL advisory lock can take it.
+ */
+#define WF_LOCK_PARTITION	0x5749
+#define WF_LOCK_PARTITION_KEY 0x77667368	/* "wfsh" */
+
+/* SQLSTATE of a tenant the map gives to another shard (docs/scale-out.md) */
+#define ERRCODE_WF_WRONG_SHARD	MAKE_SQLSTATE('5','5','W','0','1')
 
 /* what this backend knows of the map */
 typedef enum WfShardState
@@ -65,12 +81,14 @@ static Oid	shard_self_relid = InvalidOid;
 static int	shard_partitions = 0;	/* a power of 2 */
 static char *shard_self = NULL; /* in TopMemoryContext */
 static char **shard_owner = NULL;	/* per partition, in TopMemoryContext */
+static int64 shard_map_version = 0;
 static bool shard_callback = false;
 static bool shard_skip_next = false;	/* WfShardAllowAnyTenant */
+static int	shard_held = -1;		/* partition locked by this transaction's call */
 
 /* the statement that reads the map (not kept: read once per backend) */
 static const char *const shard_read_sql =
-"SELECT m.partition, m.shard, s.shard "
+"SELECT m.partition, m.shard, s.shard, s.map_version "
 "FROM wfshard.partitions m LEFT JOIN wfshard.self s ON true "
 "ORDER BY m.partition";
 
@@ -208,6 +226,9 @@ shard_load(void)
 						 errmsg("shard map is set but wfshard.self names no shard"),
 						 errhint("Set both with wf.configure_shard(self, map).")));
 			shard_self = MemoryContextStrdup(TopMemoryContext, self);
+			shard_map_version = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+			if (isnull)
+				shard_map_version = 0;
 		}
 	}
 	SPI_finish();
@@ -249,6 +270,46 @@ void
 WfShardXactEnd(void)
 {
 	shard_skip_next = false;
+	shard_held = -1;
+}
+
+/*
+ * partition_tag sets the lock tag of partition part of this database.
+ */
+static void
+partition_tag(LOCKTAG *tag, int part)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, WF_LOCK_PARTITION_KEY, (uint32) part,
+						 WF_LOCK_PARTITION);
+}
+
+/*
+ * try_partition takes partition part's lock in share mode without waiting;
+ * false when a cut-over holds it or waits for it.
+ */
+static bool
+try_partition(int part)
+{
+	LOCKTAG		tag;
+
+	partition_tag(&tag, part);
+	return LockAcquire(&tag, ShareLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * refuse_elsewhere reports a tenant whose partition the map gives to
+ * another shard.
+ */
+static void
+refuse_elsewhere(const char *tenant, int part)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_WF_WRONG_SHARD),
+			 errmsg("tenant \"%s\" does not live on shard \"%s\"", tenant, shard_self),
+			 errdetail("The tenant is in partition %d of %d, which the shard map (version %lld) gives to shard \"%s\".",
+					   part, shard_partitions, (long long) shard_map_version, shard_owner[part]),
+			 errhint("Connect to shard \"%s\", or call through the router (wfengine_router).",
+					 shard_owner[part])));
 }
 
 /*
@@ -277,13 +338,57 @@ WfShardCheckTenant(const char *tenant)
 
 	part = WfShardPartition(tenant, shard_partitions);
 	if (strcmp(shard_owner[part], shard_self) != 0)
+		refuse_elsewhere(tenant, part);
+
+	/*
+	 * The partition lock, in share mode for the rest of the transaction: a
+	 * cut-over that holds or awaits it refuses the call (it is over in
+	 * well under a second); then the map again, since the cut-over may
+	 * have given the partition away while this call looked.
+	 */
+	if (!try_partition(part))
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("tenant \"%s\" does not live on shard \"%s\"", tenant, shard_self),
-				 errdetail("The tenant is in partition %d of %d, which the shard map gives to shard \"%s\".",
-						   part, shard_partitions, shard_owner[part]),
-				 errhint("Connect to shard \"%s\", or call through the router (wfengine_router).",
-						 shard_owner[part])));
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("partition %d of tenant \"%s\" is moving to another shard", part, tenant),
+				 errdetail("The cut-over of wfrouter.move_partition holds the partition on shard \"%s\".",
+						   shard_self),
+				 errhint("Retry the call: a cut-over takes well under a second.")));
+	AcceptInvalidationMessages();
+	if (shard_state == WF_SHARD_UNKNOWN)
+		shard_load();
+	if (shard_state == WF_SHARD_ON)
+	{
+		part = WfShardPartition(tenant, shard_partitions);
+		if (strcmp(shard_owner[part], shard_self) != 0)
+			refuse_elsewhere(tenant, part);
+		shard_held = part;
+	}
+}
+
+/*
+ * WfShardCutoverWaiting returns true when a cut-over waits for the
+ * partition this transaction's API call holds: a waiting claim (claim.c)
+ * then ends its wait, so that the cut-over does not wait for it.
+ */
+bool
+WfShardCutoverWaiting(void)
+{
+	LOCKTAG		tag;
+
+	if (shard_held < 0)
+		return false;
+	partition_tag(&tag, shard_held);
+	return LockHasWaiters(&tag, ShareLock, false);
+}
+
+/*
+ * WfShardSharded is true when this database has a shard map (as far as
+ * this backend knows it).
+ */
+bool
+WfShardSharded(void)
+{
+	return shard_state == WF_SHARD_ON;
 }
 
 /*
@@ -297,13 +402,19 @@ WfShardCheckTenant(const char *tenant)
 bool
 WfShardTenantElsewhere(const char *tenant)
 {
+	int			part;
+
 	if (shard_state == WF_SHARD_OFF)
 		return false;
 	if (shard_state == WF_SHARD_UNKNOWN)
 		shard_load();
 	if (shard_state != WF_SHARD_ON)
 		return false;
-	return strcmp(shard_owner[WfShardPartition(tenant, shard_partitions)], shard_self) != 0;
+	part = WfShardPartition(tenant, shard_partitions);
+	if (strcmp(shard_owner[part], shard_self) != 0)
+		return true;
+	/* a cut-over holds the partition: leave it, and look again later */
+	return !try_partition(part);
 }
 
 PG_FUNCTION_INFO_V1(wfengine_shard_map_changed);
@@ -323,4 +434,33 @@ wfengine_shard_map_changed(PG_FUNCTION_ARGS)
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	shard_state = WF_SHARD_UNKNOWN;
 	return PointerGetDatum(NULL);
+}
+
+PG_FUNCTION_INFO_V1(wfengine_lock_partition);
+
+/*
+ * wfengine_lock_partition is wf._lock_partition(p): the cut-over of a move
+ * takes partition p exclusively, to the end of its transaction.  It waits
+ * for the API calls of the partition's tenants in flight (bounded by the
+ * caller's lock_timeout); while it waits, new calls are refused.  For
+ * superusers only.
+ */
+Datum
+wfengine_lock_partition(PG_FUNCTION_ARGS)
+{
+	int32		part = PG_GETARG_INT32(0);
+	LOCKTAG		tag;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function wf._lock_partition"),
+				 errhint("Moving a partition is for superusers.")));
+	if (part < 0 || part >= WF_SHARD_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition %d is out of range", part)));
+	partition_tag(&tag, part);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	PG_RETURN_BOOL(true);
 }

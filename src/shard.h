@@ -20,5 +20,7 @@ extern void WfShardAllowAnyTenant(void);
 extern void WfShardXactEnd(void);
 extern void WfShardCheckTenant(const char *tenant);
 extern bool WfShardTenantElsewhere(const char *tenant);
+extern bool WfShardCutoverWaiting(void);
+extern bool WfShardSharded(void);
 
 #endif							/* WF_SHARD_H */

@@ -169,9 +169,9 @@ SELECT col_not_null('wf', 'tasks', 'fence', 'wf.tasks.fence is NOT NULL');
 
 -- keys
 SELECT col_is_pk('wf', 'definitions', 'definition_id', 'wf.definitions primary key');
-SELECT col_is_pk('wf', 'runs', 'run_id', 'wf.runs primary key');
+SELECT col_is_pk('wf', 'runs', ARRAY['run_id', 'tenant_id'], 'wf.runs primary key: run_id, and tenant_id for the replica identity of a move (issue 30)');
 SELECT col_is_pk('wf', 'events', ARRAY['run_id', 'seq'], 'wf.events primary key is (run_id, seq)');
-SELECT col_is_pk('wf', 'tasks', 'task_id', 'wf.tasks primary key');
+SELECT col_is_pk('wf', 'tasks', ARRAY['task_id', 'tenant_id'], 'wf.tasks primary key: task_id, and tenant_id for the replica identity of a move (issue 30)');
 SELECT col_is_unique('wf', 'definitions', ARRAY['tenant_id', 'name', 'version'],
                      'a definition version is unique per tenant and name');
 SELECT col_is_unique('wf', 'definitions', ARRAY['tenant_id', 'name', 'digest'],

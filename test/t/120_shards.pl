@@ -100,7 +100,7 @@ CREATE ROLE ${t}_admin LOGIN IN ROLE wfengine_admin, wf_tenant_$t;
 		next unless $line =~ /^\| `([a-z_]+)` \|([^|]*)\|([^|]*)\|/;
 		my ($role, $member, $fns) = ($1, $2, $3);
 		$doc_member{$role} = [ sort ($member =~ /`([a-z_]+)`/g) ];
-		$doc_fns{$role} = { map { $norm->($_) => 1 } ($fns =~ /`((?:wf|wfrouter|plproxy)\.[a-z_]+\([^`]*\))`/g) };
+		$doc_fns{$role} = { map { $norm->($_) => 1 } ($fns =~ /`((?:wf|wfrouter|plproxy)\.(?:[a-z_]+|"[a-z_:]+")\([^`]*\))`/g) };
 	}
 	my @doc_roles = sort keys %doc_fns;
 	is(scalar(@doc_roles), 5, 'docs/scale-out.md: the router privileges of five roles are read');
@@ -344,7 +344,7 @@ my ($rc, $out, $err) = $shard{$wrong}->psql($db, "SELECT wf.start_run('order')",
 	extra_params => [ '-U', "${t}_app" ]);
 isnt($rc, 0, 'a start on the wrong shard fails');
 like($err, qr/tenant "$t" does not live on shard "$wrong"/, '... refused by the shard check');
-like($err, qr/which the shard map gives to shard "$home{$t}"/, '... naming the right shard');
+like($err, qr/which the shard map \(version \d+\) gives to shard "$home{$t}"/, '... naming the right shard and the map version');
 ($rc, $out, $err) = $shard{$wrong}->psql($db, "SELECT * FROM wf.claim_tasks('work', 'w')",
 	extra_params => [ '-U', "${t}_worker" ]);
 like($err, qr/does not live on shard/, 'a claim on the wrong shard is refused');
@@ -352,16 +352,25 @@ is($shard{$wrong}->safe_psql($db, "SELECT count(*) FROM wf.runs WHERE tenant_id 
 	'0', '... and nothing was written there');
 
 # ... and through a router whose map is stale (the tenant's partition
-# pointed at another shard): refused by that shard, not served
+# pointed at another shard): that shard refuses it with 55W01, the router
+# learns the shard's newer map and serves the call on the right shard
 my $part = $router->safe_psql('wfengine_router', "SELECT wfrouter.tenant_partition('$t')");
 $router->safe_psql('wfengine_router',
 	"UPDATE wfrouter.partitions SET shard = '$wrong' WHERE partition = $part");
-($rc, $out, $err) = $router->psql('wfengine_router', "SELECT wf.start_run('order')",
+($rc, $out, $err) = $router->psql('wfengine_router', "SELECT wf.run_status(wf.start_run('order'))",
 	extra_params => [ '-U', "${t}_app" ]);
-like($err, qr/\[$wrong\]|does not live on shard "$wrong"/, 'a stale router reaches the wrong shard');
-like($err, qr/does not live on shard "$wrong"/, '... which refuses the call');
+is($rc, 0, 'a stale router is refused by the wrong shard, learns the map and serves the call');
+is($router->safe_psql('wfengine_router', "SELECT shard FROM wfrouter.partitions WHERE partition = $part"),
+	$home{$t}, '... and keeps the learned map');
+# a map that is not newer is not learned: the call is refused, retryable
 $router->safe_psql('wfengine_router',
-	"UPDATE wfrouter.partitions SET shard = '$home{$t}' WHERE partition = $part");
+	"UPDATE wfrouter.partitions SET shard = '$wrong' WHERE partition = $part; UPDATE wfrouter.config SET map_version = 1000");
+($rc, $out, $err) = $router->psql('wfengine_router', "\\set VERBOSITY verbose\nSELECT wf.start_run('order')",
+	extra_params => [ '-U', "${t}_app" ]);
+like($err, qr/40001: tenant "$t" is moving to another shard/, 'a router whose map is newer than the shard\'s answers 40001');
+like($err, qr/does not live on shard "$wrong"/, '... with the shard\'s refusal');
+$router->safe_psql('wfengine_router',
+	"UPDATE wfrouter.partitions SET shard = '$home{$t}' WHERE partition = $part; UPDATE wfrouter.config SET map_version = 0");
 like(via_router("${t}_app", "SELECT wf.start_run('order')"), qr/^[0-9a-f-]{36}$/,
 	'with the map put right, the router reaches the right shard again');
 

@@ -30,11 +30,11 @@ plan skip_all => "dblink is not installed ($sharedir/extension/dblink.control)"
 
 my $db = 'wf';
 my ($shardref, $router) = wf_shards(prefix => 'wf_move', db => $db,
-	conf => "wfengine.naptime = 200\n", id_blocks => 1);
+	conf => "wfengine.naptime = 200\n");
 my %shard = %$shardref;
 my @shards = sort keys %shard;
 my $map = $router->safe_psql('wfengine_router', 'SELECT wfrouter.shard_map()');
-$shard{$_}->safe_psql($db, "SELECT wf.configure_shard('$_', '$map')") for @shards;
+# wfrouter.configure configured every shard (name, id block, map)
 
 sub r_sql { return $router->safe_psql('wfengine_router', $_[0]); }
 
@@ -294,9 +294,9 @@ for my $t ($tc, $td)
 }
 
 # tenants may not move partitions themselves
-my ($rc, $out, $err) = $shard{s2}->psql($db, "SELECT wf.export_partition($p)",
+my ($rc, $out, $err) = $shard{s2}->psql($db, "SELECT wf.move_out_begin($p)",
 	extra_params => [ '-U', "${ta}_admin" ]);
-like($err, qr/permission denied for function/, 'a tenant cannot export a partition');
+like($err, qr/permission denied for function/, 'a tenant cannot publish a partition');
 ($rc, $out, $err) = $router->psql('wfengine_router', "SELECT wfrouter.move_partition($p, 's1')",
 	extra_params => [ '-U', "${ta}_admin" ]);
 like($err, qr/permission denied for function/, 'a tenant cannot move a partition');

@@ -41,8 +41,7 @@ sub wf_shards
 	my (%o) = @_;
 	my $db = $o{db} // 'wf';
 	my %shard;
-	my $block = 0;
-	for my $name (qw(s1 s2 s3))
+	for my $name (@{ $o{names} // [qw(s1 s2 s3)] })
 	{
 		my $node = PostgreSQL::Test::Cluster->new("$o{prefix}_$name");
 		$node->init;
@@ -51,15 +50,13 @@ sub wf_shards
 shared_preload_libraries = 'wfengine,pg_cron'
 cron.database_name = 'postgres'
 wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd'
+wal_level = logical
+max_wal_senders = 10
+max_replication_slots = 10
 ) . ($o{conf} // ''));
 		$node->start;
 		$node->safe_psql('postgres', "CREATE DATABASE $db");
 		$node->safe_psql($db, 'CREATE EXTENSION wfengine');
-		if ($o{id_blocks})
-		{
-			$block++;
-			$node->safe_psql($db, "SELECT wf.set_id_block($block)");
-		}
 		$shard{$name} = $node;
 	}
 	my $router = PostgreSQL::Test::Cluster->new("$o{prefix}_router");
@@ -70,7 +67,8 @@ wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef01234
 	my $shards_json = join(', ',
 		map { sprintf('"%s": "host=%s port=%d dbname=%s"', $_, $shard{$_}->host, $shard{$_}->port, $db) }
 		  sort keys %shard);
-	my $n = $router->safe_psql('wfengine_router', "SELECT wfrouter.configure('{$shards_json}', 64)");
+	# the router configures every shard (name, id block, map) as it goes
+	my $n = $router->safe_psql('wfengine_router', "SELECT wfrouter.configure('{$shards_json}', " . ($o{partitions} // 64) . ")");
 	die "the router has $n shards, not 3" unless $n eq '3';
 	return (\%shard, $router);
 }

@@ -1,0 +1,232 @@
+
+# Copyright (c) 2026, wfengine developers
+
+# A sharded cluster that grows (issue 30), as docs/scale-out.md sets it up:
+# a router and three shards (wfrouter.configure configures each shard: its
+# name, its id block, the map), six tenants routed through the router, a
+# load that starts runs and claims and completes their tasks through the
+# router while a partition moves there, back and back again on logical
+# replication, a fourth shard added (wfrouter.add_shard) and the cluster
+# rebalanced onto it, a second router serving the same tenants (it learns
+# the map from the shards), and a shard stopped (08006 naming it).
+# Afterwards: no id on two shards, every acknowledged run present once and
+# verified, every acknowledged completion in its run's history, and the
+# longest span in which the moving tenant was refused under a second.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;
+
+my $sharedir = `pg_config --sharedir`;
+chomp $sharedir;
+plan skip_all => "PL/Proxy is not installed ($sharedir/extension/plproxy.control)"
+  unless -f "$sharedir/extension/plproxy.control";
+
+my $db = 'wf';
+my ($shardref, $router) = wf_shards(prefix => 'wf_grow', db => $db, partitions => 16,
+	conf => "wfengine.naptime = 200\n");
+my %shard = %$shardref;
+sub r_sql { return $router->safe_psql('wfengine_router', $_[0]); }
+
+# every shard was configured by wfrouter.configure: its own id block
+is(join(',', map { $shard{$_}->safe_psql($db, 'SELECT wf._id_block()') } sort keys %shard),
+	'1,2,3', 'wfrouter.configure gave each shard its own id block');
+
+# a fourth shard, created now, added later
+my $s4 = PostgreSQL::Test::Cluster->new('wf_grow_s4');
+$s4->init;
+$s4->append_conf('postgresql.conf', qq(
+shared_preload_libraries = 'wfengine,pg_cron'
+cron.database_name = 'postgres'
+wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd'
+wal_level = logical
+max_wal_senders = 10
+max_replication_slots = 10
+wfengine.naptime = 200
+));
+$s4->start;
+$s4->safe_psql('postgres', "CREATE DATABASE $db");
+$s4->safe_psql($db, 'CREATE EXTENSION wfengine');
+my @nodes = (map({ [ $_, $shard{$_} ] } sort keys %shard), [ 's4', $s4 ]);
+
+# six tenants, each with one login for the application and its worker
+my @tenants = map { "g$_" } 1 .. 6;
+for my $t (@tenants)
+{
+	my $roles = "CREATE ROLE ${t}_all LOGIN IN ROLE wfengine_admin, wfengine_worker, wf_tenant_$t;";
+	$_->[1]->safe_psql($db, "SELECT wf.create_tenant('$t'); $roles") for @nodes;
+	r_sql("CREATE ROLE wf_tenant_$t NOLOGIN; $roles");
+}
+sub via_router
+{
+	my ($t, $sql) = @_;
+	return $router->safe_psql('wfengine_router', $sql, extra_params => [ '-U', "${t}_all" ]);
+}
+my $def = q{{"steps": [{"name": "work", "queue": "work"}, {"name": "more", "queue": "work"}]}};
+via_router($_, "SELECT wf.publish_definition('job', '$def')") for @tenants;
+
+# the workers' lookups work for the job roles
+like(via_router($tenants[0], "SELECT wfrouter.tenant_shard('$tenants[0]') || wfrouter.tenant_partition('$tenants[0]') || cardinality(wfrouter.shard_map())"),
+	qr/^s\d\d+16$/, 'a worker login reads tenant_shard, tenant_partition and shard_map');
+
+# the tenant that moves
+my $mt = $tenants[0];
+my $p = r_sql("SELECT wfrouter.tenant_partition('$mt')");
+my $home = r_sql("SELECT wfrouter.tenant_shard('$mt')");
+my ($away) = grep { $_ ne $home } sort keys %shard;
+note "tenant $mt, partition $p, on $home; moves to $away and back";
+
+# the load: one session of the moving tenant through the router starts runs,
+# claims and completes; every acknowledged call is logged, and every span of
+# refused calls timed
+my (%acked_runs, @acked_done, @spans, $refused_since);
+my $load = $router->background_psql('wfengine_router', on_error_stop => 0,
+	extra_params => [ '-U', "${mt}_all" ]);
+sub load_step
+{
+	my $out = $load->query(q{SELECT 'run:' || wf.start_run('job');
+SELECT 'done:' || c.task_id || ':' || c.fence || ':' || wf.complete_task(c.task_id, c.fence, '{"ok": true}')
+FROM wf.claim_tasks('work', 'w', 4) c;});
+	my $err = $load->{stderr} // '';
+	$load->{stderr} = '';
+	my $now = time;
+	for (split /\n/, $out)
+	{
+		$acked_runs{$1} = 1 if /^run:(\S+)$/;
+		push @acked_done, [ $1, $2 ] if /^done:(\d+):(\d+):accepted$/;
+	}
+	if ($err =~ /ERROR/)
+	{
+		die "the load failed with something else than a retryable refusal: $err"
+		  unless $err =~ /is moving to another shard|is moving to another shard|40001|serialization/;
+		$refused_since //= $now;
+	}
+	elsif (defined $refused_since)
+	{
+		push @spans, $now - $refused_since;
+		undef $refused_since;
+	}
+}
+sub load_while_moving
+{
+	my ($to) = @_;
+	my $mover = $router->background_psql('wfengine_router', on_error_stop => 0);
+	$mover->query_until(qr/started/, "\\echo started\nSELECT 'moved:' || wfrouter.move_partition($p, '$to');\n\\echo finished\n");
+	my $t0 = time;
+	while (time - $t0 < 120)
+	{
+		load_step();
+		$mover->{run}->pump_nb;
+		last if ($mover->{stdout} // '') =~ /finished/;
+		usleep(5_000);
+	}
+	my $out = $mover->{stdout};
+	my $err = $mover->{stderr};
+	$mover->quit;
+	like($out, qr/moved:\d+/, "partition $p moved to $to under load") or diag $err;
+	load_step() for 1 .. 5;
+}
+load_step() for 1 .. 20;
+load_while_moving($away);
+is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $away, "the router sends $mt to $away");
+load_while_moving($home);
+load_while_moving($away);
+is(r_sql("SELECT phase FROM wfrouter.moves ORDER BY move_id DESC LIMIT 1"), 'done', 'wfrouter.moves shows the move done');
+ok(r_sql("SELECT bool_and(dark_ms < 1000 AND tables_total > 0) FROM wfrouter.moves") eq 't',
+	'every move reports its tables and a cut-over under a second');
+
+# a fourth shard and a rebalance onto it
+my $s4connstr = sprintf('host=%s port=%d dbname=%s', $s4->host, $s4->port, $db);
+is(r_sql("SELECT wfrouter.add_shard('s4', '$s4connstr')"), '4', 'wfrouter.add_shard: s4 takes id block 4');
+is($s4->safe_psql($db, "SELECT count(*) FROM wf.definitions WHERE name = 'job'"), '6',
+	'... and every tenant\'s definitions');
+my $plan = r_sql("SELECT string_agg(partition || ':' || from_shard || '>' || to_shard, ' ') FROM wfrouter.rebalance()");
+like($plan, qr/>s4/, "the dry run plans moves onto s4: $plan");
+is(r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL"), '0', '... and makes none');
+load_step() for 1 .. 5;
+r_sql("SELECT count(*) FROM wfrouter.rebalance(false)");
+ok(r_sql("SELECT count(*) FROM wfrouter.partitions WHERE shard = 's4'") > 0, 's4 owns partitions after the rebalance')
+  or diag r_sql("SELECT string_agg(m::text, E'\n') FROM wfrouter.moves m") . "\n" . r_sql("SELECT c::text FROM wfrouter.config c") . "\n" . $s4->safe_psql($db, 'SELECT s::text FROM wfshard.self s');
+load_step() for 1 .. 20;
+
+# a second router (a database of its own, configured without touching the
+# shards) learns the map from the shards' refusals
+$router->safe_psql('postgres', 'CREATE DATABASE wfengine_router2');
+$router->safe_psql('wfengine_router2', 'CREATE EXTENSION wfengine_router CASCADE');
+my $shards_json = join(', ', map { sprintf('"%s": "host=%s port=%d dbname=%s"', $_, $shard{$_}->host, $shard{$_}->port, $db) } sort keys %shard);
+$router->safe_psql('wfengine_router2', "SELECT wfrouter.configure('{$shards_json}', 16, false); SELECT wfrouter.add_shard('s4', '$s4connstr');");
+for my $t (@tenants)
+{
+	my $n = $router->safe_psql('wfengine_router2', "SELECT count(*) FROM wf.cancel_runs('none', '{\"status\": \"nothing\"}')",
+		extra_params => [ '-U', "${t}_all" ]);
+	is($n, '0', "the second router serves tenant $t");
+}
+is($router->safe_psql('wfengine_router2', 'SELECT wfrouter.shard_map()'), r_sql('SELECT wfrouter.shard_map()'),
+	'... and has learned the same map as the first');
+
+# finish the load's runs, then check the cluster
+for (1 .. 40) { load_step(); last unless r_sql('SELECT 1') ne '1'; }
+$load->quit;
+
+# no id on two shards
+for my $q (
+	[ 'runs', 'run_id::text' ], [ 'tasks', 'task_id::text' ], [ 'timers', 'timer_id::text' ],
+	[ 'approvals', 'approval_id::text' ], [ 'signals', 'signal_id::text' ],
+	[ 'events', "run_id || ':' || seq" ], [ 'definitions', 'definition_id::text' ])
+{
+	my %where;
+	my @dup;
+	for my $n (@nodes)
+	{
+		for my $id (split /\n/, $n->[1]->safe_psql($db, "SELECT $q->[1] FROM wf.$q->[0]"))
+		{
+			push @dup, "$id ($where{$id}, $n->[0])" if exists $where{$id};
+			$where{$id} = $n->[0];
+		}
+	}
+	is(scalar(@dup), 0, "no id of wf.$q->[0] on two shards") or diag join(', ', @dup[ 0 .. 4 ]);
+}
+
+# every acknowledged run present once, on its tenant's shard, and verified
+my $final = r_sql("SELECT wfrouter.tenant_shard('$mt')");
+my %node = map { $_->[0] => $_->[1] } @nodes;
+my $ids = join(',', map { "'$_'" } sort keys %acked_runs);
+my $found = 0;
+$found += $_->[1]->safe_psql($db, "SELECT count(*) FROM wf.runs WHERE run_id IN ($ids)") for @nodes;
+is($found, scalar(keys %acked_runs), scalar(keys %acked_runs) . ' acknowledged starts: every run present once in the cluster');
+is($node{$final}->safe_psql($db, "SELECT count(*) FROM wf.runs WHERE run_id IN ($ids) AND wf.verify_run(run_id)"),
+	scalar(keys %acked_runs), "... all on $final, and every one verifies");
+my $done = join(',', map { "($_->[0], $_->[1])" } @acked_done);
+is($node{$final}->safe_psql($db, qq{SELECT count(*) FROM (VALUES $done) a(task_id, fence)
+WHERE (SELECT count(*) FROM wf.events e WHERE e.type = 'task_completed'
+       AND (e.payload->>'task_id')::bigint = a.task_id AND (e.payload->>'fence')::bigint = a.fence) = 1}),
+	scalar(@acked_done), scalar(@acked_done) . ' acknowledged completions: each in its history exactly once');
+
+# the moving tenant was refused only during cut-overs
+my ($longest) = sort { $b <=> $a } (@spans, 0);
+note sprintf('refused spans of %s: %s', $mt, join(', ', map { sprintf('%.0f ms', $_ * 1000) } @spans));
+cmp_ok($longest, '<', 1.0, sprintf('the longest span in which %s was refused: %.0f ms', $mt, $longest * 1000));
+
+# a shard that cannot be reached: 08006, naming the shard
+my ($victim) = grep { $_ ne $final } sort keys %shard;
+my ($vt) = grep { r_sql("SELECT wfrouter.tenant_shard('$_')") eq $victim } @tenants;
+SKIP:
+{
+	skip "no tenant on $victim", 2 unless defined $vt;
+	$shard{$victim}->stop('immediate');
+	my ($rc, $out, $err) = $router->psql('wfengine_router', "\\set VERBOSITY verbose\nSELECT wf.start_run('job')",
+		extra_params => [ '-U', "${vt}_all" ]);
+	like($err, qr/08006: shard "$victim" of tenant "$vt" cannot be reached/, 'a stopped shard: 08006 naming it');
+	unlike($err, qr/XX000/, '... never XX000');
+}
+
+$router->stop;
+$_->[1]->stop for grep { $_->[1]->{_pid} } @nodes;
+done_testing();
