@@ -669,7 +669,8 @@ RETURNS text[]
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT pg_catalog.array_agg(CASE WHEN m.partition OPERATOR(pg_catalog.=) p THEN shard ELSE m.shard END ORDER BY m.partition)
+-- ($2: the name shard would be the column m.shard here)
+SELECT pg_catalog.array_agg(CASE WHEN m.partition OPERATOR(pg_catalog.=) $1 THEN $2 ELSE m.shard END ORDER BY m.partition)
 FROM wfrouter.partitions m
 $$;
 
