@@ -737,7 +737,7 @@ BEGIN
                 PERFORM wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.move_in_begin(%s, %L::jsonb)', p,
                     wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.partition_definitions(%s)', p))));
                 PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format(
-                    'CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (copy_data = true)',
+                    'CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (copy_data = true, synchronous_commit = on)',
                     sub, wfrouter._connstr(from_shard), sub));
             END IF;
             LOOP
@@ -760,6 +760,8 @@ BEGIN
                 EXIT WHEN lag OPERATOR(pg_catalog.<) 1048576 OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
                 PERFORM pg_catalog.pg_sleep(0.05);
             END LOOP;
+            -- and the runs changed meanwhile, so that the cut-over verifies few
+            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
         END IF;
         -- 2. the cut-over: the partition is refused from the source's lock
         -- to the target's commit

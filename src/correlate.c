@@ -55,7 +55,7 @@ static const WfPlanSpec correlate_plan_specs[] = {
 		" FROM wf.buffered_events b"
 		" WHERE b.tenant_id OPERATOR(pg_catalog.=) $1 AND b.key OPERATOR(pg_catalog.=) $2"
 		" AND b.delivered_at IS NULL AND b.expires_at OPERATOR(pg_catalog.>) $3"
-		" AND b.name OPERATOR(pg_catalog.=) ANY ($4) ORDER BY b.buffer_id",
+		" AND b.name OPERATOR(pg_catalog.=) ANY ($4) ORDER BY b.received_at, b.buffer_id",
 		4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTARRAYOID}
 	},
 	[PLAN_BUFFERED_DELIVER] = {

@@ -395,6 +395,18 @@ check_identity(const WfRunState *stored, ReplayLog *log)
 }
 
 /*
+ * expected_task_cmp orders the attempts of a history by task id.
+ */
+static int
+expected_task_cmp(const void *a, const void *b)
+{
+	int64		x = (*(ExpectedTask *const *) a)->task_id;
+	int64		y = (*(ExpectedTask *const *) b)->task_id;
+
+	return (x > y) - (x < y);
+}
+
+/*
  * check_tasks compares wf.tasks with the attempts the history scheduled.
  */
 static const char *
@@ -404,6 +416,7 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 	uint64		n;
 	uint64		i;
 	int			live PG_USED_FOR_ASSERTS_ONLY = 0;
+	ExpectedTask **byid;
 
 	values[0] = UUIDPGetDatum(&stored->run_id);
 	n = WfPlanExec(&WfReplayPlans, PLAN_TASKS_OF_RUN, values, NULL, true, 0, SPI_OK_SELECT);
@@ -411,10 +424,19 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 		return psprintf("The history scheduled %d attempts of the run, wf.tasks holds %d",
 						log->ntasks, (int) n);
 
-	/* both lists are in task_id order: ids come from a sequence */
+	/*
+	 * Both lists in task_id order.  Not the history's order: a run that
+	 * moved between shards has ids of each shard's block, and a later
+	 * attempt's id may be lower (docs/scale-out.md).
+	 */
+	byid = palloc(sizeof(ExpectedTask *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		byid[i] = &log->tasks[i];
+	if (n > 1)
+		qsort(byid, n, sizeof(ExpectedTask *), expected_task_cmp);
 	for (i = 0; i < n; i++)
 	{
-		ExpectedTask *t = &log->tasks[i];
+		ExpectedTask *t = byid[i];
 		int64		task_id = DatumGetInt64(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_TASK_ID));
 		char	   *step = WfGetTextOrNull(i, TASKS_OF_RUN_COL_STEP);
 		int32		attempt = DatumGetInt32(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_ATTEMPT));

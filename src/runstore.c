@@ -119,7 +119,7 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"last_task_of_step",
 		"SELECT t.status, t.visit, t.attempt, t.input FROM wf.tasks t "
 		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.step OPERATOR(pg_catalog.=) $2 "
-		"ORDER BY t.task_id DESC LIMIT 1",
+		"ORDER BY t.visit DESC, t.attempt DESC LIMIT 1",
 		2, {UUIDOID, TEXTOID}
 	},
 	[WF_RUNSTORE_TASK_RESUME] = {

@@ -62,7 +62,7 @@ static const WfPlanSpec step_wait_plan_specs[] = {
 		"UPDATE wf.signals sg SET consumed_at = $3, consumed_by = $4 "
 		"WHERE sg.signal_id OPERATOR(pg_catalog.=) (SELECT s.signal_id FROM wf.signals s"
 		" WHERE s.run_id OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2"
-		" AND s.consumed_at IS NULL ORDER BY s.signal_id LIMIT 1) "
+		" AND s.consumed_at IS NULL ORDER BY s.received_at, s.signal_id LIMIT 1) "
 		"RETURNING sg.signal_id, sg.event_id, sg.payload",
 		4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
 	},
