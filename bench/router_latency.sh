@@ -57,16 +57,22 @@ q -p $RP -d wfengine_router -c "SELECT wfrouter.configure('{\"s1\": \"host=$DIR 
 
 echo "SELECT wf.run_status('$run');" >"$DIR/read.sql"
 echo "SELECT wf.start_run('lat');" >"$DIR/write.sql"
-lat() {
+lat() { # lat PORT DB SCRIPT: "p50 p99" in ms, from pgbench's per-transaction log
 	local port=$1 db=$2 script=$3
-	"$BIN/pgbench" -n -M prepared -c 1 -T "$SECONDS_PER" -h "$DIR" -p "$port" -U postgres \
-		-f "$DIR/$script" "$db" 2>/dev/null | sed -n 's/^latency average = \([0-9.]*\) ms$/\1/p'
+	rm -f "$DIR"/lat.*
+	(cd "$DIR" && "$BIN/pgbench" -n -M prepared -c 1 -T "$SECONDS_PER" -h "$DIR" -p "$port" -U postgres \
+		-l --log-prefix=lat -f "$DIR/$script" "$db" >/dev/null 2>&1)
+	# field 3 of the log: the transaction's latency in microseconds
+	cat "$DIR"/lat.* | awk '{ print $3 }' | sort -n |
+		awk '{ v[NR] = $1 } END { printf "%.3f %.3f\n", v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }'
 }
-echo "call            direct (ms)  router (ms)"
+echo "call   round    direct p50   p99 (ms)    router p50   p99 (ms)   added p50   p99"
 for ((r = 1; r <= ROUNDS; r++)); do
 	for s in read write; do
-		d=$(lat $SP wf $s.sql)
-		t=$(lat $RP wfengine_router $s.sql)
-		printf '%-5s round %d  %11s  %11s\n' "$s" "$r" "$d" "$t"
+		read -r d50 d99 < <(lat $SP wf $s.sql)
+		read -r t50 t99 < <(lat $RP wfengine_router $s.sql)
+		printf '%-5s  %d     %10s %8s     %10s %8s    %8s %8s\n' "$s" "$r" "$d50" "$d99" "$t50" "$t99" \
+			"$(awk -v a="$t50" -v b="$d50" 'BEGIN { printf "%.3f", a - b }')" \
+			"$(awk -v a="$t99" -v b="$d99" 'BEGIN { printf "%.3f", a - b }')"
 	done
 done

@@ -21,6 +21,12 @@
 # shares this machine's CPUs: the figure says what splitting the data over
 # three servers does on the same cores, not what three machines would do.
 #
+# A fifth cluster, "router", runs wfengine_router (PL/Proxy) over s1, s2,
+# s3 (wfrouter.configure, which also configures the shards: their names,
+# id blocks and the map); the third kind of cell runs the same eight
+# clients against the router, which routes every call (start, claim,
+# complete) to the tenant's shard.
+#
 # Environment: BENCH_SECONDS (default 10), ROUNDS (default 3), PG_CONFIG.
 set -euo pipefail
 
@@ -36,8 +42,8 @@ as_owner() { if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi; 
 DIR=$(mktemp -d /tmp/wf-shards-bench.XXXXXX)
 chmod 755 "$DIR"
 if ((EUID == 0)); then chown postgres: "$DIR"; fi
-NODES=(one s1 s2 s3)
-declare -A PORT=([one]=5501 [s1]=5502 [s2]=5503 [s3]=5504)
+NODES=(one s1 s2 s3 router)
+declare -A PORT=([one]=5501 [s1]=5502 [s2]=5503 [s3]=5504 [router]=5505)
 cleanup() {
 	for n in "${NODES[@]}"; do as_owner "$BIN/pg_ctl" -D "$DIR/$n" -m immediate stop >/dev/null 2>&1 || true; done
 	rm -rf "$DIR"
@@ -61,7 +67,11 @@ for n in "${NODES[@]}"; do
 	} | as_owner tee -a "$DIR/$n/postgresql.conf" >/dev/null
 	as_owner "$BIN/pg_ctl" -D "$DIR/$n" -l "$DIR/$n.log" -w start >/dev/null
 	q "$n" -d postgres -c "CREATE DATABASE wf"
-	q "$n" -d wf -c "CREATE EXTENSION wfengine" >/dev/null
+	if [[ $n == router ]]; then
+		q "$n" -d wf -c "CREATE EXTENSION wfengine_router CASCADE" >/dev/null 2>&1
+	else
+		q "$n" -d wf -c "CREATE EXTENSION wfengine" >/dev/null
+	fi
 done
 
 # the map: partition p to shard s((p mod 3) + 1), as wfrouter.configure deals them
@@ -80,15 +90,17 @@ for ((i = 1; ${#TENANTS[@]} < 8; i++)); do
 done
 for n in "${NODES[@]}"; do
 	for t in "${TENANTS[@]}"; do
-		q "$n" -d wf >/dev/null <<-EOS
-			SELECT wf.create_tenant('$t');
-			CREATE ROLE ${t}_w LOGIN IN ROLE wfengine_admin, wfengine_worker, wf_tenant_$t;
-		EOS
+		if [[ $n == router ]]; then
+			q "$n" -d wf -c "CREATE ROLE wf_tenant_$t NOLOGIN" >/dev/null
+		else
+			q "$n" -d wf -c "SELECT wf.create_tenant('$t')" >/dev/null
+		fi
+		q "$n" -d wf -c "CREATE ROLE ${t}_w LOGIN IN ROLE wfengine_admin, wfengine_worker, wf_tenant_$t" >/dev/null
 	done
-	if [[ $n != one ]]; then
-		q "$n" -d wf -c "SELECT wf.configure_shard('$n', '$MAP')" >/dev/null
-	fi
 done
+# the router configures the shards: names, id blocks, the map
+q router -d wf -c "SELECT wfrouter.configure('{\"s1\": \"host=$DIR port=${PORT[s1]} dbname=wf\", \"s2\": \"host=$DIR port=${PORT[s2]} dbname=wf\", \"s3\": \"host=$DIR port=${PORT[s3]} dbname=wf\"}', 64)" >/dev/null
+[[ $(q router -d wf -c "SELECT wfrouter.shard_map()") == "$MAP" ]] || { echo "shards.sh: the router's map is not $MAP" >&2; exit 1; }
 # each tenant's definition where it lives (the unsharded install, its shard)
 for t in "${TENANTS[@]}"; do
 	for n in one "${HOME_OF[$t]}"; do
@@ -121,7 +133,8 @@ completed() { # completed NODE...: completed tasks in those clusters
 	for n in "$@"; do sum=$((sum + $(q "$n" -d wf -c "SELECT count(*) FROM wf.tasks WHERE status = 'completed'"))); done
 	echo "$sum"
 }
-# cell MODE: prints "cycles/s cpu%" for the eight clients against "one" or their shards
+# cell MODE: prints "cycles/s cpu%" for the eight clients against "one",
+# their shards ("three") or the router ("router")
 cell() {
 	local mode=$1 t n before after b0 b1 pids=()
 	local -a used
@@ -130,7 +143,11 @@ cell() {
 	before=$(completed "${used[@]}")
 	b0=$(cpu_busy_ticks)
 	for t in "${TENANTS[@]}"; do
-		if [[ $mode == one ]]; then n=one; else n=${HOME_OF[$t]}; fi
+		case $mode in
+		one) n=one ;;
+		router) n=router ;;
+		*) n=${HOME_OF[$t]} ;;
+		esac
 		"$BIN/pgbench" -n -M prepared -c 1 -j 1 -T "$SECONDS_PER" -h "$DIR" -p "${PORT[$n]}" \
 			-U "${t}_w" -f "$DIR/cycle.sql" wf >"$DIR/pgbench.$t.log" 2>&1 &
 		pids+=($!)
@@ -144,20 +161,24 @@ cell() {
 
 echo "8 clients (one pgbench each, one tenant each), ${SECONDS_PER} s cells, $(nproc) CPUs shared by every cluster"
 echo "tenants: $(for t in "${TENANTS[@]}"; do printf '%s:%s ' "$t" "${HOME_OF[$t]}"; done)"
-printf '%-7s %16s %8s %16s %8s\n' round "one (cycles/s)" "cpu %" "three (cycles/s)" "cpu %"
-ones=() threes=()
+printf '%-7s %16s %8s %16s %8s %17s %8s\n' round "one (cycles/s)" "cpu %" "three (cycles/s)" "cpu %" "router (cycles/s)" "cpu %"
+ones=() threes=() routers=()
 for ((r = 1; r <= ROUNDS; r++)); do
 	if ((r % 2)); then
 		read -r o oc < <(cell one)
 		read -r th tc < <(cell three)
+		read -r ro rc < <(cell router)
 	else
+		read -r ro rc < <(cell router)
 		read -r th tc < <(cell three)
 		read -r o oc < <(cell one)
 	fi
-	ones+=("$o") threes+=("$th")
-	printf '%-7s %16s %8s %16s %8s\n' "$r" "$o" "$oc" "$th" "$tc"
+	ones+=("$o") threes+=("$th") routers+=("$ro")
+	printf '%-7s %16s %8s %16s %8s %17s %8s\n' "$r" "$o" "$oc" "$th" "$tc" "$ro" "$rc"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mo=$(median "${ones[@]}")
 mt=$(median "${threes[@]}")
+mr=$(median "${routers[@]}")
 echo "median: one $mo cycles/s, three shards $mt cycles/s, three/one = $(awk -v a="$mt" -v b="$mo" 'BEGIN { printf "%.2f", a / b }')"
+echo "median: three shards through the router $mr cycles/s, router/one = $(awk -v a="$mr" -v b="$mo" 'BEGIN { printf "%.2f", a / b }'), router/direct = $(awk -v a="$mr" -v b="$mt" 'BEGIN { printf "%.2f", a / b }')"

@@ -2500,6 +2500,46 @@ AS $$ SELECT * FROM wfrouter."r:start_runs"($1, $2, $3, $4) $$;
 
 GRANT EXECUTE ON FUNCTION wfrouter."p:start_runs"(text, jsonb[], text[], integer), wfrouter."r:start_runs"(text, jsonb[], text[], integer), wf.start_runs(text, jsonb[], text[], integer) TO wfengine_app;
 
+CREATE FUNCTION wfrouter."p:list_runs"(filter jsonb DEFAULT '{}'::jsonb, max_runs integer DEFAULT 100, after uuid DEFAULT NULL::uuid)
+RETURNS TABLE(run_id uuid, definition_name text, definition_version integer, status text, current_step text, created_at timestamp with time zone, finished_at timestamp with time zone)
+LANGUAGE plproxy AS $$
+    CLUSTER 'wfengine';
+    RUN ON wfrouter.route();
+    TARGET wf.list_runs;
+$$;
+
+CREATE FUNCTION wfrouter."r:list_runs"(jsonb, integer, uuid)
+RETURNS TABLE("o:run_id" uuid, "o:definition_name" text, "o:definition_version" integer, "o:status" text, "o:current_step" text, "o:created_at" timestamp with time zone, "o:finished_at" timestamp with time zone)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tries integer := 0;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    LOOP
+        BEGIN
+            RETURN QUERY SELECT * FROM wfrouter."p:list_runs"($1, $2, $3);
+            RETURN;
+        EXCEPTION WHEN SQLSTATE '55W01' OR SQLSTATE 'XX000' THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+            tries := wfrouter._retry(tries, st, msg, det, hnt);
+        END;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION wf.list_runs(filter jsonb DEFAULT '{}'::jsonb, max_runs integer DEFAULT 100, after uuid DEFAULT NULL::uuid)
+RETURNS TABLE(run_id uuid, definition_name text, definition_version integer, status text, current_step text, created_at timestamp with time zone, finished_at timestamp with time zone)
+LANGUAGE sql
+AS $$ SELECT * FROM wfrouter."r:list_runs"($1, $2, $3) $$;
+
+GRANT EXECUTE ON FUNCTION wfrouter."p:list_runs"(jsonb, integer, uuid), wfrouter."r:list_runs"(jsonb, integer, uuid), wf.list_runs(jsonb, integer, uuid) TO wfengine_app;
+
 
 -- privileges: as on a shard (docs/tenancy.md); the shard checks them
 -- again for the login the call arrives as.  docs/scale-out.md lists every

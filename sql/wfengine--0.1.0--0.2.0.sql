@@ -2208,3 +2208,60 @@ BEGIN
 END
 $$;
 -- ==== end issue 32: tenants ====
+
+-- ==== issue 30: listing runs ====
+-- wf.list_runs: the caller's runs a filter selects (the keys of the batch
+-- commands, any status), at most max_runs in run id order after "after",
+-- so that a caller pages through them; no payloads (input, context and
+-- output stay behind wf.run_status and wf.history).  Through the router it
+-- is routed by the caller's tenant, whose runs are all on one shard.
+CREATE FUNCTION wf.list_runs(filter jsonb DEFAULT '{}', max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
+RETURNS TABLE (run_id uuid, definition_name text, definition_version integer, status text,
+               current_step text, created_at timestamptz, finished_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    tenant text := wf.current_tenant();
+BEGIN
+    IF max_runs IS NULL OR max_runs OPERATOR(pg_catalog.<) 1 OR max_runs OPERATOR(pg_catalog.>) 10000 THEN
+        RAISE EXCEPTION 'max_runs must be between 1 and 10000, not %', COALESCE(max_runs::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Call again with "after" set to the last run id returned to go on.';
+    END IF;
+    filter := COALESCE(filter, '{}');
+    IF pg_catalog.jsonb_typeof(filter) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'a run filter must be a JSON object'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Valid keys: definition, version, status, started_after, started_before, finished_after, finished_before.';
+    END IF;
+    FOR k IN SELECT pg_catalog.jsonb_object_keys(filter) LOOP
+        IF k OPERATOR(pg_catalog.<>) ALL (ARRAY['definition', 'version', 'status', 'started_after',
+                                               'started_before', 'finished_after', 'finished_before']) THEN
+            RAISE EXCEPTION 'unknown run filter key "%"', k
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Valid keys: definition, version, status, started_after, started_before, finished_after, finished_before.';
+        END IF;
+    END LOOP;
+    RETURN QUERY
+    SELECT x.run_id, x.definition_name, x.definition_version, x.status, x.current_step, x.created_at, x.finished_at
+    FROM wf.runs x
+    WHERE x.tenant_id OPERATOR(pg_catalog.=) tenant
+      AND (NOT filter OPERATOR(pg_catalog.?) 'status' OR x.status OPERATOR(pg_catalog.=) (filter OPERATOR(pg_catalog.->>) 'status'))
+      AND (NOT filter OPERATOR(pg_catalog.?) 'definition' OR x.definition_name OPERATOR(pg_catalog.=) (filter OPERATOR(pg_catalog.->>) 'definition'))
+      AND (NOT filter OPERATOR(pg_catalog.?) 'version' OR x.definition_version OPERATOR(pg_catalog.=) (filter OPERATOR(pg_catalog.->>) 'version')::integer)
+      AND (NOT filter OPERATOR(pg_catalog.?) 'started_after' OR x.created_at OPERATOR(pg_catalog.>=) (filter OPERATOR(pg_catalog.->>) 'started_after')::timestamptz)
+      AND (NOT filter OPERATOR(pg_catalog.?) 'started_before' OR x.created_at OPERATOR(pg_catalog.<) (filter OPERATOR(pg_catalog.->>) 'started_before')::timestamptz)
+      AND (NOT filter OPERATOR(pg_catalog.?) 'finished_after' OR x.finished_at OPERATOR(pg_catalog.>=) (filter OPERATOR(pg_catalog.->>) 'finished_after')::timestamptz)
+      AND (NOT filter OPERATOR(pg_catalog.?) 'finished_before' OR x.finished_at OPERATOR(pg_catalog.<) (filter OPERATOR(pg_catalog.->>) 'finished_before')::timestamptz)
+      AND (after IS NULL OR x.run_id OPERATOR(pg_catalog.>) after)
+    ORDER BY x.run_id
+    LIMIT max_runs;
+END
+$$;
+COMMENT ON FUNCTION wf.list_runs(jsonb, integer, uuid) IS
+'The caller''s runs a filter selects (definition, version, status, started_*/finished_*), at most max_runs in run id order after the run id "after"; no payloads.';
+REVOKE ALL ON FUNCTION wf.list_runs(jsonb, integer, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.list_runs(jsonb, integer, uuid) TO wfengine_app;
+-- ==== end issue 30: listing runs ====

@@ -479,18 +479,21 @@ report(Worker *w, PGconn **conn, WfTask *t, WfResult r, int eager, WfTask **next
 	WfError		err = WF_ERROR_INIT;
 	WfAnswer	a = WF_ANSWER_ERROR;
 	int			i;
+	int			lost = 0;
 
 	*next = NULL;
 
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < 30; i++)
 	{
 		if (*conn == NULL || PQstatus(*conn) != CONNECTION_OK)
 		{
+			if (++lost > 3)
+				break;
 			PQfinish(*conn);
 			*conn = connect_to(w->cfg->conninfo, &err);
 			if (*conn == NULL)
 			{
-				usleep(200000 * (i + 1));
+				usleep(200000 * lost);
 				continue;
 			}
 		}
@@ -516,6 +519,15 @@ report(Worker *w, PGconn **conn, WfTask *t, WfResult r, int eager, WfTask **next
 		else
 			a = r.failed ? wf_fail(*conn, t->task_id, t->fence, r.json, r.retryable, &err)
 				: wf_complete(*conn, t->task_id, t->fence, r.json, &err);
+		if (a == WF_ANSWER_ERROR && wf_error_retryable(&err) && i < 29)
+		{
+			/* a move's cut-over: report again (after it the fence is stale) */
+			fprintf(stderr, "wfworker: task %" PRId64 ": report refused (%s), retrying\n",
+					t->task_id, err.sqlstate);
+			wf_error_clear(&err);
+			usleep(100000 * (i < 9 ? i + 1 : 10));
+			continue;
+		}
 		if (a != WF_ANSWER_ERROR || err.sqlstate[0] != '\0')
 			break;				/* an answer, or an error of the server */
 	}
@@ -525,6 +537,17 @@ report(Worker *w, PGconn **conn, WfTask *t, WfResult r, int eager, WfTask **next
 				err.hint ? " HINT: " : "", err.hint ? err.hint : "");
 	wf_error_clear(&err);
 	return a;
+}
+
+int
+wf_error_retryable(const WfError *err)
+{
+	static const char *const codes[] = {"40001", "40P01", "55P03", "55W01", "57P01"};
+
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (strcmp(err->sqlstate, codes[i]) == 0)
+			return 1;
+	return strncmp(err->sqlstate, "08", 2) == 0;
 }
 
 static void *
@@ -855,7 +878,8 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 						cerr.message ? cerr.message : "");
 				if (PQstatus(conn) != CONNECTION_OK)
 					PQreset(conn);
-				sleep(1);
+				/* a move's cut-over is over soon; anything else: a second */
+				usleep(wf_error_retryable(&cerr) ? 200000 : 1000000);
 			}
 			wf_error_clear(&cerr);
 			continue;

@@ -44,6 +44,14 @@ typedef struct WfError
 	char	   *hint;			/* malloc'd or NULL */
 } WfError;
 
+/*
+ * wf_error_retryable: the call changed nothing and may be made again: a
+ * serialization failure or deadlock, a lock not available, a partition
+ * moving between shards (40001 through the router, 55W01 on a shard), a
+ * shard that cannot be reached (class 08) or shutting down (57P01).
+ */
+int			wf_error_retryable(const WfError *err);
+
 #define WF_ERROR_INIT {"", NULL, NULL, NULL}
 
 /* one leased attempt, as wf.claim_tasks returns it */

@@ -31,6 +31,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,6 +63,18 @@ func (e *WfError) Error() string {
 		s += " (hint: " + e.Hint + ")"
 	}
 	return s
+}
+
+// Retryable reports whether the call changed nothing and may be made
+// again: a serialization failure or deadlock, a lock not available, a
+// partition moving between shards (40001 through the router, 55W01 on a
+// shard), a shard that cannot be reached (class 08) or shutting down (57P01).
+func (e *WfError) Retryable() bool {
+	switch e.SQLState {
+	case "40001", "40P01", "55P03", "55W01", "57P01":
+		return true
+	}
+	return strings.HasPrefix(e.SQLState, "08")
 }
 
 // wrap turns a server error into a *WfError; other errors pass.
@@ -362,6 +375,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	slots := make(chan struct{}, w.Concurrency)
 	var wg sync.WaitGroup
 	var loopErr error
+	backoff := 100 * time.Millisecond
 	for stop.Err() == nil {
 		slots <- struct{}{} // one free slot at least
 		free := 1
@@ -377,9 +391,23 @@ func (w *Worker) Run(ctx context.Context) error {
 			if stop.Err() != nil {
 				break // our cancel
 			}
+			var we *WfError
+			if errors.As(err, &we) && we.Retryable() {
+				// a move's cut-over, a shard failing over: claim again soon
+				w.Logger.Printf("wfengine worker: claim refused (%v), trying again in %v", err, backoff)
+				select {
+				case <-stop.Done():
+				case <-time.After(backoff):
+				}
+				if backoff *= 2; backoff > 2*time.Second {
+					backoff = 2 * time.Second
+				}
+				continue
+			}
 			loopErr = err
 			break
 		}
+		backoff = 100 * time.Millisecond
 		w.mu.Lock()
 		for _, t := range tasks {
 			w.inFlight[t.TaskID] = t
@@ -512,18 +540,31 @@ func (w *Worker) execute(stop context.Context, pool *pgxpool.Pool, t *Task) *Tas
 	// dispatch a lease handed out with a lost answer is never seen here; it
 	// expires and the attempt is delivered again.
 	var a Answer
-	for i := 0; i < 3; i++ {
+	for i, lost := 0, 0; i < 30; i++ {
 		var err error
 		a, err = report()
 		var we *WfError
 		if err == nil {
 			break
+		} else if errors.As(err, &we) && we.Retryable() && i < 29 {
+			// a move's cut-over: report again (after the move the fence is
+			// stale, and the task is delivered again)
+			w.Logger.Printf("wfengine worker: task %d: report refused (%v), retrying", t.TaskID, err)
+			pause := time.Duration(i+1) * 100 * time.Millisecond
+			if pause > time.Second {
+				pause = time.Second
+			}
+			time.Sleep(pause)
+			continue
 		} else if errors.As(err, &we) {
 			w.Logger.Printf("wfengine worker: task %d: report refused: %v", t.TaskID, err)
 			break
 		}
+		if lost++; lost >= 3 {
+			break
+		}
 		w.Logger.Printf("wfengine worker: task %d: report failed (%v), retrying", t.TaskID, err)
-		time.Sleep(time.Duration(i+1) * 200 * time.Millisecond)
+		time.Sleep(time.Duration(lost) * 200 * time.Millisecond)
 	}
 	var n *Task
 	if len(next) > 0 {

@@ -45,6 +45,15 @@ class WfError extends Error {
     if (!e || !e.code || !/^[0-9A-Z]{5}$/.test(e.code)) return e; // not the server's
     return new WfError(e.code, e.message, e.detail, e.hint);
   }
+
+  // The call changed nothing and may be made again: a serialization failure
+  // or deadlock, a lock not available, a partition moving between shards
+  // (40001 through the router, 55W01 on a shard), a shard that cannot be
+  // reached (class 08) or shutting down (57P01).
+  get retryable() {
+    return ['40001', '40P01', '55P03', '55W01', '57P01'].includes(this.sqlstate)
+      || (this.sqlstate || '').startsWith('08');
+  }
 }
 
 // The verdict on a report or heartbeat (docs/reference.md).
@@ -242,6 +251,7 @@ class Worker {
     try {
       const hasAny = this.queues.length > 1 && await claims.hasClaimAny();
       if (this.queues.length > 1 && !hasAny) await this.listen(claims);
+      let backoff = 100;
       while (!this.stopping) {
         if (this.inFlight.size >= this.concurrency) {
           await new Promise((resolve) => { this.slotFreed = resolve; });
@@ -251,9 +261,15 @@ class Worker {
         let tasks;
         try {
           tasks = await this.claim(claims, hasAny, this.concurrency - this.inFlight.size);
+          backoff = 100;
         } catch (e) {
           if (this.stopping && e.sqlstate === '57014') break; // our cancel
-          throw e;
+          if (!(e instanceof WfError) || !e.retryable) throw e;
+          // a move's cut-over, a shard failing over: claim again soon
+          this.log.warn(`wfengine-worker: claim refused (${e.sqlstate} ${e.message}), trying again in ${backoff} ms`);
+          await sleep(backoff);
+          backoff = Math.min(backoff * 2, 2000);
+          continue;
         }
         for (const t of tasks) {
           this.inFlight.set(String(t.taskId), t);
@@ -355,17 +371,25 @@ class Worker {
     // expires and the attempt is delivered again.
     let answer;
     let next = null;
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0, lost = 0; i < 30; i++) {
       try {
         answer = await report();
         break;
       } catch (e) {
         answer = e;
+        if (e instanceof WfError && e.retryable && i < 29) {
+          // a move's cut-over: report again (after the move the fence is
+          // stale, and the task is delivered again)
+          this.log.warn(`wfengine-worker: task ${task.taskId}: report refused (${e.sqlstate}), retrying`);
+          await sleep(Math.min(100 * (i + 1), 1000));
+          continue;
+        }
         if (e instanceof WfError) {
           this.log.error(`wfengine-worker: task ${task.taskId}: report refused: ${e.sqlstate} ${e.message}`);
           break;
         }
-        await sleep(200 * (i + 1));
+        if (++lost >= 3) break;
+        await sleep(200 * lost);
       }
     }
     if (answer && typeof answer === 'object' && 'tasks' in answer) {

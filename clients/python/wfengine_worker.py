@@ -69,6 +69,15 @@ class WfError(Exception):
         self.detail = detail
         self.hint = hint
 
+    @property
+    def retryable(self) -> bool:
+        """The call changed nothing and may be made again: a serialization
+        failure or deadlock, a lock not available, a partition moving
+        between shards (40001 through the router, 55W01 on a shard), a shard
+        that cannot be reached (class 08) or shutting down (57P01)."""
+        s = self.sqlstate or ""
+        return s in ("40001", "40P01", "55P03", "55W01", "57P01") or s.startswith("08")
+
     @classmethod
     def from_psycopg(cls, e: psycopg.Error) -> "WfError":
         d = e.diag
@@ -331,6 +340,7 @@ class Worker:
         self._beat_stop = beat_stop
         beat.start()
         log.info("worker %s: queues %s, concurrency %d", self.name, self.queues, self.concurrency)
+        backoff = 0.1
         try:
             while not self._stopping.is_set():
                 with self._lock:
@@ -348,7 +358,15 @@ class Worker:
                 except WfError as e:
                     if e.sqlstate == "57014" and self._stopping.is_set():
                         break
-                    raise
+                    if not e.retryable:
+                        raise
+                    # a move's cut-over, a shard failing over: claim again soon
+                    log.warning("worker %s: claim refused (%s), trying again in %.1f s",
+                                self.name, e, backoff)
+                    self._stopping.wait(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    continue
+                backoff = 0.1
                 with self._lock:
                     for t in tasks:
                         self._in_flight[t.task_id] = t
@@ -458,17 +476,25 @@ class Worker:
             # A lost connection: report again (a repeat answers duplicate).
             # With eager dispatch a lease handed out with a lost answer is
             # never seen here; it expires and the attempt is delivered again.
-            for attempt in range(3):
+            for attempt in range(30):
                 try:
                     answer = report(self._reporter())
                     break
                 except WfError as e:
-                    log.error("task %d: report refused: %s", task.task_id, e)
                     answer = e
+                    if e.retryable and attempt < 29:
+                        # a move's cut-over: the report is made again (after
+                        # the move its fence is stale, and the task delivered again)
+                        log.warning("task %d: report refused (%s), retrying", task.task_id, e)
+                        time.sleep(min(0.1 * (attempt + 1), 1.0))
+                        continue
+                    log.error("task %d: report refused: %s", task.task_id, e)
                     break
                 except psycopg.OperationalError as e:
                     log.warning("task %d: report failed (%s), retrying", task.task_id, e)
                     answer = e
+                    if attempt >= 2:
+                        break
                     time.sleep(0.2 * (attempt + 1))
             if isinstance(answer, tuple):
                 answer, leased = answer

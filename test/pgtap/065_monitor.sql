@@ -90,7 +90,7 @@ SELECT pg_temp.drive();
 RESET SESSION AUTHORIZATION;
 DO $$ BEGIN
     PERFORM wf.set_tenant_policy('mon_one', '{"max_live_runs": 100}');
-    PERFORM wf.configure_shard('s1', ARRAY['s1']);
+    PERFORM wf.configure_shard('s1', ARRAY['s1'], 0);
 END $$;
 INSERT INTO wf.schedules (tenant_id, name, cron, definition, input)
 VALUES ('mon_one', 'mon_sched', '0 0 1 1 *', 'mon_def', '{"secret": "in-a-schedule"}');
