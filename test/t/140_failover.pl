@@ -17,7 +17,9 @@
 #     Replication is synchronous: synchronous_standby_names = 'ANY 1
 #     (pgautofailover_standby_2)', and n2 is a quorum standby.
 #  2. Two worker loops (perl, one psql per call, each connecting with
-#     `host=S,S port=P1,P2 target_session_attrs=read-write`) start runs of
+#     `host=S,S port=P1,P2 target_session_attrs=read-write`), and a third
+#     through a router (wfengine_router, one shard s1 whose connection
+#     string is that multi-host string; issue 30), start runs of
 #     a definition with three task steps and a 2 s sleep step, claim their
 #     tasks with 5 s leases and complete them, and log every call the
 #     server acknowledged: each run id started, each claim (task, fence),
@@ -247,17 +249,19 @@ use warnings;
 use Time::HiRes qw(usleep);
 my ($psql, $connstr, $name, $log, $stop_starting, $stop, $max_runs) = @ARGV;
 open(my $lf, '>>', $log) or die "$log: $!";
+# the errors of every call, with their SQLSTATE (VERBOSITY verbose)
+open(STDERR, '>>', "$log.err") or die "$log.err: $!";
 $lf->autoflush(1);
 # one call, one connection (libpq picks the read-write host); returns the
 # output lines, or undef when the call was not acknowledged
 sub call
 {
 	my ($sql) = @_;
-	open(my $fh, '-|', 'timeout', '20', $psql, '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
+	open(my $fh, '-|', 'timeout', '20', $psql, '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1', '-v', 'VERBOSITY=verbose',
 		'-d', $connstr, '-c', $sql) or return undef;
 	my @out = <$fh>;
 	close $fh;
-	return undef if $? != 0;
+	if ($? != 0) { print $lf "fail\n"; return undef; }
 	chomp @out;
 	return \@out;
 }
@@ -288,11 +292,25 @@ until (-e $stop)
 EOC
 my $connstr = "host=$sock,$sock port=$port{n1},$port{n2} dbname=wf user=$user"
   . " target_session_attrs=read-write connect_timeout=2";
+
+# a router in front of the formation: one shard, the multi-host string
+# (wfrouter.configure configures the shard on n1 through it)
+my $router = PostgreSQL::Test::Cluster->new('failover_router');
+$router->init;
+$router->start;
+$router->safe_psql('postgres', 'CREATE DATABASE wfengine_router');
+$router->safe_psql('wfengine_router', 'CREATE EXTENSION wfengine_router CASCADE');
+$router->safe_psql('wfengine_router', qq{SELECT wfrouter.configure('{"s1": "host=$sock,$sock port=$port{n1},$port{n2} dbname=wf target_session_attrs=read-write connect_timeout=2"}', 64)});
+my $router_connstr = sprintf('host=%s port=%d dbname=wfengine_router user=%s', $router->host, $router->port, $user);
+is($router->safe_psql('wfengine_router', "SELECT wf.run_status('$held[0]')", extra_params => [ '-U', $user ]),
+	'running', 'the router reads a run on the formation\'s primary');
+
 my %loop;
-for my $w (qw(w1 w2))
+my %via = (w1 => $connstr, w2 => $connstr, w3 => $router_connstr);
+for my $w (qw(w1 w2 w3))
 {
 	$loop{$w} = IPC::Run::start(
-		[ $^X, '-e', $loop_code, "$bindir/psql", $connstr, $w, "$base/$w.log",
+		[ $^X, '-e', $loop_code, "$bindir/psql", $via{$w}, $w, "$base/$w.log",
 			"$base/stop_starting", "$base/stop", 300 ],
 		'<', \undef, '>>', "$logdir/140_loop_$w.log", '2>&1');
 }
@@ -302,7 +320,7 @@ sub acked
 {
 	my ($kind) = @_;
 	my @rows;
-	for my $w (qw(w1 w2))
+	for my $w (qw(w1 w2 w3))
 	{
 		open(my $fh, '<', "$base/$w.log") or next;
 		while (<$fh>)
@@ -415,6 +433,25 @@ for my $w (sort keys %loop)
 	$loop{$w}->finish;
 }
 my $t_done = time;
+
+# the loop through the router: it went on after the failover with no help,
+# and what it was refused while the primary was gone said so retryably
+my $w3 = PostgreSQL::Test::Utils::slurp_file("$base/w3.log");
+my @w3_done = $w3 =~ /^complete \d+ \d+ accepted/mg;
+my $w3_err = PostgreSQL::Test::Utils::slurp_file("$base/w3.log.err");
+my @w3_codes = $w3_err =~ /ERROR:  ([0-9A-Z]{5}):/g;
+note sprintf('through the router: %d accepted completions; refused with %s', scalar(@w3_done),
+	join(', ', map { my $c = $_; "$c x" . scalar(grep { $_ eq $c } @w3_codes) } sort keys %{ { map { $_ => 1 } @w3_codes } }) || 'nothing');
+ok(scalar(@w3_done) >= 10, 'the loop through the router completed tasks, before and after the failover');
+ok(scalar(grep { /^08/ } @w3_codes) >= 1, 'while the primary was gone the router answered 08006, naming the shard')
+  or diag $w3_err;
+is(scalar(grep { !/^(08...|40001|57P01)$/ } @w3_codes), 0, 'and nothing the router answered was XX000 or another non-retryable error')
+  or diag $w3_err;
+my @w3_lines = split /\n/, $w3;
+my ($first_fail) = grep { $w3_lines[$_] eq 'fail' } 0 .. $#w3_lines;
+my ($last_done) = reverse grep { $w3_lines[$_] =~ /^complete \d+ \d+ accepted/ } 0 .. $#w3_lines;
+ok(defined $first_fail && defined $last_done && $last_done > $first_fail,
+	'the router served the loop again after the failover, without intervention');
 
 my $sleepers = join(',', @sleeping);
 is( q_node('n2', "SELECT count(*) FROM wf.timers WHERE timer_id IN ($sleepers) AND status = 'fired' AND outcome = 'applied'"),
