@@ -130,6 +130,7 @@ REGRESS = \
 	395_claim_any \
 	396_id_block \
 	397_row_writer \
+	398_list_runs \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

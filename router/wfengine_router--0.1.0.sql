@@ -866,6 +866,10 @@ BEGIN
         PERFORM wfrouter._remote(mv.from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L)',
             mv.from_shard, wfrouter._map_with(p, mv.from_shard)));
     END IF;
+    -- a CREATE SUBSCRIPTION of a router session that died may still run there
+    PERFORM wfrouter._remote(mv.to_shard, pg_catalog.format(
+        'SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(a.pid, 10000))::text FROM pg_catalog.pg_stat_activity a '
+        'WHERE a.query LIKE %L AND a.pid <> pg_catalog.pg_backend_pid()', 'CREATE SUBSCRIPTION ' OPERATOR(pg_catalog.||) sub OPERATOR(pg_catalog.||) ' %'));
     PERFORM wfrouter._remote_exec(mv.to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
     PERFORM wfrouter._remote(mv.to_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
     PERFORM wfrouter._remote_exec(mv.from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));

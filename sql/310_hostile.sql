@@ -655,6 +655,8 @@ GROUP BY 1 ORDER BY 1;
 SELECT pg_temp.err($q$SELECT pg_catalog.count(*) FROM wf._batch('cancel_runs', 'cancel_run',
                           ARRAY['running', 'paused', 'failed'], 'direct', '{}', 10, NULL)$q$) AS refused;
 SELECT pg_catalog.count(*) AS victim_runs FROM wf.cancel_runs('take over', '{"definition": "victim_order"}');
+SELECT pg_catalog.count(*) AS listed FROM wf.list_runs('{"definition": "h_op"}');
+SELECT pg_catalog.count(*) AS victim_listed FROM wf.list_runs('{"definition": "victim_order"}');
 SELECT * FROM wf.cancel_runs('', '{}');
 SELECT * FROM wf.cancel_runs('x', '{"bogus": 1}');
 SELECT * FROM wf.retry_runs('x', '{"status": "running"}');

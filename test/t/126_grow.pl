@@ -157,6 +157,50 @@ is(r_sql("SELECT phase FROM wfrouter.moves ORDER BY move_id DESC LIMIT 1"), 'don
 ok(r_sql("SELECT bool_and(dark_ms < 1000 AND tables_total > 0) FROM wfrouter.moves") eq 't',
 	'every move reports its tables and a cut-over under a second');
 
+# a move interrupted: the router's session dies while the partition is
+# being copied; the partition stays served by its source, the move is
+# cancelled (the target's copy and the replication objects go), and a
+# second try, interrupted again, is resumed by running it once more
+sub start_move
+{
+	my ($to) = @_;
+	my $m = $router->background_psql('wfengine_router', on_error_stop => 0);
+	$m->query_until(qr/started/, "\\echo started\nSELECT pg_backend_pid() AS mover \\gset\nSELECT wfrouter.move_partition($p, '$to');\n");
+	return $m;
+}
+sub kill_mover_in
+{
+	my ($phase) = @_;
+	my $t0 = time;
+	until (r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0") eq '1')
+	{
+		die "no move reached phase $phase" if time - $t0 > 60;
+		load_step();
+		usleep(20_000);
+	}
+	r_sql(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	        WHERE query LIKE 'SELECT wfrouter.move_partition%' AND pid <> pg_backend_pid()});
+}
+my $src = r_sql("SELECT wfrouter.tenant_shard('$mt')");
+my ($dst) = grep { $_ ne $src } sort keys %shard;
+my $m = start_move($dst);
+kill_mover_in('copying');
+eval { $m->quit };
+load_step() for 1 .. 10;
+is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $src, 'a move whose router session died leaves the partition on its source');
+like(r_sql("SELECT wfrouter.cancel_move($p)"), qr/stays on shard "$src"/, 'wfrouter.cancel_move undoes it');
+is($shard{$dst}->safe_psql($db, "SELECT (SELECT count(*) FROM pg_subscription) || '/' || (SELECT count(*) FROM wf.runs WHERE tenant_id = '$mt')")
+	  . '/' . $shard{$src}->safe_psql($db, 'SELECT count(*) FROM pg_publication'),
+	'0/0/0', '... the target keeps no subscription and no row of the tenant, the source no publication');
+$m = start_move($dst);
+kill_mover_in('catching up');
+eval { $m->quit };
+load_step() for 1 .. 5;
+load_while_moving($dst);
+is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $dst, 'a move interrupted while catching up is finished by running it again');
+is(r_sql("SELECT string_agg(phase, ',' ORDER BY move_id) FROM wfrouter.moves WHERE move_id > (SELECT max(move_id) - 2 FROM wfrouter.moves)"),
+	'cancelled,done', 'wfrouter.moves: the cancelled move and the resumed one');
+
 # a fourth shard and a rebalance onto it
 my $s4connstr = sprintf('host=%s port=%d dbname=%s', $s4->host, $s4->port, $db);
 is(r_sql("SELECT wfrouter.add_shard('s4', '$s4connstr')"), '4', 'wfrouter.add_shard: s4 takes id block 4');
