@@ -86,7 +86,7 @@ for size in $SIZES; do
 	done
 	q "$home" -d wf -c "VACUUM ANALYZE" >/dev/null
 	# the client through the router while the partition moves
-	python3 "$BENCH_DIR/move_dark.py" "host=$DIR port=${PORT[router]} dbname=wf user=mover" "$DIR/spans.$size" &
+	/usr/bin/python3 "$BENCH_DIR/move_dark.py" "host=$DIR port=${PORT[router]} dbname=wf user=mover" "$DIR/spans.$size" &
 	client=$!
 	sleep 2
 	t0=$(date +%s.%N)

@@ -966,6 +966,7 @@ BEGIN
     END IF;
     -- what an earlier copy that was cancelled or crashed left here goes
     PERFORM wf.drop_partition(p);
+    DELETE FROM wfshard.moved_runs;
     RETURN wf._take_definitions(p, defs);
 END
 $$;
@@ -990,8 +991,9 @@ COMMENT ON FUNCTION wf.move_progress(integer) IS
 'For superusers, on the target of a move: how many of the subscription''s tables are copied and streaming, and the rows of the copies in progress.';
 REVOKE ALL ON FUNCTION wf.move_progress(integer) FROM PUBLIC;
 
--- every run of partition p here changed at or after since (all: NULL)
--- verifies; returns when it began, for the next call
+-- every run of partition p here verifies (since NULL), or every one a
+-- move's subscription wrote here at or after since; returns when it began,
+-- for the next call
 CREATE FUNCTION wf.verify_partition(p integer, since timestamptz DEFAULT NULL)
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -1004,8 +1006,13 @@ DECLARE
     r record;
 BEGIN
     FOR r IN SELECT x.tenant_id, x.run_id FROM wf.runs x
-             WHERE pg_catalog.hashtext(x.tenant_id) OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) p
-               AND (since IS NULL OR x.updated_at OPERATOR(pg_catalog.>=) since) LOOP
+             WHERE since IS NULL
+               AND pg_catalog.hashtext(x.tenant_id) OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) p
+             UNION ALL
+             SELECT x.tenant_id, x.run_id
+             FROM wfshard.moved_runs m JOIN wf.runs x ON x.run_id OPERATOR(pg_catalog.=) m.run_id
+             WHERE since IS NOT NULL AND m.changed_at OPERATOR(pg_catalog.>=) since
+               AND pg_catalog.hashtext(x.tenant_id) OPERATOR(pg_catalog.&) (n OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) p LOOP
         -- the subscription may apply a change of the run between the
         -- statements that read it: a run that does not verify is read again
         FOR i IN 1..5 LOOP
@@ -1024,7 +1031,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION wf.verify_partition(integer, timestamptz) IS
-'For superusers: wf.verify_run on every run of partition p here changed at or after since (every run: NULL); returns when it began.';
+'For superusers: wf.verify_run on every run of partition p here (since NULL), or on those a move''s subscription wrote here at or after since (wfshard.moved_runs); returns when it began.';
 REVOKE ALL ON FUNCTION wf.verify_partition(integer, timestamptz) FROM PUBLIC;
 
 CREATE FUNCTION wf.move_out_cutover(p integer, to_shard text, wait_ms integer DEFAULT 500)
@@ -1130,6 +1137,7 @@ BEGIN
     GET DIAGNOSTICS leased = ROW_COUNT;
     -- the runs changed since the copy was verified verify too
     PERFORM wf.verify_partition(p, verified_at);
+    DELETE FROM wfshard.moved_runs;
     -- and the partition is this shard's, in the same transaction
     map := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(state OPERATOR(pg_catalog.->) 'map'));
     PERFORM wf.configure_shard(me, map, NULL, (state OPERATOR(pg_catalog.->>) 'map_version')::bigint);
@@ -2265,3 +2273,35 @@ COMMENT ON FUNCTION wf.list_runs(jsonb, integer, uuid) IS
 REVOKE ALL ON FUNCTION wf.list_runs(jsonb, integer, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION wf.list_runs(jsonb, integer, uuid) TO wfengine_app;
 -- ==== end issue 30: listing runs ====
+
+-- ==== issue 30: the runs a move changed ====
+-- The cut-over of a move verifies the runs that changed since the copy's
+-- last verification; finding them by scanning the partition's runs would
+-- make the cut-over (the time the partition is refused) grow with the
+-- partition.  A replica trigger of wf.runs, which fires only in the
+-- subscription's apply (and table copy), never for the API, notes every
+-- run the move wrote here, with when: an index-driven list.
+CREATE TABLE wfshard.moved_runs (
+    run_id uuid PRIMARY KEY,
+    changed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE wfshard.moved_runs IS
+'The runs a move''s subscription wrote on this shard, with when (wf._note_moved_run): what the cut-over verifies. Emptied when a move begins and when it cuts over.';
+CREATE INDEX moved_runs_changed_idx ON wfshard.moved_runs (changed_at);
+CREATE FUNCTION wf._note_moved_run()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO wfshard.moved_runs (run_id) VALUES (NEW.run_id)
+        ON CONFLICT (run_id) DO UPDATE SET changed_at = pg_catalog.clock_timestamp();
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION wf._note_moved_run() FROM PUBLIC;
+CREATE TRIGGER runs_moved AFTER INSERT OR UPDATE ON wf.runs
+    FOR EACH ROW EXECUTE FUNCTION wf._note_moved_run();
+ALTER TABLE wf.runs ENABLE REPLICA TRIGGER runs_moved;
+
+-- ==== end issue 30: the runs a move changed ====
