@@ -96,6 +96,8 @@ INSERT INTO wf.schedules (tenant_id, name, cron, definition, input)
 VALUES ('mon_one', 'mon_sched', '0 0 1 1 *', 'mon_def', '{"secret": "in-a-schedule"}');
 INSERT INTO wf.suppressed_events (tenant_id, run_id, type, count, first_at, last_at)
 SELECT r.tenant_id, r.run_id, 'signal_refused', 1, now(), now() FROM wf.runs r LIMIT 1;
+-- what a move's subscription notes on its target (issue 30)
+INSERT INTO wfshard.moved_runs (run_id) SELECT r.run_id FROM wf.runs r LIMIT 1;
 
 -- every table of wf and wfshard, every column
 CREATE TEMP TABLE cols AS
