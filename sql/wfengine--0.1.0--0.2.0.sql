@@ -966,7 +966,7 @@ BEGIN
     END IF;
     -- what an earlier copy that was cancelled or crashed left here goes
     PERFORM wf.drop_partition(p);
-    DELETE FROM wfshard.moved_runs;
+    TRUNCATE wfshard.moved_runs;
     RETURN wf._take_definitions(p, defs);
 END
 $$;
@@ -1137,7 +1137,8 @@ BEGIN
     GET DIAGNOSTICS leased = ROW_COUNT;
     -- the runs changed since the copy was verified verify too
     PERFORM wf.verify_partition(p, verified_at);
-    DELETE FROM wfshard.moved_runs;
+    -- (a truncation: the list holds every run the copy wrote)
+    TRUNCATE wfshard.moved_runs;
     -- and the partition is this shard's, in the same transaction
     map := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(state OPERATOR(pg_catalog.->) 'map'));
     PERFORM wf.configure_shard(me, map, NULL, (state OPERATOR(pg_catalog.->>) 'map_version')::bigint);
