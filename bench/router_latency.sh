@@ -57,6 +57,10 @@ q -p $RP -d wfengine_router -c "SELECT wfrouter.configure('{\"s1\": \"host=$DIR 
 
 echo "SELECT wf.run_status('$run');" >"$DIR/read.sql"
 echo "SELECT wf.start_run('lat');" >"$DIR/write.sql"
+# the PL/Proxy call alone, without the layer that learns maps and maps
+# connection failures to 08006 (issue 30)
+echo "SELECT wfrouter.\"p:run_status\"('$run');" >"$DIR/read_raw.sql"
+echo "SELECT wfrouter.\"p:start_run\"('lat');" >"$DIR/write_raw.sql"
 lat() { # lat PORT DB SCRIPT: "p50 p99" in ms, from pgbench's per-transaction log
 	local port=$1 db=$2 script=$3
 	rm -f "$DIR"/lat.*
@@ -66,13 +70,14 @@ lat() { # lat PORT DB SCRIPT: "p50 p99" in ms, from pgbench's per-transaction lo
 	cat "$DIR"/lat.* | awk '{ print $3 }' | sort -n |
 		awk '{ v[NR] = $1 } END { printf "%.3f %.3f\n", v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }'
 }
-echo "call   round    direct p50   p99 (ms)    router p50   p99 (ms)   added p50   p99"
+echo "call   round    direct p50   p99 (ms)    router p50   p99 (ms)   added p50   p99    PL/Proxy alone p50  p99"
 for ((r = 1; r <= ROUNDS; r++)); do
 	for s in read write; do
 		read -r d50 d99 < <(lat $SP wf $s.sql)
 		read -r t50 t99 < <(lat $RP wfengine_router $s.sql)
-		printf '%-5s  %d     %10s %8s     %10s %8s    %8s %8s\n' "$s" "$r" "$d50" "$d99" "$t50" "$t99" \
+		read -r x50 x99 < <(lat $RP wfengine_router ${s}_raw.sql)
+		printf '%-5s  %d     %10s %8s     %10s %8s    %8s %8s    %10s %8s\n' "$s" "$r" "$d50" "$d99" "$t50" "$t99" \
 			"$(awk -v a="$t50" -v b="$d50" 'BEGIN { printf "%.3f", a - b }')" \
-			"$(awk -v a="$t99" -v b="$d99" 'BEGIN { printf "%.3f", a - b }')"
+			"$(awk -v a="$t99" -v b="$d99" 'BEGIN { printf "%.3f", a - b }')" "$x50" "$x99"
 	done
 done

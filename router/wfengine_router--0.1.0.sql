@@ -750,18 +750,22 @@ BEGIN
                 EXIT WHEN prog.tables_total OPERATOR(pg_catalog.>) 0 AND prog.tables_copied OPERATOR(pg_catalog.=) prog.tables_total;
                 PERFORM pg_catalog.pg_sleep(0.1);
             END LOOP;
-            -- every copied run verifies, online
+            -- statistics of what the copy wrote, for the cut-over's statements
+            PERFORM wfrouter._remote_exec(to_shard, 'ANALYZE wf.runs, wf.tasks, wfshard.moved_runs');
+            -- every copied run verifies, online; then the runs changed
+            -- meanwhile, so that the cut-over verifies few; then the
+            -- target comes within 64 kB of the source, so that the
+            -- cut-over waits for little
             PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
             verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s)', p))::timestamptz;
+            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
             deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
             LOOP
                 lag := wfrouter._lag(from_shard, sub);
                 PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
-                EXIT WHEN lag OPERATOR(pg_catalog.<) 1048576 OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-                PERFORM pg_catalog.pg_sleep(0.05);
+                EXIT WHEN lag OPERATOR(pg_catalog.<) 65536 OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
+                PERFORM pg_catalog.pg_sleep(0.02);
             END LOOP;
-            -- and the runs changed meanwhile, so that the cut-over verifies few
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
         END IF;
         -- 2. the cut-over: the partition is refused from the source's lock
         -- to the target's commit
