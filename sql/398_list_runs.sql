@@ -22,7 +22,7 @@ SELECT count(*) AS page_two FROM wf.list_runs('{"status": "running"}', 2,
 SELECT count(*) AS the_rest FROM wf.list_runs('{"status": "running"}', 10,
     (SELECT max(run_id::text)::uuid FROM wf.list_runs('{"status": "running"}', 4)));
 SELECT count(*) AS finished_now FROM wf.list_runs(jsonb_build_object('status', 'completed', 'finished_after', now() - interval '1 hour'));
-SELECT definition_name, definition_version, current_step FROM wf.list_runs('{"definition": "lr", "version": 1}', 1);
+SELECT definition_name, definition_version, current_step FROM wf.list_runs('{"definition": "lr", "version": 1, "status": "running"}', 1);
 -- bad input
 SELECT * FROM wf.list_runs('{"colour": "red"}');
 SELECT * FROM wf.list_runs('[]');
@@ -31,3 +31,5 @@ RESET SESSION AUTHORIZATION;
 DROP OWNED BY regress_lr_one, regress_lr_two;
 DROP ROLE regress_lr_one;
 DROP ROLE regress_lr_two;
+DROP ROLE wf_tenant_lr_one;
+DROP ROLE wf_tenant_lr_two;
