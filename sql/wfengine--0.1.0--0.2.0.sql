@@ -1063,7 +1063,7 @@ BEGIN
             FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid
             WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
               AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-              AND l.classid::bigint OPERATOR(pg_catalog.=) 2003186536 AND l.objid::bigint OPERATOR(pg_catalog.=) p
+              AND l.classid::bigint OPERATOR(pg_catalog.=) 2003202920 AND l.objid::bigint OPERATOR(pg_catalog.=) p
               AND l.objsubid OPERATOR(pg_catalog.=) 22345;
             RETURN pg_catalog.jsonb_build_object('waiting_for', COALESCE(holders, 'a transaction'));
         END;

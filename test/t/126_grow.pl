@@ -176,19 +176,22 @@ sub start_move
 }
 sub wait_phase
 {
-	my ($phase) = @_;
+	my ($phase, $also, $quiet) = @_;
+	$also //= 'true';
 	my $t0 = time;
-	until (r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0") eq '1')
+	until (r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0 AND $also") eq '1')
 	{
-		die "no move reached phase $phase" if time - $t0 > 60;
-		load_step();
+		die "no move reached phase $phase: " . r_sql("SELECT m::text FROM wfrouter.moves m WHERE finished IS NULL")
+		  . "\n" . $shard{ r_sql("SELECT wfrouter.tenant_shard('$mt')") }->safe_psql($db, "SELECT string_agg(pid || ' ' || state || ' ' || coalesce(backend_xid::text, '-') || ' ' || left(query, 60), E'\\n') FROM pg_stat_activity WHERE datname = 'wf'")
+		  if time - $t0 > 60;
+		load_step() unless $quiet;
 		usleep(20_000);
 	}
 }
 sub kill_mover_in
 {
-	my ($phase) = @_;
-	wait_phase($phase);
+	my ($phase, $also, $quiet) = @_;
+	wait_phase($phase, $also, $quiet);
 	r_sql(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 	        WHERE query LIKE 'SELECT wfrouter.move_partition%' AND pid <> pg_backend_pid()});
 }
@@ -203,12 +206,22 @@ like(r_sql("SELECT wfrouter.cancel_move($p)"), qr/stays on shard "$src"/, 'wfrou
 is($shard{$dst}->safe_psql($db, "SELECT (SELECT count(*) FROM pg_subscription) || '/' || (SELECT count(*) FROM wf.runs WHERE tenant_id = '$mt')")
 	  . '/' . $shard{$src}->safe_psql($db, 'SELECT count(*) FROM pg_publication'),
 	'0/0/0', '... the target keeps no subscription and no row of the tenant, the source no publication');
+# a transaction of the moving tenant left open on the source holds the
+# cut-over back (never another tenant): the move says whom it waits for;
+# its router session dies there, and the move run again finishes
+my $holder = $shard{$src}->background_psql($db, on_error_stop => 0, extra_params => [ '-U', "${mt}_all" ]);
+$holder->query_safe("BEGIN; SELECT count(*) FROM wf.claim_tasks('held_q', 'holder', 1)");
 $m = start_move($dst);
-kill_mover_in('catching up');
+kill_mover_in('cutting over', "note LIKE 'waiting for pid%'", 1);
+like(r_sql("SELECT note FROM wfrouter.moves WHERE finished IS NULL"), qr/^waiting for pid \d+ \(${mt}_all, in a transaction for [\d.]+ s\)$/,
+	'the cut-over names the transaction of the moving tenant it waits for');
 eval { $m->quit };
+$holder->query_safe('COMMIT');
+$holder->quit;
+undef $refused_since;
 load_step() for 1 .. 5;
 load_while_moving($dst);
-is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $dst, 'a move interrupted while catching up is finished by running it again');
+is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $dst, 'a move interrupted while its cut-over waited is finished by running it again');
 is(r_sql("SELECT string_agg(phase, ',' ORDER BY move_id) FROM wfrouter.moves WHERE move_id > (SELECT max(move_id) - 2 FROM wfrouter.moves)"),
 	'cancelled,done', 'wfrouter.moves: the cancelled move and the resumed one');
 
