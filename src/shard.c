@@ -46,6 +46,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "shard.h"
 
@@ -184,8 +185,17 @@ shard_load(void)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+
+	/*
+	 * The latest committed map, not the one of the caller's snapshot: a
+	 * statement (or a REPEATABLE READ transaction) that began before a
+	 * move's cut-over committed must see that the partition is gone, once
+	 * it holds the partition lock (WfShardCheckTenant).
+	 */
+	PushActiveSnapshot(GetLatestSnapshot());
 	if (SPI_execute(shard_read_sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute failed: could not read wfshard.partitions");
+	PopActiveSnapshot();
 	n = (int) SPI_processed;
 	if (n == 0)
 	{
@@ -414,7 +424,15 @@ WfShardTenantElsewhere(const char *tenant)
 	if (strcmp(shard_owner[part], shard_self) != 0)
 		return true;
 	/* a cut-over holds the partition: leave it, and look again later */
-	return !try_partition(part);
+	if (!try_partition(part))
+		return true;
+	/* one that committed before the lock was granted gave it away */
+	AcceptInvalidationMessages();
+	if (shard_state == WF_SHARD_UNKNOWN)
+		shard_load();
+	if (shard_state != WF_SHARD_ON)
+		return false;
+	return strcmp(shard_owner[WfShardPartition(tenant, shard_partitions)], shard_self) != 0;
 }
 
 PG_FUNCTION_INFO_V1(wfengine_shard_map_changed);
