@@ -693,6 +693,7 @@ DECLARE
     version bigint;
     runs integer;
     s text;
+    reached text;
 BEGIN
     PERFORM wfrouter._superuser('move_partition');
     IF NOT EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p) THEN
@@ -759,12 +760,23 @@ BEGIN
             PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
             verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s)', p))::timestamptz;
             verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
+            -- the target reaches the source's WAL position of now, again
+            -- until that takes under 100 ms (a source that writes steadily
+            -- never shows a small lag: the position moves on meanwhile)
             deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-            LOOP
-                lag := wfrouter._lag(from_shard, sub);
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
-                EXIT WHEN lag OPERATOR(pg_catalog.<) 65536 OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-                PERFORM pg_catalog.pg_sleep(0.02);
+            FOR round IN 1..5 LOOP
+                reached := wfrouter._remote(from_shard, 'SELECT pg_catalog.pg_current_wal_lsn()::text');
+                t0 := pg_catalog.clock_timestamp();
+                LOOP
+                    EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
+                        'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
+                        reached, sub))::boolean
+                        OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
+                    PERFORM pg_catalog.pg_sleep(0.01);
+                END LOOP;
+                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', wfrouter._lag(from_shard, sub)));
+                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (t0 OPERATOR(pg_catalog.+) interval '100 milliseconds')
+                       OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
             END LOOP;
         END IF;
         -- 2. the cut-over: the partition is refused from the source's lock

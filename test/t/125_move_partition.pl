@@ -150,7 +150,8 @@ BEGIN
                     INSERT INTO done VALUES (c.task_id);
                 END IF;
             END LOOP;
-        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+        -- 40001 while the cut-over holds the partition, 55W01 once it has moved
+        EXCEPTION WHEN object_not_in_prerequisite_state OR serialization_failure THEN
             refused := refused + 1;
         END;
         COMMIT;
