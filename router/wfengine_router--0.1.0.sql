@@ -125,7 +125,9 @@ BEGIN
 END
 $$;
 
--- a shard's connection string, as the current user (a superuser: dblink)
+-- a shard's connection string, as the current user (a superuser: dblink);
+-- the session's search_path is pinned, since the statements the router
+-- sends there run as a superuser and are not all schema-qualified
 CREATE FUNCTION wfrouter._connstr(shard text)
 RETURNS text
 LANGUAGE plpgsql STABLE
@@ -139,7 +141,8 @@ BEGIN
             USING ERRCODE = 'undefined_object',
                   HINT = 'Add it with wfrouter.add_shard(name, connstr).';
     END IF;
-    RETURN c OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text);
+    RETURN c OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text)
+        OPERATOR(pg_catalog.||) ' options=''-c search_path=pg_catalog,pg_temp''';
 END
 $$;
 
@@ -617,7 +620,8 @@ LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT x.v FROM public.dblink(
-    pg_catalog.format('dbname=%s port=%s host=%s user=%s', pg_catalog.quote_literal(pg_catalog.current_database()),
+    pg_catalog.format('dbname=%s port=%s host=%s user=%s options=''-c search_path=pg_catalog,pg_temp''',
+        pg_catalog.quote_literal(pg_catalog.current_database()),
         pg_catalog.current_setting('port'),
         COALESCE(NULLIF(pg_catalog.split_part(pg_catalog.current_setting('unix_socket_directories'), ',', 1), ''), 'localhost'),
         pg_catalog.quote_literal(CURRENT_USER::text)),
@@ -672,6 +676,17 @@ AS $$
 -- ($2: the name shard would be the column m.shard here)
 SELECT pg_catalog.array_agg(CASE WHEN m.partition OPERATOR(pg_catalog.=) $1 THEN $2 ELSE m.shard END ORDER BY m.partition)
 FROM wfrouter.partitions m
+$$;
+
+-- a cut-over that failed: the source takes partition p back (it has every
+-- row) under a map version above the one it gave the partition away with
+CREATE FUNCTION wfrouter._give_back(from_shard text, p integer, gave_version bigint)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
+    from_shard, wfrouter._map_with(p, from_shard), gave_version OPERATOR(pg_catalog.+) 1))
 $$;
 
 CREATE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds')
@@ -739,7 +754,8 @@ BEGIN
                     wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.partition_definitions(%s)', p))));
                 PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format(
                     'CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (copy_data = true, synchronous_commit = on)',
-                    sub, wfrouter._connstr(from_shard), sub));
+                    sub, (SELECT x.connstr FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) from_shard)
+                         OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text), sub));
             END IF;
             LOOP
                 SELECT * INTO prog FROM public.dblink(wfrouter._connstr(to_shard),
@@ -808,8 +824,7 @@ BEGIN
                 'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
                 st OPERATOR(pg_catalog.->>) 'lsn', sub))::boolean;
             IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
-                PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
-                    from_shard, wfrouter._map_with(p, from_shard), (st OPERATOR(pg_catalog.->>) 'map_version')::bigint OPERATOR(pg_catalog.+) 1));
+                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
                 PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
                 RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
                     USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -822,8 +837,7 @@ BEGIN
         EXCEPTION WHEN OTHERS THEN
             -- the source takes it back: it has every row
             IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-                PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
-                    from_shard, wfrouter._map_with(p, from_shard), (st OPERATOR(pg_catalog.->>) 'map_version')::bigint OPERATOR(pg_catalog.+) 1));
+                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
             END IF;
             PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) SQLERRM));
             RAISE;
@@ -919,7 +933,8 @@ BEGIN
                   HINT = 'Set up the first ones with wfrouter.configure(shards, partitions).';
     END IF;
     -- a shard another router added already: take it as it is
-    SELECT * INTO known FROM public.dblink(connstr OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text),
+    SELECT * INTO known FROM public.dblink(connstr OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text)
+                                           OPERATOR(pg_catalog.||) ' options=''-c search_path=pg_catalog,pg_temp''',
         'SELECT (SELECT s.shard FROM wfshard.self s), wf._id_block()') AS x(shard text, block integer);
     IF known.shard IS NOT NULL AND known.shard OPERATOR(pg_catalog.<>) name THEN
         RAISE EXCEPTION 'the database at "%" is shard "%" already', connstr, known.shard
@@ -943,11 +958,13 @@ BEGIN
                       HINT = 'Create every tenant (wf.create_tenant) and its logins on the new shard first, as on the others.';
         END IF;
         PERFORM wfrouter._push_map(name);
-        -- every tenant's definitions, from the first shard
-        src := (SELECT s.shard FROM wfrouter.shards s WHERE s.shard OPERATOR(pg_catalog.<>) name ORDER BY s.shard COLLATE "C" LIMIT 1);
-        defs := wfrouter._remote(src, 'SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(d) ORDER BY d.definition_id), ''[]'') FROM wf.definitions d');
-        PERFORM wfrouter._remote(name, pg_catalog.format('SELECT wf.copy_definitions(%L::jsonb)::text', defs));
     END IF;
+    -- every tenant's definitions, from the first shard; also when the shard
+    -- was configured already (by another router, or by an add_shard that
+    -- failed after configuring it): what it has stays
+    src := (SELECT s.shard FROM wfrouter.shards s WHERE s.shard OPERATOR(pg_catalog.<>) name ORDER BY s.shard COLLATE "C" LIMIT 1);
+    defs := wfrouter._remote(src, 'SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(d) ORDER BY d.definition_id), ''[]'') FROM wf.definitions d');
+    PERFORM wfrouter._remote(name, pg_catalog.format('SELECT wf.copy_definitions(%L::jsonb)::text', defs));
     RETURN block;
 END
 $$;

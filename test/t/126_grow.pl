@@ -41,18 +41,7 @@ is(join(',', map { $shard{$_}->safe_psql($db, 'SELECT wf._id_block()') } sort ke
 	'1,2,3', 'wfrouter.configure gave each shard its own id block');
 
 # a fourth shard, created now, added later
-my $s4 = PostgreSQL::Test::Cluster->new('wf_grow_s4');
-$s4->init;
-$s4->append_conf('postgresql.conf', qq(
-shared_preload_libraries = 'wfengine,pg_cron'
-cron.database_name = 'postgres'
-wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd'
-wal_level = logical
-max_wal_senders = 10
-max_replication_slots = 10
-wfengine.naptime = 200
-));
-$s4->start;
+my $s4 = wf_shard_node('wf_grow_s4', "wfengine.naptime = 200\n");
 $s4->safe_psql('postgres', "CREATE DATABASE $db");
 $s4->safe_psql($db, 'CREATE EXTENSION wfengine');
 my @nodes = (map({ [ $_, $shard{$_} ] } sort keys %shard), [ 's4', $s4 ]);

@@ -9,7 +9,7 @@ use strict;
 use warnings;
 use Exporter 'import';
 
-our @EXPORT = qw(server_children wf_shards);
+our @EXPORT = qw(server_children wf_shard_node wf_shards);
 
 # server_children(PPID): the pids of the processes whose parent is PPID
 # (the server's processes other than the postmaster), read from /proc, so
@@ -36,6 +36,27 @@ sub server_children
 # n takes id block n) and a router cluster with database wfengine_router and
 # the extension wfengine_router, configured with the three shards and 64
 # partitions.  Returns (\%shard (name -> node), $router).
+# wf_shard_node(name, extra conf): a started node as a shard needs it
+# (wfengine and pg_cron preloaded, the tests' approval key, logical
+# replication for moves)
+sub wf_shard_node
+{
+	my ($name, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf(
+		'postgresql.conf', qq(
+shared_preload_libraries = 'wfengine,pg_cron'
+cron.database_name = 'postgres'
+wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd'
+wal_level = logical
+max_wal_senders = 10
+max_replication_slots = 10
+) . ($conf // ''));
+	$node->start;
+	return $node;
+}
+
 sub wf_shards
 {
 	my (%o) = @_;
@@ -43,18 +64,7 @@ sub wf_shards
 	my %shard;
 	for my $name (@{ $o{names} // [qw(s1 s2 s3)] })
 	{
-		my $node = PostgreSQL::Test::Cluster->new("$o{prefix}_$name");
-		$node->init;
-		$node->append_conf(
-			'postgresql.conf', qq(
-shared_preload_libraries = 'wfengine,pg_cron'
-cron.database_name = 'postgres'
-wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd'
-wal_level = logical
-max_wal_senders = 10
-max_replication_slots = 10
-) . ($o{conf} // ''));
-		$node->start;
+		my $node = wf_shard_node("$o{prefix}_$name", $o{conf});
 		$node->safe_psql('postgres', "CREATE DATABASE $db");
 		$node->safe_psql($db, 'CREATE EXTENSION wfengine');
 		$shard{$name} = $node;
