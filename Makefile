@@ -11,6 +11,8 @@
 #                             pgmq, Absurd) and a hand-written floor
 #   make fuzz-api             the model-based API fuzzer for FUZZ_API_SECONDS
 #                             (default an hour; make test runs a short one)
+#   make dist                 wfengine-$(EXTVERSION).tar.gz of the commit
+#                             checked out (git archive; docs/upgrading.md)
 
 EXTENSION = wfengine
 EXTVERSION = $(shell grep -m1 default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
@@ -157,7 +159,19 @@ install-router:
 PROVE ?= prove
 PG_PROVE ?= pg_prove
 
-.PHONY: prove_installcheck pgtap check-all demo test bench bench-peers
+.PHONY: prove_installcheck pgtap check-all demo test bench bench-peers dist
+
+# dist: the release tarball of the commit checked out, what `git archive`
+# holds (so nothing uncommitted and no build output); refuses a tree with
+# uncommitted changes to tracked files, whose tarball would not be the
+# commit's.  docs/upgrading.md ("Releases") builds earlier releases the
+# same way from their commits.
+dist:
+	@cd $(srcdir) && git diff --quiet HEAD -- || \
+		{ echo "make dist: uncommitted changes (git status); commit them first" >&2; exit 1; }
+	cd $(srcdir) && git archive --format=tar.gz --prefix=wfengine-$(EXTVERSION)/ \
+		-o $(CURDIR)/wfengine-$(EXTVERSION).tar.gz HEAD
+	@echo "wrote wfengine-$(EXTVERSION).tar.gz ($$(cd $(srcdir) && git rev-parse --short HEAD))"
 
 prove_installcheck:
 	rm -rf $(CURDIR)/tmp_check
