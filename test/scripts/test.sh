@@ -393,10 +393,28 @@ check_released() {
 	record released "$p" "$f" "$(wc -l <"$WF_ROOT/sql/released.sha256") frozen script(s)"
 }
 
+# prepare_prev_release: the source of the last release (the last line of
+# sql/releases), as `git archive` of its commit, for the TAP tests that
+# build it (test/t/127_rolling_upgrade.pl; they run in a copy of the tree
+# without .git): exported as WF_PREV_RELEASE_TAR.  Without git or the
+# commit (a tarball of `make dist`) those tests say they are skipped.
+prepare_prev_release() {
+	local commit
+	commit=$(awk -F '\t' '/^[0-9]/ { c = $2 } END { print c }' "$WF_ROOT/sql/releases")
+	if [[ -n $commit ]] && git -C "$WF_ROOT" -c safe.directory='*' cat-file -e "$commit^{commit}" 2>/dev/null; then
+		git -C "$WF_ROOT" -c safe.directory='*' archive -o "$WF_TMP/prev-release.tar" "$commit"
+		chmod 644 "$WF_TMP/prev-release.tar"
+		export WF_PREV_RELEASE_TAR=$WF_TMP/prev-release.tar
+	else
+		echo "the last release's commit ($commit) is not in this checkout: its build is skipped"
+	fi
+}
+
 # run_tap_suite: the TAP suite, as a non-root user, two test files at a
 # time (TAP_JOBS), then any node left running is stopped.  main() runs it in
 # the background while the other suites run.
 run_tap_suite() {
+	prepare_prev_release
 	local who
 	who=$(id -un)
 	if ((EUID == 0)); then who=postgres; fi

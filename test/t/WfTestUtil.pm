@@ -9,7 +9,7 @@ use strict;
 use warnings;
 use Exporter 'import';
 
-our @EXPORT = qw(server_children wf_shard_node wf_shards);
+our @EXPORT = qw(server_children wf_shard_node wf_shards wf_release_root wf_clone_root wf_install_current);
 
 # server_children(PPID): the pids of the processes whose parent is PPID
 # (the server's processes other than the postmaster), read from /proc, so
@@ -41,8 +41,9 @@ sub server_children
 # replication for moves)
 sub wf_shard_node
 {
-	my ($name, $conf) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my ($name, $conf, %o) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		$o{install_path} ? (install_path => $o{install_path}) : ());
 	$node->init;
 	$node->append_conf(
 		'postgresql.conf', qq(
@@ -81,6 +82,123 @@ sub wf_shards
 	my $n = $router->safe_psql('wfengine_router', "SELECT wfrouter.configure('{$shards_json}', " . ($o{partitions} // 64) . ")");
 	die "the router has $n shards, not 3" unless $n eq '3';
 	return (\%shard, $router);
+}
+
+# The PostgreSQL installation the tests run (pg_config of PATH): its
+# directories, as pg_config names them.
+sub pg_dirs
+{
+	my %d;
+	for my $k (qw(bindir sharedir pkglibdir pkgincludedir))
+	{
+		my $v = `pg_config --$k`;
+		chomp $v;
+		die "pg_config --$k failed" unless $v;
+		$d{$k} = $v;
+	}
+	return %d;
+}
+
+# wf_release_root(NAME): an installation of PostgreSQL of its own (a copy
+# of the one the tests run, under tmp_check/NAME, the same directories below
+# it, so that its pg_config and postgres find their files relative to
+# themselves) with wfengine's last release (the last line of sql/releases)
+# built from its commit and installed in it, as docs/upgrading.md
+# ("Releases") tells an operator to.  The release's source is
+# $ENV{WF_PREV_RELEASE_TAR} when set (test/scripts/test.sh writes it with
+# git archive, since the tests run in a copy of the tree without .git),
+# otherwise `git archive` of the commit in the tree the tests run from.
+# Returns (install_path for PostgreSQL::Test::Cluster, version, commit), or
+# (undef, reason) when the release's source cannot be had.
+sub wf_release_root
+{
+	my ($name) = @_;
+	open(my $fh, '<', 'sql/releases') or die "sql/releases: $!";
+	my ($version, $commit);
+	while (<$fh>)
+	{
+		($version, $commit) = ($1, $2) if /^(\d+\.\d+\.\d+)\t([0-9a-f]{40})\t/;
+	}
+	close $fh;
+	die 'sql/releases lists no release' unless $version;
+
+	my $base = "${PostgreSQL::Test::Utils::tmp_check}/$name";
+	my $src = "$base-src";
+	mkdir $src or die "mkdir $src: $!";
+	my $tar = $ENV{WF_PREV_RELEASE_TAR};
+	if ($tar && -f $tar)
+	{
+		system('tar', '-x', '-f', $tar, '-C', $src) == 0 or die "tar -x $tar failed";
+	}
+	elsif (system("git -c safe.directory='*' cat-file -e $commit^{commit} 2>/dev/null") == 0)
+	{
+		system("git -c safe.directory='*' archive $commit | tar -x -C '$src'") == 0
+		  or die "git archive $commit failed";
+	}
+	else
+	{
+		return (undef, "the source of release $version ($commit) is not at hand: no git history here and WF_PREV_RELEASE_TAR is not set");
+	}
+
+	# the installation: the same directories under $base
+	my %d = pg_dirs();
+	my $inst = $d{bindir};
+	$inst =~ s{/bin$}{} or die "bindir $d{bindir} does not end in /bin";
+	for my $dir ($inst, $d{sharedir}, $d{pkgincludedir})
+	{
+		my $parent = "$base$dir";
+		$parent =~ s{/[^/]+$}{};
+		system('mkdir', '-p', $parent) == 0 or die "mkdir -p $parent failed";
+		system('cp', '-a', $dir, $parent) == 0 or die "cp -a $dir $parent failed";
+	}
+	# no wfengine of the running tree in it: the release's own, or none
+	system("rm -rf '$base$d{pkglibdir}'/wfengine.so '$base$d{pkglibdir}'/bitcode/wfengine* '$base$d{sharedir}'/extension/wfengine*") == 0
+	  or die 'removing wfengine from the copy failed';
+
+	my $pgc = "$base$d{bindir}/pg_config";
+	my $log = "$base-build.log";
+	system("make -C '$src' -j2 PG_CONFIG='$pgc' >'$log' 2>&1 && make -C '$src' PG_CONFIG='$pgc' install >>'$log' 2>&1") == 0
+	  or die "building release $version failed: see $log";
+	return ("$base$inst", $version, $commit);
+}
+
+# wf_clone_root(INSTALL_PATH, NAME): a copy, under tmp_check/NAME, of an
+# installation wf_release_root made; returns its install_path.
+sub wf_clone_root
+{
+	my ($inst, $name) = @_;
+	my %d = pg_dirs();
+	my $sysinst = $d{bindir};
+	$sysinst =~ s{/bin$}{};
+	(my $base = $inst) =~ s{\Q$sysinst\E$}{} or die "$inst is not an installation of wf_release_root";
+	my $to = "${PostgreSQL::Test::Utils::tmp_check}/$name";
+	system('cp', '-a', $base, $to) == 0 or die "cp -a $base $to failed";
+	return "$to$sysinst";
+}
+
+# wf_install_current(INSTALL_PATH): installs the wfengine of the tests'
+# installation (the version in development: the library, its bitcode and
+# the extension's scripts and control files, what `make install` puts
+# there) into the installation made by wf_release_root, replacing the
+# release's; the router's files stay as they are.
+sub wf_install_current
+{
+	my ($inst) = @_;
+	my %d = pg_dirs();
+	my $sysinst = $d{bindir};
+	$sysinst =~ s{/bin$}{};
+	(my $base = $inst) =~ s{\Q$sysinst\E$}{} or die "$inst is not an installation of wf_release_root";
+	system("rm -rf '$base$d{pkglibdir}'/wfengine.so '$base$d{pkglibdir}'/bitcode/wfengine.index.bc '$base$d{pkglibdir}'/bitcode/wfengine '$base$d{sharedir}'/extension/wfengine--* '$base$d{sharedir}'/extension/wfengine.control") == 0
+	  or die 'removing the release failed';
+	my @files = ("$d{pkglibdir}/wfengine.so", glob("$d{sharedir}/extension/wfengine--*.sql"), "$d{sharedir}/extension/wfengine.control");
+	push @files, "$d{pkglibdir}/bitcode/wfengine.index.bc", "$d{pkglibdir}/bitcode/wfengine"
+	  if -e "$d{pkglibdir}/bitcode/wfengine.index.bc";
+	for my $f (@files)
+	{
+		(my $to = "$base$f") =~ s{/[^/]+$}{};
+		system('cp', '-a', $f, "$to/") == 0 or die "cp $f $to failed";
+	}
+	return;
 }
 
 1;
