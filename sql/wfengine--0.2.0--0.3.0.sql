@@ -8,3 +8,25 @@
  * (sql/released.sha256).  Every schema change from here on is written in
  * this file, in the order it is made (docs/upgrading.md).
  */
+
+-- ==== issue 30: wf.list_runs is an API call ====
+-- wf.list_runs was PL/pgSQL run as the caller, so it skipped the shard
+-- check every API call makes: on a shard that had moved the caller's
+-- partition away it listed the rows left there until the move's cleanup.
+-- Its body keeps its code as wf._list_runs, run as an API call by a C
+-- entry point (src/api.c, WfCallInternal), like wf.definition_graph.
+ALTER FUNCTION wf.list_runs(jsonb, integer, uuid) RENAME TO _list_runs;
+REVOKE ALL ON FUNCTION wf._list_runs(jsonb, integer, uuid) FROM wfengine_app;
+COMMENT ON FUNCTION wf._list_runs(jsonb, integer, uuid) IS
+'Internal: the body of wf.list_runs, run as an API call by its entry point.';
+
+CREATE FUNCTION wf.list_runs(filter jsonb DEFAULT '{}', max_runs integer DEFAULT 100, after uuid DEFAULT NULL)
+RETURNS TABLE (run_id uuid, definition_name text, definition_version integer, status text,
+               current_step text, created_at timestamptz, finished_at timestamptz)
+AS 'MODULE_PATHNAME', 'wfengine_list_runs'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION wf.list_runs(jsonb, integer, uuid) IS
+'The caller''s runs a filter selects (definition, version, status, started_*/finished_*), at most max_runs in run id order after the run id "after"; no payloads.';
+REVOKE ALL ON FUNCTION wf.list_runs(jsonb, integer, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.list_runs(jsonb, integer, uuid) TO wfengine_app;
+-- ==== end issue 30: wf.list_runs is an API call ====

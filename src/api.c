@@ -54,6 +54,7 @@ PG_FUNCTION_INFO_V1(wfengine_cancel_runs);
 PG_FUNCTION_INFO_V1(wfengine_retry_runs);
 PG_FUNCTION_INFO_V1(wfengine_resume_runs);
 PG_FUNCTION_INFO_V1(wfengine_definition_graph);
+PG_FUNCTION_INFO_V1(wfengine_list_runs);
 PG_FUNCTION_INFO_V1(wfengine_run_graph);
 PG_FUNCTION_INFO_V1(wfengine_fire_schedule);
 PG_FUNCTION_INFO_V1(wfengine_unschedule);
@@ -421,6 +422,20 @@ wfengine_definition_graph(PG_FUNCTION_ARGS)
 	static const Oid argtypes[] = {TEXTOID, INT4OID, TEXTOID};
 
 	return WfCallInternal(fcinfo, "_definition_graph", lengthof(argtypes), argtypes, 0, NULL, true);
+}
+
+/*
+ * wfengine_list_runs is wf.list_runs(filter, max_runs, after); its body is
+ * wf._list_runs.  As an API call it is refused, like every other, on a
+ * shard that does not own the caller's tenant (shard.c): after a move the
+ * source still holds the partition's rows until its cleanup.
+ */
+Datum
+wfengine_list_runs(PG_FUNCTION_ARGS)
+{
+	static const Oid argtypes[] = {JSONBOID, INT4OID, UUIDOID};
+
+	return WfCallInternal(fcinfo, "_list_runs", lengthof(argtypes), argtypes, 0, NULL, true);
 }
 
 /*

@@ -348,6 +348,9 @@ like($err, qr/which the shard map \(version \d+\) gives to shard "$home{$t}"/, '
 ($rc, $out, $err) = $shard{$wrong}->psql($db, "SELECT * FROM wf.claim_tasks('work', 'w')",
 	extra_params => [ '-U', "${t}_worker" ]);
 like($err, qr/does not live on shard/, 'a claim on the wrong shard is refused');
+($rc, $out, $err) = $shard{$wrong}->psql($db, "SELECT * FROM wf.list_runs()",
+	extra_params => [ '-U', "${t}_app" ]);
+like($err, qr/does not live on shard "$wrong"/, 'wf.list_runs on the wrong shard is refused too');
 is($shard{$wrong}->safe_psql($db, "SELECT count(*) FROM wf.runs WHERE tenant_id = '$t'"),
 	'0', '... and nothing was written there');
 
