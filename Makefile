@@ -146,6 +146,10 @@ EXTRA_CLEAN = results output_iso tmp_check tmp_check_iso regression.diffs regres
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# The library's version comes from wfengine.control (-DWFENGINE_VERSION):
+# the objects that use it are rebuilt when the control file changes.
+src/version.o src/worker.o: $(EXTENSION).control
+
 # PGXS tracks no header dependencies: rebuild every object when a header changes.
 $(OBJS): $(wildcard src/*.h)
 
