@@ -133,6 +133,7 @@ REGRESS = \
 	396_id_block \
 	397_row_writer \
 	398_list_runs \
+	399_start_and_claim \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

@@ -657,6 +657,12 @@ SELECT pg_temp.err($q$SELECT pg_catalog.count(*) FROM wf._batch('cancel_runs', '
 SELECT pg_catalog.count(*) AS victim_runs FROM wf.cancel_runs('take over', '{"definition": "victim_order"}');
 SELECT pg_catalog.count(*) AS listed FROM wf.list_runs('{"definition": "h_op"}');
 SELECT pg_catalog.count(*) AS victim_listed FROM wf.list_runs('{"definition": "victim_order"}');
+-- eager start: only the login's own definitions, and a lease of its own run
+SELECT s.step, s.deliveries, s.run_id AS eager_run FROM wf.start_and_claim('h_op', '{"n": 5}', 'h_worker') s \gset
+\echo :step :deliveries
+SELECT pg_catalog.count(*) AS own_runs FROM wf.list_runs('{"definition": "h_op"}') l
+WHERE l.run_id OPERATOR(pg_catalog.=) :'eager_run'::pg_catalog.uuid;
+SELECT pg_temp.err($q$SELECT * FROM wf.start_and_claim('victim_order', '{}', 'h_worker')$q$) AS refused;
 SELECT * FROM wf.cancel_runs('', '{}');
 SELECT * FROM wf.cancel_runs('x', '{"bogus": 1}');
 SELECT * FROM wf.retry_runs('x', '{"status": "running"}');

@@ -30,3 +30,37 @@ COMMENT ON FUNCTION wf.list_runs(jsonb, integer, uuid) IS
 REVOKE ALL ON FUNCTION wf.list_runs(jsonb, integer, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION wf.list_runs(jsonb, integer, uuid) TO wfengine_app;
 -- ==== end issue 30: wf.list_runs is an API call ====
+
+-- ==== issue 31: eager start ====
+-- wf.start_and_claim: wf.start_run and the new run's first task attempt
+-- leased to the caller's worker in the same transaction (Temporal's eager
+-- workflow start), as one row in the columns of wf.claim_tasks; without an
+-- attempt to hand out (the first step is not a task, the idempotency key
+-- found the run started before, the tenant's limit of tasks in flight),
+-- one row with the run's id and NULLs.
+CREATE FUNCTION wf.start_and_claim(definition text,
+                                   input jsonb,
+                                   worker text,
+                                   lease interval DEFAULT '30 seconds',
+                                   idempotency_key text DEFAULT NULL)
+RETURNS TABLE (task_id bigint,
+               run_id uuid,
+               step text,
+               attempt integer,
+               fence bigint,
+               idempotency_key text,
+               input jsonb,
+               lease_expires_at timestamptz,
+               queue text,
+               activity text,
+               deliveries integer)
+AS 'MODULE_PATHNAME', 'wfengine_start_and_claim'
+LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION wf.start_and_claim(text, jsonb, text, interval, text) IS
+'wf.start_run, and the run''s first task attempt leased to worker, in one call and transaction (eager start); one row in the columns of wf.claim_tasks, or the run id and NULLs when no attempt was leased.';
+REVOKE ALL ON FUNCTION wf.start_and_claim(text, jsonb, text, interval, text) FROM PUBLIC;
+-- ==== end issue 31: eager start ====
+-- it starts a run (wfengine_app) and leases a task (wfengine_worker): the
+-- app role may execute it, and the entry point refuses a caller that does
+-- not have wfengine_worker's privileges too
+GRANT EXECUTE ON FUNCTION wf.start_and_claim(text, jsonb, text, interval, text) TO wfengine_app;

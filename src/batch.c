@@ -78,6 +78,8 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -93,6 +95,7 @@
 #include "run.h"
 
 PG_FUNCTION_INFO_V1(wfengine_complete_and_claim);
+PG_FUNCTION_INFO_V1(wfengine_start_and_claim);
 PG_FUNCTION_INFO_V1(wfengine_fail_and_claim);
 PG_FUNCTION_INFO_V1(wfengine_complete_tasks);
 PG_FUNCTION_INFO_V1(wfengine_fail_tasks);
@@ -314,6 +317,57 @@ wfengine_fail_and_claim(PG_FUNCTION_ARGS)
 	claim_request(fcinfo, 4, &req);
 	return report_and_claim(fcinfo, PG_GETARG_INT64(0), PG_GETARG_INT64(1), true, error,
 							PG_GETARG_BOOL(3), &req);
+}
+
+/*
+ * wfengine_start_and_claim is wf.start_and_claim(definition, input,
+ * worker, lease, idempotency_key): wf.start_run(definition, input,
+ * idempotency_key) and, when the run's first step is a task, that attempt
+ * leased to worker for lease, in one call (eager start): one row in the
+ * columns of wf.claim_tasks; without an attempt to hand out, the run's id
+ * and NULLs (see WfClaimStarted).  The claim's arguments are checked
+ * before the run is started.
+ */
+Datum
+wfengine_start_and_claim(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	WfClaimRequest req;
+	WfLeaseOffer offer;
+	WfScheduledTask first;
+	char	   *defname;
+	Jsonb	   *input;
+	char	   *key;
+	pg_uuid_t  *run_id;
+
+	WfRequireArg(fcinfo, 0, "definition name", NULL);
+	WfRequireArg(fcinfo, 1, "run input", "Pass '{}' for a run without input.");
+	WfRequireArg(fcinfo, 2, "worker", NULL);
+	WfRequireArg(fcinfo, 3, "lease", NULL);
+	defname = WfTextArg(fcinfo, 0, "definition name", WF_ARG_NAME);
+	input = PG_GETARG_JSONB_P(1);
+	key = WfTextArg(fcinfo, 4, "idempotency key", WF_ARG_KEY);
+	req.queue = "-";			/* the first task's own, checked at publish */
+	req.worker = WfTextArg(fcinfo, 2, "worker name", WF_ARG_NAME);
+	req.max_tasks = 1;
+	req.lease = PG_GETARG_INTERVAL_P(3);
+	req.wait_us = 0;
+	WfCheckClaimRequest(&req);
+	if (!has_privs_of_role(GetUserId(), get_role_oid("wfengine_worker", false)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function start_and_claim"),
+				 errdetail("Role \"%s\" may start runs but not lease tasks.",
+						   GetUserNameFromId(GetUserId(), false)),
+				 errhint("wf.start_and_claim needs the privileges of wfengine_app and of wfengine_worker; call wf.start_run otherwise.")));
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	offer.queue = NULL;
+	offer.worker = req.worker;
+	offer.lease = req.lease;
+	run_id = WfStartRunEager(defname, input, key, &offer, &first);
+	WfClaimStarted(rsinfo, &req, &first, run_id);
+	return (Datum) 0;
 }
 
 /* ---- batches of results ---- */

@@ -1285,3 +1285,51 @@ WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
 	WfApiEnd();
 	return put;
 }
+
+/*
+ * WfClaimStarted puts the row of wf.start_and_claim (batch.c) into rsinfo:
+ * the first task attempt of the run run_id that the caller's transaction
+ * has just started, first (WfStartRunEager), leased to req->worker, in the
+ * columns of wf.claim_tasks.  One the start wrote leased is handed out as
+ * it is; one written ready (a tenant that limits its tasks in flight) is
+ * leased if it is claimable and the tenant has room; no other task is
+ * ever claimed.  Without an attempt to hand out (the first step is not a
+ * task, the run existed already, no room), the row has the run's id and
+ * NULLs.  Called outside an API frame (it opens its own).
+ */
+void
+WfClaimStarted(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
+			   const WfScheduledTask *first, const pg_uuid_t *run_id)
+{
+	ClaimArgs	a;
+	ClaimedTask row;
+	uint64		put = 0;
+
+	WfApiBegin();
+	if (first->leased)
+		put = hand_out_leased(rsinfo, first, 0, NULL, NULL);
+	else if (first->task_id != 0)
+	{
+		claim_args(&a, req, GetCurrentTimestamp());
+		a.queue = first->queue;
+		a.want = 1;
+		if (WfClaimLimited(a.tenant))
+			a.want = WfClaimRoom(a.tenant, a.queue, a.want, true);
+		if (a.want > 0 && claim_continuation(&a, first->task_id, &row))
+			put = hand_out(rsinfo, &row, 1, 0, NULL, NULL);
+	}
+	if (put == 0)
+	{
+		Datum		values[WF_CLAIM_COLUMNS];
+		bool		nulls[WF_CLAIM_COLUMNS];
+
+		memset(values, 0, sizeof(values));
+		memset(nulls, true, sizeof(nulls));
+		values[CT_RUN_ID] = UUIDPGetDatum(run_id);
+		nulls[CT_RUN_ID] = false;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	WfCount(WF_CNT_CLAIM_CALLS, 1);
+	WfCount(WF_CNT_TASKS_CLAIMED, put);
+	WfApiEnd();
+}

@@ -35,6 +35,8 @@ extern void WfCheckClaimRequest(const WfClaimRequest *req);
 extern uint64 WfClaimNow(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
 						 const WfScheduledTask *continuations, int ncontinuations,
 						 int nlead, const Datum *lead, const bool *lead_nulls);
+extern void WfClaimStarted(ReturnSetInfo *rsinfo, const WfClaimRequest *req,
+						   const WfScheduledTask *first, const pg_uuid_t *run_id);
 
 /* the statements of claim.c */
 extern PGDLLIMPORT WfPlanTable WfClaimPlans;

@@ -247,6 +247,26 @@ check_traceparent(const char *tp)
 }
 
 /*
+ * check_start_request refuses a start request that wf.start_run refuses
+ * (its arguments' lengths were checked as they were read).
+ */
+static void
+check_start_request(const StartRequest *req)
+{
+	if (req->key != NULL && req->key[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idempotency key must have 1 to %d bytes", WF_ARG_MAX_KEY)));
+	if (req->traceparent != NULL)
+		check_traceparent(req->traceparent);
+	WfCheckPayloadSize(req->input, "input",
+					   psprintf("a run of definition \"%s\"", req->defname));
+	WfCheckRunInput(req->input, "input");
+	WfRefuseSealedLookalikes(req->input, "input",
+							 psprintf("a run of definition \"%s\"", req->defname));
+}
+
+/*
  * start_arguments reads and checks the arguments of wf.start_run.
  */
 static void
@@ -257,21 +277,11 @@ start_arguments(FunctionCallInfo fcinfo, StartRequest *req)
 	req->defname = WfTextArg(fcinfo, 0, "definition name", WF_ARG_NAME);
 	req->input = PG_GETARG_JSONB_P(1);
 	req->key = WfTextArg(fcinfo, 2, "idempotency key", WF_ARG_KEY);
-	if (req->key != NULL && req->key[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("idempotency key must have 1 to %d bytes", WF_ARG_MAX_KEY)));
 	req->version_given = !PG_ARGISNULL(3);
 	req->version = req->version_given ? PG_GETARG_INT32(3) : 0;
 	/* the 0.1.0 definition of wf.start_run has no fifth argument */
 	req->traceparent = PG_NARGS() > 4 ? WfTextArg(fcinfo, 4, "traceparent", WF_ARG_KEY) : NULL;
-	if (req->traceparent != NULL)
-		check_traceparent(req->traceparent);
-	WfCheckPayloadSize(req->input, "input",
-					   psprintf("a run of definition \"%s\"", req->defname));
-	WfCheckRunInput(req->input, "input");
-	WfRefuseSealedLookalikes(req->input, "input",
-							 psprintf("a run of definition \"%s\"", req->defname));
+	check_start_request(req);
 }
 
 /*
@@ -345,7 +355,7 @@ run_started_payload(const WfTransition *tr, const StartRequest *req,
  */
 static pg_uuid_t *
 start_new_run(const char *tenant, const StartRequest *req, int64 definition_id,
-			  int32 version)
+			  int32 version, const WfLeaseOffer *offer, WfScheduledTask *first)
 {
 	WfDefinition *def = WfDefinitionGet(definition_id);
 	Jsonb	   *input = req->input;
@@ -362,6 +372,7 @@ start_new_run(const char *tenant, const StartRequest *req, int64 definition_id,
 	WfNewRunId(&run.run_id);
 	run.tenant_id = (char *) tenant;
 	WfTransitionInit(&tr, &run, def, now);
+	tr.offer = offer;
 	/* what a repeated start compares with, without opening sealed values */
 	if (req->key != NULL)
 		tr.input_digest = WfInputDigest(tenant, &run.run_id, req->input);
@@ -374,6 +385,8 @@ start_new_run(const char *tenant, const StartRequest *req, int64 definition_id,
 	/* write run row, events, first task and timers */
 	if (!WfTransitionWriteNew(&tr, req->defname, version, input, req->key))
 		return NULL;
+	if (first != NULL)
+		WfScheduledTaskOf(&tr, first);
 	result = palloc(sizeof(pg_uuid_t));
 	memcpy(result, &run.run_id, sizeof(pg_uuid_t));
 	WfNoteRunChange(run.tenant_id, &run.run_id, "started");
@@ -385,6 +398,43 @@ start_new_run(const char *tenant, const StartRequest *req, int64 definition_id,
 }
 
 /*
+ * start_run starts a run of req (or finds the one its idempotency key
+ * started) and returns its id; with an offer (eager start), the new run's
+ * first task attempt is written leased under it where it can be, and
+ * *first tells which attempt the start scheduled (task_id 0: none, also
+ * when the run existed).  Runs inside the caller's API call.
+ */
+static pg_uuid_t *
+start_run(const char *tenant, const StartRequest *req, const WfLeaseOffer *offer,
+		  WfScheduledTask *first)
+{
+	int64		definition_id;
+	int32		version;
+	pg_uuid_t  *result = NULL;
+
+	if (first != NULL)
+		memset(first, 0, sizeof(WfScheduledTask));
+	definition_id = pin_version(tenant, req, &version);
+
+	/*
+	 * A start quota applies to new runs: a repeated start of a run that
+	 * exists returns it, even at the limit.
+	 */
+	if (req->key != NULL && WfStartQuotaSet(tenant))
+		result = existing_run(tenant, req->defname, req->key, req->input, req->version,
+							  req->version_given, false);
+	if (result == NULL)
+	{
+		WfCheckStartQuota(tenant);
+		result = start_new_run(tenant, req, definition_id, version, offer, first);
+	}
+	if (result == NULL)
+		result = existing_run(tenant, req->defname, req->key, req->input, req->version,
+							  req->version_given, true);
+	return result;
+}
+
+/*
  * wfengine_start_run is wf.start_run(definition, input, idempotency_key,
  * version): it starts a run of the latest (or the given) version and
  * returns its id.
@@ -392,32 +442,44 @@ start_new_run(const char *tenant, const StartRequest *req, int64 definition_id,
 Datum
 wfengine_start_run(PG_FUNCTION_ARGS)
 {
-	const char *tenant = WfCurrentTenant();
 	StartRequest req;
-	int64		definition_id;
-	int32		version;
-	pg_uuid_t  *result = NULL;
+	pg_uuid_t  *result;
 
 	start_arguments(fcinfo, &req);
 	WfApiBegin();
-	definition_id = pin_version(tenant, &req, &version);
-
-	/*
-	 * A start quota applies to new runs: a repeated start of a run that
-	 * exists returns it, even at the limit.
-	 */
-	if (req.key != NULL && WfStartQuotaSet(tenant))
-		result = existing_run(tenant, req.defname, req.key, req.input, req.version,
-							  req.version_given, false);
-	if (result == NULL)
-	{
-		WfCheckStartQuota(tenant);
-		result = start_new_run(tenant, &req, definition_id, version);
-	}
-	if (result == NULL)
-		result = existing_run(tenant, req.defname, req.key, req.input, req.version,
-							  req.version_given, true);
+	result = start_run(WfCurrentTenant(), &req, NULL, NULL);
 	PG_RETURN_DATUM(WfApiReturn(UUIDPGetDatum(result), false, UUID_LEN));
+}
+
+/*
+ * WfStartRunEager is the start of wf.start_and_claim (batch.c): a run of
+ * the latest version of defname with input and key (NULL: none), as
+ * wf.start_run starts it, its first task attempt written leased under
+ * offer when it can be (runstore.c: a task claimable now, for a tenant
+ * that does not limit its tasks in flight; offer->queue NULL: of any
+ * queue).  Sets *first to the attempt the start scheduled (task_id 0:
+ * none, also when the key found an existing run) in the caller's memory,
+ * and returns the run's id there.  An API call of its own.
+ */
+pg_uuid_t *
+WfStartRunEager(char *defname, Jsonb *input, char *key, const WfLeaseOffer *offer,
+				WfScheduledTask *first)
+{
+	StartRequest req;
+	pg_uuid_t  *result;
+	pg_uuid_t  *copy;
+
+	memset(&req, 0, sizeof(req));
+	req.defname = defname;
+	req.input = input;
+	req.key = key;
+	check_start_request(&req);
+	WfApiBegin();
+	result = start_run(WfCurrentTenant(), &req, offer, first);
+	copy = SPI_palloc(sizeof(pg_uuid_t));
+	memcpy(copy, result, sizeof(pg_uuid_t));
+	WfApiEnd();
+	return copy;
 }
 
 /*

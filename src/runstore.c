@@ -352,7 +352,7 @@ offer_lease(WfTransition *tr)
 	WfTaskLease *l = &tr->lease;
 
 	tr->task_leased = false;
-	if (o == NULL || !tr->has_task || strcmp(t->queue, o->queue) != 0 ||
+	if (o == NULL || !tr->has_task || (o->queue != NULL && strcmp(t->queue, o->queue) != 0) ||
 		t->available_at > tr->now || WfClaimLimited(tr->run->tenant_id))
 		return;
 	l->fence = WfFenceBase() + nextval_internal(WfFenceSequence(), false);
@@ -742,6 +742,7 @@ WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out)
 		return;
 	out->task_id = t->task_id;
 	out->leased = tr->task_leased;
+	out->queue = spi_strdup(t->queue);
 	if (!out->leased)
 		return;
 	out->run_id = tr->run->run_id;
@@ -750,7 +751,6 @@ WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out)
 	out->idempotency_key = spi_strdup(t->idempotency_key);
 	out->input = SPI_palloc(VARSIZE(t->input));
 	memcpy(out->input, t->input, VARSIZE(t->input));
-	out->queue = spi_strdup(t->queue);
 	out->activity = spi_strdup(t->activity);
 	out->lease = tr->lease;
 }
@@ -836,6 +836,7 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 		WfRowWriterClose(&w);
 		return false;
 	}
+	offer_lease(tr);			/* eager start (wf.start_and_claim) */
 	memset(nulls, false, sizeof(nulls));
 	values[NEW_RUN_ID] = UUIDPGetDatum(&run->run_id);
 	values[NEW_RUN_TENANT_ID] = tenant;

@@ -53,8 +53,9 @@ typedef struct WfNewTask
 /*
  * A lease that a transition may write its new task attempt with (eager
  * dispatch, batch.c): the task is inserted already leased to worker, as
- * wf.claim_tasks would have leased it, when it goes to queue, can be
- * claimed now, and the tenant does not limit its tasks in flight.
+ * wf.claim_tasks would have leased it, when it goes to queue (NULL: any
+ * queue, wf.start_and_claim), can be claimed now, and the tenant does not
+ * limit its tasks in flight.
  */
 typedef struct WfLeaseOffer
 {
@@ -85,7 +86,7 @@ typedef struct WfScheduledTask
 	int32		attempt;
 	char	   *idempotency_key;
 	Jsonb	   *input;
-	char	   *queue;
+	char	   *queue;			/* (set also when not leased) */
 	char	   *activity;		/* NULL: none */
 	WfTaskLease lease;
 } WfScheduledTask;

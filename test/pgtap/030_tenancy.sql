@@ -241,6 +241,7 @@ INSERT INTO attacks VALUES
  ('wf.set_legal_hold(uuid,boolean,text)', $q$SELECT wf.set_legal_hold(':ready_run', true, 'attack')$q$, 'error'),
  ('wf.signal(uuid,text,jsonb,text)', $q$SELECT wf.signal(':ready_run', 'go', '{}', 'ev-x')$q$, 'error'),
  ('wf.cancel_runs(text,jsonb,integer,uuid)', $q$SELECT count(*) FROM wf.cancel_runs('attack') c WHERE c.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
+ ('wf.start_and_claim(text,jsonb,text,interval,text)', $q$SELECT count(*) FROM wf.start_and_claim('b_def', '{}', 'evil') c WHERE c.run_id IN (SELECT run_id FROM wf.runs WHERE tenant_id <> 't_one')$q$, 'error'),
  ('wf.list_runs(jsonb,integer,uuid)', $q$SELECT count(*) FROM wf.list_runs() c WHERE c.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
  ('wf.retry_runs(text,jsonb,integer,uuid)', $q$SELECT count(*) FROM wf.retry_runs('attack') c WHERE c.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
  ('wf.resume_runs(text,jsonb,integer,uuid)', $q$SELECT count(*) FROM wf.resume_runs('attack') c WHERE c.run_id IN (SELECT v::uuid FROM b_ids WHERE k LIKE '%run')$q$, '^0$'),
