@@ -18,7 +18,9 @@
 # task completes with its fence from before, the token from before decides
 # the approval, the timer fires, wf.list_runs lists.  At the end every run
 # is driven to its end, every acknowledged start and completion is present
-# once, and every run verifies.  A shard being restarted is refused with
+# once, and every run verifies.  Last the router is given the router
+# extension in development and updated (ALTER EXTENSION wfengine_router
+# UPDATE), and routes what the new shards added (wf.start_and_claim).  A shard being restarted is refused with
 # 08006 (naming it), never anything else.
 
 use strict;
@@ -242,5 +244,23 @@ for my $n (qw(s1 s2))
 		'ok', "$n: every run verifies");
 }
 note sprintf('refused calls: %s', join(', ', map { "$_ $refused{$_}" } sort keys %refused));
+
+# last, the router: the version in development's router extension
+# installed there and updated, which routes what the new shards added
+wf_install_current($inst_router, router => 1);
+$router->restart;
+$router->safe_psql('wfengine_router', 'ALTER EXTENSION wfengine_router UPDATE');
+my ($router_current) = slurp_file('router/wfengine_router.control') =~ /default_version\s*=\s*'([^']+)'/;
+is(extversion($router, 'wfengine_router', 'wfengine_router'), $router_current, "the router updated to $router_current");
+for my $n (qw(s1 s2))
+{
+	my $t = $on{$n}[1] // $on{$n}[0];
+	my ($step, $deliveries, $task, $fence) = split /\|/, as_tenant($t,
+		q{SELECT step || '|' || deliveries || '|' || task_id || '|' || fence FROM wf.start_and_claim('load', '{}', 'eager')});
+	is("$step:$deliveries", 'one:1', "$t on $n: wf.start_and_claim through the updated router");
+	is(as_tenant($t, "SELECT wf.complete_task($task, $fence, '{}')"), 'accepted', '... its lease completes');
+	is($shard{$n}->safe_psql($db, qq{SELECT count(*) FILTER (WHERE NOT wf._verify_moved_run(tenant_id, run_id) OR status <> 'completed') FROM wf.runs WHERE tenant_id = '$t'}),
+		'0', "... and its run completes and verifies");
+}
 
 done_testing();

@@ -180,14 +180,22 @@ sub wf_clone_root
 # installation (the version in development: the library, its bitcode and
 # the extension's scripts and control files, what `make install` puts
 # there) into the installation made by wf_release_root, replacing the
-# release's; the router's files stay as they are.
+# release's; the router's files too with router => 1.
 sub wf_install_current
 {
-	my ($inst) = @_;
+	my ($inst, %o) = @_;
 	my %d = pg_dirs();
 	my $sysinst = $d{bindir};
 	$sysinst =~ s{/bin$}{};
 	(my $base = $inst) =~ s{\Q$sysinst\E$}{} or die "$inst is not an installation of wf_release_root";
+	if ($o{router})
+	{
+		system("rm -f '$base$d{sharedir}'/extension/wfengine_router*") == 0 or die 'removing the router failed';
+		for my $f (glob("$d{sharedir}/extension/wfengine_router*"))
+		{
+			system('cp', '-a', $f, "$base$d{sharedir}/extension/") == 0 or die "cp $f failed";
+		}
+	}
 	system("rm -rf '$base$d{pkglibdir}'/wfengine.so '$base$d{pkglibdir}'/bitcode/wfengine.index.bc '$base$d{pkglibdir}'/bitcode/wfengine '$base$d{sharedir}'/extension/wfengine--* '$base$d{sharedir}'/extension/wfengine.control") == 0
 	  or die 'removing the release failed';
 	my @files = ("$d{pkglibdir}/wfengine.so", glob("$d{sharedir}/extension/wfengine--*.sql"), "$d{sharedir}/extension/wfengine.control");
