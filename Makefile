@@ -35,6 +35,7 @@ OBJS = \
 	src/crypto.o \
 	src/definition.o \
 	src/defcompile.o \
+	src/defmodel.o \
 	src/duration.o \
 	src/publish.o \
 	src/jsonutil.o \

@@ -1,22 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * defcompile.c
- *	  Workflow definitions: validation of a spec, its compiled form and the
- *	  step graph.
+ *	  Workflow definitions: validation of a spec and its compiled form.
  *
  * A definition is a JSON document with a list of steps.  It is validated
  * here, in one pass that also compiles it: every field is checked for
- * type and range, step names must be unique, every "next" must name a
- * step, every step must be reachable from the first and must be able to
- * reach the end (a cycle without a way out is refused), durations must
- * parse and every JSONPath must compile with PostgreSQL's own jsonpath
- * parser.  Every error names the definition, the step and the field.
- *
- * The step graph exists once, here: WfStepEdges lists the edges out of a
- * step of a compiled definition.  check_graph follows them at publish,
- * and wf._step_edges (publish.c) hands them to the PL/pgSQL that draws a
- * definition (wf._graph_render) and checks a migration
- * (wf._migration_problem).
+ * type and range, step names must be unique, durations must parse and
+ * every JSONPath must compile with PostgreSQL's own jsonpath parser.  The
+ * graph the steps make (every "next" names a step, every step is reachable
+ * and can reach the end) is checked by defmodel.c.  Every error names the
+ * definition, the step and the field (WfDefError).
  *
  * Nothing here reads or writes a table: the children of subworkflow and
  * parallel steps are resolved by definition.c, the limits across branches
@@ -58,15 +51,6 @@
 #define WF_DEFAULT_MAX_INTERVAL (60 * USECS_PER_SEC)
 #define WF_DEFAULT_JITTER 0.2
 
-/* where the validator is, for error messages */
-typedef struct ValidateCtx
-{
-	const char *defname;
-	const char *step;			/* step name, or NULL at the top level */
-	int			step_pos;		/* 1-based position, for steps without a name */
-	bool		enforce_limits; /* false when loading an already published spec */
-	const char *field_prefix;	/* prefix of field names, e.g. "compensate" */
-} ValidateCtx;
 
 static const char *const top_fields[] = {
 	"correlation", "description", "on_failure", "output", "sensitive", "steps",
@@ -115,8 +99,6 @@ static const char *const timeout_fields[] = {
 
 /* forward declarations */
 static bool jsonpath_has_variable(Datum path);
-static void def_error(const ValidateCtx *cx, const char *field, int code,
-					  const char *hint, const char *fmt,...) pg_attribute_printf(5, 6) pg_attribute_noreturn();
 static JsonbValue *obj_get(JsonbContainer *obj, const char *key);
 static bool is_object(const JsonbValue *v);
 static bool is_array(const JsonbValue *v);
@@ -154,51 +136,7 @@ static int	compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const c
 							  char ***keys);
 static void compile_subworkflow(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
 static void compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd);
-static void check_graph(const ValidateCtx *cx, WfDefinition *def,
-						char **next_names, char **expiry_names);
 
-/*
- * def_error reports an invalid definition, naming the definition, the
- * step (when inside one) and the field.
- */
-static void
-def_error(const ValidateCtx *cx, const char *field, int code,
-		  const char *hint, const char *fmt,...)
-{
-	StringInfoData problem;
-	StringInfoData where;
-
-	initStringInfo(&problem);
-	for (;;)
-	{
-		va_list		args;
-		int			needed;
-
-		va_start(args, fmt);
-		needed = appendStringInfoVA(&problem, fmt, args);
-		va_end(args);
-		if (needed == 0)
-			break;
-		enlargeStringInfo(&problem, needed);
-	}
-
-	initStringInfo(&where);
-	if (cx->field_prefix != NULL && field != NULL)
-		field = psprintf("%s.%s", cx->field_prefix, field);
-	if (cx->step != NULL)
-		appendStringInfo(&where, "step \"%s\"", cx->step);
-	else if (cx->step_pos > 0)
-		appendStringInfo(&where, "step %d", cx->step_pos);
-	if (field != NULL)
-		appendStringInfo(&where, "%sfield \"%s\"", where.len > 0 ? ", " : "", field);
-
-	ereport(ERROR,
-			(errcode(code),
-			 errmsg("invalid definition \"%s\": %s%s%s",
-					cx->defname, where.data, where.len > 0 ? ": " : "",
-					problem.data),
-			 hint ? errhint("%s", hint) : 0));
-}
 
 /*
  * obj_get returns the value of key in a jsonb object, or NULL.
@@ -262,7 +200,7 @@ check_fields(const ValidateCtx *cx, const char *prefix, JsonbContainer *obj,
 			for (a = allowed; *a != NULL; a++)
 				appendStringInfo(&hint, "%s %s", a == allowed ? "" : ",", *a);
 			appendStringInfoChar(&hint, '.');
-			def_error(cx, prefix ? psprintf("%s.%s", prefix, key) : key,
+			WfDefError(cx, prefix ? psprintf("%s.%s", prefix, key) : key,
 					  ERRCODE_INVALID_PARAMETER_VALUE, hint.data,
 					  "unknown field");
 		}
@@ -281,12 +219,12 @@ get_string(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
 	if (v == NULL)
 	{
 		if (required)
-			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+			WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 					  "is required");
 		return NULL;
 	}
 	if (v->type != jbvString || v->val.string.len == 0)
-		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "must be a non-empty string");
 	return value_cstring(v);
 }
@@ -299,7 +237,7 @@ static void
 check_activity_size(const ValidateCtx *cx, const char *field, const char *activity)
 {
 	if (activity != NULL && strlen(activity) > WF_ARG_MAX_NAME)
-		def_error(cx, field, ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
+		WfDefError(cx, field, ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
 				  "is %zu bytes, more than the limit of %d bytes",
 				  strlen(activity), WF_ARG_MAX_NAME);
 }
@@ -337,7 +275,7 @@ get_duration(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
 		}
 	}
 	if (!ok || usec <= 0)
-		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Write a duration as a number of seconds or as a string such as \"500ms\", \"30s\", \"5m\", \"1h30m\" or \"7d\".",
 				  "must be a positive duration of at most 366 days");
 	return usec;
@@ -365,10 +303,10 @@ get_number(const ValidateCtx *cx, JsonbContainer *obj, const char *key,
 	if (isnan(d) || d < min || d > max || (integral && d != floor(d)))
 	{
 		if (integral)
-			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+			WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 					  "must be an integer from %.0f to %.0f", min, max);
 		else
-			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+			WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 					  "must be a number from %g to %g", min, max);
 	}
 	return d;
@@ -461,11 +399,11 @@ compile_jsonpath(const ValidateCtx *cx, const char *field, const char *text)
 	char	   *failure = NULL;
 
 	if (!WfTryInSubxact(parse_jsonpath, &a, &failure))
-		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Paths are PostgreSQL jsonpath expressions over the run context, such as \"$.input.order.id\" or \"$.steps.charge.output\".",
 				  "invalid JSONPath \"%s\" (%s)", text, failure);
 	if (a.uses_variable)
-		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Refer to the run context through $, as in \"$.input.limit\".",
 				  "JSONPath \"%s\" uses a variable, and paths are evaluated without variables",
 				  text);
@@ -489,7 +427,7 @@ compile_mapping(const ValidateCtx *cx, const char *field, JsonbValue *v, int *n)
 	char	   *key = NULL;
 
 	if (!is_object(v))
-		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A mapping is an object such as {\"amount\": \"$.input.amount\"}.",
 				  "must be an object");
 
@@ -551,7 +489,7 @@ compile_retry(const ValidateCtx *cx, JsonbContainer *step, WfRetryPolicy *retry)
 	if (v == NULL)
 		return;
 	if (!is_object(v))
-		def_error(cx, "retry", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, "retry", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "must be an object");
 	r = v->val.binary.data;
 	check_fields(cx, "retry", r, retry_fields);
@@ -569,7 +507,7 @@ compile_retry(const ValidateCtx *cx, JsonbContainer *step, WfRetryPolicy *retry)
 	else
 		retry->max_interval = Max(WF_DEFAULT_MAX_INTERVAL, retry->initial_interval);
 	if (retry->max_interval < retry->initial_interval)
-		def_error(cx, "retry.max_interval", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, "retry.max_interval", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "must not be shorter than retry.initial_interval");
 	retry->jitter = get_number(cx, r, "jitter", "retry.jitter", 0, 1,
 							   WF_DEFAULT_JITTER, false);
@@ -583,7 +521,7 @@ compile_retry(const ValidateCtx *cx, JsonbContainer *step, WfRetryPolicy *retry)
 		int			i = 0;
 
 		if (!is_array(nre))
-			def_error(cx, "retry.non_retryable_errors", ERRCODE_INVALID_PARAMETER_VALUE,
+			WfDefError(cx, "retry.non_retryable_errors", ERRCODE_INVALID_PARAMETER_VALUE,
 					  NULL, "must be an array of error codes");
 		retry->non_retryable = palloc0(sizeof(char *) *
 									   Max(JsonContainerSize(nre->val.binary.data), 1));
@@ -593,7 +531,7 @@ compile_retry(const ValidateCtx *cx, JsonbContainer *step, WfRetryPolicy *retry)
 			if (tok != WJB_ELEM)
 				continue;
 			if (ev.type != jbvString || ev.val.string.len == 0)
-				def_error(cx, "retry.non_retryable_errors", ERRCODE_INVALID_PARAMETER_VALUE,
+				WfDefError(cx, "retry.non_retryable_errors", ERRCODE_INVALID_PARAMETER_VALUE,
 						  NULL, "must be an array of non-empty strings");
 			retry->non_retryable[i++] = value_cstring(&ev);
 		}
@@ -615,7 +553,7 @@ compile_timeouts(const ValidateCtx *cx, JsonbContainer *step, WfTimeouts *timeou
 	if (v == NULL)
 		return;
 	if (!is_object(v))
-		def_error(cx, "timeout", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "timeout", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Valid fields are: heartbeat, schedule_to_start, start_to_close, total.",
 				  "must be an object");
 	t = v->val.binary.data;
@@ -626,7 +564,7 @@ compile_timeouts(const ValidateCtx *cx, JsonbContainer *step, WfTimeouts *timeou
 	timeout->total = get_duration(cx, t, "total", "timeout.total");
 	if (timeout->heartbeat > 0 && timeout->start_to_close > 0 &&
 		timeout->heartbeat > timeout->start_to_close)
-		def_error(cx, "timeout.heartbeat", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, "timeout.heartbeat", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "must not be longer than timeout.start_to_close");
 }
 
@@ -642,14 +580,14 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 
 	if (obj_get(s, "timeout") != NULL && is_object(obj_get(s, "timeout")) &&
 		obj_get(obj_get(s, "timeout")->val.binary.data, "total") != NULL)
-		def_error(cx, "timeout.total", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "timeout.total", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "An approval step ends by \"expires\"; its \"timeout\" applies to the notification task.",
 				  "is not allowed on an approval step");
 	(void) get_string(cx, s, "description", "description", false);
 
 	sd->queue = get_string(cx, s, "notify_queue", "notify_queue", true);
 	if (!valid_identifier(sd->queue, WF_MAX_STEP_NAME_LEN, true))
-		def_error(cx, "notify_queue", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "notify_queue", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A queue name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
 				  "invalid queue name \"%s\"", sd->queue);
 
@@ -670,17 +608,17 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 			if (tok != WJB_ELEM)
 				continue;
 			if (ev.type != jbvString || ev.val.string.len == 0)
-				def_error(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+				WfDefError(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 						  "must be an array of non-empty strings");
 			sd->approvers[i++] = value_cstring(&ev);
 		}
 		sd->n_approvers = i;
 		if (i > 100)
-			def_error(cx, "approvers", ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
+			WfDefError(cx, "approvers", ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
 					  "lists %d approvers, more than the limit of 100", i);
 	}
 	else
-		def_error(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Give the approvers as an array such as [\"alice\", \"bob\"], or as a JSONPath such as \"$.input.approvers\" that finds one.",
 				  "must be a non-empty array of approvers or a JSONPath");
 
@@ -700,18 +638,18 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 		sd->quorum = (int32) get_number(cx, v->val.binary.data, "quorum", "policy.quorum",
 										1, 1000, 1, true);
 		if (sd->n_approvers > 0 && sd->quorum > sd->n_approvers)
-			def_error(cx, "policy.quorum", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+			WfDefError(cx, "policy.quorum", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 					  "needs %d approvals, but the step names only %d approvers",
 					  sd->quorum, sd->n_approvers);
 	}
 	else if (v != NULL)
-		def_error(cx, "policy", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "policy", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Use \"any\", \"all\" or {\"quorum\": N}.",
 				  "must be \"any\", \"all\" or a quorum");
 
 	sd->rejections = (int32) get_number(cx, s, "rejections", "rejections", 1, 1000, 1, true);
 	if (sd->n_approvers > 0 && sd->rejections > sd->n_approvers)
-		def_error(cx, "rejections", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, "rejections", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "needs %d rejections, but the step names only %d approvers",
 				  sd->rejections, sd->n_approvers);
 	sd->expires = get_duration(cx, s, "expires", "expires");
@@ -724,7 +662,7 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
  * compile_choice validates a choice step: conditions (PostgreSQL jsonpath
  * predicates over the run context, such as "$.input.amount > 100") tried
  * in order, each with the step to go to, and a default.  Step names are
- * resolved by check_graph.
+ * resolved by WfDefCheckGraph.
  */
 static void
 compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
@@ -738,12 +676,12 @@ compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	(void) get_string(cx, s, "description", "description", false);
 	v = obj_get(s, "choices");
 	if (v == NULL || !is_array(v) || JsonContainerSize(v->val.binary.data) == 0)
-		def_error(cx, "choices", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "choices", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Write the choices as [{\"when\": \"$.input.amount > 100\", \"next\": \"review\"}, ...].",
 				  "must be a non-empty array of choices");
 	sd->n_choices = JsonContainerSize(v->val.binary.data);
 	if (sd->n_choices > WF_MAX_SUCCESSORS - 2)
-		def_error(cx, "choices", ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
+		WfDefError(cx, "choices", ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
 				  "has %d choices, more than the limit of %d", sd->n_choices,
 				  WF_MAX_SUCCESSORS - 2);
 	sd->choice_when = palloc0(sizeof(Datum) * sd->n_choices);
@@ -760,7 +698,7 @@ compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 			continue;
 		field = psprintf("choices[%d]", i);
 		if (!is_object(&cv))
-			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL, "must be an object");
+			WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL, "must be an object");
 		check_fields(cx, field, cv.val.binary.data, choice_item_fields);
 		when = get_string(cx, cv.val.binary.data, "when", psprintf("%s.when", field), true);
 		sd->choice_when[i] = compile_jsonpath(cx, psprintf("%s.when", field), when);
@@ -770,7 +708,7 @@ compile_choice(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 		i++;
 	}
 	if (obj_get(s, "default") == NULL)
-		def_error(cx, "default", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "default", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Name the step to go to when no condition holds, or \"end\".",
 				  "is required");
 }
@@ -788,13 +726,13 @@ compile_sleep(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	sd->sleep_duration = get_duration(cx, s, "duration", "duration");
 	until = get_string(cx, s, "until", "until", false);
 	if ((sd->sleep_duration > 0) == (until != NULL))
-		def_error(cx, "duration", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "duration", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A sleep step waits for a \"duration\" such as \"10m\", or \"until\" a timestamp found by a JSONPath such as \"$.input.ship_at\".",
 				  "a sleep step needs exactly one of \"duration\" and \"until\"");
 	if (until != NULL)
 	{
 		if (until[0] != '$')
-			def_error(cx, "until", ERRCODE_INVALID_PARAMETER_VALUE,
+			WfDefError(cx, "until", ERRCODE_INVALID_PARAMETER_VALUE,
 					  "Give a JSONPath into the run context, such as \"$.input.ship_at\", that finds a timestamp.",
 					  "must be a JSONPath");
 		sd->sleep_until = compile_jsonpath(cx, "until", until);
@@ -808,17 +746,17 @@ compile_sleep(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 static void
 compile_wait_event(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 {
-	sd->expiry_next = WF_STEP_END;	/* "on_timeout", set by check_graph */
+	sd->expiry_next = WF_STEP_END;	/* "on_timeout", set by WfDefCheckGraph */
 	(void) get_string(cx, s, "description", "description", false);
 	sd->event_name = get_string(cx, s, "event", "event", true);
 	if (!valid_identifier(sd->event_name, WF_MAX_STEP_NAME_LEN, true))
-		def_error(cx, "event", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "event", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "An event name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
 				  "invalid event name \"%s\"", sd->event_name);
 	compile_timeouts(cx, s, &sd->timeout);
 	if (sd->timeout.schedule_to_start > 0 || sd->timeout.start_to_close > 0 ||
 		sd->timeout.heartbeat > 0)
-		def_error(cx, "timeout", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "timeout", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A wait_event step runs no task: give it {\"total\": <duration>} to bound the wait.",
 				  "only \"total\" applies to a wait_event step");
 }
@@ -835,7 +773,7 @@ compile_task(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 
 	sd->queue = get_string(cx, s, "queue", "queue", true);
 	if (!valid_identifier(sd->queue, WF_MAX_STEP_NAME_LEN, true))
-		def_error(cx, "queue", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "queue", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A queue name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
 				  "invalid queue name \"%s\"", sd->queue);
 	sd->activity = get_string(cx, s, "activity", "activity", false);
@@ -881,7 +819,7 @@ static const struct
 
 /*
  * compile_step validates and compiles one step; its "next" is resolved
- * later by check_graph.
+ * later by WfDefCheckGraph.
  */
 static void
 compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
@@ -902,7 +840,7 @@ compile_step(const ValidateCtx *cx, JsonbValue *v, WfStepDef *sd)
 			return;
 		}
 	}
-	def_error(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
+	WfDefError(cx, "type", ERRCODE_FEATURE_NOT_SUPPORTED,
 			  "Supported step types: task, sleep, approval, choice, wait_event, subworkflow, parallel.",
 			  "unsupported step type \"%s\"", type);
 }
@@ -931,7 +869,7 @@ compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const char *what, 
 	if (v == NULL)
 		return 0;
 	if (!is_object(v))
-		def_error(cx, "sensitive", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "sensitive", ERRCODE_INVALID_PARAMETER_VALUE,
 				  psprintf("Give the keys to seal as {\"%s\": [\"card_number\", ...]}.", what),
 				  "must be an object");
 	check_fields(cx, "sensitive", v->val.binary.data,
@@ -940,7 +878,7 @@ compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const char *what, 
 	if (list == NULL)
 		return 0;
 	if (!is_array(list) || JsonContainerSize(list->val.binary.data) == 0)
-		def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "must be a non-empty array of keys");
 	*keys = palloc0(sizeof(char *) * JsonContainerSize(list->val.binary.data));
 	it = JsonbIteratorInit(list->val.binary.data);
@@ -949,7 +887,7 @@ compile_sensitive(const ValidateCtx *cx, JsonbContainer *obj, const char *what, 
 		if (tok != WJB_ELEM)
 			continue;
 		if (kv.type != jbvString || kv.val.string.len == 0)
-			def_error(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+			WfDefError(cx, field, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 					  "must be an array of non-empty key names");
 		(*keys)[n++] = value_cstring(&kv);
 	}
@@ -995,7 +933,7 @@ compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	if (v == NULL)
 		return;
 	if (!is_object(v))
-		def_error(cx, "compensate", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "compensate", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Give the activity that undoes the step, e.g. {\"activity\": \"refund\", \"queue\": \"payments\"}.",
 				  "must be an object");
 	c = v->val.binary.data;
@@ -1009,7 +947,7 @@ compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	if (comp->queue == NULL)
 		comp->queue = sd->queue;
 	else if (!valid_identifier(comp->queue, WF_MAX_STEP_NAME_LEN, true))
-		def_error(&ccx, "queue", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(&ccx, "queue", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A queue name has 1 to 63 letters, digits, '_', '-', '.' or ':' and starts with a letter or '_'.",
 				  "invalid queue name \"%s\"", comp->queue);
 	comp->activity = get_string(&ccx, c, "activity", "activity", false);
@@ -1021,7 +959,7 @@ compile_compensation(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	compile_retry(&ccx, c, &comp->retry);
 	compile_timeouts(&ccx, c, &comp->timeout);
 	if (comp->timeout.total > 0)
-		def_error(&ccx, "timeout.total", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(&ccx, "timeout.total", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A compensation is tried until its retry policy gives up; bound each attempt with start_to_close.",
 				  "does not apply to a compensation");
 	comp->next = WF_STEP_END;
@@ -1042,10 +980,10 @@ compile_subworkflow(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	(void) get_string(cx, s, "description", "description", false);
 	sd->sub_name = get_string(cx, s, "definition", "definition", true);
 	if (!valid_identifier(sd->sub_name, WF_MAX_NAME_LEN, true))
-		def_error(cx, "definition", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, "definition", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "invalid definition name \"%s\"", sd->sub_name);
 	if (obj_get(s, "version") == NULL)
-		def_error(cx, "version", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "version", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A child run is pinned to a version of its definition, as every run is.",
 				  "is required");
 	sd->sub_version = (int32) get_number(cx, s, "version", "version", 1, PG_INT32_MAX, 1, true);
@@ -1078,7 +1016,7 @@ compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	(void) get_string(cx, s, "description", "description", false);
 	if (branches == NULL || !is_array(branches) ||
 		(n = JsonContainerSize(branches->val.binary.data)) < 2)
-		def_error(cx, "branches", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "branches", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Give each branch as {\"steps\": [...]}; its steps run one after the other, the branches at once.",
 				  "must be an array of at least 2 branches");
 	sd->n_branches = n;
@@ -1095,12 +1033,12 @@ compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 			continue;
 		bcx.field_prefix = psprintf("branches[%d]", i);
 		if (!is_object(&bv))
-			def_error(&bcx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
+			WfDefError(&bcx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
 					  "Give each branch as {\"steps\": [...]}.", "must be an object");
 		check_fields(&bcx, NULL, bv.val.binary.data, branch_fields);
 		sd->branch_names[i] = psprintf("%s:%s:%d", cx->defname, sd->name, i);
 		if (strlen(sd->branch_names[i]) > WF_MAX_NAME_LEN)
-			def_error(&bcx, NULL, ERRCODE_NAME_TOO_LONG,
+			WfDefError(&bcx, NULL, ERRCODE_NAME_TOO_LONG,
 					  "Branches are published as \"<definition>:<step>:<n>\"; shorten the names.",
 					  "the branch definition name \"%s\" is longer than %d bytes",
 					  sd->branch_names[i], WF_MAX_NAME_LEN);
@@ -1114,7 +1052,7 @@ compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	{
 		if (!is_object(join) || obj_get(join->val.binary.data, "first") == NULL ||
 			JsonContainerSize(join->val.binary.data) != 1)
-			def_error(cx, "join", ERRCODE_INVALID_PARAMETER_VALUE,
+			WfDefError(cx, "join", ERRCODE_INVALID_PARAMETER_VALUE,
 					  "Give \"all\" (the default) or {\"first\": n}.",
 					  "must be \"all\" or {\"first\": n}");
 		sd->join_count = (int32) get_number(cx, join->val.binary.data, "first", "join.first",
@@ -1122,7 +1060,7 @@ compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	}
 	policy = get_string(cx, s, "on_branch_failure", "on_branch_failure", false);
 	if (policy != NULL && strcmp(policy, "fail") != 0 && strcmp(policy, "ignore") != 0)
-		def_error(cx, "on_branch_failure", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "on_branch_failure", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "\"fail\" (the default) fails the step when a branch fails; \"ignore\" lets the others join.",
 				  "must be \"fail\" or \"ignore\"");
 	sd->ignore_branch_failure = policy != NULL && strcmp(policy, "ignore") == 0;
@@ -1132,269 +1070,6 @@ compile_parallel(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 		sd->input = compile_mapping(cx, "input", input, &sd->n_input);
 }
 
-/*
- * WfStepEdges fills edges (room for WF_MAX_SUCCESSORS) with the edges out
- * of step i of a compiled definition and returns how many: a choice's
- * conditions in order and its default, or the step's next (WF_STEP_END
- * after the last step or with "end": true), then an approval's expiry or
- * a wait's timeout when the step has one (WF_STEP_FAIL when it fails the
- * run).  Everything that follows the step graph reads it here.
- */
-int
-WfStepEdges(const WfDefinition *def, int i, WfStepEdge *edges)
-{
-	const WfStepDef *sd = &def->steps[i];
-	int			n = 0;
-	int			c;
-
-	if (sd->type == WF_STEP_CHOICE)
-	{
-		for (c = 0; c < sd->n_choices; c++)
-			edges[n++] = (WfStepEdge) {WF_EDGE_CHOICE, c, sd->choice_next[c]};
-		edges[n++] = (WfStepEdge) {WF_EDGE_DEFAULT, 0, sd->next};
-		return n;
-	}
-	edges[n++] = (WfStepEdge) {WF_EDGE_NEXT, 0, sd->next};
-	if (sd->type == WF_STEP_APPROVAL && sd->expires > 0)
-		edges[n++] = (WfStepEdge) {WF_EDGE_EXPIRY, 0,
-			sd->expiry_next == WF_STEP_END ? WF_STEP_FAIL : sd->expiry_next};
-	else if (sd->type == WF_STEP_WAIT_EVENT && sd->timeout.total > 0)
-		edges[n++] = (WfStepEdge) {WF_EDGE_TIMEOUT, 0,
-			sd->expiry_next == WF_STEP_END ? WF_STEP_FAIL : sd->expiry_next};
-	return n;
-}
-
-/*
- * successors fills succ with the steps that can follow step i (or
- * WF_STEP_END) and returns how many.  An expiry or a timeout that fails
- * the run leads nowhere.
- */
-static int
-successors(const WfDefinition *def, int i, int *succ)
-{
-	WfStepEdge	edges[WF_MAX_SUCCESSORS];
-	int			ne = WfStepEdges(def, i, edges);
-	int			n = 0;
-	int			k;
-
-	for (k = 0; k < ne; k++)
-		if (edges[k].target != WF_STEP_FAIL)
-			succ[n++] = edges[k].target;
-	return n;
-}
-
-/*
- * resolve_target returns the index of the step that field of step sd
- * names, or reports that there is none.
- */
-static int
-resolve_target(ValidateCtx *scx, const WfDefinition *def, const WfStepDef *sd,
-			   const char *field, const char *hint, const char *name)
-{
-	int			t = WfDefinitionStepIndex(def, name);
-
-	if (t < 0)
-	{
-		scx->step = sd->name;
-		def_error(scx, field, ERRCODE_INVALID_PARAMETER_VALUE, hint,
-				  "names step \"%s\", which does not exist", name);
-	}
-	return t;
-}
-
-/*
- * resolve_routes resolves the step names of "next" (a choice's default),
- * of "on_expiry" and "on_timeout", and of a choice's conditions.
- */
-static void
-resolve_routes(const ValidateCtx *cx, WfDefinition *def, char **next_names,
-			   char **expiry_names)
-{
-	int			n = def->nsteps;
-	int			i;
-	ValidateCtx scx = *cx;
-
-	for (i = 0; i < n; i++)
-	{
-		WfStepDef  *sd = &def->steps[i];
-
-		if (next_names[i] != NULL)
-			sd->next = resolve_target(&scx, def, sd, "next", NULL, next_names[i]);
-	}
-
-	for (i = 0; i < n; i++)
-	{
-		WfStepDef  *sd = &def->steps[i];
-
-		if (expiry_names[i] != NULL)
-			sd->expiry_next = resolve_target(&scx, def, sd,
-											 sd->type == WF_STEP_WAIT_EVENT ? "on_timeout" : "on_expiry",
-											 "Give \"fail\" or the name of a step.",
-											 expiry_names[i]);
-	}
-
-	for (i = 0; i < n; i++)
-	{
-		WfStepDef  *sd = &def->steps[i];
-		int			c;
-
-		for (c = 0; c < sd->n_choices; c++)
-		{
-			if (strcmp(sd->choice_next_names[c], "end") == 0)
-				sd->choice_next[c] = WF_STEP_END;
-			else
-				sd->choice_next[c] = resolve_target(&scx, def, sd, psprintf("choices[%d].next", c),
-													NULL, sd->choice_next_names[c]);
-		}
-	}
-}
-
-/*
- * find_ends sets ends[i] for the steps that can reach the end: a fixpoint
- * over the successors (the next step or a choice's default, a choice's
- * branches, and the step an approval goes to when it expires).  An expiry
- * that fails the run is not a way out of a loop.
- */
-static void
-find_ends(const WfDefinition *def, bool *ends)
-{
-	bool		changed;
-	int			i;
-
-	do
-	{
-		changed = false;
-		for (i = 0; i < def->nsteps; i++)
-		{
-			int			succ[WF_MAX_SUCCESSORS];
-			int			ns = successors(def, i, succ);
-			int			k;
-
-			for (k = 0; k < ns && !ends[i]; k++)
-				if (succ[k] == WF_STEP_END || ends[succ[k]])
-					ends[i] = changed = true;
-		}
-	} while (changed);
-}
-
-/*
- * find_reachable sets reachable[i] for the steps reachable from the first.
- */
-static void
-find_reachable(const WfDefinition *def, bool *reachable)
-{
-	bool		changed;
-	int			i;
-
-	reachable[0] = true;
-	do
-	{
-		changed = false;
-		for (i = 0; i < def->nsteps; i++)
-		{
-			int			succ[WF_MAX_SUCCESSORS];
-			int			ns;
-			int			k;
-
-			if (!reachable[i])
-				continue;
-			ns = successors(def, i, succ);
-			for (k = 0; k < ns; k++)
-				if (succ[k] != WF_STEP_END && !reachable[succ[k]])
-					reachable[succ[k]] = changed = true;
-		}
-	} while (changed);
-}
-
-/*
- * check_choice_loops refuses a loop made of choice steps alone: it would
- * run for ever inside one transaction, so every loop must pass a step that
- * waits.
- */
-static void
-check_choice_loops(const ValidateCtx *cx, const WfDefinition *def)
-{
-	int			n = def->nsteps;
-	int			i;
-	ValidateCtx scx = *cx;
-
-	for (i = 0; i < n; i++)
-	{
-		bool	   *seen;
-		int		   *stack;
-		int			top = 0;
-
-		if (def->steps[i].type != WF_STEP_CHOICE)
-			continue;
-		seen = palloc0(sizeof(bool) * n);
-		stack = palloc(sizeof(int) * n * WF_MAX_SUCCESSORS);
-		stack[top++] = i;
-		while (top > 0)
-		{
-			int			j = stack[--top];
-			int			succ[WF_MAX_SUCCESSORS];
-			int			ns = successors(def, j, succ);
-			int			k;
-
-			for (k = 0; k < ns; k++)
-			{
-				int			t = succ[k];
-
-				if (t == WF_STEP_END || def->steps[t].type != WF_STEP_CHOICE)
-					continue;
-				if (t == i)
-				{
-					scx.step = def->steps[i].name;
-					def_error(&scx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
-							  "A loop must pass a task, sleep, approval or wait_event step.",
-							  "is part of a loop of choice steps only");
-				}
-				if (!seen[t])
-				{
-					seen[t] = true;
-					stack[top++] = t;
-				}
-			}
-		}
-	}
-}
-
-/*
- * check_graph resolves "next" and checks that every step is reachable
- * from the first one and can reach the end.
- */
-static void
-check_graph(const ValidateCtx *cx, WfDefinition *def, char **next_names,
-			char **expiry_names)
-{
-	int			n = def->nsteps;
-	bool	   *reachable = palloc0(sizeof(bool) * n);
-	bool	   *ends = palloc0(sizeof(bool) * n);
-	int			i;
-	ValidateCtx scx = *cx;
-
-	resolve_routes(cx, def, next_names, expiry_names);
-	find_ends(def, ends);
-	find_reachable(def, reachable);
-	check_choice_loops(cx, def);
-
-	for (i = 0; i < n; i++)
-	{
-		scx.step = def->steps[i].name;
-		if (reachable[i] && !ends[i])
-			def_error(&scx, "next", ERRCODE_INVALID_PARAMETER_VALUE,
-					  "Every path through a workflow must reach its end; a loop needs a way out.",
-					  "is part of a cycle without a way out");
-	}
-	for (i = 0; i < n; i++)
-	{
-		scx.step = def->steps[i].name;
-		if (!reachable[i])
-			def_error(&scx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
-					  "Steps run in list order unless \"next\" says otherwise; remove the step or point a \"next\" at it.",
-					  "is unreachable from the first step");
-	}
-}
 
 /*
  * compile_on_failure reads what a failure does: end the run, or undo its
@@ -1407,7 +1082,7 @@ compile_on_failure(const ValidateCtx *cx, JsonbContainer *root, WfDefinition *de
 
 	if (on_failure != NULL && strcmp(on_failure, "fail") != 0 &&
 		strcmp(on_failure, "compensate") != 0)
-		def_error(cx, "on_failure", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "on_failure", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "\"fail\" (the default) ends a run that fails as failed; \"compensate\" runs the compensations of its completed steps, newest first, and ends it compensated.",
 				  "must be \"fail\" or \"compensate\", not \"%s\"", on_failure);
 	def->compensate_on_failure = on_failure != NULL && strcmp(on_failure, "compensate") == 0;
@@ -1424,18 +1099,18 @@ compile_correlation(const ValidateCtx *cx, JsonbValue *v, WfDefinition *def)
 
 	def->correlation = compile_mapping(cx, "correlation", v, &def->n_correlation);
 	if (def->n_correlation == 0 || def->n_correlation > WF_MAX_CORRELATION_KEYS)
-		def_error(cx, "correlation", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "correlation", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Name each key and give the JSONPath of its value, e.g. {\"shipment\": \"$.input.shipment_id\"}.",
 				  "must name 1 to %d keys", WF_MAX_CORRELATION_KEYS);
 	for (c = 0; c < def->n_correlation; c++)
 	{
 		if (!valid_identifier(def->correlation[c].key, WF_MAX_STEP_NAME_LEN, false))
-			def_error(cx, psprintf("correlation.%s", def->correlation[c].key),
+			WfDefError(cx, psprintf("correlation.%s", def->correlation[c].key),
 					  ERRCODE_INVALID_PARAMETER_VALUE,
 					  "A key name has 1 to 63 letters, digits or '_' and starts with a letter or '_'.",
 					  "invalid correlation key name");
 		if (def->correlation[c].path == 0)
-			def_error(cx, psprintf("correlation.%s", def->correlation[c].key),
+			WfDefError(cx, psprintf("correlation.%s", def->correlation[c].key),
 					  ERRCODE_INVALID_PARAMETER_VALUE,
 					  "The value of a correlation key is found in the run, e.g. \"$.input.shipment_id\".",
 					  "must be a JSONPath");
@@ -1476,12 +1151,12 @@ compile_step_name(const ValidateCtx *cx, const WfDefinition *def, int i, JsonbCo
 	int			j;
 
 	if (!valid_identifier(stepname, WF_MAX_STEP_NAME_LEN, false))
-		def_error(cx, "name", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "name", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A step name has 1 to 63 letters, digits or '_' and starts with a letter or '_', so that \"$.steps.<name>\" works in JSONPath.",
 				  "invalid step name \"%s\"", stepname);
 	for (j = 0; j < i; j++)
 		if (strcmp(def->steps[j].name, stepname) == 0)
-			def_error(cx, "name", ERRCODE_DUPLICATE_OBJECT, NULL,
+			WfDefError(cx, "name", ERRCODE_DUPLICATE_OBJECT, NULL,
 					  "step name \"%s\" is used twice", stepname);
 	return stepname;
 }
@@ -1490,7 +1165,7 @@ compile_step_name(const ValidateCtx *cx, const WfDefinition *def, int i, JsonbCo
  * compile_routes reads where a step goes: its "next" (a choice's
  * "default") into *next_name, and where an approval that expired or a wait
  * that timed out goes into *expiry_name (NULL when it fails the run);
- * check_graph resolves the names.
+ * WfDefCheckGraph resolves the names.
  */
 static void
 compile_routes(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd,
@@ -1514,7 +1189,7 @@ compile_routes(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd,
 		if (on_expiry != NULL && strcmp(on_expiry, "fail") != 0)
 			*expiry_name = on_expiry;
 		if (on_expiry != NULL && sd->expires == 0)
-			def_error(cx, "on_expiry", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+			WfDefError(cx, "on_expiry", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 					  "needs \"expires\"");
 	}
 	if (sd->type == WF_STEP_WAIT_EVENT)
@@ -1525,7 +1200,7 @@ compile_routes(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd,
 		if (on_timeout != NULL && strcmp(on_timeout, "fail") != 0)
 			*expiry_name = on_timeout;
 		if (on_timeout != NULL && sd->timeout.total == 0)
-			def_error(cx, "on_timeout", ERRCODE_INVALID_PARAMETER_VALUE,
+			WfDefError(cx, "on_timeout", ERRCODE_INVALID_PARAMETER_VALUE,
 					  "Bound the wait with {\"timeout\": {\"total\": \"3d\"}}.",
 					  "needs \"timeout\": {\"total\": ...}");
 	}
@@ -1544,19 +1219,19 @@ compile_step_end(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd, int i,
 	/* wf.skip_step: approvals are a control nobody skips unless allowed */
 	endv = obj_get(s, "skippable");
 	if (endv != NULL && endv->type != jbvBool)
-		def_error(cx, "skippable", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, "skippable", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "must be true or false");
 	sd->skippable = endv != NULL ? endv->val.boolean :
 		(sd->type != WF_STEP_APPROVAL && sd->type != WF_STEP_CHOICE);
 	endv = obj_get(s, "end");
 	if (endv != NULL && endv->type != jbvBool)
-		def_error(cx, "end", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, "end", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "must be true or false");
 	if (endv != NULL && endv->val.boolean && next_name != NULL)
-		def_error(cx, "next", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+		WfDefError(cx, "next", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 				  "cannot be combined with \"end\": true");
 	if (sd->type == WF_STEP_CHOICE)
-		;						/* the default, set above or by check_graph */
+		;						/* the default, set above or by WfDefCheckGraph */
 	else if (endv != NULL && endv->val.boolean)
 		sd->next = WF_STEP_END;
 	else
@@ -1579,7 +1254,7 @@ check_compensations(const ValidateCtx *cx, const WfDefinition *def)
 		if (def->steps[i].compensate != NULL)
 			any = true;
 	if (!any)
-		def_error(cx, "on_failure", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(cx, "on_failure", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "Give the task steps that a failure must undo a \"compensate\" activity, e.g. {\"compensate\": {\"activity\": \"refund\"}}, or leave \"on_failure\" out.",
 				  "is \"compensate\", but no step has a \"compensate\" activity");
 }
@@ -1607,7 +1282,7 @@ WfCompileDefinition(const char *name, Jsonb *spec, bool enforce_limits)
 	int			i;
 
 	if (!JB_ROOT_IS_OBJECT(spec) || JB_ROOT_IS_SCALAR(spec))
-		def_error(&cx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(&cx, NULL, ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A definition is an object with a \"steps\" array.",
 				  "the spec must be a JSON object");
 	compile_top_level(&cx, spec, def);
@@ -1615,12 +1290,12 @@ WfCompileDefinition(const char *name, Jsonb *spec, bool enforce_limits)
 	steps = obj_get(&spec->root, "steps");
 	if (steps == NULL || !is_array(steps) ||
 		JsonContainerSize(steps->val.binary.data) == 0)
-		def_error(&cx, "steps", ERRCODE_INVALID_PARAMETER_VALUE,
+		WfDefError(&cx, "steps", ERRCODE_INVALID_PARAMETER_VALUE,
 				  "A definition is an object with a \"steps\" array.",
 				  "must be a non-empty array of steps");
 	n = JsonContainerSize(steps->val.binary.data);
 	if (enforce_limits && n > wf_max_steps)
-		def_error(&cx, "steps", ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+		WfDefError(&cx, "steps", ERRCODE_PROGRAM_LIMIT_EXCEEDED,
 				  "The limit is set by wfengine.max_steps.",
 				  "has %d steps, more than the limit of %d", n, wf_max_steps);
 
@@ -1642,7 +1317,7 @@ WfCompileDefinition(const char *name, Jsonb *spec, bool enforce_limits)
 		cx.step = NULL;
 		cx.step_pos = i + 1;
 		if (!is_object(&sv))
-			def_error(&cx, NULL, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
+			WfDefError(&cx, NULL, ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 					  "must be an object");
 
 		sd->name = compile_step_name(&cx, def, i, sv.val.binary.data);
@@ -1659,7 +1334,7 @@ WfCompileDefinition(const char *name, Jsonb *spec, bool enforce_limits)
 	cx.step = NULL;
 	cx.step_pos = 0;
 	check_compensations(&cx, def);
-	check_graph(&cx, def, next_names, expiry_names);
+	WfDefCheckGraph(&cx, def, next_names, expiry_names);
 	return def;
 }
 
@@ -1671,18 +1346,4 @@ bool
 WfValidDefinitionName(const char *name)
 {
 	return valid_identifier(name, WF_MAX_NAME_LEN, true);
-}
-
-/*
- * WfDefinitionStepIndex returns the index of the named step, or -1.
- */
-int
-WfDefinitionStepIndex(const WfDefinition *def, const char *step)
-{
-	int			i;
-
-	for (i = 0; i < def->nsteps; i++)
-		if (strcmp(def->steps[i].name, step) == 0)
-			return i;
-	return -1;
 }
