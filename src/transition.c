@@ -164,6 +164,16 @@ WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,
 }
 
 /*
+ * same_jsonb is true when a and b are the same bytes (a value copied, not
+ * merely an equal one; b NULL: false).
+ */
+static bool
+same_jsonb(const Jsonb *a, const Jsonb *b)
+{
+	return b != NULL && VARSIZE(a) == VARSIZE(b) && memcmp(a, b, VARSIZE(a)) == 0;
+}
+
+/*
  * WfScheduleTask schedules attempt of visit of the task step sd (a step of
  * the definition, or a step's compensation).
  */
@@ -215,7 +225,14 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	WfJbInt(&b, "visit", t->visit);
 	WfJbText(&b, "idempotency_key", t->idempotency_key);
 	WfJbTimestamp(&b, "available_at", available_at);
-	WfJbJsonb(&b, "input", input);
+	/*
+	 * The attempt's input, unless it is the run's input as it stands
+	 * (context.input, which the history holds already: run_started and any
+	 * context_updated), the case of every step without an input mapping;
+	 * since 0.3.0 (issue 31: the copy was a third of a step's WAL).
+	 */
+	if (!same_jsonb(input, WfJsonbGetJsonb(tr->run->context, "input")))
+		WfJbJsonb(&b, "input", input);
 	WfAppendEvent(tr, WF_EV_TASK_SCHEDULED, sd->name, attempt, WfJbEnd(&b));
 
 	/*

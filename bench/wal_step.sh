@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# bench/wal_step.sh -- the WAL an eager step writes (issue 31), by record
+# type and by relation: a measurement, never a test.
+#
+# On the server of PGHOST/PGPORT/PGUSER (wal_level as it is; a superuser;
+# pg_waldump from PG_CONFIG's bindir, run on the server's pg_wal: the script
+# must run on the server's machine, as a user that can read PGDATA): a
+# database $DB made afresh with bench/peers/wf/reset.sql (20-step runs, the
+# peers' 200-byte payload as input), one client that claims one task and
+# then calls wf.complete_and_claim WARMUP times, a CHECKPOINT, then STEPS
+# more; the WAL of those STEPS is summed per record type and per relation,
+# records and full-page images apart, and divided by STEPS.
+#
+# Environment: PGDATA (required), DB (default wal_step), STEPS (2000),
+# WARMUP (1000), PG_CONFIG.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PG_CONFIG=${PG_CONFIG:-pg_config}
+bin=$("$PG_CONFIG" --bindir)
+DB=${DB:-wal_step}
+STEPS=${STEPS:-2000}
+WARMUP=${WARMUP:-1000}
+: "${PGDATA:?set PGDATA to the data directory of the server}"
+runs=$(( (STEPS + WARMUP) / 20 + 100 ))
+psql() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+psql -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+psql -d "$DB" -v n1=0 -v n20="$runs" -v small=0 -v noav=0 -v freeze=0 -v taskff=100 -v runff=100 \
+	-f "$here/peers/wf/reset.sql" >/dev/null
+walk() { # walk N: N eager steps, one client
+	{
+		echo "SELECT task_id AS tid, fence AS f FROM wf.claim_tasks('bench20', 'w1', 1, '60 seconds') \\gset"
+		for ((i = 0; i < $1; i++)); do
+			echo "SELECT task_id AS tid, fence AS f FROM wf.complete_and_claim(:tid, :f, '{\"ok\": true}', 'bench20', 'w1', 1, '60 seconds') \\gset"
+		done
+	} | psql -d "$DB" >/dev/null
+}
+walk "$WARMUP"
+psql -d "$DB" -c CHECKPOINT
+start=$(psql -d "$DB" -At -c 'SELECT pg_current_wal_insert_lsn()')
+walk "$STEPS"
+end=$(psql -d "$DB" -At -c 'SELECT pg_current_wal_insert_lsn()')
+declare -A rel
+while IFS='|' read -r node name; do rel[$node]=$name; done < <(psql -d "$DB" -At -F '|' -c \
+	"SELECT relfilenode, relname FROM pg_class WHERE relnamespace = 'wf'::regnamespace AND relfilenode <> 0")
+echo "WAL of $STEPS eager steps ($start .. $end), per step:"
+"$bin/pg_waldump" -p "$PGDATA/pg_wal" -s "$start" -e "$end" 2>/dev/null |
+	awk -v steps="$STEPS" -v map="$(for k in "${!rel[@]}"; do printf '%s=%s,' "$k" "${rel[$k]}"; done)" '
+	BEGIN { n = split(map, kv, ","); for (i = 1; i <= n; i++) { split(kv[i], p, "="); name[p[1]] = p[2] } }
+	{
+		type = $2; for (i = 1; i <= NF; i++) if ($i == "desc:") type = $2 "/" $(i + 1)
+		r = "-"; if (match($0, /rel [0-9]+\/[0-9]+\/[0-9]+/)) { split(substr($0, RSTART + 4, RLENGTH - 4), q, "/"); r = (q[3] in name) ? name[q[3]] : q[3] }
+		match($0, /len \(rec\/tot\): +[0-9]+\/ +[0-9]+/); l = substr($0, RSTART, RLENGTH); gsub(/[^0-9\/]/, "", l); split(l, a, "/")
+		k = type " " r; cnt[k]++; rec[k] += a[2]; fpi[k] += a[3] - a[2]; R += a[2]; F += a[3] - a[2]; N++
+	}
+	END {
+		printf "%-34s %-28s %8s %9s %9s\n", "record", "relation", "records", "bytes", "fpi bytes"
+		for (k in cnt) { split(k, z, " "); printf "%-34s %-28s %8.2f %9.0f %9.0f\n", z[1], z[2], cnt[k] / steps, rec[k] / steps, fpi[k] / steps }
+		printf "%-34s %-28s %8.2f %9.0f %9.0f\n", "total", "", N / steps, R / steps, F / steps
+	}' | sort -k4 -n -r
