@@ -25,6 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import psycopg  # noqa: E402
+from psycopg import sql as pgsql  # noqa: E402
 from wfengine_worker import Answer, Client, TaskFailure, WfError, Worker  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -188,6 +189,64 @@ check(eager_worker.handed_on == 1 and
       f"eager dispatch: one task handed on, both reports accepted "
       f"({eager_worker.handed_on}, {[a for _, a in eager_worker.answers]})")
 check(admin.execute("SELECT wf.verify_run(%s)", (pair,)).fetchone()[0], "the pair's run verifies")
+
+# a list of shards: two databases of this cluster as the shards s1 and s2
+# of one map, the tenant's partition on s2; the worker, a login of the
+# tenant (a superuser skips the shard check), is given [s1, s2]: s1 refuses
+# with 55W01, the worker moves to s2, and the runs there complete
+dbs = ["wf_py_s1", "wf_py_s2"]
+for d in dbs:
+    admin.execute(f"DROP DATABASE IF EXISTS {d}")
+    admin.execute(f"CREATE DATABASE {d}")
+admin.execute("DROP ROLE IF EXISTS wf_py_shard")
+pw = os.environ.get("PGPASSWORD", "wf_py_shard")
+shard_admin = {}
+for d in dbs:
+    c = psycopg.connect(dbname=d, autocommit=True)
+    c.execute("CREATE EXTENSION wfengine")
+    shard_admin[d] = c
+try:
+    shard_admin[dbs[0]].execute("SELECT wf.create_tenant('py_shard')")
+except psycopg.Error:
+    pass
+admin.execute(pgsql.SQL("CREATE ROLE wf_py_shard LOGIN PASSWORD {} IN ROLE wfengine_admin, "
+                        "wfengine_worker, wf_tenant_py_shard").format(pgsql.Literal(pw)))
+part = admin.execute("SELECT hashtext('py_shard') & 1").fetchone()[0]
+smap = ["s2" if p == part else "s1" for p in range(2)]
+for i, d in enumerate(dbs):
+    shard_admin[d].execute("SELECT wf.configure_shard(%s, %s, %s)", (f"s{i + 1}", smap, i + 1))
+ci = [psycopg.conninfo.make_conninfo("", dbname=d, user="wf_py_shard", password=pw) for d in dbs]
+s2 = psycopg.connect(ci[1], autocommit=True)
+s2.execute("""SELECT wf.publish_definition('py_sharded', '{"steps": [{"name": "only", "queue": "py_shard_q"}]}')""")
+sharded = [s2.execute("SELECT wf.start_run('py_sharded', '{}')").fetchone()[0] for _ in range(3)]
+s1 = psycopg.connect(ci[0], autocommit=True)
+try:
+    s1.execute("SELECT * FROM wf.claim_tasks('py_shard_q', 'probe')")
+    refused = None
+except psycopg.Error as e:
+    refused = e.sqlstate
+check(refused == "55W01", f"shard list: s1 refuses the tenant with 55W01 ({refused})")
+shard_worker = Worker(ci, ["py_shard_q"], lambda t: {"ok": True}, name="py-shards",
+                      concurrency=2, lease=5.0, wait=0.5)
+st = threading.Thread(target=shard_worker.run)
+st.start()
+deadline = time.time() + 30
+while time.time() < deadline and s2.execute(
+        "SELECT count(*) FROM wf.runs WHERE status = 'completed'").fetchone()[0] < len(sharded):
+    time.sleep(0.1)
+shard_worker.stop()
+st.join(10)
+done = s2.execute("SELECT count(*) FROM wf.runs WHERE status = 'completed' AND wf.verify_run(run_id)").fetchone()[0]
+check(done == len(sharded), f"shard list: the worker moved from s1 to s2 and completed {done} of {len(sharded)} runs")
+check(shard_worker.shard_switches >= 1 and shard_worker.conninfo == ci[1],
+      f"shard list: the worker uses s2 ({shard_worker.shard_switches} switch(es))")
+for c in (s1, s2):
+    c.close()
+for d in dbs:
+    shard_admin[d].close()
+    admin.execute(f"DROP DATABASE {d} WITH (FORCE)")
+admin.execute("DROP ROLE wf_py_shard")
+admin.execute("DROP ROLE IF EXISTS wf_tenant_py_shard")
 admin.close()
 
 print(f"python client: {'FAILED' if failures else 'passed'}")

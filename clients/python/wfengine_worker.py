@@ -145,6 +145,7 @@ class Client:
         self.conninfo = conninfo
         self.conn = conn or psycopg.connect(conninfo, autocommit=True)
         self._has_any: Optional[bool] = None
+        self.gen = 0                     # the worker's shard switch it was made under
 
     def close(self) -> None:
         self.conn.close()
@@ -254,7 +255,7 @@ class Worker:
     the output (JSON-able), raises TaskFailure to fail the attempt, or any
     other exception to fail it as retryable with code "exception"."""
 
-    def __init__(self, conninfo: str, queues: Sequence[str],
+    def __init__(self, conninfo: Union[str, Sequence[str]], queues: Sequence[str],
                  handler: Union[Handler, Mapping[str, Handler]], *,
                  name: Optional[str] = None, concurrency: int = 4,
                  lease: float = 30.0, wait: float = 10.0,
@@ -265,7 +266,15 @@ class Worker:
             raise ValueError("a worker needs at least one queue")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        self.conninfo = conninfo
+        # a router's or a shard's connection string, or a list of shards':
+        # the worker uses one shard at a time and moves on to the next one
+        # when a call is refused with 55W01 (the tenant lives elsewhere) or
+        # the shard cannot be reached (_moved)
+        self.shards = [conninfo] if isinstance(conninfo, str) else list(conninfo)
+        if not self.shards:
+            raise ValueError("a worker needs a connection string")
+        self.conninfo = self.shards[0]
+        self.shard_switches = 0
         self.queues = list(queues)
         self.handler = handler
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
@@ -283,6 +292,43 @@ class Worker:
         self._stopping = threading.Event()
         self._local = threading.local()
         self._claimer: Optional[Client] = None
+        self._shard = 0
+        self._shard_gen = 0
+
+    # ---- shards ----
+
+    def _connect(self) -> Client:
+        """A connection to the shard in use (the only one without a list)."""
+        with self._lock:
+            gen, conninfo = self._shard_gen, self.shards[self._shard]
+        c = Client(conninfo)
+        c.gen = gen
+        return c
+
+    def _stale_shard(self, c: Optional[Client]) -> bool:
+        return c is None or c.conn.closed or c.conn.broken or c.gen != self._shard_gen
+
+    def _moved(self, c: Optional[Client], e: BaseException) -> bool:
+        """With a list of shards, a call refused with 55W01 (the tenant's
+        partition is on another shard: after a move) or a shard that cannot
+        be reached moves the worker to the next shard of the list, once per
+        failure however many threads see it (a connection made before the
+        switch is made again).  True when the call should be made again on
+        the shard now in use."""
+        if len(self.shards) < 2:
+            return False
+        st = getattr(e, "sqlstate", None)
+        if not (st is None or st == "55W01" or st == "57P01" or st.startswith("08")):
+            return False
+        with self._lock:
+            if c is None or c.gen == self._shard_gen:
+                self._shard = (self._shard + 1) % len(self.shards)
+                self._shard_gen += 1
+                self.shard_switches += 1
+                self.conninfo = self.shards[self._shard]
+                log.warning("worker %s: %s; moving to shard %d of %d", self.name, e,
+                            self._shard + 1, len(self.shards))
+        return True
 
     # ---- public ----
 
@@ -331,7 +377,7 @@ class Worker:
     # ---- the loop ----
 
     def _run(self) -> None:
-        self._claimer = Client(self.conninfo)
+        self._claimer = self._connect()
         if self._stopping.is_set():      # stop() before the claim connection
             self._claimer.conn.cancel()
         beat = threading.Thread(target=self._heartbeats, name="wf-heartbeat", daemon=True)
@@ -355,10 +401,30 @@ class Worker:
                     if self._stopping.is_set():
                         break
                     raise
-                except WfError as e:
-                    if e.sqlstate == "57014" and self._stopping.is_set():
+                except (WfError, psycopg.OperationalError) as e:
+                    if isinstance(e, psycopg.OperationalError) and self._stopping.is_set():
                         break
-                    if not e.retryable:
+                    if getattr(e, "sqlstate", None) == "57014" and self._stopping.is_set():
+                        break
+                    if self._moved(self._claimer, e):
+                        # another shard of the list: claim there at once
+                        old, self._claimer = self._claimer, None
+                        try:
+                            old.close()
+                        except Exception:        # pragma: no cover
+                            pass
+                        while self._claimer is None and not self._stopping.is_set():
+                            try:
+                                self._claimer = self._connect()
+                            except psycopg.OperationalError as ce:
+                                # that shard cannot be reached either: the next
+                                self._moved(None, ce)
+                                self._stopping.wait(backoff)
+                                backoff = min(backoff * 2, 2.0)
+                        if self._claimer is None:
+                            break
+                        continue
+                    if not isinstance(e, WfError) or not e.retryable:
                         raise
                     # a move's cut-over, a shard failing over: claim again soon
                     log.warning("worker %s: claim refused (%s), trying again in %.1f s",
@@ -388,7 +454,8 @@ class Worker:
             beat_stop.set()
             pool.shutdown(wait=False)
             beat.join()
-            self._claimer.close()
+            if self._claimer is not None:
+                self._claimer.close()
             log.info("worker %s stopped", self.name)
 
     def _claim(self, free: int) -> List[Task]:
@@ -428,8 +495,10 @@ class Worker:
 
     def _reporter(self) -> Client:
         c = getattr(self._local, "client", None)
-        if c is None or c.conn.closed or c.conn.broken:
-            c = self._local.client = Client(self.conninfo)
+        if self._stale_shard(c):
+            if c is not None and not c.conn.closed:
+                c.close()
+            c = self._local.client = self._connect()
         return c
 
     def _execute(self, task: Optional[Task]) -> None:
@@ -477,11 +546,18 @@ class Worker:
             # With eager dispatch a lease handed out with a lost answer is
             # never seen here; it expires and the attempt is delivered again.
             for attempt in range(30):
+                reporter = None
                 try:
-                    answer = report(self._reporter())
+                    reporter = self._reporter()
+                    answer = report(reporter)
                     break
                 except WfError as e:
                     answer = e
+                    if self._moved(reporter, e) and attempt < 29:
+                        # the tenant lives on another shard of the list: report
+                        # there (after a move the lease is stale there, and the
+                        # task is delivered again)
+                        continue
                     if e.retryable and attempt < 29:
                         # a move's cut-over: the report is made again (after
                         # the move its fence is stale, and the task delivered again)
@@ -493,6 +569,8 @@ class Worker:
                 except psycopg.OperationalError as e:
                     log.warning("task %d: report failed (%s), retrying", task.task_id, e)
                     answer = e
+                    if self._moved(reporter, e) and attempt < 29:
+                        continue
                     if attempt >= 2:
                         break
                     time.sleep(0.2 * (attempt + 1))
@@ -519,11 +597,14 @@ class Worker:
             if not tasks:
                 continue
             try:
-                if client is None or client.conn.broken:
-                    client = Client(self.conninfo)
+                if self._stale_shard(client):
+                    if client is not None and not client.conn.closed:
+                        client.close()
+                    client = self._connect()
                 answers = client.heartbeat_many(tasks)
             except (WfError, psycopg.Error) as e:
                 log.warning("heartbeat failed: %s", e)
+                self._moved(client, e)
                 continue
             for t in tasks:
                 if answers.get(t.task_id) in (Answer.STALE, Answer.CANCEL_REQUESTED):
