@@ -232,3 +232,32 @@ SELECT wf.decide(:'kim', 'approve', 'kim');
 SELECT wf.start_run('lenient') AS run \gset
 SELECT wf.set_approvers(:'run', 'ok', ARRAY['hal', 'hal', 'ida'], 'dedupe');
 SELECT approver, status FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
+
+-- scenario: a list of approvers is checked at publish (issue 32): a name
+-- listed twice is refused (a visit would drop it, and a quorum or
+-- "rejections" counting it could never be met), so is a name longer than
+-- wf.decide takes, and a quorum policy without its quorum
+SELECT wf.publish_definition('twice', '{"steps": [{"name": "a", "type": "approval",
+  "approvers": ["ann", "ann"], "notify_queue": "q"}]}');
+SELECT wf.publish_definition('twice', '{"steps": [{"name": "a", "type": "approval",
+  "approvers": ["ann", "bob", "ann"], "policy": {"quorum": 3}, "notify_queue": "q"}]}');
+SELECT wf.publish_definition('twice', jsonb_build_object('steps', jsonb_build_array(
+  jsonb_build_object('name', 'a', 'type', 'approval', 'notify_queue', 'q',
+                     'approvers', jsonb_build_array('ann', repeat('x', 256))))));
+SELECT wf.publish_definition('twice', '{"steps": [{"name": "a", "type": "approval",
+  "approvers": ["ann"], "policy": {}, "notify_queue": "q"}]}');
+SELECT count(*) AS none_written FROM wf.definitions WHERE name = 'twice';
+-- at the limits: 255 bytes, names that differ only in case
+SELECT wf.publish_definition('twice', jsonb_build_object('steps', jsonb_build_array(
+  jsonb_build_object('name', 'a', 'type', 'approval', 'notify_queue', 'q',
+                     'approvers', jsonb_build_array('ann', 'Ann', repeat('x', 255)))))) AS version;
+-- a version published before these checks (its spec put in place under
+-- the append-only trigger) still loads in a new session, its repeat dropped
+SET session_replication_role = replica;
+UPDATE wf.definitions SET spec = '{"steps": [{"name": "a", "type": "approval",
+  "approvers": ["ann", "bob", "ann"], "notify_queue": "ap_old"}]}' WHERE name = 'twice';
+RESET session_replication_role;
+\c
+SELECT wf.start_run('twice') AS run \gset
+SELECT payload->'approvers' AS approvers FROM wf.history(:'run') WHERE type = 'approval_requested';
+SELECT approver FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;

@@ -114,6 +114,7 @@ static double get_number(const ValidateCtx *cx, JsonbContainer *obj,
 						 const char *key, const char *field,
 						 double min, double max, double dflt, bool integral);
 static bool valid_identifier(const char *s, int maxlen, bool allow_punct);
+static void check_approver(const ValidateCtx *cx, char **approvers, int i);
 static void check_activity_size(const ValidateCtx *cx, const char *field,
 								const char *activity);
 static Datum compile_jsonpath(const ValidateCtx *cx, const char *field,
@@ -569,6 +570,33 @@ compile_timeouts(const ValidateCtx *cx, JsonbContainer *step, WfTimeouts *timeou
 }
 
 /*
+ * check_approver refuses, at publish, approver i of a step's list when it
+ * is longer than wf.decide() takes (WF_ARG_MAX_KEY bytes: that approver
+ * could never decide) or when the list already has it: each approver
+ * decides once and a visit drops repeats, so a repeat would count towards
+ * a quorum or "rejections" that the step can never reach.  Versions
+ * published before these checks load as they were.
+ */
+static void
+check_approver(const ValidateCtx *cx, char **approvers, int i)
+{
+	char	   *field = psprintf("approvers[%d]", i);
+	size_t		len = strlen(approvers[i]);
+	int			j;
+
+	if (len > WF_ARG_MAX_KEY)
+		WfDefError(cx, field, ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+				  "wf.decide() takes approver names of at most 255 bytes.",
+				  "is %zu bytes, more than the limit of %d bytes",
+				  len, WF_ARG_MAX_KEY);
+	for (j = 0; j < i; j++)
+		if (strcmp(approvers[j], approvers[i]) == 0)
+			WfDefError(cx, field, ERRCODE_DUPLICATE_OBJECT,
+					  "Each approver decides once: list each name once.",
+					  "approver \"%s\" is listed twice", approvers[i]);
+}
+
+/*
  * compile_approval validates and compiles an approval step: who may
  * decide (a list, or a JSONPath into the run context), the policy, the
  * expiry, and the queue of the task that delivers the tokens.
@@ -600,9 +628,14 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 		JsonbIterator *it = JsonbIteratorInit(v->val.binary.data);
 		JsonbValue	ev;
 		JsonbIteratorToken tok;
+		int			n = JsonContainerSize(v->val.binary.data);
 		int			i = 0;
 
-		sd->approvers = palloc0(sizeof(char *) * JsonContainerSize(v->val.binary.data));
+		/* before the names: check_approver compares each with those before */
+		if (n > 100)
+			WfDefError(cx, "approvers", ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
+					  "lists %d approvers, more than the limit of 100", n);
+		sd->approvers = palloc0(sizeof(char *) * n);
 		while ((tok = JsonbIteratorNext(&it, &ev, true)) != WJB_DONE)
 		{
 			if (tok != WJB_ELEM)
@@ -610,12 +643,12 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 			if (ev.type != jbvString || ev.val.string.len == 0)
 				WfDefError(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE, NULL,
 						  "must be an array of non-empty strings");
-			sd->approvers[i++] = value_cstring(&ev);
+			sd->approvers[i] = value_cstring(&ev);
+			if (cx->enforce_limits)
+				check_approver(cx, sd->approvers, i);
+			i++;
 		}
 		sd->n_approvers = i;
-		if (i > 100)
-			WfDefError(cx, "approvers", ERRCODE_PROGRAM_LIMIT_EXCEEDED, NULL,
-					  "lists %d approvers, more than the limit of 100", i);
 	}
 	else
 		WfDefError(cx, "approvers", ERRCODE_INVALID_PARAMETER_VALUE,
@@ -634,6 +667,10 @@ compile_approval(const ValidateCtx *cx, JsonbContainer *s, WfStepDef *sd)
 	else if (v != NULL && is_object(v))
 	{
 		check_fields(cx, "policy", v->val.binary.data, (const char *const[]) {"quorum", NULL});
+		if (cx->enforce_limits && obj_get(v->val.binary.data, "quorum") == NULL)
+			WfDefError(cx, "policy.quorum", ERRCODE_INVALID_PARAMETER_VALUE,
+					  "Use \"any\", \"all\" or {\"quorum\": N}.",
+					  "is required");
 		sd->policy = WF_POLICY_QUORUM;
 		sd->quorum = (int32) get_number(cx, v->val.binary.data, "quorum", "policy.quorum",
 										1, 1000, 1, true);

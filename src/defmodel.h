@@ -194,7 +194,11 @@ typedef struct ValidateCtx
 	const char *defname;
 	const char *step;			/* step name, or NULL at the top level */
 	int			step_pos;		/* 1-based position, for steps without a name */
-	bool		enforce_limits; /* false when loading an already published spec */
+	bool		enforce_limits; /* false when loading an already published
+								 * spec: the configurable limits and the
+								 * checks an older version may not pass
+								 * (approvers' repeats and length, a quorum
+								 * given) apply only at publish */
 	const char *field_prefix;	/* prefix of field names, e.g. "compensate" */
 } ValidateCtx;
 

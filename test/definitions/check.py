@@ -8,7 +8,8 @@ Every definition under test/definitions/ goes through both:
     in a scratch database made for the purpose (PG* environment, psql);
   * the JSON Schema (python3-jsonschema, Draft 2020-12).
 
-and the folder says what both must answer:
+and the folder says what both must answer (the corpus, below, says it of
+each of its cases):
 
   accepted/      C accepts, and so does the schema
   refused/       C refuses (a structural error), and so does the schema
@@ -16,7 +17,16 @@ and the folder says what both must answer:
                  or semantic check); the schema accepts it.  REASONS.txt
                  gives the reason of each file ("FILE: reason").
 
-Prints TAP (one test per file, plus the schema's own check), for prove:
+Then the same of the boundary cases test/definitions/corpus.py makes from
+the server's own rules (durations at and past the limit in every unit,
+step counts around wfengine.max_steps, repeated approvers, every name at
+its length limit...): the server must give the verdict the case wants,
+and the schema the same one, or, for a case the schema cannot decide
+(corpus.EXCEPT gives why), the other one.  The schema's duration pattern
+must be the one corpus.duration_pattern() makes from src/duration.c.
+
+Prints TAP (one test per file and per case, plus the schema's own checks),
+for prove:
     prove --exec python3 test/definitions/check.py
 Usage: check.py [--verdicts FILE...]  (prints both verdicts, for sorting new files)
 """
@@ -27,6 +37,9 @@ import subprocess
 import sys
 
 import jsonschema
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpus  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "test", "definitions")
@@ -46,18 +59,25 @@ def dollar(s):
     return tag + s + tag
 
 
-def c_verdicts(texts):
-    """The C validator's verdict of each text: 'ok' or 'SQLSTATE: message'."""
+def server_max_steps():
+    """The server's wfengine.max_steps (the library is preloaded)."""
+    return int(psql("SELECT current_setting('wfengine.max_steps')").strip())
+
+
+def c_verdicts(texts, subdefinitions=()):
+    """The C validator's verdict of each text: 'ok' or 'SQLSTATE: message'.
+    subdefinitions: more definition names to publish first."""
     psql(f"DROP DATABASE IF EXISTS {DB}")
     psql(f"CREATE DATABASE {DB}")
     try:
         rows = ["(%d, %s)" % (i, dollar(t)) for i, t in enumerate(texts)]
+        subs = ", ".join("'%s'" % n for n in subdefinitions)
         sql = """
 SET client_min_messages = warning;
 CREATE EXTENSION wfengine;
 -- sub-definitions the corpus names, so that their absence is not the verdict
 SELECT wf.publish_definition(n, '{"steps": [{"name": "a", "queue": "q"}]}')
-FROM unnest(ARRAY['child', 'kid', 'sub', 'leaf', 'inner', 'c', 'kyc', 'h_mig', 'lim_child', 'w_wait']) n;
+FROM unnest(ARRAY['child', 'kid', 'sub', 'leaf', 'inner', 'c', 'kyc', 'h_mig', 'lim_child', 'w_wait'%s]) n;
 CREATE FUNCTION pg_temp.verdict(spec text) RETURNS text LANGUAGE plpgsql AS $f$
 BEGIN
     BEGIN
@@ -71,7 +91,7 @@ BEGIN
 END
 $f$;
 SELECT i, pg_temp.verdict(t) FROM (VALUES %s) v(i, t) ORDER BY i;
-""" % ",\n".join(rows)
+""" % ((", " + subs) if subs else "", ",\n".join(rows))
         out = psql(sql, DB)
     finally:
         psql(f"DROP DATABASE IF EXISTS {DB}")
@@ -118,12 +138,19 @@ def main(argv):
         for f in sorted(glob.glob(os.path.join(HERE, folder, "*.json"))):
             cases.append((folder, f))
     texts = [open(f).read() for _, f in cases]
-    verdicts = c_verdicts(texts)
 
-    print("1..%d" % (len(cases) + 1))
+    max_steps = server_max_steps()
+    generated = corpus.cases(max_steps)
+    schema_max_steps = schema["properties"]["steps"].get("maxItems")
+    pattern = schema["$defs"]["duration"]["oneOf"][1].get("pattern")
+
+    verdicts = c_verdicts(texts + [g.text for g in generated], corpus.SUBDEFINITIONS)
+
+    print("1..%d" % (len(cases) + len(generated) + 3))
     print("ok 1 - docs/definition.schema.json is a valid Draft 2020-12 schema")
     failed = 0
-    for n, ((folder, f), text, c) in enumerate(zip(cases, texts, verdicts), start=2):
+    n = 2
+    for (folder, f), text, c in zip(cases, texts, verdicts):
         s = schema_verdict(validator, text)
         name = os.path.relpath(f, HERE)
         if folder == "accepted":
@@ -133,14 +160,52 @@ def main(argv):
         else:
             good = c != "ok" and s == "ok" and bool(reasons.get(os.path.basename(f)))
         print("%s %d - %s" % ("ok" if good else "not ok", n, name))
+        n += 1
         if not good:
             failed += 1
             print("#   C validator: %s" % c)
             print("#   JSON Schema: %s" % s)
             if folder == "publish_only" and not reasons.get(os.path.basename(f)):
                 print("#   no reason in publish_only/REASONS.txt")
-    return 1 if failed else 0
 
+    good = pattern == corpus.duration_pattern()
+    print("%s %d - the schema's duration pattern is corpus.duration_pattern() (src/duration.c)"
+          % ("ok" if good else "not ok", n))
+    n += 1
+    if not good:
+        failed += 1
+        print("#   schema: %s\n#   corpus: %s" % (pattern, corpus.duration_pattern()))
+    good = schema_max_steps == max_steps
+    print("%s %d - the schema's maxItems of steps (%s) is the server's wfengine.max_steps (%d)"
+          % ("ok" if good else "not ok", n, schema_max_steps, max_steps))
+    n += 1
+    if not good:
+        failed += 1
+
+    for g, c in zip(generated, verdicts[len(texts):]):
+        s = schema_verdict(validator, g.text)
+        server_ok = c == "ok"
+        schema_ok = s == "ok"
+        skip = ""
+        if g.exc is None:
+            good = server_ok == g.want and schema_ok == g.want
+        else:
+            good = server_ok == g.want and schema_ok != g.want
+        if "max_steps" in g.name and schema_max_steps != max_steps:
+            skip = " # SKIP wfengine.max_steps is %d, the schema has the default %s" % (
+                max_steps, schema_max_steps)
+            good = True
+        label = "corpus: %s: %s" % (g.name, "accepted" if g.want else "refused")
+        if g.exc:
+            label += " (the schema %s: %s)" % ("refuses" if g.want else "accepts",
+                                                corpus.EXCEPT[g.exc])
+        print("%s %d - %s%s" % ("ok" if good else "not ok", n, label, skip))
+        n += 1
+        if not good:
+            failed += 1
+            print("#   C validator: %s" % c[:300])
+            print("#   JSON Schema: %s" % s)
+    return 1 if failed else 0
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
