@@ -12,7 +12,10 @@ its backoff; a reservation that runs longer than its lease and survives
 through heartbeats); wf.verify_run on each; a server error carrying its
 SQLSTATE and hint; SIGTERM while a task is in flight: the task finishes
 and is reported, and nothing more is claimed; eager dispatch: a report
-hands the worker the next step of its run on the same queue.
+hands the worker the next step of its run on the same queue; a shard
+list: a worker given three shards, the first of which the shard map says
+is not its tenant's (55W01) and the second down, moves to the third and
+completes the runs there.
 """
 
 import json
@@ -188,6 +191,63 @@ check(eager_worker.handed_on == 1 and
       f"eager dispatch: one task handed on, both reports accepted "
       f"({eager_worker.handed_on}, {[a for _, a in eager_worker.answers]})")
 check(admin.execute("SELECT wf.verify_run(%s)", (pair,)).fetchone()[0], "the pair's run verifies")
+
+# a shard list: the first database is shard s1, a second one shard s2, and
+# the shard map gives the test tenant's partition to s2.  A worker given
+# [s1, a shard down, s2] is refused by s1 (55W01), cannot connect to the
+# next, moves to s2 and completes the runs there.  The login is no superuser (superusers skip the shard check).
+db1 = admin.info.dbname
+db2 = db1 + "_s2"
+tenant, login = "wfc_py", "wfc_py_login"
+shard_map = ("CASE wf.tenant_partition(%s, 2) WHEN 0 THEN ARRAY['s2', 's1']"
+             " ELSE ARRAY['s1', 's2'] END")
+admin.execute(f"DROP DATABASE IF EXISTS {db2} WITH (FORCE)")
+admin.execute(f"DROP ROLE IF EXISTS {login}")
+admin.execute(f"DROP ROLE IF EXISTS wf_tenant_{tenant}")
+admin.execute("SELECT wf.create_tenant(%s)", (tenant,))
+admin.execute(f"CREATE ROLE {login} LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin")
+admin.execute("SELECT wf.add_tenant_member(%s, %s)", (tenant, login))
+try:
+    admin.execute(f"SELECT wf.configure_shard('s1', {shard_map}, 1)", (tenant,))
+    admin.execute(f"CREATE DATABASE {db2}")
+    with psycopg.connect(f"dbname={db2}", autocommit=True) as a2:
+        a2.execute("CREATE EXTENSION wfengine")
+        a2.execute(f"SELECT wf.configure_shard('s2', {shard_map}, 2)", (tenant,))
+    s2 = psycopg.connect(f"dbname={db2} user={login}", autocommit=True)
+    s2.execute("""SELECT wf.publish_definition('shard_pair', '{"steps": [
+      {"name": "first", "queue": "py_shard"}, {"name": "second", "queue": "py_shard"}]}')""")
+    shard_runs = [s2.execute("SELECT wf.start_run('shard_pair', '{}')").fetchone()[0]
+                  for _ in range(3)]
+    try:
+        Client(f"user={login}").claim("py_shard", "probe")
+        check(False, "shard s1 refuses the tenant")
+    except WfError as e:
+        check(e.sqlstate == "55W01", f"shard s1 refuses the tenant: {e}")
+    # s1, then a shard that cannot be reached (its connection fails), then s2
+    shard_worker = Worker([f"user={login}", f"host=/nonexistent user={login}",
+                           f"dbname={db2} user={login}"], ["py_shard"],
+                          lambda t: {"step": t.step}, name="py-shard", concurrency=2,
+                          lease=5.0, wait=0.5)
+    st = threading.Thread(target=shard_worker.run)
+    st.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and s2.execute(
+            "SELECT count(*) FROM wf.runs WHERE status = 'completed'").fetchone()[0] < 3:
+        time.sleep(0.1)
+    shard_worker.stop()
+    st.join(10)
+    done = [s2.execute("SELECT wf.run_status(%s)", (r,)).fetchone()[0] for r in shard_runs]
+    check(done == ["completed"] * 3, f"shard list: the runs on s2 completed: {done}")
+    check(shard_worker.moves == 2 and shard_worker.conninfo.startswith(f"dbname={db2}"),
+          f"shard list: the worker moved to s2 ({shard_worker.moves} moves)")
+    check([a for _, a in shard_worker.answers] == [Answer.ACCEPTED] * 6,
+          f"shard list: every report accepted: {[a for _, a in shard_worker.answers]}")
+    s2.close()
+finally:
+    admin.execute("SELECT wf.configure_shard(NULL, NULL)")
+    admin.execute(f"DROP DATABASE IF EXISTS {db2} WITH (FORCE)")
+    admin.execute(f"DROP ROLE IF EXISTS {login}")
+    admin.execute(f"DROP ROLE IF EXISTS wf_tenant_{tenant}")
 admin.close()
 
 print(f"python client: {'FAILED' if failures else 'passed'}")

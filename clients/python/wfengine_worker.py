@@ -21,6 +21,15 @@ transaction):
   wf.complete_and_claim / wf.fail_and_claim, whose new lease of the task's
   queue, the next step of the same run first, the thread runs at once).
 
+Shards: conninfo may be a list of the connection strings of a sharded
+deployment's shards instead of one string.  The worker uses one shard at a
+time for all its connections; when a call is refused with 55W01 (the shard
+map gives the worker's tenant to another shard), or a connection cannot be
+made or is lost, it moves all its connections to the next shard of the
+list (round robin) and makes the call again there.  A report there of a
+task leased on the old shard is answered stale (after a move its fence is
+the new shard's business) and the task is dropped; the worker claims on.
+
 Graceful shutdown: stop() (or SIGTERM/SIGINT in run()) cancels the waiting
 claim, claims nothing more, and lets the tasks in flight finish and report,
 heartbeating them meanwhile, for up to `drain_timeout` seconds.  wfengine has
@@ -145,6 +154,7 @@ class Client:
         self.conninfo = conninfo
         self.conn = conn or psycopg.connect(conninfo, autocommit=True)
         self._has_any: Optional[bool] = None
+        self.generation = 0              # the Worker's shard generation it was made under
 
     def close(self) -> None:
         self.conn.close()
@@ -252,9 +262,14 @@ class Worker:
     handler is a callable(task) -> output, or a mapping from activity (or,
     for a step without one, queue) to such a callable.  A handler returns
     the output (JSON-able), raises TaskFailure to fail the attempt, or any
-    other exception to fail it as retryable with code "exception"."""
+    other exception to fail it as retryable with code "exception".
 
-    def __init__(self, conninfo: str, queues: Sequence[str],
+    conninfo is one connection string, or a list (or tuple) of the
+    connection strings of the shards of a sharded deployment: the worker
+    then moves all its connections to the next shard when a call is refused
+    with 55W01 or a connection fails (see the module's docstring)."""
+
+    def __init__(self, conninfo: Union[str, Sequence[str]], queues: Sequence[str],
                  handler: Union[Handler, Mapping[str, Handler]], *,
                  name: Optional[str] = None, concurrency: int = 4,
                  lease: float = 30.0, wait: float = 10.0,
@@ -265,7 +280,12 @@ class Worker:
             raise ValueError("a worker needs at least one queue")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        self.conninfo = conninfo
+        self.shards = [conninfo] if isinstance(conninfo, str) else list(conninfo)
+        if not self.shards:
+            raise ValueError("a worker needs at least one connection string")
+        self.conninfo = self.shards[0]          # the shard in use
+        self._generation = 0                    # one more at each move to another shard
+        self.moves = 0                          # moves to another shard so far
         self.queues = list(queues)
         self.handler = handler
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
@@ -330,10 +350,52 @@ class Worker:
 
     # ---- the loop ----
 
+    # ---- shards ----
+
+    def _connect(self) -> Client:
+        """A new connection to the shard in use, tagged with its generation."""
+        with self._lock:
+            generation, conninfo = self._generation, self.conninfo
+        c = Client(conninfo)
+        c.generation = generation
+        return c
+
+    def _current(self, c: Optional[Client]) -> bool:
+        """Whether c is a usable connection to the shard in use."""
+        return (c is not None and not c.conn.closed and not c.conn.broken
+                and c.generation == self._generation)
+
+    def _calls_for_move(self, e: BaseException) -> bool:
+        """Whether e moves a worker with a shard list to the next shard: a
+        call refused with 55W01, or a connection not made or lost."""
+        if len(self.shards) < 2:
+            return False                 # one connection string: as ever
+        if isinstance(e, WfError):
+            s = e.sqlstate or ""
+            return s == "55W01" or s == "57P01" or s.startswith("08")
+        return isinstance(e, psycopg.OperationalError) and (
+            e.sqlstate is None or e.sqlstate.startswith("08") or e.sqlstate == "57P01")
+
+    def _move(self, generation: int, why: BaseException) -> None:
+        """Moves to the next shard, unless another thread already moved on
+        from generation (one move per failure, however many see it)."""
+        with self._lock:
+            if generation != self._generation:
+                return
+            self._generation += 1
+            self.moves += 1
+            old = self.conninfo
+            self.conninfo = self.shards[self._generation % len(self.shards)]
+        log.warning("worker %s: moving from shard %r to %r (%s)", self.name, old,
+                    self.conninfo, why)
+
+    # ---- the loop ----
+
     def _run(self) -> None:
-        self._claimer = Client(self.conninfo)
-        if self._stopping.is_set():      # stop() before the claim connection
-            self._claimer.conn.cancel()
+        if len(self.shards) < 2:
+            self._claimer = Client(self.conninfo)
+            if self._stopping.is_set():  # stop() before the claim connection
+                self._claimer.conn.cancel()
         beat = threading.Thread(target=self._heartbeats, name="wf-heartbeat", daemon=True)
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="wf-task")
         beat_stop = threading.Event()
@@ -341,6 +403,7 @@ class Worker:
         beat.start()
         log.info("worker %s: queues %s, concurrency %d", self.name, self.queues, self.concurrency)
         backoff = 0.1
+        failed_moves = 0                 # moves since the last claim that worked
         try:
             while not self._stopping.is_set():
                 with self._lock:
@@ -349,16 +412,34 @@ class Worker:
                     free = self.concurrency - len(self._in_flight)
                 if self._stopping.is_set():
                     break
+                generation = self._generation
                 try:
+                    if not self._current(self._claimer):
+                        old, self._claimer = self._claimer, None
+                        if old is not None:
+                            old.close()
+                        self._claimer = self._connect()
+                        generation = self._claimer.generation
+                        self._listening = False
+                        if self._stopping.is_set():
+                            break
                     tasks = self._claim(free)
                 except psycopg.errors.QueryCanceled:
                     if self._stopping.is_set():
                         break
                     raise
-                except WfError as e:
-                    if e.sqlstate == "57014" and self._stopping.is_set():
+                except (WfError, psycopg.OperationalError) as e:
+                    if getattr(e, "sqlstate", None) == "57014" and self._stopping.is_set():
                         break
-                    if not e.retryable:
+                    if self._calls_for_move(e):
+                        # another shard's tenant, or a shard down: the next shard
+                        self._move(generation, e)
+                        failed_moves += 1
+                        if failed_moves >= len(self.shards):   # all the way round
+                            self._stopping.wait(backoff)
+                            backoff = min(backoff * 2, 2.0)
+                        continue
+                    if not isinstance(e, WfError) or not e.retryable:
                         raise
                     # a move's cut-over, a shard failing over: claim again soon
                     log.warning("worker %s: claim refused (%s), trying again in %.1f s",
@@ -367,6 +448,7 @@ class Worker:
                     backoff = min(backoff * 2, 2.0)
                     continue
                 backoff = 0.1
+                failed_moves = 0
                 with self._lock:
                     for t in tasks:
                         self._in_flight[t.task_id] = t
@@ -388,7 +470,8 @@ class Worker:
             beat_stop.set()
             pool.shutdown(wait=False)
             beat.join()
-            self._claimer.close()
+            if self._claimer is not None:
+                self._claimer.close()
             log.info("worker %s stopped", self.name)
 
     def _claim(self, free: int) -> List[Task]:
@@ -428,8 +511,11 @@ class Worker:
 
     def _reporter(self) -> Client:
         c = getattr(self._local, "client", None)
-        if c is None or c.conn.closed or c.conn.broken:
-            c = self._local.client = Client(self.conninfo)
+        if not self._current(c):
+            if c is not None:
+                c.close()
+            self._local.client = None
+            c = self._local.client = self._connect()
         return c
 
     def _execute(self, task: Optional[Task]) -> None:
@@ -476,11 +562,30 @@ class Worker:
             # A lost connection: report again (a repeat answers duplicate).
             # With eager dispatch a lease handed out with a lost answer is
             # never seen here; it expires and the attempt is delivered again.
+            # With a shard list, a report refused with 55W01 or whose
+            # connection fails moves the worker to the next shard and is
+            # made there (answered stale there after a real move).
             for attempt in range(30):
+                generation = self._generation
                 try:
-                    answer = report(self._reporter())
+                    c = self._reporter()
+                    generation = c.generation
+                    answer = report(c)
                     break
-                except WfError as e:
+                except (WfError, psycopg.OperationalError) as e:
+                    if self._calls_for_move(e) and attempt < 29:
+                        log.warning("task %d: report failed on this shard (%s), moving on",
+                                    task.task_id, e)
+                        self._move(generation, e)
+                        answer = e
+                        continue
+                    if not isinstance(e, WfError):
+                        log.warning("task %d: report failed (%s), retrying", task.task_id, e)
+                        answer = e
+                        if attempt >= 2:
+                            break
+                        time.sleep(0.2 * (attempt + 1))
+                        continue
                     answer = e
                     if e.retryable and attempt < 29:
                         # a move's cut-over: the report is made again (after
@@ -490,12 +595,6 @@ class Worker:
                         continue
                     log.error("task %d: report refused: %s", task.task_id, e)
                     break
-                except psycopg.OperationalError as e:
-                    log.warning("task %d: report failed (%s), retrying", task.task_id, e)
-                    answer = e
-                    if attempt >= 2:
-                        break
-                    time.sleep(0.2 * (attempt + 1))
             if isinstance(answer, tuple):
                 answer, leased = answer
                 nxt = leased[0] if leased else None
@@ -518,12 +617,19 @@ class Worker:
                 tasks = list(self._in_flight.values())
             if not tasks:
                 continue
+            generation = self._generation
             try:
-                if client is None or client.conn.broken:
-                    client = Client(self.conninfo)
+                if not self._current(client):
+                    if client is not None:
+                        client.close()
+                    client = None
+                    client = self._connect()
+                generation = client.generation
                 answers = client.heartbeat_many(tasks)
             except (WfError, psycopg.Error) as e:
                 log.warning("heartbeat failed: %s", e)
+                if self._calls_for_move(e):
+                    self._move(generation, e)
                 continue
             for t in tasks:
                 if answers.get(t.task_id) in (Answer.STALE, Answer.CANCEL_REQUESTED):
