@@ -136,6 +136,73 @@ async function main() {
   check(ew.handedOn === 1 && eagerAnswers === 'accepted,accepted',
     `eager dispatch: one task handed on, both reports accepted (${ew.handedOn}, ${eagerAnswers})`);
   check(await one('SELECT wf.verify_run($1)', [pair]), "the pair's run verifies");
+
+  // a shard list: this database is shard s1, a second one shard s2, and the
+  // shard map gives the test tenant's partition to s2.  A worker given
+  // [s1, a shard down, s2] is refused by s1 (55W01), cannot connect to the
+  // next, moves to s2 and completes the runs there.  The login is no
+  // superuser (superusers skip the shard check).
+  const db1 = await one('SELECT current_database()');
+  const db2 = `${db1}_s2`;
+  const tenant = 'wfc_node';
+  const login = 'wfc_node_login';
+  const shardMap = "CASE wf.tenant_partition($1, 2) WHEN 0 THEN ARRAY['s2', 's1'] ELSE ARRAY['s1', 's2'] END";
+  await admin.query(`DROP DATABASE IF EXISTS ${db2} WITH (FORCE)`);
+  await admin.query(`DROP ROLE IF EXISTS ${login}`);
+  await admin.query(`DROP ROLE IF EXISTS wf_tenant_${tenant}`);
+  await admin.query('SELECT wf.create_tenant($1)', [tenant]);
+  await admin.query(`CREATE ROLE ${login} LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin`);
+  await admin.query('SELECT wf.add_tenant_member($1, $2)', [tenant, login]);
+  try {
+    await admin.query(`SELECT wf.configure_shard('s1', ${shardMap}, 1)`, [tenant]);
+    await admin.query(`CREATE DATABASE ${db2}`);
+    const a2 = new pg.Client({ database: db2 });
+    await a2.connect();
+    await a2.query('CREATE EXTENSION wfengine');
+    await a2.query(`SELECT wf.configure_shard('s2', ${shardMap}, 2)`, [tenant]);
+    await a2.end();
+    const s2 = new pg.Client({ database: db2, user: login });
+    await s2.connect();
+    const one2 = async (sql, params) => Object.values((await s2.query(sql, params)).rows[0])[0];
+    await s2.query(`SELECT wf.publish_definition('shard_pair', '{"steps": [
+      {"name": "first", "queue": "node_shard"}, {"name": "second", "queue": "node_shard"}]}')`);
+    const shardRuns = [];
+    for (let i = 0; i < 3; i++) shardRuns.push(await one2("SELECT wf.start_run('shard_pair', '{}')"));
+    const s1 = new pg.Client({ user: login });
+    await s1.connect();
+    try {
+      await new Client(s1).claim('node_shard', 'probe');
+      check(false, 'shard s1 refuses the tenant');
+    } catch (e) {
+      check(e instanceof WfError && e.sqlstate === '55W01', `shard s1 refuses the tenant: ${e.sqlstate} ${e.message}`);
+    }
+    await s1.end();
+    const sw = new Worker({
+      connection: [{ user: login }, { user: login, host: '/nonexistent' }, { user: login, database: db2 }],
+      queues: ['node_shard'], name: 'node-shard', concurrency: 2, lease: 5, wait: 0.5,
+      log: { info() {}, warn: console.warn, error: console.error },
+      handler: async (t) => ({ step: t.step }),
+    });
+    const swRun = sw.run();
+    for (let i = 0; i < 300; i++) {
+      if (Number(await one2("SELECT count(*) FROM wf.runs WHERE status = 'completed'")) === 3) break;
+      await sleep(100);
+    }
+    await sw.stop();
+    await swRun;
+    const done = [];
+    for (const r of shardRuns) done.push(await one2('SELECT wf.run_status($1)', [r]));
+    check(done.join(',') === 'completed,completed,completed', `shard list: the runs on s2 completed: ${done}`);
+    check(sw.moves === 2 && sw.connection.database === db2, `shard list: the worker moved to s2 (${sw.moves} moves)`);
+    const shardAnswers = sw.answers.map(([, a]) => a).join(',');
+    check(shardAnswers === Array(6).fill('accepted').join(','), `shard list: every report accepted: ${shardAnswers}`);
+    await s2.end();
+  } finally {
+    await admin.query('SELECT wf.configure_shard(NULL, NULL)');
+    await admin.query(`DROP DATABASE IF EXISTS ${db2} WITH (FORCE)`);
+    await admin.query(`DROP ROLE IF EXISTS ${login}`);
+    await admin.query(`DROP ROLE IF EXISTS wf_tenant_${tenant}`);
+  }
   await admin.end();
   console.log(`node client: ${failures.length ? 'FAILED' : 'passed'}`);
   process.exit(failures.length ? 1 : 0);
