@@ -235,3 +235,111 @@ func TestEagerDispatch(t *testing.T) {
 		t.Errorf("NOT OK the pair's run verifies: %v %v", verified, err)
 	}
 }
+
+// TestShardList: this database is shard s1, a second one shard s2, and the
+// shard map gives the test tenant's partition to s2.  A worker given
+// Shards [s1, a shard down, s2] is refused by s1 (55W01), cannot connect to
+// the next, moves to s2 and completes the runs there.  The login is no
+// superuser (superusers skip the shard check).
+func TestShardList(t *testing.T) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	exec := func(c *pgx.Conn, sql string, args ...interface{}) {
+		if _, err := c.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var db1 string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&db1); err != nil {
+		t.Fatal(err)
+	}
+	db2 := db1 + "_s2"
+	const tenant, login = "wfc_go", "wfc_go_login"
+	const shardMap = "CASE wf.tenant_partition($1, 2) WHEN 0 THEN ARRAY['s2', 's1'] ELSE ARRAY['s1', 's2'] END"
+	exec(admin, "DROP DATABASE IF EXISTS "+db2+" WITH (FORCE)")
+	exec(admin, "DROP ROLE IF EXISTS "+login)
+	exec(admin, "DROP ROLE IF EXISTS wf_tenant_"+tenant)
+	exec(admin, "SELECT wf.create_tenant($1)", tenant)
+	exec(admin, "CREATE ROLE "+login+" LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin")
+	exec(admin, "SELECT wf.add_tenant_member($1, $2)", tenant, login)
+	defer func() {
+		exec(admin, "SELECT wf.configure_shard(NULL, NULL)")
+		exec(admin, "DROP DATABASE IF EXISTS "+db2+" WITH (FORCE)")
+		exec(admin, "DROP ROLE IF EXISTS "+login)
+		exec(admin, "DROP ROLE IF EXISTS wf_tenant_"+tenant)
+	}()
+	exec(admin, "SELECT wf.configure_shard('s1', "+shardMap+", 1)", tenant)
+	exec(admin, "CREATE DATABASE "+db2)
+	a2, err := pgx.Connect(ctx, "dbname="+db2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(a2, "CREATE EXTENSION wfengine")
+	exec(a2, "SELECT wf.configure_shard('s2', "+shardMap+", 2)", tenant)
+	a2.Close(ctx)
+	s2, err := pgx.Connect(ctx, "dbname="+db2+" user="+login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(ctx)
+	exec(s2, `SELECT wf.publish_definition('shard_pair', '{"steps": [
+		{"name": "first", "queue": "go_shard"}, {"name": "second", "queue": "go_shard"}]}')`)
+	var runs []string
+	for i := 0; i < 3; i++ {
+		var r string
+		if err := s2.QueryRow(ctx, "SELECT wf.start_run('shard_pair', '{}')::text").Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	s1, err := pgx.Connect(ctx, "user="+login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Claim(ctx, s1, "go_shard", "probe", 1, 30, 0)
+	s1.Close(ctx)
+	var we *WfError
+	if !errors.As(err, &we) || we.SQLState != "55W01" {
+		t.Errorf("NOT OK shard s1 refuses the tenant: %v", err)
+	}
+	w := &Worker{Shards: []string{"user=" + login, "host=/nonexistent user=" + login, "dbname=" + db2 + " user=" + login},
+		Queues: []string{"go_shard"}, Name: "go-shard", Concurrency: 2, Lease: 5, Wait: 0.5,
+		Handler: func(_ context.Context, task *Task) (interface{}, error) {
+			return map[string]string{"step": task.Step}, nil
+		}}
+	wctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+	n := 0
+	for i := 0; i < 300 && n < 3; i++ {
+		time.Sleep(100 * time.Millisecond)
+		s2.QueryRow(ctx, "SELECT count(*) FROM wf.runs WHERE status = 'completed'").Scan(&n)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	for _, r := range runs {
+		var status string
+		s2.QueryRow(ctx, "SELECT wf.run_status($1::uuid)", r).Scan(&status)
+		if status != "completed" {
+			t.Errorf("NOT OK shard list: run %s on s2 completed: %s", r, status)
+		}
+	}
+	if w.Moves != 2 || w.Shard() != "dbname="+db2+" user="+login {
+		t.Errorf("NOT OK shard list: the worker moved to s2 (%d moves, on %q)", w.Moves, w.Shard())
+	}
+	if len(w.Answers) != 6 {
+		t.Errorf("NOT OK shard list: six reports: %v", w.Answers)
+	}
+	for _, a := range w.Answers {
+		if a != Accepted {
+			t.Errorf("NOT OK shard list: every report accepted: %v", w.Answers)
+			break
+		}
+	}
+}
