@@ -6,7 +6,8 @@
  * database where wfengine is installed and the caller is a superuser (it
  * publishes the definition and calls wf.tick(), the engine worker's part:
  * `make test` runs with wfengine.enabled = off).  Exit status 0 when every
- * check passed.  The same checks as clients/python/test_e2e.py.
+ * check passed.  The same checks as clients/python/test_e2e.py, a shard
+ * list included.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -186,6 +187,136 @@ pair_stopper(void *arg)
 	return NULL;
 }
 
+/* runs a statement, or exits */
+static void
+run_sql(PGconn *c, const char *sql)
+{
+	PGresult   *r = PQexec(c, sql);
+
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+	{
+		fprintf(stderr, "query failed: %s: %s", sql, PQerrorMessage(c));
+		exit(2);
+	}
+	PQclear(r);
+}
+
+static char shard2_conninfo[256];
+
+/* stops the shard list's worker once its three runs on s2 have completed */
+static void *
+shard_stopper(void *arg)
+{
+	PGconn	   *c = PQconnectdb(shard2_conninfo);
+	int			i;
+
+	(void) arg;
+	for (i = 0; i < 300 && PQstatus(c) == CONNECTION_OK; i++)
+	{
+		if (strcmp(value(c, "SELECT count(*) FROM wf.runs WHERE status = 'completed'", 0, NULL), "3") == 0)
+			break;
+		usleep(100000);
+	}
+	wf_worker_stop();
+	PQfinish(c);
+	return NULL;
+}
+
+/*
+ * A shard list: this database is shard s1, a second one shard s2, and the
+ * shard map gives the test tenant's partition to s2.  A worker given
+ * [s1, a shard down, s2] is refused by s1 (55W01), cannot connect to the
+ * next, moves to s2 and completes the runs there.  The login is no
+ * superuser (superusers skip the shard check).
+ */
+#define SHARD_MAP "CASE wf.tenant_partition('wfc_c', 2) WHEN 0 THEN ARRAY['s2', 's1']" \
+	" ELSE ARRAY['s1', 's2'] END"
+static void
+test_shard_list(PGconn *admin)
+{
+	char		db2[128],
+				sql[512],
+				s1_conninfo[256],
+				more[256];
+	const char *shards[4];
+	const char *sq[] = {"c_shard"};
+	PGconn	   *c;
+	WfWorkerConfig cfg = {0};
+	WfWorkerStats stats;
+	WfError		err = WF_ERROR_INIT;
+	WfTask	  **tasks;
+	pthread_t	drive;
+	int			i,
+				rc;
+
+	snprintf(db2, sizeof(db2), "%s_s2", PQdb(admin));
+	snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", db2);
+	run_sql(admin, sql);
+	run_sql(admin, "DROP ROLE IF EXISTS wfc_c_login");
+	run_sql(admin, "DROP ROLE IF EXISTS wf_tenant_wfc_c");
+	run_sql(admin, "SELECT wf.create_tenant('wfc_c')");
+	run_sql(admin, "CREATE ROLE wfc_c_login LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin");
+	run_sql(admin, "SELECT wf.add_tenant_member('wfc_c', 'wfc_c_login')");
+	run_sql(admin, "SELECT wf.configure_shard('s1', " SHARD_MAP ", 1)");
+	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", db2);
+	run_sql(admin, sql);
+	snprintf(sql, sizeof(sql), "dbname=%s", db2);
+	c = PQconnectdb(sql);
+	run_sql(c, "CREATE EXTENSION wfengine");
+	run_sql(c, "SELECT wf.configure_shard('s2', " SHARD_MAP ", 2)");
+	PQfinish(c);
+	snprintf(shard2_conninfo, sizeof(shard2_conninfo), "dbname=%s user=wfc_c_login", db2);
+	c = PQconnectdb(shard2_conninfo);
+	run_sql(c, "SELECT wf.publish_definition('shard_pair', '{\"steps\": ["
+			"{\"name\": \"first\", \"queue\": \"c_shard\"},"
+			" {\"name\": \"second\", \"queue\": \"c_shard\"}]}')");
+	for (i = 0; i < 3; i++)
+		run_sql(c, "SELECT wf.start_run('shard_pair', '{}')");
+
+	snprintf(s1_conninfo, sizeof(s1_conninfo), "user=wfc_c_login");
+	{
+		PGconn	   *s1 = PQconnectdb(s1_conninfo);
+
+		check(wf_claim(s1, "c_shard", "probe", 1, 30, 0, &tasks, &err) < 0 &&
+			  strcmp(err.sqlstate, "55W01") == 0, "shard s1 refuses the tenant", err.message);
+		wf_error_clear(&err);
+		PQfinish(s1);
+	}
+
+	shards[0] = s1_conninfo;
+	shards[1] = "host=/nonexistent user=wfc_c_login";
+	shards[2] = shard2_conninfo;
+	shards[3] = NULL;
+	cfg.shards = shards;
+	cfg.queues = sq;
+	cfg.nqueues = 1;
+	cfg.name = "c-shard";
+	cfg.concurrency = 2;
+	cfg.lease = 5.0;
+	cfg.wait = 0.5;
+	cfg.handler = handle_pair;
+	memset(&stats, 0, sizeof(stats));
+	pthread_create(&drive, NULL, shard_stopper, NULL);
+	rc = wf_worker_run(&cfg, &stats, &err);
+	pthread_join(drive, NULL);
+	check(rc == 0, "the shard list's worker ran and stopped", err.message);
+	wf_error_clear(&err);
+	snprintf(more, sizeof(more), "%s",
+			 value(c, "SELECT string_agg(status, ',') FROM wf.runs", 0, NULL));
+	check(strcmp(more, "completed,completed,completed") == 0, "shard list: the runs on s2 completed", more);
+	snprintf(more, sizeof(more), "%d moves, on shard %d", stats.moves, stats.shard);
+	check(stats.moves == 2 && stats.shard == 2, "shard list: the worker moved to s2", more);
+	snprintf(more, sizeof(more), "%d accepted, %d not", stats.accepted, stats.not_accepted);
+	check(stats.accepted == 6 && stats.not_accepted == 0, "shard list: every report accepted", more);
+	PQfinish(c);
+
+	run_sql(admin, "SELECT wf.configure_shard(NULL, NULL)");
+	snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", db2);
+	run_sql(admin, sql);
+	run_sql(admin, "DROP ROLE IF EXISTS wfc_c_login");
+	run_sql(admin, "DROP ROLE IF EXISTS wf_tenant_wfc_c");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -319,6 +450,7 @@ main(int argc, char **argv)
 		check(strcmp(value(admin, "SELECT wf.verify_run($1::uuid)", 1, p), "t") == 0,
 			  "the pair's run verifies", NULL);
 	}
+	test_shard_list(admin);
 	PQfinish(admin);
 	printf("c client: %s\n", failures ? "FAILED" : "passed");
 	return failures ? 1 : 0;
