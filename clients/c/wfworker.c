@@ -567,7 +567,11 @@ report(Worker *w, PGconn **conn, int *conn_gen, WfTask *t, WfResult r, int eager
 			if (*conn == NULL)
 			{
 				if (moves_on(w, &err))
+				{
 					move_shard(w, gen, &err);
+					if (i + 1 >= w->nshards)
+						usleep(100000 * (i < 9 ? i + 1 : 10));	/* all the way round */
+				}
 				else
 					usleep(200000 * lost);
 				continue;
@@ -601,6 +605,8 @@ report(Worker *w, PGconn **conn, int *conn_gen, WfTask *t, WfResult r, int eager
 					t->task_id, err.sqlstate);
 			move_shard(w, *conn_gen, &err);
 			wf_error_clear(&err);
+			if (i + 1 >= w->nshards)
+				usleep(100000 * (i < 9 ? i + 1 : 10));	/* all the way round */
 			continue;
 		}
 		if (a == WF_ANSWER_ERROR && wf_error_retryable(&err) && i < 29)

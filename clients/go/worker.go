@@ -498,6 +498,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.cmu.Lock()
 		if w.cur != nil {
 			w.cur.close()
+			w.cur = nil
 		}
 		w.cmu.Unlock()
 	}()
@@ -713,6 +714,13 @@ func (w *Worker) execute(stop context.Context, t *Task) *Task {
 		} else if w.callsForMove(err) && i < 29 {
 			w.Logger.Printf("wfengine worker: task %d: report failed on this shard (%v), moving on", t.TaskID, err)
 			w.move(generation, err)
+			if i+1 >= len(w.shards()) { // all the way round
+				pause := time.Duration(i+1) * 100 * time.Millisecond
+				if pause > time.Second {
+					pause = time.Second
+				}
+				time.Sleep(pause)
+			}
 			continue
 		} else if errors.As(err, &we) && we.Retryable() && i < 29 {
 			// a move's cut-over: report again (after the move the fence is

@@ -475,6 +475,7 @@ class Worker {
         if (this.callsForMove(e) && i < 29) {
           this.log.warn(`wfengine-worker: task ${task.taskId}: report failed on this shard (${e.sqlstate || e.code} ${e.message}), moving on`);
           this.move(generation, e);
+          if (i + 1 >= this.shards.length) await sleep(Math.min(100 * (i + 1), 1000)); // all the way round
           continue;
         }
         if (e instanceof WfError && e.retryable && i < 29) {

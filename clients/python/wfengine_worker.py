@@ -578,6 +578,8 @@ class Worker:
                                     task.task_id, e)
                         self._move(generation, e)
                         answer = e
+                        if attempt + 1 >= len(self.shards):     # all the way round
+                            time.sleep(min(0.1 * (attempt + 1), 1.0))
                         continue
                     if not isinstance(e, WfError):
                         log.warning("task %d: report failed (%s), retrying", task.task_id, e)
