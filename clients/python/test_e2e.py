@@ -242,6 +242,61 @@ try:
           f"shard list: the worker moved to s2 ({shard_worker.moves} moves)")
     check([a for _, a in shard_worker.answers] == [Answer.ACCEPTED] * 6,
           f"shard list: every report accepted: {[a for _, a in shard_worker.answers]}")
+
+    # A move of the tenant's partition from s2 to s1 while a task leased on
+    # s2 runs, emulated as wfrouter.move_partition leaves it: s1 holds the
+    # same task (s1 takes s2's id block, so the run started there has the
+    # task's id), leased there under a newer fence (the cut-over re-fences
+    # the leases it takes), and both maps give the partition to s1.  The
+    # worker, on [s2, s1] (at s2 now), reports: s2 refuses (55W01), the
+    # worker moves to s1, where the report is stale; it drops the task,
+    # claims on s1 and completes the run there once the lease has expired.
+    moved = {}
+    shard_map_s1 = ("CASE wf.tenant_partition(%s, 2) WHEN 0 THEN ARRAY['s1', 's2']"
+                    " ELSE ARRAY['s2', 's1'] END")
+    last_id = s2.execute("SELECT pg_catalog.max(task_id) FROM wf.tasks").fetchone()[0]
+    admin.execute(f"SELECT wf.configure_shard('s1', {shard_map}, 2)", (tenant,))
+    admin.execute("SELECT pg_catalog.setval('wf.task_id_seq', %s)", (last_id,))
+    s2.execute("SELECT wf.start_run('shard_pair', '{}')")
+
+    def move_under(task):
+        if not moved:
+            moved["task"], moved["fence"] = task.task_id, task.fence
+            with psycopg.connect(f"dbname={db2}", autocommit=True) as a2:
+                a2.execute(f"SELECT wf.configure_shard('s2', {shard_map_s1})", (tenant,))
+            admin.execute(f"SELECT wf.configure_shard('s1', {shard_map_s1})", (tenant,))
+            admin.execute("SELECT pg_catalog.setval('wf.fence_seq', %s)", (task.fence + 1000,))
+            with psycopg.connect(f"user={login}", autocommit=True) as s1:
+                s1.execute("""SELECT wf.publish_definition('shard_pair', '{"steps": [
+                  {"name": "first", "queue": "py_shard"}, {"name": "second", "queue": "py_shard"}]}')""")
+                moved["run"] = s1.execute("SELECT wf.start_run('shard_pair', '{}')").fetchone()[0]
+                moved["lease"] = s1.execute(
+                    "SELECT task_id, fence FROM wf.claim_tasks('py_shard', 'old-shard', 1, '1 second')"
+                ).fetchone()
+        return {"step": task.step}
+
+    move_worker = Worker([f"dbname={db2} user={login}", f"user={login}"], ["py_shard"],
+                         move_under, name="py-move", concurrency=1, lease=5.0, wait=0.5,
+                         eager=False)
+    s1 = psycopg.connect(f"user={login}", autocommit=True)     # the tenant's runs on s1
+    mt = threading.Thread(target=move_worker.run)
+    mt.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and not (moved.get("run") and s1.execute(
+            "SELECT wf.run_status(%s)", (moved["run"],)).fetchone()[0] == "completed"):
+        admin.execute("SELECT wf.tick()")        # takes the expired lease back
+        time.sleep(0.2)
+    move_worker.stop()
+    mt.join(10)
+    check(moved.get("lease") is not None and moved["lease"][0] == moved.get("task")
+          and moved["lease"][1] > moved["fence"], f"a move: s1 holds the task leased on s2, re-fenced: {moved}")
+    answers = [(t.task_id, a) for t, a in move_worker.answers]
+    check(answers[:1] == [(moved.get("task"), Answer.STALE)] and move_worker.moves == 1,
+          f"a move: the report of the lease from s2 is stale on s1 ({move_worker.moves} moves): {answers}")
+    check(moved.get("run") is not None and s1.execute(
+        "SELECT wf.run_status(%s)", (moved["run"],)).fetchone()[0] == "completed",
+        "a move: the worker claimed on s1 and completed the run there")
+    s1.close()
     s2.close()
 finally:
     admin.execute("SELECT wf.configure_shard(NULL, NULL)")
