@@ -229,6 +229,86 @@ shard_stopper(void *arg)
  * next, moves to s2 and completes the runs there.  The login is no
  * superuser (superusers skip the shard check).
  */
+/* the move's handler: see test_shard_list */
+static char shard_db2[128];
+static char moved_run[64] = "";
+static int64_t moved_task = 0,
+			moved_fence = 0,
+			lease_task = 0,
+			lease_fence = 0;
+
+#define SHARD_MAP_S1 "CASE wf.tenant_partition('wfc_c', 2) WHEN 0 THEN ARRAY['s1', 's2']" \
+	" ELSE ARRAY['s2', 's1'] END"
+
+static WfResult
+handle_move(const WfTask *t, void *arg)
+{
+	WfResult	r = {0, 0, NULL};
+
+	(void) arg;
+	if (moved_task == 0)
+	{
+		char		ci[256];
+		PGconn	   *c;
+		PGresult   *res;
+
+		moved_task = t->task_id;
+		moved_fence = t->fence;
+		snprintf(ci, sizeof(ci), "dbname=%s", shard_db2);
+		c = PQconnectdb(ci);
+		run_sql(c, "SELECT wf.configure_shard('s2', " SHARD_MAP_S1 ")");
+		PQfinish(c);
+		c = PQconnectdb("");
+		run_sql(c, "SELECT wf.configure_shard('s1', " SHARD_MAP_S1 ")");
+		snprintf(ci, sizeof(ci), "SELECT pg_catalog.setval('wf.fence_seq', %lld)", (long long) t->fence + 1000);
+		run_sql(c, ci);
+		PQfinish(c);
+		c = PQconnectdb("user=wfc_c_login");
+		run_sql(c, "SELECT wf.publish_definition('shard_pair', '{\"steps\": ["
+				"{\"name\": \"first\", \"queue\": \"c_shard\"},"
+				" {\"name\": \"second\", \"queue\": \"c_shard\"}]}')");
+		snprintf(moved_run, sizeof(moved_run), "%s",
+				 value(c, "SELECT wf.start_run('shard_pair', '{}')", 0, NULL));
+		res = PQexec(c, "SELECT task_id, fence FROM wf.claim_tasks('c_shard', 'old-shard', 1, '1 second')");
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		{
+			lease_task = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+			lease_fence = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		}
+		PQclear(res);
+		PQfinish(c);
+	}
+	r.json = strdup("{\"ok\": true}");
+	return r;
+}
+
+/* ticks (the expired lease is taken back), then stops the move's worker once its run on s1 has completed */
+static void *
+move_stopper(void *arg)
+{
+	PGconn	   *admin = connect_or_die();
+	PGconn	   *s1 = PQconnectdb("user=wfc_c_login");
+	int			i;
+
+	(void) arg;
+	for (i = 0; i < 150; i++)
+	{
+		usleep(200000);
+		PQclear(PQexec(admin, "SELECT wf.tick()"));
+		if (moved_run[0])
+		{
+			const char *p[1] = {moved_run};
+
+			if (strcmp(value(s1, "SELECT wf.run_status($1::uuid)", 1, p), "completed") == 0)
+				break;
+		}
+	}
+	wf_worker_stop();
+	PQfinish(s1);
+	PQfinish(admin);
+	return NULL;
+}
+
 #define SHARD_MAP "CASE wf.tenant_partition('wfc_c', 2) WHEN 0 THEN ARRAY['s2', 's1']" \
 	" ELSE ARRAY['s1', 's2'] END"
 static void
@@ -308,6 +388,53 @@ test_shard_list(PGconn *admin)
 	check(stats.moves == 2 && stats.shard == 2, "shard list: the worker moved to s2", more);
 	snprintf(more, sizeof(more), "%d accepted, %d not", stats.accepted, stats.not_accepted);
 	check(stats.accepted == 6 && stats.not_accepted == 0, "shard list: every report accepted", more);
+
+	/*
+	 * A move of the tenant's partition from s2 to s1 while a task leased on
+	 * s2 runs, emulated as wfrouter.move_partition leaves it: s1 holds the
+	 * same task (s1 takes s2's id block, so the run started there has the
+	 * task's id), leased there under a newer fence (the cut-over re-fences
+	 * the leases it takes), and both maps give the partition to s1.  The
+	 * worker, on [s2, s1] (at s2 now), reports: s2 refuses (55W01), the
+	 * worker moves to s1, where the report is stale; it drops the task,
+	 * claims on s1 and completes the run there once the lease has expired.
+	 */
+	snprintf(shard_db2, sizeof(shard_db2), "%s", db2);
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.setval('wf.task_id_seq', %s)",
+			 value(c, "SELECT max(task_id) FROM wf.tasks", 0, NULL));
+	run_sql(admin, "SELECT wf.configure_shard('s1', " SHARD_MAP ", 2)");
+	run_sql(admin, sql);
+	run_sql(c, "SELECT wf.start_run('shard_pair', '{}')");
+	shards[0] = shard2_conninfo;
+	shards[1] = s1_conninfo;
+	shards[2] = NULL;
+	cfg.name = "c-move";
+	cfg.concurrency = 1;
+	cfg.no_eager = 1;
+	cfg.handler = handle_move;
+	memset(&stats, 0, sizeof(stats));
+	pthread_create(&drive, NULL, move_stopper, NULL);
+	rc = wf_worker_run(&cfg, &stats, &err);
+	pthread_join(drive, NULL);
+	check(rc == 0, "the move's worker ran and stopped", err.message);
+	wf_error_clear(&err);
+	snprintf(more, sizeof(more), "%lld/%lld, %lld/%lld", (long long) moved_task, (long long) moved_fence,
+			 (long long) lease_task, (long long) lease_fence);
+	check(lease_task == moved_task && lease_fence > moved_fence,
+		  "a move: s1 holds the task leased on s2, re-fenced", more);
+	snprintf(more, sizeof(more), "%d moves, %d stale, %d accepted, %d not", stats.moves, stats.stale,
+			 stats.accepted, stats.not_accepted);
+	check(stats.moves == 1 && stats.stale == 1 && stats.not_accepted == 1 && stats.accepted == 2,
+		  "a move: the report of the lease from s2 is stale on s1, the run's two steps accepted there", more);
+	{
+		PGconn	   *s1 = PQconnectdb(s1_conninfo);
+		const char *p[1] = {moved_run};
+
+		snprintf(more, sizeof(more), "%s",
+				 moved_run[0] ? value(s1, "SELECT wf.run_status($1::uuid)", 1, p) : "no run");
+		check(strcmp(more, "completed") == 0, "a move: the worker claimed on s1 and completed the run there", more);
+		PQfinish(s1);
+	}
 	PQfinish(c);
 
 	run_sql(admin, "SELECT wf.configure_shard(NULL, NULL)");

@@ -680,6 +680,8 @@ task_thread(void *arg)
 				w->stats.accepted++;
 			else
 				w->stats.not_accepted++;
+			if (a == WF_ANSWER_STALE)
+				w->stats.stale++;
 			for (i = 0; i < w->n_in_flight; i++)
 				if (w->in_flight[i] == t)
 				{

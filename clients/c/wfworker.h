@@ -116,6 +116,7 @@ typedef struct WfWorkerStats
 	int			claimed;
 	int			accepted;		/* reports answered accepted */
 	int			not_accepted;	/* duplicate, stale, cancel_requested or error */
+	int			stale;			/* of those, reports answered stale */
 	int			max_in_flight;
 	int			abandoned;		/* still running at the end of the drain */
 	int			handed_on;		/* tasks leased by a report (eager dispatch) */
