@@ -27,8 +27,8 @@ time for all its connections; when a call is refused with 55W01 (the shard
 map gives the worker's tenant to another shard), or a connection cannot be
 made or is lost, it moves all its connections to the next shard of the
 list (round robin) and makes the call again there.  A report there of a
-task leased on the old shard is answered stale (after a move its fence is
-the new shard's business) and the task is dropped; the worker claims on.
+task leased on the old shard is answered stale (the move gave the leases
+it took new fences there) and the task is dropped; the worker claims on.
 
 Graceful shutdown: stop() (or SIGTERM/SIGINT in run()) cancels the waiting
 claim, claims nothing more, and lets the tasks in flight finish and report,
@@ -347,8 +347,6 @@ class Worker:
                 signal.signal(s, h)
         if error:
             raise error[0]
-
-    # ---- the loop ----
 
     # ---- shards ----
 
