@@ -6,7 +6,8 @@
  * database where wfengine is installed and the caller is a superuser (it
  * publishes the definition and calls wf.tick(), the engine worker's part:
  * `make test` runs with wfengine.enabled = off).  Exit status 0 when every
- * check passed.  The same checks as clients/python/test_e2e.py.
+ * check passed.  The same checks as clients/python/test_e2e.py, a shard
+ * list included.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -186,6 +187,263 @@ pair_stopper(void *arg)
 	return NULL;
 }
 
+/* runs a statement, or exits */
+static void
+run_sql(PGconn *c, const char *sql)
+{
+	PGresult   *r = PQexec(c, sql);
+
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+	{
+		fprintf(stderr, "query failed: %s: %s", sql, PQerrorMessage(c));
+		exit(2);
+	}
+	PQclear(r);
+}
+
+static char shard2_conninfo[256];
+
+/* stops the shard list's worker once its three runs on s2 have completed */
+static void *
+shard_stopper(void *arg)
+{
+	PGconn	   *c = PQconnectdb(shard2_conninfo);
+	int			i;
+
+	(void) arg;
+	for (i = 0; i < 300 && PQstatus(c) == CONNECTION_OK; i++)
+	{
+		if (strcmp(value(c, "SELECT count(*) FROM wf.runs WHERE status = 'completed'", 0, NULL), "3") == 0)
+			break;
+		usleep(100000);
+	}
+	wf_worker_stop();
+	PQfinish(c);
+	return NULL;
+}
+
+/*
+ * A shard list: this database is shard s1, a second one shard s2, and the
+ * shard map gives the test tenant's partition to s2.  A worker given
+ * [s1, a shard down, s2] is refused by s1 (55W01), cannot connect to the
+ * next, moves to s2 and completes the runs there.  The login is no
+ * superuser (superusers skip the shard check).
+ */
+/* the move's handler: see test_shard_list */
+static char shard_db2[128];
+static char moved_run[64] = "";
+static int64_t moved_task = 0,
+			moved_fence = 0,
+			lease_task = 0,
+			lease_fence = 0;
+
+#define SHARD_MAP_S1 "CASE wf.tenant_partition('wfc_c', 2) WHEN 0 THEN ARRAY['s1', 's2']" \
+	" ELSE ARRAY['s2', 's1'] END"
+
+static WfResult
+handle_move(const WfTask *t, void *arg)
+{
+	WfResult	r = {0, 0, NULL};
+
+	(void) arg;
+	if (moved_task == 0)
+	{
+		char		ci[256];
+		PGconn	   *c;
+		PGresult   *res;
+
+		moved_task = t->task_id;
+		moved_fence = t->fence;
+		snprintf(ci, sizeof(ci), "dbname=%s", shard_db2);
+		c = PQconnectdb(ci);
+		run_sql(c, "SELECT wf.configure_shard('s2', " SHARD_MAP_S1 ")");
+		PQfinish(c);
+		c = PQconnectdb("");
+		run_sql(c, "SELECT wf.configure_shard('s1', " SHARD_MAP_S1 ")");
+		snprintf(ci, sizeof(ci), "SELECT pg_catalog.setval('wf.fence_seq', %lld)", (long long) t->fence + 1000);
+		run_sql(c, ci);
+		PQfinish(c);
+		c = PQconnectdb("user=wfc_c_login");
+		run_sql(c, "SELECT wf.publish_definition('shard_pair', '{\"steps\": ["
+				"{\"name\": \"first\", \"queue\": \"c_shard\"},"
+				" {\"name\": \"second\", \"queue\": \"c_shard\"}]}')");
+		snprintf(moved_run, sizeof(moved_run), "%s",
+				 value(c, "SELECT wf.start_run('shard_pair', '{}')", 0, NULL));
+		res = PQexec(c, "SELECT task_id, fence FROM wf.claim_tasks('c_shard', 'old-shard', 1, '1 second')");
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		{
+			lease_task = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+			lease_fence = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		}
+		PQclear(res);
+		PQfinish(c);
+	}
+	r.json = strdup("{\"ok\": true}");
+	return r;
+}
+
+/* ticks (the expired lease is taken back), then stops the move's worker once its run on s1 has completed */
+static void *
+move_stopper(void *arg)
+{
+	PGconn	   *admin = connect_or_die();
+	PGconn	   *s1 = PQconnectdb("user=wfc_c_login");
+	int			i;
+
+	(void) arg;
+	for (i = 0; i < 150; i++)
+	{
+		usleep(200000);
+		PQclear(PQexec(admin, "SELECT wf.tick()"));
+		if (moved_run[0])
+		{
+			const char *p[1] = {moved_run};
+
+			if (strcmp(value(s1, "SELECT wf.run_status($1::uuid)", 1, p), "completed") == 0)
+				break;
+		}
+	}
+	wf_worker_stop();
+	PQfinish(s1);
+	PQfinish(admin);
+	return NULL;
+}
+
+#define SHARD_MAP "CASE wf.tenant_partition('wfc_c', 2) WHEN 0 THEN ARRAY['s2', 's1']" \
+	" ELSE ARRAY['s1', 's2'] END"
+static void
+test_shard_list(PGconn *admin)
+{
+	char		db2[128],
+				sql[512],
+				s1_conninfo[256],
+				more[256];
+	const char *shards[4];
+	const char *sq[] = {"c_shard"};
+	PGconn	   *c;
+	WfWorkerConfig cfg = {0};
+	WfWorkerStats stats;
+	WfError		err = WF_ERROR_INIT;
+	WfTask	  **tasks;
+	pthread_t	drive;
+	int			i,
+				rc;
+
+	snprintf(db2, sizeof(db2), "%s_s2", PQdb(admin));
+	snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", db2);
+	run_sql(admin, sql);
+	run_sql(admin, "DROP ROLE IF EXISTS wfc_c_login");
+	run_sql(admin, "DROP ROLE IF EXISTS wf_tenant_wfc_c");
+	run_sql(admin, "SELECT wf.create_tenant('wfc_c')");
+	run_sql(admin, "CREATE ROLE wfc_c_login LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin");
+	run_sql(admin, "SELECT wf.add_tenant_member('wfc_c', 'wfc_c_login')");
+	run_sql(admin, "SELECT wf.configure_shard('s1', " SHARD_MAP ", 1)");
+	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", db2);
+	run_sql(admin, sql);
+	snprintf(sql, sizeof(sql), "dbname=%s", db2);
+	c = PQconnectdb(sql);
+	run_sql(c, "CREATE EXTENSION wfengine");
+	run_sql(c, "SELECT wf.configure_shard('s2', " SHARD_MAP ", 2)");
+	PQfinish(c);
+	snprintf(shard2_conninfo, sizeof(shard2_conninfo), "dbname=%s user=wfc_c_login", db2);
+	c = PQconnectdb(shard2_conninfo);
+	run_sql(c, "SELECT wf.publish_definition('shard_pair', '{\"steps\": ["
+			"{\"name\": \"first\", \"queue\": \"c_shard\"},"
+			" {\"name\": \"second\", \"queue\": \"c_shard\"}]}')");
+	for (i = 0; i < 3; i++)
+		run_sql(c, "SELECT wf.start_run('shard_pair', '{}')");
+
+	snprintf(s1_conninfo, sizeof(s1_conninfo), "user=wfc_c_login");
+	{
+		PGconn	   *s1 = PQconnectdb(s1_conninfo);
+
+		check(wf_claim(s1, "c_shard", "probe", 1, 30, 0, &tasks, &err) < 0 &&
+			  strcmp(err.sqlstate, "55W01") == 0, "shard s1 refuses the tenant", err.message);
+		wf_error_clear(&err);
+		PQfinish(s1);
+	}
+
+	shards[0] = s1_conninfo;
+	shards[1] = "host=/nonexistent user=wfc_c_login";
+	shards[2] = shard2_conninfo;
+	shards[3] = NULL;
+	cfg.shards = shards;
+	cfg.queues = sq;
+	cfg.nqueues = 1;
+	cfg.name = "c-shard";
+	cfg.concurrency = 2;
+	cfg.lease = 5.0;
+	cfg.wait = 0.5;
+	cfg.handler = handle_pair;
+	memset(&stats, 0, sizeof(stats));
+	pthread_create(&drive, NULL, shard_stopper, NULL);
+	rc = wf_worker_run(&cfg, &stats, &err);
+	pthread_join(drive, NULL);
+	check(rc == 0, "the shard list's worker ran and stopped", err.message);
+	wf_error_clear(&err);
+	snprintf(more, sizeof(more), "%s",
+			 value(c, "SELECT string_agg(status, ',') FROM wf.runs", 0, NULL));
+	check(strcmp(more, "completed,completed,completed") == 0, "shard list: the runs on s2 completed", more);
+	snprintf(more, sizeof(more), "%d moves, on shard %d", stats.moves, stats.shard);
+	check(stats.moves == 2 && stats.shard == 2, "shard list: the worker moved to s2", more);
+	snprintf(more, sizeof(more), "%d accepted, %d not", stats.accepted, stats.not_accepted);
+	check(stats.accepted == 6 && stats.not_accepted == 0, "shard list: every report accepted", more);
+
+	/*
+	 * A move of the tenant's partition from s2 to s1 while a task leased on
+	 * s2 runs, emulated as wfrouter.move_partition leaves it: s1 holds the
+	 * same task (s1 takes s2's id block, so the run started there has the
+	 * task's id), leased there under a newer fence (the cut-over re-fences
+	 * the leases it takes), and both maps give the partition to s1.  The
+	 * worker, on [s2, s1] (at s2 now), reports: s2 refuses (55W01), the
+	 * worker moves to s1, where the report is stale; it drops the task,
+	 * claims on s1 and completes the run there once the lease has expired.
+	 */
+	snprintf(shard_db2, sizeof(shard_db2), "%s", db2);
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.setval('wf.task_id_seq', %s)",
+			 value(c, "SELECT max(task_id) FROM wf.tasks", 0, NULL));
+	run_sql(admin, "SELECT wf.configure_shard('s1', " SHARD_MAP ", 2)");
+	run_sql(admin, sql);
+	run_sql(c, "SELECT wf.start_run('shard_pair', '{}')");
+	shards[0] = shard2_conninfo;
+	shards[1] = s1_conninfo;
+	shards[2] = NULL;
+	cfg.name = "c-move";
+	cfg.concurrency = 1;
+	cfg.no_eager = 1;
+	cfg.handler = handle_move;
+	memset(&stats, 0, sizeof(stats));
+	pthread_create(&drive, NULL, move_stopper, NULL);
+	rc = wf_worker_run(&cfg, &stats, &err);
+	pthread_join(drive, NULL);
+	check(rc == 0, "the move's worker ran and stopped", err.message);
+	wf_error_clear(&err);
+	snprintf(more, sizeof(more), "%lld/%lld, %lld/%lld", (long long) moved_task, (long long) moved_fence,
+			 (long long) lease_task, (long long) lease_fence);
+	check(lease_task == moved_task && lease_fence > moved_fence,
+		  "a move: s1 holds the task leased on s2, re-fenced", more);
+	snprintf(more, sizeof(more), "%d moves, %d stale, %d accepted, %d not", stats.moves, stats.stale,
+			 stats.accepted, stats.not_accepted);
+	check(stats.moves == 1 && stats.stale == 1 && stats.not_accepted == 1 && stats.accepted == 2,
+		  "a move: the report of the lease from s2 is stale on s1, the run's two steps accepted there", more);
+	{
+		PGconn	   *s1 = PQconnectdb(s1_conninfo);
+		const char *p[1] = {moved_run};
+
+		snprintf(more, sizeof(more), "%s",
+				 moved_run[0] ? value(s1, "SELECT wf.run_status($1::uuid)", 1, p) : "no run");
+		check(strcmp(more, "completed") == 0, "a move: the worker claimed on s1 and completed the run there", more);
+		PQfinish(s1);
+	}
+	PQfinish(c);
+
+	run_sql(admin, "SELECT wf.configure_shard(NULL, NULL)");
+	snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", db2);
+	run_sql(admin, sql);
+	run_sql(admin, "DROP ROLE IF EXISTS wfc_c_login");
+	run_sql(admin, "DROP ROLE IF EXISTS wf_tenant_wfc_c");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -319,6 +577,7 @@ main(int argc, char **argv)
 		check(strcmp(value(admin, "SELECT wf.verify_run($1::uuid)", 1, p), "t") == 0,
 			  "the pair's run verifies", NULL);
 	}
+	test_shard_list(admin);
 	PQfinish(admin);
 	printf("c client: %s\n", failures ? "FAILED" : "passed");
 	return failures ? 1 : 0;

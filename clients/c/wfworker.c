@@ -403,6 +403,8 @@ typedef struct Worker
 	int			threads_done;	/* task threads that returned */
 	int			beat_stop;
 	int			eager;			/* report with wf.complete_and_claim */
+	int			nshards;		/* of cfg->shards; 0: cfg->conninfo */
+	int			generation;		/* one more at each move to another shard */
 	WfWorkerStats stats;
 } Worker;
 
@@ -441,6 +443,63 @@ connect_to(const char *conninfo, WfError *err)
 	return conn;
 }
 
+/* ---- shards ---- */
+
+/* the connection string of the shard of generation gen */
+static const char *
+shard_conninfo(const Worker *w, int gen)
+{
+	if (w->nshards == 0)
+		return w->cfg->conninfo;
+	return w->cfg->shards[gen % w->nshards];
+}
+
+static int
+current_gen(Worker *w)
+{
+	int			gen;
+
+	pthread_mutex_lock(&w->lock);
+	gen = w->generation;
+	pthread_mutex_unlock(&w->lock);
+	return gen;
+}
+
+/*
+ * moves_on: err moves a worker with a shard list to the next shard: a call
+ * refused with 55W01, or a connection not made or lost (no SQLSTATE, class
+ * 08, 57P01).  Never with one connection string.
+ */
+static int
+moves_on(const Worker *w, const WfError *err)
+{
+	if (w->nshards < 2)
+		return 0;
+	return err->sqlstate[0] == '\0' || strcmp(err->sqlstate, "55W01") == 0 ||
+		strcmp(err->sqlstate, "57P01") == 0 || strncmp(err->sqlstate, "08", 2) == 0;
+}
+
+/*
+ * move_shard moves to the next shard, unless another thread already moved
+ * on from generation gen (one move per failure, however many threads see
+ * it).  Connections made under an older generation are made again.
+ */
+static void
+move_shard(Worker *w, int gen, const WfError *why)
+{
+	pthread_mutex_lock(&w->lock);
+	if (gen == w->generation)
+	{
+		w->generation++;
+		w->stats.moves++;
+		w->stats.shard = w->generation % w->nshards;
+		fprintf(stderr, "wfworker: moving from shard %d to shard %d (%s %s)\n",
+				gen % w->nshards, w->stats.shard, why->sqlstate,
+				why->message ? why->message : "");
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
 static double
 now_s(void)
 {
@@ -474,7 +533,7 @@ wait_on(Worker *w, double seconds)
  * expires and the attempt is delivered again.
  */
 static WfAnswer
-report(Worker *w, PGconn **conn, WfTask *t, WfResult r, int eager, WfTask **next)
+report(Worker *w, PGconn **conn, int *conn_gen, WfTask *t, WfResult r, int eager, WfTask **next)
 {
 	WfError		err = WF_ERROR_INIT;
 	WfAnswer	a = WF_ANSWER_ERROR;
@@ -483,17 +542,38 @@ report(Worker *w, PGconn **conn, WfTask *t, WfResult r, int eager, WfTask **next
 
 	*next = NULL;
 
+	/*
+	 * With a shard list, a report refused with 55W01 or whose connection
+	 * fails moves the worker to the next shard and is made there (answered
+	 * stale there after a real move).
+	 */
 	for (i = 0; i < 30; i++)
 	{
+		int			gen = current_gen(w);
+
+		if (*conn != NULL && *conn_gen != gen)
+		{
+			PQfinish(*conn);	/* made on a shard the worker moved away from */
+			*conn = NULL;
+		}
 		if (*conn == NULL || PQstatus(*conn) != CONNECTION_OK)
 		{
-			if (++lost > 3)
+			if (w->nshards < 2 && ++lost > 3)
 				break;
 			PQfinish(*conn);
-			*conn = connect_to(w->cfg->conninfo, &err);
+			wf_error_clear(&err);
+			*conn = connect_to(shard_conninfo(w, gen), &err);
+			*conn_gen = gen;
 			if (*conn == NULL)
 			{
-				usleep(200000 * lost);
+				if (moves_on(w, &err))
+				{
+					move_shard(w, gen, &err);
+					if (i + 1 >= w->nshards)
+						usleep(100000 * (i < 9 ? i + 1 : 10));	/* all the way round */
+				}
+				else
+					usleep(200000 * lost);
 				continue;
 			}
 		}
@@ -519,6 +599,16 @@ report(Worker *w, PGconn **conn, WfTask *t, WfResult r, int eager, WfTask **next
 		else
 			a = r.failed ? wf_fail(*conn, t->task_id, t->fence, r.json, r.retryable, &err)
 				: wf_complete(*conn, t->task_id, t->fence, r.json, &err);
+		if (a == WF_ANSWER_ERROR && moves_on(w, &err) && i < 29)
+		{
+			fprintf(stderr, "wfworker: task %" PRId64 ": report failed on this shard (%s), moving on\n",
+					t->task_id, err.sqlstate);
+			move_shard(w, *conn_gen, &err);
+			wf_error_clear(&err);
+			if (i + 1 >= w->nshards)
+				usleep(100000 * (i < 9 ? i + 1 : 10));	/* all the way round */
+			continue;
+		}
 		if (a == WF_ANSWER_ERROR && wf_error_retryable(&err) && i < 29)
 		{
 			/* a move's cut-over: report again (after it the fence is stale) */
@@ -555,6 +645,7 @@ task_thread(void *arg)
 {
 	Worker	   *w = arg;
 	PGconn	   *conn = NULL;
+	int			conn_gen = 0;
 
 	pthread_mutex_lock(&w->lock);
 	for (;;)
@@ -581,7 +672,7 @@ task_thread(void *arg)
 
 			pthread_mutex_unlock(&w->lock);
 			r = w->cfg->handler(t, w->cfg->arg);
-			a = report(w, &conn, t, r, eager, &next);
+			a = report(w, &conn, &conn_gen, t, r, eager, &next);
 			free(r.json);
 
 			pthread_mutex_lock(&w->lock);
@@ -589,6 +680,8 @@ task_thread(void *arg)
 				w->stats.accepted++;
 			else
 				w->stats.not_accepted++;
+			if (a == WF_ANSWER_STALE)
+				w->stats.stale++;
 			for (i = 0; i < w->n_in_flight; i++)
 				if (w->in_flight[i] == t)
 				{
@@ -618,6 +711,7 @@ heartbeat_thread(void *arg)
 {
 	Worker	   *w = arg;
 	PGconn	   *conn = NULL;
+	int			conn_gen = 0;
 	size_t		cap = (size_t) w->cfg->concurrency * 24 + 3;
 	char	   *ids = malloc(cap),
 			   *fences = malloc(cap);
@@ -646,16 +740,21 @@ heartbeat_thread(void *arg)
 		snprintf(fences + lf, cap - lf, "}");
 		pthread_mutex_unlock(&w->lock);
 
-		if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+		if (conn == NULL || PQstatus(conn) != CONNECTION_OK || conn_gen != current_gen(w))
 		{
 			PQfinish(conn);
-			conn = connect_to(w->cfg->conninfo, &err);
+			conn_gen = current_gen(w);
+			conn = connect_to(shard_conninfo(w, conn_gen), &err);
 		}
 		res = conn ? exec(conn, "SELECT u.t, wf.heartbeat(u.t, u.f)"
 						  " FROM unnest($1::bigint[], $2::bigint[]) AS u(t, f)", 2, p, &err) : NULL;
 		if (res == NULL)
+		{
 			fprintf(stderr, "wfworker: heartbeat failed: %s %s\n", err.sqlstate,
 					err.message ? err.message : "");
+			if (moves_on(w, &err))
+				move_shard(w, conn_gen, &err);
+		}
 		wf_error_clear(&err);
 
 		pthread_mutex_lock(&w->lock);
@@ -789,6 +888,9 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 				listening = 0;
 	double		deadline;
 	PGresult   *res;
+	int			claim_gen = 0,
+				k,
+				failed_moves = 0;
 
 	if (cfg.concurrency < 1)
 		cfg.concurrency = 4;
@@ -812,12 +914,28 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 		snprintf(w->name, sizeof(w->name), "%s-%d", host, (int) getpid());
 	}
 
-	conn = connect_to(cfg.conninfo, err);
+	while (cfg.shards != NULL && cfg.shards[w->nshards] != NULL)
+		w->nshards++;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->changed, NULL);
+
+	/* with a shard list, the first shard that answers */
+	for (k = 0;; k++)
+	{
+		conn = connect_to(shard_conninfo(w, w->generation), err);
+		if (conn != NULL || k + 1 >= w->nshards)
+			break;
+		move_shard(w, w->generation, err);
+		wf_error_clear(err);
+	}
 	if (conn == NULL)
 	{
+		pthread_cond_destroy(&w->changed);
+		pthread_mutex_destroy(&w->lock);
 		free(w);
 		return -1;
 	}
+	claim_gen = w->generation;
 	res = PQexec(conn, "SELECT pg_catalog.to_regprocedure("
 				 "'wf.claim_tasks_any(text[],text,integer,interval,interval)') IS NOT NULL");
 	has_any = PQresultStatus(res) == PGRES_TUPLES_OK && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -830,8 +948,6 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 		PQclear(res);
 	}
 
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->changed, NULL);
 	w->in_flight = calloc(cfg.concurrency, sizeof(WfTask *));
 	w->todo = calloc(cfg.concurrency, sizeof(WfTask *));
 	threads = calloc(cfg.concurrency, sizeof(pthread_t));
@@ -863,6 +979,30 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 		pthread_mutex_unlock(&w->lock);
 		if (stopping)
 			break;
+		if (w->nshards > 1 && (conn == NULL || claim_gen != current_gen(w)))
+		{
+			/* the worker moved to another shard: claim there */
+			claim_cancel = NULL;
+			PQfreeCancel(cancel);
+			cancel = NULL;
+			PQfinish(conn);
+			claim_gen = current_gen(w);
+			conn = connect_to(shard_conninfo(w, claim_gen), &cerr);
+			listening = 0;
+			if (conn == NULL)
+			{
+				fprintf(stderr, "wfworker: claim failed: %s\n", cerr.message ? cerr.message : "");
+				move_shard(w, claim_gen, &cerr);
+				wf_error_clear(&cerr);
+				if (++failed_moves >= w->nshards)
+					usleep(200000); /* all the way round */
+				continue;
+			}
+			cancel = PQgetCancel(conn);
+			claim_cancel = cancel;
+			if (stopping)
+				break;
+		}
 		if (cfg.nqueues > 1 && !has_any && !listening)
 		{
 			if (listen_all(conn, &cfg, &cerr) < 0)
@@ -872,7 +1012,16 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 		n = claim_round(w, conn, free_slots, has_any, &tasks, &cerr);
 		if (n < 0)
 		{
-			if (!stopping)
+			if (!stopping && moves_on(w, &cerr))
+			{
+				/* another shard's tenant, or a shard down: the next shard */
+				fprintf(stderr, "wfworker: claim failed: %s %s\n", cerr.sqlstate,
+						cerr.message ? cerr.message : "");
+				move_shard(w, claim_gen, &cerr);
+				if (++failed_moves >= w->nshards)
+					usleep(200000); /* all the way round */
+			}
+			else if (!stopping)
 			{
 				fprintf(stderr, "wfworker: claim failed: %s %s\n", cerr.sqlstate,
 						cerr.message ? cerr.message : "");
@@ -884,6 +1033,7 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 			wf_error_clear(&cerr);
 			continue;
 		}
+		failed_moves = 0;
 		pthread_mutex_lock(&w->lock);
 		for (i = 0; i < n; i++)
 		{

@@ -14,6 +14,15 @@
  *     queue runs it at once), and shuts down gracefully on
  *     SIGTERM/SIGINT or wf_worker_stop().
  *
+ * Shards: WfWorkerConfig.shards, a NULL-terminated array of the connection
+ * strings of a sharded deployment's shards, is used instead of conninfo when
+ * set.  The worker uses one shard at a time for all its connections; when a
+ * call is refused with 55W01 (the shard map gives the worker's tenant to
+ * another shard), or a connection cannot be made or is lost, it moves all
+ * its connections to the next shard (round robin) and makes the call again
+ * there.  A report there of a task leased on the old shard is answered stale
+ * and the task dropped; the worker claims on.
+ *
  * Inputs and outputs are JSON text: the library does not parse JSON.
  */
 #ifndef WFWORKER_H
@@ -97,6 +106,8 @@ typedef struct WfWorkerConfig
 	void	   *arg;
 	int			no_eager;		/* 1: report with wf_complete/wf_fail even where
 								 * the server has eager dispatch */
+	const char *const *shards;	/* NULL-terminated shard connection strings,
+								 * used instead of conninfo when set */
 } WfWorkerConfig;
 
 /* counts of a worker's run, for tests and logs */
@@ -105,9 +116,12 @@ typedef struct WfWorkerStats
 	int			claimed;
 	int			accepted;		/* reports answered accepted */
 	int			not_accepted;	/* duplicate, stale, cancel_requested or error */
+	int			stale;			/* of those, reports answered stale */
 	int			max_in_flight;
 	int			abandoned;		/* still running at the end of the drain */
 	int			handed_on;		/* tasks leased by a report (eager dispatch) */
+	int			moves;			/* moves to another shard */
+	int			shard;			/* the index in shards of the shard in use */
 } WfWorkerStats;
 
 extern void wf_error_clear(WfError *err);
@@ -143,7 +157,7 @@ extern const char *wf_answer_name(WfAnswer a);
 /*
  * wf_worker_run runs the loop until wf_worker_stop() or SIGTERM/SIGINT
  * (handlers installed for the call); returns 0, or -1 when it could not
- * connect (err filled).  One worker per process at a time.
+ * connect (to any shard of a list; err filled).  One worker per process at a time.
  */
 extern int	wf_worker_run(const WfWorkerConfig *cfg, WfWorkerStats *stats, WfError *err);
 extern void wf_worker_stop(void);	/* async-signal-safe */

@@ -14,6 +14,14 @@
 // task of the same queue runs it at once in the same slot; NoEager turns it
 // off).  Concurrency is goroutines.
 //
+// Shards: set Shards to the connection strings of a sharded deployment's
+// shards instead of ConnString.  The worker uses one shard at a time for all
+// its connections; when a call is refused with 55W01 (the shard map gives
+// the worker's tenant to another shard), or a connection cannot be made or
+// is lost, it moves all its connections to the next shard (round robin)
+// and makes the call again there.  A report there of a task leased on the
+// old shard is answered stale and the task dropped; the worker claims on.
+//
 // Graceful shutdown: SIGTERM, SIGINT or the end of Run's context cancels
 // the waiting claim (pgx sends a cancel request; the cancelled claim rolls
 // back and leased nothing), claims nothing more, and lets the tasks in
@@ -274,6 +282,7 @@ func Heartbeat(ctx context.Context, q Querier, taskID, fence int64) (Answer, err
 // Worker is a worker loop; set the fields, then call Run.
 type Worker struct {
 	ConnString   string             // libpq connection string ("": the environment)
+	Shards       []string           // the shards' connection strings, used instead of ConnString when set
 	Queues       []string           //
 	Handler      Handler            // for every task, or:
 	Handlers     map[string]Handler // by activity (by queue for a step without one)
@@ -291,7 +300,161 @@ type Worker struct {
 	Answers     []Answer // of every report ("" for a report that failed)
 	MaxInFlight int
 	HandedOn    int // tasks leased by a report (eager dispatch)
-	eager       bool
+	Moves       int // moves to another shard
+	generation  int // one more at each move to another shard (under mu)
+
+	cmu sync.Mutex  // guards cur
+	cur *shardConns // the connections of the shard in use
+}
+
+// shardConns are the claim connection and report pool of one shard, made
+// under one generation.
+type shardConns struct {
+	generation int
+	connString string
+	claim      *pgx.Conn
+	pool       *pgxpool.Pool
+	hasAny     bool
+	eager      bool
+}
+
+func (c *shardConns) close() {
+	c.claim.Close(context.Background())
+	c.pool.Close()
+}
+
+func (w *Worker) shards() []string {
+	if len(w.Shards) > 0 {
+		return w.Shards
+	}
+	return []string{w.ConnString}
+}
+
+// Shard returns the connection string of the shard in use.
+func (w *Worker) Shard() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sh := w.shards()
+	return sh[w.generation%len(sh)]
+}
+
+func (w *Worker) gen() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.generation
+}
+
+// callsForMove reports whether err moves a worker with a shard list to
+// the next shard: a call refused with 55W01, or a connection not made or
+// lost.
+func (w *Worker) callsForMove(err error) bool {
+	if len(w.shards()) < 2 || err == nil || errors.Is(err, context.Canceled) {
+		return false // one connection string: as ever
+	}
+	var we *WfError
+	if !errors.As(err, &we) {
+		return true // not the server's: the connection
+	}
+	return we.SQLState == "55W01" || we.SQLState == "57P01" || strings.HasPrefix(we.SQLState, "08")
+}
+
+// move moves to the next shard, unless another goroutine already moved on
+// from generation (one move per failure, however many see it).
+func (w *Worker) move(generation int, why error) {
+	w.mu.Lock()
+	if generation != w.generation {
+		w.mu.Unlock()
+		return
+	}
+	sh := w.shards()
+	old := sh[w.generation%len(sh)]
+	w.generation++
+	w.Moves++
+	next := sh[w.generation%len(sh)]
+	w.mu.Unlock()
+	w.Logger.Printf("wfengine worker: moving from shard %q to %q (%v)", old, next, why)
+}
+
+// current returns the connections of the shard in use, made anew (and the
+// old ones closed) after a move.
+func (w *Worker) current() (*shardConns, error) {
+	w.cmu.Lock()
+	defer w.cmu.Unlock()
+	w.mu.Lock()
+	generation := w.generation
+	w.mu.Unlock()
+	if w.cur != nil && w.cur.generation == generation {
+		return w.cur, nil
+	}
+	if w.cur != nil {
+		go w.cur.close() // a report in flight there ends first
+		w.cur = nil
+	}
+	sh := w.shards()
+	c, err := w.open(sh[generation%len(sh)])
+	if err != nil {
+		return nil, err
+	}
+	c.generation = generation
+	w.cur = c
+	return c, nil
+}
+
+// open connects to a shard: the claim connection and the report pool.
+func (w *Worker) open(connString string) (*shardConns, error) {
+	bg := context.Background()
+	claimConn, err := pgx.Connect(bg, connString)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		claimConn.Close(bg)
+		return nil, err
+	}
+	cfg.MaxConns = int32(w.Concurrency)
+	pool, err := pgxpool.ConnectConfig(bg, cfg)
+	if err != nil {
+		claimConn.Close(bg)
+		return nil, wrap(err)
+	}
+	c := &shardConns{connString: connString, claim: claimConn, pool: pool}
+	if err := w.setUp(c); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// setUp finds out what the shard's server has (wf.claim_tasks_any, eager
+// dispatch) and listens on the queues' channels when it needs to.
+func (w *Worker) setUp(c *shardConns) error {
+	bg := context.Background()
+	claimConn := c.claim
+	if len(w.Queues) > 1 {
+		if err := claimConn.QueryRow(bg, "SELECT pg_catalog.to_regprocedure("+
+			"'wf.claim_tasks_any(text[],text,integer,interval,interval)') IS NOT NULL").Scan(&c.hasAny); err != nil {
+			return wrap(err)
+		}
+		if !c.hasAny {
+			for _, q := range w.Queues {
+				var ch string
+				if err := claimConn.QueryRow(bg, "SELECT wf.channel('queue', $1)", q).Scan(&ch); err != nil {
+					return wrap(err)
+				}
+				if _, err := claimConn.Exec(bg, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+					return wrap(err)
+				}
+			}
+		}
+	}
+	if !w.NoEager {
+		if err := claimConn.QueryRow(bg, "SELECT pg_catalog.to_regprocedure("+
+			"'wf.complete_and_claim(bigint,bigint,jsonb,text,text,integer,interval)') IS NOT NULL").Scan(&c.eager); err != nil {
+			return wrap(err)
+		}
+	}
+	return nil
 }
 
 func (w *Worker) defaults() {
@@ -325,57 +488,30 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.defaults()
 	stop, cancelStop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer cancelStop()
-	bg := context.Background() // reports and heartbeats outlive stop
-	claimConn, err := pgx.Connect(bg, w.ConnString)
-	if err != nil {
-		return wrap(err)
-	}
-	defer claimConn.Close(bg)
-	cfg, err := pgxpool.ParseConfig(w.ConnString)
-	if err != nil {
-		return err
-	}
-	cfg.MaxConns = int32(w.Concurrency)
-	pool, err := pgxpool.ConnectConfig(bg, cfg)
-	if err != nil {
-		return wrap(err)
-	}
-	defer pool.Close()
-
-	hasAny := false
-	if len(w.Queues) > 1 {
-		if err := claimConn.QueryRow(bg, "SELECT pg_catalog.to_regprocedure("+
-			"'wf.claim_tasks_any(text[],text,integer,interval,interval)') IS NOT NULL").Scan(&hasAny); err != nil {
-			return wrap(err)
-		}
-		if !hasAny {
-			for _, q := range w.Queues {
-				var ch string
-				if err := claimConn.QueryRow(bg, "SELECT wf.channel('queue', $1)", q).Scan(&ch); err != nil {
-					return wrap(err)
-				}
-				if _, err := claimConn.Exec(bg, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-					return wrap(err)
-				}
-			}
+	if len(w.shards()) < 2 {
+		// one connection string: a failure here ends Run, as ever
+		if _, err := w.current(); err != nil {
+			return err
 		}
 	}
-
-	if !w.NoEager {
-		if err := claimConn.QueryRow(bg, "SELECT pg_catalog.to_regprocedure("+
-			"'wf.complete_and_claim(bigint,bigint,jsonb,text,text,integer,interval)') IS NOT NULL").Scan(&w.eager); err != nil {
-			return wrap(err)
+	defer func() {
+		w.cmu.Lock()
+		if w.cur != nil {
+			w.cur.close()
+			w.cur = nil
 		}
-	}
+		w.cmu.Unlock()
+	}()
 
 	beatDone := make(chan struct{})
 	beatStop := make(chan struct{})
-	go w.heartbeats(pool, beatStop, beatDone)
+	go w.heartbeats(beatStop, beatDone)
 
 	slots := make(chan struct{}, w.Concurrency)
 	var wg sync.WaitGroup
 	var loopErr error
 	backoff := 100 * time.Millisecond
+	failedMoves := 0 // moves since the last claim that worked
 	for stop.Err() == nil {
 		slots <- struct{}{} // one free slot at least
 		free := 1
@@ -383,13 +519,33 @@ func (w *Worker) Run(ctx context.Context) error {
 			slots <- struct{}{}
 			free++
 		}
-		tasks, err := w.claim(stop, claimConn, hasAny, free)
+		generation := w.gen()
+		c, err := w.current()
+		var tasks []*Task
+		if err == nil {
+			generation = c.generation
+			tasks, err = w.claim(stop, c.claim, c.hasAny, free)
+		}
 		for i := len(tasks); i < free; i++ {
 			<-slots // give back what was not claimed
 		}
 		if err != nil {
 			if stop.Err() != nil {
 				break // our cancel
+			}
+			if w.callsForMove(err) {
+				// another shard's tenant, or a shard down: the next shard
+				w.move(generation, err)
+				if failedMoves++; failedMoves >= len(w.shards()) { // all the way round
+					select {
+					case <-stop.Done():
+					case <-time.After(backoff):
+					}
+					if backoff *= 2; backoff > 2*time.Second {
+						backoff = 2 * time.Second
+					}
+				}
+				continue
 			}
 			var we *WfError
 			if errors.As(err, &we) && we.Retryable() {
@@ -408,6 +564,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			break
 		}
 		backoff = 100 * time.Millisecond
+		failedMoves = 0
 		w.mu.Lock()
 		for _, t := range tasks {
 			w.inFlight[t.TaskID] = t
@@ -425,7 +582,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				// (the next step of the same run first): it runs at once
 				// in the same slot
 				for t != nil {
-					t = w.execute(stop, pool, t)
+					t = w.execute(stop, t)
 				}
 			}(t)
 		}
@@ -484,7 +641,7 @@ func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free in
 
 // execute runs t and reports it; it returns the task the report leased to
 // this slot (eager dispatch), or nil.  stop done: no new lease.
-func (w *Worker) execute(stop context.Context, pool *pgxpool.Pool, t *Task) *Task {
+func (w *Worker) execute(stop context.Context, t *Task) *Task {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.mu.Lock()
@@ -505,9 +662,8 @@ func (w *Worker) execute(stop context.Context, pool *pgxpool.Pool, t *Task) *Tas
 		}
 	}
 	output, herr := h(ctx, t)
-	eager := w.eager && stop.Err() == nil // nothing more is claimed while stopping
 	var next []*Task
-	report := func() (Answer, error) {
+	report := func(pool *pgxpool.Pool, eager bool) (Answer, error) {
 		var f *TaskFailure
 		bg := context.Background()
 		var e interface{}
@@ -539,13 +695,33 @@ func (w *Worker) execute(stop context.Context, pool *pgxpool.Pool, t *Task) *Tas
 	// A lost connection: report again (a repeat is "duplicate").  With eager
 	// dispatch a lease handed out with a lost answer is never seen here; it
 	// expires and the attempt is delivered again.
+	// With a shard list, a report refused with 55W01 or whose connection
+	// fails moves the worker to the next shard and is made there (answered
+	// stale there after a real move).
 	var a Answer
 	for i, lost := 0, 0; i < 30; i++ {
 		var err error
-		a, err = report()
+		generation := w.gen()
+		c, err := w.current()
+		if err == nil {
+			generation = c.generation
+			// nothing more is claimed while stopping
+			a, err = report(c.pool, c.eager && stop.Err() == nil)
+		}
 		var we *WfError
 		if err == nil {
 			break
+		} else if w.callsForMove(err) && i < 29 {
+			w.Logger.Printf("wfengine worker: task %d: report failed on this shard (%v), moving on", t.TaskID, err)
+			w.move(generation, err)
+			if i+1 >= len(w.shards()) { // all the way round
+				pause := time.Duration(i+1) * 100 * time.Millisecond
+				if pause > time.Second {
+					pause = time.Second
+				}
+				time.Sleep(pause)
+			}
+			continue
 		} else if errors.As(err, &we) && we.Retryable() && i < 29 {
 			// a move's cut-over: report again (after the move the fence is
 			// stale, and the task is delivered again)
@@ -586,15 +762,15 @@ func (w *Worker) execute(stop context.Context, pool *pgxpool.Pool, t *Task) *Tas
 
 // heartbeats renews every lease in flight in one statement, on a
 // connection of its own taken from the pool for as long as it runs.
-func (w *Worker) heartbeats(pool *pgxpool.Pool, stop, done chan struct{}) {
+func (w *Worker) heartbeats(stop, done chan struct{}) {
 	defer close(done)
-	cfg := pool.Config().ConnConfig.Copy()
-	conn, err := pgx.ConnectConfig(context.Background(), cfg)
-	if err != nil {
-		w.Logger.Printf("wfengine worker: heartbeat connection: %v", err)
-	} else {
-		defer conn.Close(context.Background())
-	}
+	var conn *pgx.Conn // made under generation connGen
+	connGen := -1
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
 	tick := time.NewTicker(time.Duration(w.HeartbeatSec * float64(time.Second)))
 	defer tick.Stop()
 	for {
@@ -613,17 +789,34 @@ func (w *Worker) heartbeats(pool *pgxpool.Pool, stop, done chan struct{}) {
 		if len(ids) == 0 {
 			continue
 		}
-		if conn == nil || conn.IsClosed() {
-			if conn, err = pgx.ConnectConfig(context.Background(), cfg); err != nil {
-				w.Logger.Printf("wfengine worker: heartbeat connection: %v", err)
+		generation := w.gen()
+		if conn == nil || conn.IsClosed() || connGen != generation {
+			if conn != nil {
+				conn.Close(context.Background())
 				conn = nil
+			}
+			c, err := w.current()
+			if err == nil {
+				generation = c.generation
+				conn, err = pgx.ConnectConfig(context.Background(), c.pool.Config().ConnConfig.Copy())
+			}
+			if err != nil {
+				w.Logger.Printf("wfengine worker: heartbeat connection: %v", wrap(err))
+				conn = nil
+				if w.callsForMove(wrap(err)) {
+					w.move(generation, err)
+				}
 				continue
 			}
+			connGen = generation
 		}
 		rows, err := conn.Query(context.Background(),
 			"SELECT u.t, wf.heartbeat(u.t, u.f) FROM unnest($1::bigint[], $2::bigint[]) AS u(t, f)", ids, fences)
 		if err != nil {
 			w.Logger.Printf("wfengine worker: heartbeat failed: %v", wrap(err))
+			if w.callsForMove(wrap(err)) {
+				w.move(connGen, err)
+			}
 			continue
 		}
 		for rows.Next() {
@@ -639,6 +832,9 @@ func (w *Worker) heartbeats(pool *pgxpool.Pool, stop, done chan struct{}) {
 		}
 		if err := rows.Err(); err != nil {
 			w.Logger.Printf("wfengine worker: heartbeat failed: %v", wrap(err))
+			if w.callsForMove(wrap(err)) {
+				w.move(connGen, err)
+			}
 		}
 	}
 }

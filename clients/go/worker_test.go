@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -233,5 +234,214 @@ func TestEagerDispatch(t *testing.T) {
 	var verified bool
 	if err := admin.QueryRow(ctx, "SELECT wf.verify_run($1::uuid)", run).Scan(&verified); err != nil || !verified {
 		t.Errorf("NOT OK the pair's run verifies: %v %v", verified, err)
+	}
+}
+
+// TestShardList: this database is shard s1, a second one shard s2, and the
+// shard map gives the test tenant's partition to s2.  A worker given
+// Shards [s1, a shard down, s2] is refused by s1 (55W01), cannot connect to
+// the next, moves to s2 and completes the runs there.  The login is no
+// superuser (superusers skip the shard check).
+func TestShardList(t *testing.T) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	exec := func(c *pgx.Conn, sql string, args ...interface{}) {
+		if _, err := c.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var db1 string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&db1); err != nil {
+		t.Fatal(err)
+	}
+	db2 := db1 + "_s2"
+	const tenant, login = "wfc_go", "wfc_go_login"
+	const shardMap = "CASE wf.tenant_partition($1, 2) WHEN 0 THEN ARRAY['s2', 's1'] ELSE ARRAY['s1', 's2'] END"
+	exec(admin, "DROP DATABASE IF EXISTS "+db2+" WITH (FORCE)")
+	exec(admin, "DROP ROLE IF EXISTS "+login)
+	exec(admin, "DROP ROLE IF EXISTS wf_tenant_"+tenant)
+	exec(admin, "SELECT wf.create_tenant($1)", tenant)
+	exec(admin, "CREATE ROLE "+login+" LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin")
+	exec(admin, "SELECT wf.add_tenant_member($1, $2)", tenant, login)
+	defer func() {
+		exec(admin, "SELECT wf.configure_shard(NULL, NULL)")
+		exec(admin, "DROP DATABASE IF EXISTS "+db2+" WITH (FORCE)")
+		exec(admin, "DROP ROLE IF EXISTS "+login)
+		exec(admin, "DROP ROLE IF EXISTS wf_tenant_"+tenant)
+	}()
+	exec(admin, "SELECT wf.configure_shard('s1', "+shardMap+", 1)", tenant)
+	exec(admin, "CREATE DATABASE "+db2)
+	a2, err := pgx.Connect(ctx, "dbname="+db2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(a2, "CREATE EXTENSION wfengine")
+	exec(a2, "SELECT wf.configure_shard('s2', "+shardMap+", 2)", tenant)
+	a2.Close(ctx)
+	s2, err := pgx.Connect(ctx, "dbname="+db2+" user="+login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(ctx)
+	exec(s2, `SELECT wf.publish_definition('shard_pair', '{"steps": [
+		{"name": "first", "queue": "go_shard"}, {"name": "second", "queue": "go_shard"}]}')`)
+	var runs []string
+	for i := 0; i < 3; i++ {
+		var r string
+		if err := s2.QueryRow(ctx, "SELECT wf.start_run('shard_pair', '{}')::text").Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	s1, err := pgx.Connect(ctx, "user="+login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Claim(ctx, s1, "go_shard", "probe", 1, 30, 0)
+	s1.Close(ctx)
+	var we *WfError
+	if !errors.As(err, &we) || we.SQLState != "55W01" {
+		t.Errorf("NOT OK shard s1 refuses the tenant: %v", err)
+	}
+	w := &Worker{Shards: []string{"user=" + login, "host=/nonexistent user=" + login, "dbname=" + db2 + " user=" + login},
+		Queues: []string{"go_shard"}, Name: "go-shard", Concurrency: 2, Lease: 5, Wait: 0.5,
+		Handler: func(_ context.Context, task *Task) (interface{}, error) {
+			return map[string]string{"step": task.Step}, nil
+		}}
+	wctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+	n := 0
+	for i := 0; i < 300 && n < 3; i++ {
+		time.Sleep(100 * time.Millisecond)
+		s2.QueryRow(ctx, "SELECT count(*) FROM wf.runs WHERE status = 'completed'").Scan(&n)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	for _, r := range runs {
+		var status string
+		s2.QueryRow(ctx, "SELECT wf.run_status($1::uuid)", r).Scan(&status)
+		if status != "completed" {
+			t.Errorf("NOT OK shard list: run %s on s2 completed: %s", r, status)
+		}
+	}
+	if w.Moves != 2 || w.Shard() != "dbname="+db2+" user="+login {
+		t.Errorf("NOT OK shard list: the worker moved to s2 (%d moves, on %q)", w.Moves, w.Shard())
+	}
+	if len(w.Answers) != 6 {
+		t.Errorf("NOT OK shard list: six reports: %v", w.Answers)
+	}
+	for _, a := range w.Answers {
+		if a != Accepted {
+			t.Errorf("NOT OK shard list: every report accepted: %v", w.Answers)
+			break
+		}
+	}
+
+	// A move of the tenant's partition from s2 to s1 while a task leased on
+	// s2 runs, emulated as wfrouter.move_partition leaves it: s1 holds the
+	// same task (s1 takes s2's id block, so the run started there has the
+	// task's id), leased there under a newer fence (the cut-over re-fences
+	// the leases it takes), and both maps give the partition to s1.  The
+	// worker, on [s2, s1] (at s2 now), reports: s2 refuses (55W01), the
+	// worker moves to s1, where the report is stale; it drops the task,
+	// claims on s1 and completes the run there once the lease has expired.
+	const shardMapS1 = "CASE wf.tenant_partition($1, 2) WHEN 0 THEN ARRAY['s1', 's2'] ELSE ARRAY['s2', 's1'] END"
+	var lastID int64
+	if err := s2.QueryRow(ctx, "SELECT max(task_id) FROM wf.tasks").Scan(&lastID); err != nil {
+		t.Fatal(err)
+	}
+	exec(admin, "SELECT wf.configure_shard('s1', "+shardMap+", 2)", tenant)
+	exec(admin, "SELECT pg_catalog.setval('wf.task_id_seq', $1)", lastID)
+	exec(s2, "SELECT wf.start_run('shard_pair', '{}')")
+	var movedTask, movedFence, leaseTask, leaseFence int64
+	var movedRun string
+	var movedMu sync.Mutex // movedRun: written by the handler, read by the test
+	moveUnder := func(_ context.Context, task *Task) (interface{}, error) {
+		if movedTask == 0 {
+			movedTask, movedFence = task.TaskID, task.Fence
+			c2, err := pgx.Connect(ctx, "dbname="+db2)
+			if err != nil {
+				return nil, err
+			}
+			defer c2.Close(ctx)
+			c1, err := pgx.Connect(ctx, "")
+			if err != nil {
+				return nil, err
+			}
+			defer c1.Close(ctx)
+			if _, err := c2.Exec(ctx, "SELECT wf.configure_shard('s2', "+shardMapS1+")", tenant); err != nil {
+				return nil, err
+			}
+			if _, err := c1.Exec(ctx, "SELECT wf.configure_shard('s1', "+shardMapS1+")", tenant); err != nil {
+				return nil, err
+			}
+			if _, err := c1.Exec(ctx, "SELECT pg_catalog.setval('wf.fence_seq', $1)", task.Fence+1000); err != nil {
+				return nil, err
+			}
+			l1, err := pgx.Connect(ctx, "user="+login)
+			if err != nil {
+				return nil, err
+			}
+			defer l1.Close(ctx)
+			if _, err := l1.Exec(ctx, `SELECT wf.publish_definition('shard_pair', '{"steps": [
+				{"name": "first", "queue": "go_shard"}, {"name": "second", "queue": "go_shard"}]}')`); err != nil {
+				return nil, err
+			}
+			var run string
+			if err := l1.QueryRow(ctx, "SELECT wf.start_run('shard_pair', '{}')::text").Scan(&run); err != nil {
+				return nil, err
+			}
+			movedMu.Lock()
+			movedRun = run
+			movedMu.Unlock()
+			if err := l1.QueryRow(ctx, "SELECT task_id, fence FROM wf.claim_tasks('go_shard', 'old-shard', 1, '1 second')").
+				Scan(&leaseTask, &leaseFence); err != nil {
+				return nil, err
+			}
+		}
+		return map[string]string{"step": task.Step}, nil
+	}
+	mw := &Worker{Shards: []string{"dbname=" + db2 + " user=" + login, "user=" + login},
+		Queues: []string{"go_shard"}, Name: "go-move", Concurrency: 1, Lease: 5, Wait: 0.5,
+		NoEager: true, Handler: moveUnder}
+	s1, err = pgx.Connect(ctx, "user="+login) // the tenant's runs on s1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close(ctx)
+	mctx, mstop := context.WithCancel(ctx)
+	mran := make(chan error, 1)
+	go func() { mran <- mw.Run(mctx) }()
+	status := ""
+	for i := 0; i < 150 && status != "completed"; i++ {
+		time.Sleep(200 * time.Millisecond)
+		exec(admin, "SELECT wf.tick()") // takes the expired lease back
+		movedMu.Lock()
+		run := movedRun
+		movedMu.Unlock()
+		if run != "" {
+			s1.QueryRow(ctx, "SELECT wf.run_status($1::uuid)", run).Scan(&status)
+		}
+	}
+	mstop()
+	if err := <-mran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if leaseTask != movedTask || leaseFence <= movedFence {
+		t.Errorf("NOT OK a move: s1 holds the task leased on s2, re-fenced: %d/%d, %d/%d",
+			movedTask, movedFence, leaseTask, leaseFence)
+	}
+	if len(mw.Answers) == 0 || mw.Answers[0] != Stale || mw.Moves != 1 {
+		t.Errorf("NOT OK a move: the report of the lease from s2 is stale on s1 (%d moves): %v", mw.Moves, mw.Answers)
+	}
+	if status != "completed" {
+		t.Errorf("NOT OK a move: the worker claimed on s1 and completed the run there: %q", status)
 	}
 }

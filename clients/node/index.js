@@ -18,6 +18,14 @@
 // task_id and fence are BigInt (bigint columns; a Number would lose
 // precision past 2^53 and a fence carries the timeline in its high bits).
 //
+// Shards: `connection` may be an array of the connections (strings or pg
+// configs) of a sharded deployment's shards.  The worker uses one shard at a
+// time for all its clients; when a call is refused with 55W01 (the shard map
+// gives the worker's tenant to another shard), or a connection cannot be made
+// or is lost, it moves all its clients to the next shard of the array (round
+// robin) and makes the call again there.  A report there of a task leased on
+// the old shard is answered stale and the task dropped; the worker claims on.
+//
 // Graceful shutdown: stop() (SIGTERM/SIGINT in run()) cancels the waiting
 // claim (pg_cancel_backend on the heartbeat client; the cancelled claim rolls
 // back and leased nothing), claims nothing more, and lets the tasks in
@@ -193,14 +201,19 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 class Worker {
   // options: connection (pg client config or connection string; default:
-  // the libpq environment), queues, handler (async (task) => output) or
+  // the libpq environment; or an array of them, one per shard: see above), queues, handler (async (task) => output) or
   // handlers ({activity: fn}; a step without activity goes by its queue),
   // name, concurrency (4), lease (30 s), wait (10 s), heartbeat (lease/3),
   // drainTimeout (lease), eager (true: report with wf.complete_and_claim /
   // wf.fail_and_claim where the server has them), log (console).
   constructor(opts) {
     if (!opts.queues || opts.queues.length === 0) throw new Error('a worker needs at least one queue');
-    this.connection = opts.connection;
+    this.shards = Array.isArray(opts.connection) ? [...opts.connection] : [opts.connection];
+    if (this.shards.length === 0) throw new Error('a worker needs at least one connection');
+    this.connection = this.shards[0]; // the shard in use
+    this.generation = 0; // one more at each move to another shard
+    this.moves = 0; // moves to another shard so far
+    this.conns = null; // { generation, claimer, beater, pool, ... } of the shard in use
     this.queues = opts.queues;
     this.handler = opts.handler;
     this.handlers = opts.handlers || {};
@@ -225,11 +238,80 @@ class Worker {
     this.stopping = true;
     if (this.slotFreed) this.slotFreed();
     if (this.wakeListen) this.wakeListen();
-    if (this.claimer && this.beater) {
+    const c = this.conns;
+    if (c && c.claimer.processID) {
       try { // end a waiting claim now
-        await this.beater.query('SELECT pg_catalog.pg_cancel_backend($1)', [this.claimer.processID]);
+        await c.beater.query('SELECT pg_catalog.pg_cancel_backend($1)', [c.claimer.processID]);
       } catch (e) { /* it ends by its wait anyway */ }
     }
+  }
+
+  // ---- shards ----
+
+  // The clients of the shard in use (a promise), made anew after a move.
+  current() {
+    if (!this.connsP || this.connsGeneration !== this.generation) {
+      const old = this.connsP;
+      this.connsGeneration = this.generation;
+      if (old) old.then((c) => this.close(c), () => {});
+      this.connsP = this.open(this.generation, this.connection);
+      this.connsP.catch(() => {}); // its callers see the error
+    }
+    return this.connsP;
+  }
+
+  async open(generation, connection) {
+    const c = {
+      generation,
+      claimer: new pg.Client(connection),
+      beater: new pg.Client(connection),
+      pool: new pg.Pool({ ...(typeof connection === 'string'
+        ? { connectionString: connection } : connection), max: this.concurrency }),
+    };
+    c.pool.on('error', (e) => this.log.warn(`wfengine-worker: pool: ${e.message}`));
+    if (this.shards.length > 1) { // a lost connection moves on to the next shard
+      for (const cl of [c.claimer, c.beater]) {
+        cl.on('error', (e) => this.log.warn(`wfengine-worker: connection lost: ${e.message}`));
+      }
+    }
+    c.claims = new Client(c.claimer);
+    c.reports = new Client(c.pool);
+    c.beats = new Client(c.beater);
+    this.conns = c;
+    try {
+      await c.claimer.connect();
+      await c.beater.connect();
+    } catch (e) {
+      this.close(c);
+      throw e;
+    }
+    return c;
+  }
+
+  close(c) {
+    c.claimer.end().catch(() => {});
+    c.beater.end().catch(() => {});
+    c.pool.end().catch(() => {}); // a handler still running may hold a client
+  }
+
+  // Whether e moves a worker with a shard array to the next shard: a call
+  // refused with 55W01, or a connection not made or lost.
+  callsForMove(e) {
+    if (this.shards.length < 2) return false; // one connection: as ever
+    if (!(e instanceof WfError)) return true; // not the server's: the connection
+    return e.sqlstate === '55W01' || e.sqlstate === '57P01' || (e.sqlstate || '').startsWith('08');
+  }
+
+  // Moves to the next shard, unless another call already moved on from
+  // generation (one move per failure, however many calls see it).
+  move(generation, why) {
+    if (generation !== this.generation) return;
+    const old = this.connection;
+    this.generation++;
+    this.moves++;
+    this.connection = this.shards[this.generation % this.shards.length];
+    this.log.warn(`wfengine-worker: moving from shard ${JSON.stringify(old)} to ` +
+      `${JSON.stringify(this.connection)} (${why && (why.sqlstate || why.code)} ${why && why.message})`);
   }
 
   // Runs until stop(), SIGTERM or SIGINT.
@@ -237,21 +319,12 @@ class Worker {
     const onSignal = () => { this.stop(); };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
-    this.claimer = new pg.Client(this.connection);
-    this.beater = new pg.Client(this.connection);
-    this.pool = new pg.Pool({ ...(typeof this.connection === 'string'
-      ? { connectionString: this.connection } : this.connection), max: this.concurrency });
-    this.pool.on('error', (e) => this.log.warn(`wfengine-worker: pool: ${e.message}`));
-    await this.claimer.connect();
-    await this.beater.connect();
-    const claims = new Client(this.claimer);
-    const reports = new Client(this.pool);
-    const beat = this.heartbeats(new Client(this.beater));
+    if (this.shards.length < 2) await this.current(); // as ever: a failure here throws
+    const beat = this.heartbeats();
     const running = new Set();
     try {
-      const hasAny = this.queues.length > 1 && await claims.hasClaimAny();
-      if (this.queues.length > 1 && !hasAny) await this.listen(claims);
       let backoff = 100;
+      let failedMoves = 0; // moves since the last claim that worked
       while (!this.stopping) {
         if (this.inFlight.size >= this.concurrency) {
           await new Promise((resolve) => { this.slotFreed = resolve; });
@@ -259,11 +332,28 @@ class Worker {
           continue;
         }
         let tasks;
+        let generation = this.generation;
         try {
-          tasks = await this.claim(claims, hasAny, this.concurrency - this.inFlight.size);
+          const c = await this.current();
+          generation = c.generation;
+          if (c.hasAny === undefined) {
+            c.hasAny = this.queues.length > 1 && await c.claims.hasClaimAny();
+            if (this.queues.length > 1 && !c.hasAny) await this.listen(c);
+          }
+          tasks = await this.claim(c.claims, c.hasAny, this.concurrency - this.inFlight.size);
           backoff = 100;
+          failedMoves = 0;
         } catch (e) {
           if (this.stopping && e.sqlstate === '57014') break; // our cancel
+          if (this.callsForMove(e)) {
+            // another shard's tenant, or a shard down: the next shard
+            this.move(generation, e);
+            if (++failedMoves >= this.shards.length) { // all the way round
+              await sleep(backoff);
+              backoff = Math.min(backoff * 2, 2000);
+            }
+            continue;
+          }
           if (!(e instanceof WfError) || !e.retryable) throw e;
           // a move's cut-over, a shard failing over: claim again soon
           this.log.warn(`wfengine-worker: claim refused (${e.sqlstate} ${e.message}), trying again in ${backoff} ms`);
@@ -273,7 +363,7 @@ class Worker {
         }
         for (const t of tasks) {
           this.inFlight.set(String(t.taskId), t);
-          const p = this.execute(reports, t).finally(() => running.delete(p));
+          const p = this.execute(t).finally(() => running.delete(p));
           running.add(p);
         }
         this.maxInFlight = Math.max(this.maxInFlight, this.inFlight.size);
@@ -301,18 +391,16 @@ class Worker {
       await beat;
       process.removeListener('SIGTERM', onSignal);
       process.removeListener('SIGINT', onSignal);
-      await this.claimer.end().catch(() => {});
-      await this.beater.end().catch(() => {});
-      this.pool.end().catch(() => {}); // a handler still running may hold a client
+      if (this.connsP) await this.connsP.then((c) => this.close(c), () => {});
     }
   }
 
-  async listen(claims) {
+  async listen(c) {
     for (const q of this.queues) {
-      const ch = await claims.channel(q);
-      await this.claimer.query(`LISTEN "${ch.replace(/"/g, '""')}"`);
+      const ch = await c.claims.channel(q);
+      await c.claimer.query(`LISTEN "${ch.replace(/"/g, '""')}"`);
     }
-    this.claimer.on('notification', () => { if (this.wakeListen) this.wakeListen(); });
+    c.claimer.on('notification', () => { if (this.wakeListen) this.wakeListen(); });
   }
 
   async claim(claims, hasAny, free) {
@@ -339,21 +427,22 @@ class Worker {
   // Runs task and reports it; with eager dispatch a report may lease the
   // next task (the next step of the same run first), which runs at once in
   // the same slot.
-  async execute(reports, task) {
-    while (task) task = await this.executeOne(reports, task);
+  async execute(task) {
+    while (task) task = await this.executeOne(task);
   }
 
-  async executeOne(reports, task) {
+  async executeOne(task) {
     // no new lease while stopping: nothing more is claimed then
-    const eager = this.eager && !this.stopping && await reports.hasEager().catch(() => false);
+    const eager = this.eager && !this.stopping &&
+      await this.current().then((c) => c.reports.hasEager()).catch(() => false);
     let report;
     try {
       const fn = this.handler || this.handlers[task.activity || task.queue];
       if (!fn) throw new TaskFailure('unknown_activity', `no handler for ${task.activity || task.queue}`, { retryable: false });
       const output = await fn(task);
       report = eager
-        ? () => reports.completeAndClaim(task.taskId, task.fence, output, task.queue, this.name, 1, this.lease)
-        : () => reports.complete(task.taskId, task.fence, output);
+        ? (reports) => reports.completeAndClaim(task.taskId, task.fence, output, task.queue, this.name, 1, this.lease)
+        : (reports) => reports.complete(task.taskId, task.fence, output);
     } catch (e) {
       let err = e && e.error;
       let retryable = e && e.retryable;
@@ -363,20 +452,32 @@ class Worker {
         retryable = true;
       }
       report = eager
-        ? () => reports.failAndClaim(task.taskId, task.fence, err, retryable, task.queue, this.name, 1, this.lease)
-        : () => reports.fail(task.taskId, task.fence, err, retryable);
+        ? (reports) => reports.failAndClaim(task.taskId, task.fence, err, retryable, task.queue, this.name, 1, this.lease)
+        : (reports) => reports.fail(task.taskId, task.fence, err, retryable);
     }
     // A lost connection: report again (a repeat is "duplicate").  With eager
     // dispatch a lease handed out with a lost answer is never seen here; it
     // expires and the attempt is delivered again.
     let answer;
     let next = null;
+    // With a shard array, a report refused with 55W01 or whose connection
+    // fails moves the worker to the next shard and is made there (answered
+    // stale there after a real move).
     for (let i = 0, lost = 0; i < 30; i++) {
+      let generation = this.generation;
       try {
-        answer = await report();
+        const c = await this.current();
+        generation = c.generation;
+        answer = await report(c.reports);
         break;
       } catch (e) {
         answer = e;
+        if (this.callsForMove(e) && i < 29) {
+          this.log.warn(`wfengine-worker: task ${task.taskId}: report failed on this shard (${e.sqlstate || e.code} ${e.message}), moving on`);
+          this.move(generation, e);
+          if (i + 1 >= this.shards.length) await sleep(Math.min(100 * (i + 1), 1000)); // all the way round
+          continue;
+        }
         if (e instanceof WfError && e.retryable && i < 29) {
           // a move's cut-over: report again (after the move the fence is
           // stale, and the task is delivered again)
@@ -408,7 +509,7 @@ class Worker {
     return next;
   }
 
-  async heartbeats(client) {
+  async heartbeats() {
     while (!this.beatStop) {
       await new Promise((resolve) => {
         const timer = setTimeout(resolve, this.heartbeatEvery * 1000);
@@ -416,14 +517,18 @@ class Worker {
       });
       const tasks = [...this.inFlight.values()];
       if (this.beatStop || tasks.length === 0) continue;
+      let generation = this.generation;
       try {
-        const answers = await client.heartbeatMany(tasks);
+        const c = await this.current();
+        generation = c.generation;
+        const answers = await c.beats.heartbeatMany(tasks);
         for (const t of tasks) {
           const a = answers.get(String(t.taskId));
           if (a === Answer.STALE || a === Answer.CANCEL_REQUESTED) t.cancelled = true;
         }
       } catch (e) {
         this.log.warn(`wfengine-worker: heartbeat failed: ${e.message}`);
+        if (this.callsForMove(e)) this.move(generation, e);
       }
     }
   }

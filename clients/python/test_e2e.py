@@ -12,7 +12,10 @@ its backoff; a reservation that runs longer than its lease and survives
 through heartbeats); wf.verify_run on each; a server error carrying its
 SQLSTATE and hint; SIGTERM while a task is in flight: the task finishes
 and is reported, and nothing more is claimed; eager dispatch: a report
-hands the worker the next step of its run on the same queue.
+hands the worker the next step of its run on the same queue; a shard
+list: a worker given three shards, the first of which the shard map says
+is not its tenant's (55W01) and the second down, moves to the third and
+completes the runs there.
 """
 
 import json
@@ -25,7 +28,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import psycopg  # noqa: E402
-from psycopg import sql as pgsql  # noqa: E402
 from wfengine_worker import Answer, Client, TaskFailure, WfError, Worker  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -190,63 +192,117 @@ check(eager_worker.handed_on == 1 and
       f"({eager_worker.handed_on}, {[a for _, a in eager_worker.answers]})")
 check(admin.execute("SELECT wf.verify_run(%s)", (pair,)).fetchone()[0], "the pair's run verifies")
 
-# a list of shards: two databases of this cluster as the shards s1 and s2
-# of one map, the tenant's partition on s2; the worker, a login of the
-# tenant (a superuser skips the shard check), is given [s1, s2]: s1 refuses
-# with 55W01, the worker moves to s2, and the runs there complete
-dbs = ["wf_py_s1", "wf_py_s2"]
-for d in dbs:
-    admin.execute(f"DROP DATABASE IF EXISTS {d}")
-    admin.execute(f"CREATE DATABASE {d}")
-admin.execute("DROP ROLE IF EXISTS wf_py_shard")
-pw = os.environ.get("PGPASSWORD", "wf_py_shard")
-shard_admin = {}
-for d in dbs:
-    c = psycopg.connect(dbname=d, autocommit=True)
-    c.execute("CREATE EXTENSION wfengine")
-    shard_admin[d] = c
+# a shard list: the first database is shard s1, a second one shard s2, and
+# the shard map gives the test tenant's partition to s2.  A worker given
+# [s1, a shard down, s2] is refused by s1 (55W01), cannot connect to the
+# next, moves to s2 and completes the runs there.  The login is no superuser (superusers skip the shard check).
+db1 = admin.info.dbname
+db2 = db1 + "_s2"
+tenant, login = "wfc_py", "wfc_py_login"
+shard_map = ("CASE wf.tenant_partition(%s, 2) WHEN 0 THEN ARRAY['s2', 's1']"
+             " ELSE ARRAY['s1', 's2'] END")
+admin.execute(f"DROP DATABASE IF EXISTS {db2} WITH (FORCE)")
+admin.execute(f"DROP ROLE IF EXISTS {login}")
+admin.execute(f"DROP ROLE IF EXISTS wf_tenant_{tenant}")
+admin.execute("SELECT wf.create_tenant(%s)", (tenant,))
+admin.execute(f"CREATE ROLE {login} LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin")
+admin.execute("SELECT wf.add_tenant_member(%s, %s)", (tenant, login))
 try:
-    shard_admin[dbs[0]].execute("SELECT wf.create_tenant('py_shard')")
-except psycopg.Error:
-    pass
-admin.execute(pgsql.SQL("CREATE ROLE wf_py_shard LOGIN PASSWORD {} IN ROLE wfengine_admin, "
-                        "wfengine_worker, wf_tenant_py_shard").format(pgsql.Literal(pw)))
-part = admin.execute("SELECT hashtext('py_shard') & 1").fetchone()[0]
-smap = ["s2" if p == part else "s1" for p in range(2)]
-for i, d in enumerate(dbs):
-    shard_admin[d].execute("SELECT wf.configure_shard(%s, %s, %s)", (f"s{i + 1}", smap, i + 1))
-ci = [psycopg.conninfo.make_conninfo("", dbname=d, user="wf_py_shard", password=pw) for d in dbs]
-s2 = psycopg.connect(ci[1], autocommit=True)
-s2.execute("""SELECT wf.publish_definition('py_sharded', '{"steps": [{"name": "only", "queue": "py_shard_q"}]}')""")
-sharded = [s2.execute("SELECT wf.start_run('py_sharded', '{}')").fetchone()[0] for _ in range(3)]
-s1 = psycopg.connect(ci[0], autocommit=True)
-try:
-    s1.execute("SELECT * FROM wf.claim_tasks('py_shard_q', 'probe')")
-    refused = None
-except psycopg.Error as e:
-    refused = e.sqlstate
-check(refused == "55W01", f"shard list: s1 refuses the tenant with 55W01 ({refused})")
-shard_worker = Worker(ci, ["py_shard_q"], lambda t: {"ok": True}, name="py-shards",
-                      concurrency=2, lease=5.0, wait=0.5)
-st = threading.Thread(target=shard_worker.run)
-st.start()
-deadline = time.time() + 30
-while time.time() < deadline and s2.execute(
-        "SELECT count(*) FROM wf.runs WHERE status = 'completed'").fetchone()[0] < len(sharded):
-    time.sleep(0.1)
-shard_worker.stop()
-st.join(10)
-done = s2.execute("SELECT count(*) FROM wf.runs WHERE status = 'completed' AND wf.verify_run(run_id)").fetchone()[0]
-check(done == len(sharded), f"shard list: the worker moved from s1 to s2 and completed {done} of {len(sharded)} runs")
-check(shard_worker.shard_switches >= 1 and shard_worker.conninfo == ci[1],
-      f"shard list: the worker uses s2 ({shard_worker.shard_switches} switch(es))")
-for c in (s1, s2):
-    c.close()
-for d in dbs:
-    shard_admin[d].close()
-    admin.execute(f"DROP DATABASE {d} WITH (FORCE)")
-admin.execute("DROP ROLE wf_py_shard")
-admin.execute("DROP ROLE IF EXISTS wf_tenant_py_shard")
+    admin.execute(f"SELECT wf.configure_shard('s1', {shard_map}, 1)", (tenant,))
+    admin.execute(f"CREATE DATABASE {db2}")
+    with psycopg.connect(f"dbname={db2}", autocommit=True) as a2:
+        a2.execute("CREATE EXTENSION wfengine")
+        a2.execute(f"SELECT wf.configure_shard('s2', {shard_map}, 2)", (tenant,))
+    s2 = psycopg.connect(f"dbname={db2} user={login}", autocommit=True)
+    s2.execute("""SELECT wf.publish_definition('shard_pair', '{"steps": [
+      {"name": "first", "queue": "py_shard"}, {"name": "second", "queue": "py_shard"}]}')""")
+    shard_runs = [s2.execute("SELECT wf.start_run('shard_pair', '{}')").fetchone()[0]
+                  for _ in range(3)]
+    try:
+        Client(f"user={login}").claim("py_shard", "probe")
+        check(False, "shard s1 refuses the tenant")
+    except WfError as e:
+        check(e.sqlstate == "55W01", f"shard s1 refuses the tenant: {e}")
+    # s1, then a shard that cannot be reached (its connection fails), then s2
+    shard_worker = Worker([f"user={login}", f"host=/nonexistent user={login}",
+                           f"dbname={db2} user={login}"], ["py_shard"],
+                          lambda t: {"step": t.step}, name="py-shard", concurrency=2,
+                          lease=5.0, wait=0.5)
+    st = threading.Thread(target=shard_worker.run)
+    st.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and s2.execute(
+            "SELECT count(*) FROM wf.runs WHERE status = 'completed'").fetchone()[0] < 3:
+        time.sleep(0.1)
+    shard_worker.stop()
+    st.join(10)
+    done = [s2.execute("SELECT wf.run_status(%s)", (r,)).fetchone()[0] for r in shard_runs]
+    check(done == ["completed"] * 3, f"shard list: the runs on s2 completed: {done}")
+    check(shard_worker.moves == 2 and shard_worker.conninfo.startswith(f"dbname={db2}"),
+          f"shard list: the worker moved to s2 ({shard_worker.moves} moves)")
+    check([a for _, a in shard_worker.answers] == [Answer.ACCEPTED] * 6,
+          f"shard list: every report accepted: {[a for _, a in shard_worker.answers]}")
+
+    # A move of the tenant's partition from s2 to s1 while a task leased on
+    # s2 runs, emulated as wfrouter.move_partition leaves it: s1 holds the
+    # same task (s1 takes s2's id block, so the run started there has the
+    # task's id), leased there under a newer fence (the cut-over re-fences
+    # the leases it takes), and both maps give the partition to s1.  The
+    # worker, on [s2, s1] (at s2 now), reports: s2 refuses (55W01), the
+    # worker moves to s1, where the report is stale; it drops the task,
+    # claims on s1 and completes the run there once the lease has expired.
+    moved = {}
+    shard_map_s1 = ("CASE wf.tenant_partition(%s, 2) WHEN 0 THEN ARRAY['s1', 's2']"
+                    " ELSE ARRAY['s2', 's1'] END")
+    last_id = s2.execute("SELECT pg_catalog.max(task_id) FROM wf.tasks").fetchone()[0]
+    admin.execute(f"SELECT wf.configure_shard('s1', {shard_map}, 2)", (tenant,))
+    admin.execute("SELECT pg_catalog.setval('wf.task_id_seq', %s)", (last_id,))
+    s2.execute("SELECT wf.start_run('shard_pair', '{}')")
+
+    def move_under(task):
+        if not moved:
+            moved["task"], moved["fence"] = task.task_id, task.fence
+            with psycopg.connect(f"dbname={db2}", autocommit=True) as a2:
+                a2.execute(f"SELECT wf.configure_shard('s2', {shard_map_s1})", (tenant,))
+            admin.execute(f"SELECT wf.configure_shard('s1', {shard_map_s1})", (tenant,))
+            admin.execute("SELECT pg_catalog.setval('wf.fence_seq', %s)", (task.fence + 1000,))
+            with psycopg.connect(f"user={login}", autocommit=True) as s1:
+                s1.execute("""SELECT wf.publish_definition('shard_pair', '{"steps": [
+                  {"name": "first", "queue": "py_shard"}, {"name": "second", "queue": "py_shard"}]}')""")
+                moved["run"] = s1.execute("SELECT wf.start_run('shard_pair', '{}')").fetchone()[0]
+                moved["lease"] = s1.execute(
+                    "SELECT task_id, fence FROM wf.claim_tasks('py_shard', 'old-shard', 1, '1 second')"
+                ).fetchone()
+        return {"step": task.step}
+
+    move_worker = Worker([f"dbname={db2} user={login}", f"user={login}"], ["py_shard"],
+                         move_under, name="py-move", concurrency=1, lease=5.0, wait=0.5,
+                         eager=False)
+    s1 = psycopg.connect(f"user={login}", autocommit=True)     # the tenant's runs on s1
+    mt = threading.Thread(target=move_worker.run)
+    mt.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and not (moved.get("run") and s1.execute(
+            "SELECT wf.run_status(%s)", (moved["run"],)).fetchone()[0] == "completed"):
+        admin.execute("SELECT wf.tick()")        # takes the expired lease back
+        time.sleep(0.2)
+    move_worker.stop()
+    mt.join(10)
+    check(moved.get("lease") is not None and moved["lease"][0] == moved.get("task")
+          and moved["lease"][1] > moved["fence"], f"a move: s1 holds the task leased on s2, re-fenced: {moved}")
+    answers = [(t.task_id, a) for t, a in move_worker.answers]
+    check(answers[:1] == [(moved.get("task"), Answer.STALE)] and move_worker.moves == 1,
+          f"a move: the report of the lease from s2 is stale on s1 ({move_worker.moves} moves): {answers}")
+    check(moved.get("run") is not None and s1.execute(
+        "SELECT wf.run_status(%s)", (moved["run"],)).fetchone()[0] == "completed",
+        "a move: the worker claimed on s1 and completed the run there")
+    s1.close()
+    s2.close()
+finally:
+    admin.execute("SELECT wf.configure_shard(NULL, NULL)")
+    admin.execute(f"DROP DATABASE IF EXISTS {db2} WITH (FORCE)")
+    admin.execute(f"DROP ROLE IF EXISTS {login}")
+    admin.execute(f"DROP ROLE IF EXISTS wf_tenant_{tenant}")
 admin.close()
 
 print(f"python client: {'FAILED' if failures else 'passed'}")

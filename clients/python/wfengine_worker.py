@@ -21,6 +21,15 @@ transaction):
   wf.complete_and_claim / wf.fail_and_claim, whose new lease of the task's
   queue, the next step of the same run first, the thread runs at once).
 
+Shards: conninfo may be a list of the connection strings of a sharded
+deployment's shards instead of one string.  The worker uses one shard at a
+time for all its connections; when a call is refused with 55W01 (the shard
+map gives the worker's tenant to another shard), or a connection cannot be
+made or is lost, it moves all its connections to the next shard of the
+list (round robin) and makes the call again there.  A report there of a
+task leased on the old shard is answered stale (the move gave the leases
+it took new fences there) and the task is dropped; the worker claims on.
+
 Graceful shutdown: stop() (or SIGTERM/SIGINT in run()) cancels the waiting
 claim, claims nothing more, and lets the tasks in flight finish and report,
 heartbeating them meanwhile, for up to `drain_timeout` seconds.  wfengine has
@@ -145,7 +154,7 @@ class Client:
         self.conninfo = conninfo
         self.conn = conn or psycopg.connect(conninfo, autocommit=True)
         self._has_any: Optional[bool] = None
-        self.gen = 0                     # the worker's shard switch it was made under
+        self.generation = 0              # the Worker's shard generation it was made under
 
     def close(self) -> None:
         self.conn.close()
@@ -253,7 +262,12 @@ class Worker:
     handler is a callable(task) -> output, or a mapping from activity (or,
     for a step without one, queue) to such a callable.  A handler returns
     the output (JSON-able), raises TaskFailure to fail the attempt, or any
-    other exception to fail it as retryable with code "exception"."""
+    other exception to fail it as retryable with code "exception".
+
+    conninfo is one connection string, or a list (or tuple) of the
+    connection strings of the shards of a sharded deployment: the worker
+    then moves all its connections to the next shard when a call is refused
+    with 55W01 or a connection fails (see the module's docstring)."""
 
     def __init__(self, conninfo: Union[str, Sequence[str]], queues: Sequence[str],
                  handler: Union[Handler, Mapping[str, Handler]], *,
@@ -266,15 +280,12 @@ class Worker:
             raise ValueError("a worker needs at least one queue")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        # a router's or a shard's connection string, or a list of shards':
-        # the worker uses one shard at a time and moves on to the next one
-        # when a call is refused with 55W01 (the tenant lives elsewhere) or
-        # the shard cannot be reached (_moved)
         self.shards = [conninfo] if isinstance(conninfo, str) else list(conninfo)
         if not self.shards:
-            raise ValueError("a worker needs a connection string")
-        self.conninfo = self.shards[0]
-        self.shard_switches = 0
+            raise ValueError("a worker needs at least one connection string")
+        self.conninfo = self.shards[0]          # the shard in use
+        self._generation = 0                    # one more at each move to another shard
+        self.moves = 0                          # moves to another shard so far
         self.queues = list(queues)
         self.handler = handler
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
@@ -292,43 +303,6 @@ class Worker:
         self._stopping = threading.Event()
         self._local = threading.local()
         self._claimer: Optional[Client] = None
-        self._shard = 0
-        self._shard_gen = 0
-
-    # ---- shards ----
-
-    def _connect(self) -> Client:
-        """A connection to the shard in use (the only one without a list)."""
-        with self._lock:
-            gen, conninfo = self._shard_gen, self.shards[self._shard]
-        c = Client(conninfo)
-        c.gen = gen
-        return c
-
-    def _stale_shard(self, c: Optional[Client]) -> bool:
-        return c is None or c.conn.closed or c.conn.broken or c.gen != self._shard_gen
-
-    def _moved(self, c: Optional[Client], e: BaseException) -> bool:
-        """With a list of shards, a call refused with 55W01 (the tenant's
-        partition is on another shard: after a move) or a shard that cannot
-        be reached moves the worker to the next shard of the list, once per
-        failure however many threads see it (a connection made before the
-        switch is made again).  True when the call should be made again on
-        the shard now in use."""
-        if len(self.shards) < 2:
-            return False
-        st = getattr(e, "sqlstate", None)
-        if not (st is None or st == "55W01" or st == "57P01" or st.startswith("08")):
-            return False
-        with self._lock:
-            if c is None or c.gen == self._shard_gen:
-                self._shard = (self._shard + 1) % len(self.shards)
-                self._shard_gen += 1
-                self.shard_switches += 1
-                self.conninfo = self.shards[self._shard]
-                log.warning("worker %s: %s; moving to shard %d of %d", self.name, e,
-                            self._shard + 1, len(self.shards))
-        return True
 
     # ---- public ----
 
@@ -374,12 +348,52 @@ class Worker:
         if error:
             raise error[0]
 
+    # ---- shards ----
+
+    def _connect(self) -> Client:
+        """A new connection to the shard in use, tagged with its generation."""
+        with self._lock:
+            generation, conninfo = self._generation, self.conninfo
+        c = Client(conninfo)
+        c.generation = generation
+        return c
+
+    def _current(self, c: Optional[Client]) -> bool:
+        """Whether c is a usable connection to the shard in use."""
+        return (c is not None and not c.conn.closed and not c.conn.broken
+                and c.generation == self._generation)
+
+    def _calls_for_move(self, e: BaseException) -> bool:
+        """Whether e moves a worker with a shard list to the next shard: a
+        call refused with 55W01, or a connection not made or lost."""
+        if len(self.shards) < 2:
+            return False                 # one connection string: as ever
+        if isinstance(e, WfError):
+            s = e.sqlstate or ""
+            return s == "55W01" or s == "57P01" or s.startswith("08")
+        return isinstance(e, psycopg.OperationalError) and (
+            e.sqlstate is None or e.sqlstate.startswith("08") or e.sqlstate == "57P01")
+
+    def _move(self, generation: int, why: BaseException) -> None:
+        """Moves to the next shard, unless another thread already moved on
+        from generation (one move per failure, however many see it)."""
+        with self._lock:
+            if generation != self._generation:
+                return
+            self._generation += 1
+            self.moves += 1
+            old = self.conninfo
+            self.conninfo = self.shards[self._generation % len(self.shards)]
+        log.warning("worker %s: moving from shard %r to %r (%s)", self.name, old,
+                    self.conninfo, why)
+
     # ---- the loop ----
 
     def _run(self) -> None:
-        self._claimer = self._connect()
-        if self._stopping.is_set():      # stop() before the claim connection
-            self._claimer.conn.cancel()
+        if len(self.shards) < 2:
+            self._claimer = Client(self.conninfo)
+            if self._stopping.is_set():  # stop() before the claim connection
+                self._claimer.conn.cancel()
         beat = threading.Thread(target=self._heartbeats, name="wf-heartbeat", daemon=True)
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="wf-task")
         beat_stop = threading.Event()
@@ -387,6 +401,7 @@ class Worker:
         beat.start()
         log.info("worker %s: queues %s, concurrency %d", self.name, self.queues, self.concurrency)
         backoff = 0.1
+        failed_moves = 0                 # moves since the last claim that worked
         try:
             while not self._stopping.is_set():
                 with self._lock:
@@ -395,34 +410,32 @@ class Worker:
                     free = self.concurrency - len(self._in_flight)
                 if self._stopping.is_set():
                     break
+                generation = self._generation
                 try:
+                    if not self._current(self._claimer):
+                        old, self._claimer = self._claimer, None
+                        if old is not None:
+                            old.close()
+                        self._claimer = self._connect()
+                        generation = self._claimer.generation
+                        self._listening = False
+                        if self._stopping.is_set():
+                            break
                     tasks = self._claim(free)
                 except psycopg.errors.QueryCanceled:
                     if self._stopping.is_set():
                         break
                     raise
                 except (WfError, psycopg.OperationalError) as e:
-                    if isinstance(e, psycopg.OperationalError) and self._stopping.is_set():
-                        break
                     if getattr(e, "sqlstate", None) == "57014" and self._stopping.is_set():
                         break
-                    if self._moved(self._claimer, e):
-                        # another shard of the list: claim there at once
-                        old, self._claimer = self._claimer, None
-                        try:
-                            old.close()
-                        except Exception:        # pragma: no cover
-                            pass
-                        while self._claimer is None and not self._stopping.is_set():
-                            try:
-                                self._claimer = self._connect()
-                            except psycopg.OperationalError as ce:
-                                # that shard cannot be reached either: the next
-                                self._moved(None, ce)
-                                self._stopping.wait(backoff)
-                                backoff = min(backoff * 2, 2.0)
-                        if self._claimer is None:
-                            break
+                    if self._calls_for_move(e):
+                        # another shard's tenant, or a shard down: the next shard
+                        self._move(generation, e)
+                        failed_moves += 1
+                        if failed_moves >= len(self.shards):   # all the way round
+                            self._stopping.wait(backoff)
+                            backoff = min(backoff * 2, 2.0)
                         continue
                     if not isinstance(e, WfError) or not e.retryable:
                         raise
@@ -433,6 +446,7 @@ class Worker:
                     backoff = min(backoff * 2, 2.0)
                     continue
                 backoff = 0.1
+                failed_moves = 0
                 with self._lock:
                     for t in tasks:
                         self._in_flight[t.task_id] = t
@@ -495,9 +509,10 @@ class Worker:
 
     def _reporter(self) -> Client:
         c = getattr(self._local, "client", None)
-        if self._stale_shard(c):
-            if c is not None and not c.conn.closed:
+        if not self._current(c):
+            if c is not None:
                 c.close()
+            self._local.client = None
             c = self._local.client = self._connect()
         return c
 
@@ -545,19 +560,33 @@ class Worker:
             # A lost connection: report again (a repeat answers duplicate).
             # With eager dispatch a lease handed out with a lost answer is
             # never seen here; it expires and the attempt is delivered again.
+            # With a shard list, a report refused with 55W01 or whose
+            # connection fails moves the worker to the next shard and is
+            # made there (answered stale there after a real move).
             for attempt in range(30):
-                reporter = None
+                generation = self._generation
                 try:
-                    reporter = self._reporter()
-                    answer = report(reporter)
+                    c = self._reporter()
+                    generation = c.generation
+                    answer = report(c)
                     break
-                except WfError as e:
-                    answer = e
-                    if self._moved(reporter, e) and attempt < 29:
-                        # the tenant lives on another shard of the list: report
-                        # there (after a move the lease is stale there, and the
-                        # task is delivered again)
+                except (WfError, psycopg.OperationalError) as e:
+                    if self._calls_for_move(e) and attempt < 29:
+                        log.warning("task %d: report failed on this shard (%s), moving on",
+                                    task.task_id, e)
+                        self._move(generation, e)
+                        answer = e
+                        if attempt + 1 >= len(self.shards):     # all the way round
+                            time.sleep(min(0.1 * (attempt + 1), 1.0))
                         continue
+                    if not isinstance(e, WfError):
+                        log.warning("task %d: report failed (%s), retrying", task.task_id, e)
+                        answer = e
+                        if attempt >= 2:
+                            break
+                        time.sleep(0.2 * (attempt + 1))
+                        continue
+                    answer = e
                     if e.retryable and attempt < 29:
                         # a move's cut-over: the report is made again (after
                         # the move its fence is stale, and the task delivered again)
@@ -566,14 +595,6 @@ class Worker:
                         continue
                     log.error("task %d: report refused: %s", task.task_id, e)
                     break
-                except psycopg.OperationalError as e:
-                    log.warning("task %d: report failed (%s), retrying", task.task_id, e)
-                    answer = e
-                    if self._moved(reporter, e) and attempt < 29:
-                        continue
-                    if attempt >= 2:
-                        break
-                    time.sleep(0.2 * (attempt + 1))
             if isinstance(answer, tuple):
                 answer, leased = answer
                 nxt = leased[0] if leased else None
@@ -596,15 +617,19 @@ class Worker:
                 tasks = list(self._in_flight.values())
             if not tasks:
                 continue
+            generation = self._generation
             try:
-                if self._stale_shard(client):
-                    if client is not None and not client.conn.closed:
+                if not self._current(client):
+                    if client is not None:
                         client.close()
+                    client = None
                     client = self._connect()
+                generation = client.generation
                 answers = client.heartbeat_many(tasks)
             except (WfError, psycopg.Error) as e:
                 log.warning("heartbeat failed: %s", e)
-                self._moved(client, e)
+                if self._calls_for_move(e):
+                    self._move(generation, e)
                 continue
             for t in tasks:
                 if answers.get(t.task_id) in (Answer.STALE, Answer.CANCEL_REQUESTED):

@@ -136,6 +136,133 @@ async function main() {
   check(ew.handedOn === 1 && eagerAnswers === 'accepted,accepted',
     `eager dispatch: one task handed on, both reports accepted (${ew.handedOn}, ${eagerAnswers})`);
   check(await one('SELECT wf.verify_run($1)', [pair]), "the pair's run verifies");
+
+  // a shard list: this database is shard s1, a second one shard s2, and the
+  // shard map gives the test tenant's partition to s2.  A worker given
+  // [s1, a shard down, s2] is refused by s1 (55W01), cannot connect to the
+  // next, moves to s2 and completes the runs there.  The login is no
+  // superuser (superusers skip the shard check).
+  const db1 = await one('SELECT current_database()');
+  const db2 = `${db1}_s2`;
+  const tenant = 'wfc_node';
+  const login = 'wfc_node_login';
+  const shardMap = "CASE wf.tenant_partition($1, 2) WHEN 0 THEN ARRAY['s2', 's1'] ELSE ARRAY['s1', 's2'] END";
+  await admin.query(`DROP DATABASE IF EXISTS ${db2} WITH (FORCE)`);
+  await admin.query(`DROP ROLE IF EXISTS ${login}`);
+  await admin.query(`DROP ROLE IF EXISTS wf_tenant_${tenant}`);
+  await admin.query('SELECT wf.create_tenant($1)', [tenant]);
+  await admin.query(`CREATE ROLE ${login} LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin`);
+  await admin.query('SELECT wf.add_tenant_member($1, $2)', [tenant, login]);
+  try {
+    await admin.query(`SELECT wf.configure_shard('s1', ${shardMap}, 1)`, [tenant]);
+    await admin.query(`CREATE DATABASE ${db2}`);
+    const a2 = new pg.Client({ database: db2 });
+    await a2.connect();
+    await a2.query('CREATE EXTENSION wfengine');
+    await a2.query(`SELECT wf.configure_shard('s2', ${shardMap}, 2)`, [tenant]);
+    await a2.end();
+    const s2 = new pg.Client({ database: db2, user: login });
+    await s2.connect();
+    const one2 = async (sql, params) => Object.values((await s2.query(sql, params)).rows[0])[0];
+    await s2.query(`SELECT wf.publish_definition('shard_pair', '{"steps": [
+      {"name": "first", "queue": "node_shard"}, {"name": "second", "queue": "node_shard"}]}')`);
+    const shardRuns = [];
+    for (let i = 0; i < 3; i++) shardRuns.push(await one2("SELECT wf.start_run('shard_pair', '{}')"));
+    const s1 = new pg.Client({ user: login });
+    await s1.connect();
+    try {
+      await new Client(s1).claim('node_shard', 'probe');
+      check(false, 'shard s1 refuses the tenant');
+    } catch (e) {
+      check(e instanceof WfError && e.sqlstate === '55W01', `shard s1 refuses the tenant: ${e.sqlstate} ${e.message}`);
+    }
+    await s1.end();
+    const sw = new Worker({
+      connection: [{ user: login }, { user: login, host: '/nonexistent' }, { user: login, database: db2 }],
+      queues: ['node_shard'], name: 'node-shard', concurrency: 2, lease: 5, wait: 0.5,
+      log: { info() {}, warn: console.warn, error: console.error },
+      handler: async (t) => ({ step: t.step }),
+    });
+    const swRun = sw.run();
+    for (let i = 0; i < 300; i++) {
+      if (Number(await one2("SELECT count(*) FROM wf.runs WHERE status = 'completed'")) === 3) break;
+      await sleep(100);
+    }
+    await sw.stop();
+    await swRun;
+    const done = [];
+    for (const r of shardRuns) done.push(await one2('SELECT wf.run_status($1)', [r]));
+    check(done.join(',') === 'completed,completed,completed', `shard list: the runs on s2 completed: ${done}`);
+    check(sw.moves === 2 && sw.connection.database === db2, `shard list: the worker moved to s2 (${sw.moves} moves)`);
+    const shardAnswers = sw.answers.map(([, a]) => a).join(',');
+    check(shardAnswers === Array(6).fill('accepted').join(','), `shard list: every report accepted: ${shardAnswers}`);
+
+    // A move of the tenant's partition from s2 to s1 while a task leased on
+    // s2 runs, emulated as wfrouter.move_partition leaves it: s1 holds the
+    // same task (s1 takes s2's id block, so the run started there has the
+    // task's id), leased there under a newer fence (the cut-over re-fences
+    // the leases it takes), and both maps give the partition to s1.  The
+    // worker, on [s2, s1] (at s2 now), reports: s2 refuses (55W01), the
+    // worker moves to s1, where the report is stale; it drops the task,
+    // claims on s1 and completes the run there once the lease has expired.
+    const shardMapS1 = "CASE wf.tenant_partition($1, 2) WHEN 0 THEN ARRAY['s1', 's2'] ELSE ARRAY['s2', 's1'] END";
+    const lastId = await one2('SELECT max(task_id)::text FROM wf.tasks');
+    await admin.query(`SELECT wf.configure_shard('s1', ${shardMap}, 2)`, [tenant]);
+    await admin.query("SELECT pg_catalog.setval('wf.task_id_seq', $1::bigint)", [lastId]);
+    await s2.query("SELECT wf.start_run('shard_pair', '{}')");
+    const moved = {};
+    const moveUnder = async (t) => {
+      if (!moved.task) {
+        moved.task = t.taskId;
+        moved.fence = t.fence;
+        const c2 = new pg.Client({ database: db2 });
+        await c2.connect();
+        await c2.query(`SELECT wf.configure_shard('s2', ${shardMapS1})`, [tenant]);
+        await c2.end();
+        await admin.query(`SELECT wf.configure_shard('s1', ${shardMapS1})`, [tenant]);
+        await admin.query("SELECT pg_catalog.setval('wf.fence_seq', $1::bigint)", [String(t.fence + 1000n)]);
+        const l1 = new pg.Client({ user: login });
+        await l1.connect();
+        await l1.query(`SELECT wf.publish_definition('shard_pair', '{"steps": [
+          {"name": "first", "queue": "node_shard"}, {"name": "second", "queue": "node_shard"}]}')`);
+        moved.run = (await l1.query("SELECT wf.start_run('shard_pair', '{}') AS r")).rows[0].r;
+        const l = (await l1.query("SELECT task_id::text AS t, fence::text AS f FROM wf.claim_tasks('node_shard', 'old-shard', 1, '1 second')")).rows[0];
+        moved.lease = [BigInt(l.t), BigInt(l.f)];
+        await l1.end();
+      }
+      return { step: t.step };
+    };
+    const mw = new Worker({
+      connection: [{ user: login, database: db2 }, { user: login }],
+      queues: ['node_shard'], name: 'node-move', concurrency: 1, lease: 5, wait: 0.5, eager: false,
+      log: { info() {}, warn: console.warn, error: console.error },
+      handler: moveUnder,
+    });
+    const s1c = new pg.Client({ user: login }); // the tenant's runs on s1
+    await s1c.connect();
+    const mwRun = mw.run();
+    let moveStatus = '';
+    for (let i = 0; i < 150 && moveStatus !== 'completed'; i++) {
+      await sleep(200);
+      await admin.query('SELECT wf.tick()'); // takes the expired lease back
+      if (moved.run) moveStatus = (await s1c.query('SELECT wf.run_status($1) AS s', [moved.run])).rows[0].s;
+    }
+    await mw.stop();
+    await mwRun;
+    await s1c.end();
+    check(moved.lease && moved.lease[0] === moved.task && moved.lease[1] > moved.fence,
+      `a move: s1 holds the task leased on s2, re-fenced: ${moved.task}/${moved.fence}, ${moved.lease}`);
+    const moveAnswers = mw.answers.map(([t, a]) => `${t.taskId}:${a && a.sqlstate ? a.sqlstate : a}`).join(',');
+    check(mw.answers.length > 0 && mw.answers[0][1] === Answer.STALE && mw.moves === 1,
+      `a move: the report of the lease from s2 is stale on s1 (${mw.moves} moves): ${moveAnswers}`);
+    check(moveStatus === 'completed', `a move: the worker claimed on s1 and completed the run there: ${moveStatus}`);
+    await s2.end();
+  } finally {
+    await admin.query('SELECT wf.configure_shard(NULL, NULL)');
+    await admin.query(`DROP DATABASE IF EXISTS ${db2} WITH (FORCE)`);
+    await admin.query(`DROP ROLE IF EXISTS ${login}`);
+    await admin.query(`DROP ROLE IF EXISTS wf_tenant_${tenant}`);
+  }
   await admin.end();
   console.log(`node client: ${failures.length ? 'FAILED' : 'passed'}`);
   process.exit(failures.length ? 1 : 0);
