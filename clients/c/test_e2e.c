@@ -335,7 +335,19 @@ test_shard_list(PGconn *admin)
 	run_sql(admin, "DROP ROLE IF EXISTS wfc_c_login");
 	run_sql(admin, "DROP ROLE IF EXISTS wf_tenant_wfc_c");
 	run_sql(admin, "SELECT wf.create_tenant('wfc_c')");
-	run_sql(admin, "CREATE ROLE wfc_c_login LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin");
+	/*
+	 * the login's password is the environment's (pg_virtualenv asks for one
+	 * over TCP; libpq sends PGPASSWORD), so that its connections need no
+	 * other set-up
+	 */
+	{
+		const char *pw = getenv("PGPASSWORD");
+		char	   *lit = PQescapeLiteral(admin, pw != NULL ? pw : "wfc_c", strlen(pw != NULL ? pw : "wfc_c"));
+
+		snprintf(sql, sizeof(sql), "CREATE ROLE wfc_c_login LOGIN PASSWORD %s IN ROLE wfengine_app, wfengine_worker, wfengine_admin", lit);
+		PQfreemem(lit);
+		run_sql(admin, sql);
+	}
 	run_sql(admin, "SELECT wf.add_tenant_member('wfc_c', 'wfc_c_login')");
 	run_sql(admin, "SELECT wf.configure_shard('s1', " SHARD_MAP ", 1)");
 	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", db2);

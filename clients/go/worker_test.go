@@ -265,7 +265,13 @@ func TestShardList(t *testing.T) {
 	exec(admin, "DROP ROLE IF EXISTS "+login)
 	exec(admin, "DROP ROLE IF EXISTS wf_tenant_"+tenant)
 	exec(admin, "SELECT wf.create_tenant($1)", tenant)
-	exec(admin, "CREATE ROLE "+login+" LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin")
+	// the login's password is the environment's (pg_virtualenv asks for one over
+	// TCP; pgx sends PGPASSWORD), so that its connections need no other set-up
+	pw := os.Getenv("PGPASSWORD")
+	if pw == "" {
+		pw = "wfc_go"
+	}
+	exec(admin, "CREATE ROLE "+login+" LOGIN PASSWORD '"+strings.ReplaceAll(pw, "'", "''")+"' IN ROLE wfengine_app, wfengine_worker, wfengine_admin")
 	exec(admin, "SELECT wf.add_tenant_member($1, $2)", tenant, login)
 	defer func() {
 		exec(admin, "SELECT wf.configure_shard(NULL, NULL)")

@@ -28,6 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import psycopg  # noqa: E402
+from psycopg import sql as pgsql  # noqa: E402
 from wfengine_worker import Answer, Client, TaskFailure, WfError, Worker  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -205,7 +206,10 @@ admin.execute(f"DROP DATABASE IF EXISTS {db2} WITH (FORCE)")
 admin.execute(f"DROP ROLE IF EXISTS {login}")
 admin.execute(f"DROP ROLE IF EXISTS wf_tenant_{tenant}")
 admin.execute("SELECT wf.create_tenant(%s)", (tenant,))
-admin.execute(f"CREATE ROLE {login} LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin")
+# the login's password is the environment's (pg_virtualenv asks for one over
+# TCP; libpq sends PGPASSWORD), so that its connections need no other set-up
+admin.execute(pgsql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE wfengine_app, wfengine_worker, wfengine_admin")
+              .format(pgsql.Identifier(login), os.environ.get("PGPASSWORD", "wfc_py")))
 admin.execute("SELECT wf.add_tenant_member(%s, %s)", (tenant, login))
 try:
     admin.execute(f"SELECT wf.configure_shard('s1', {shard_map}, 1)", (tenant,))

@@ -151,7 +151,10 @@ async function main() {
   await admin.query(`DROP ROLE IF EXISTS ${login}`);
   await admin.query(`DROP ROLE IF EXISTS wf_tenant_${tenant}`);
   await admin.query('SELECT wf.create_tenant($1)', [tenant]);
-  await admin.query(`CREATE ROLE ${login} LOGIN IN ROLE wfengine_app, wfengine_worker, wfengine_admin`);
+  // the login's password is the environment's (pg_virtualenv asks for one over
+  // TCP; pg sends PGPASSWORD), so that its connections need no other set-up
+  const pw = (process.env.PGPASSWORD || 'wfc_node').replace(/'/g, "''");
+  await admin.query(`CREATE ROLE ${login} LOGIN PASSWORD '${pw}' IN ROLE wfengine_app, wfengine_worker, wfengine_admin`);
   await admin.query('SELECT wf.add_tenant_member($1, $2)', [tenant, login]);
   try {
     await admin.query(`SELECT wf.configure_shard('s1', ${shardMap}, 1)`, [tenant]);
