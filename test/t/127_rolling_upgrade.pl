@@ -106,7 +106,7 @@ my (%leased, %token, %asleep);
 for my $t (@tenants)
 {
 	as_tenant($t, q{SELECT wf.start_run('job')});
-	$leased{$t} = [ split /\|/, as_tenant($t, q{SELECT task_id || '|' || fence FROM wf.claim_tasks('work', 'w', 1)}) ];
+	$leased{$t} = [ split /\|/, as_tenant($t, q{SELECT task_id || '|' || fence FROM wf.claim_tasks('work', 'w', 1, '1 hour')}) ];
 	as_tenant($t, q{SELECT wf.start_run('ok')});
 	my ($nt, $nf, $tok) = split /\|/, as_tenant($t, q{SELECT c.task_id || '|' || c.fence || '|' || tk.token
 FROM wf.claim_tasks('approvals', 'mailer', 1) c, LATERAL wf.issue_approval_tokens(c.task_id, c.fence) tk

@@ -367,7 +367,12 @@ is(scalar(keys %{ { map { $_ => 1 } $c_task, $u_task, $d_task } }), 3, 'C, U and
 my $keeper_pid = $keeper{n1}->{KIDS}[0]{PID};
 my $postmaster = (split /\n/, PostgreSQL::Test::Utils::slurp_file("$pgdata{n1}/postmaster.pid"))[0];
 my @victims = ($keeper_pid, server_children($keeper_pid), $postmaster, server_children($postmaster));
-my @sleeping = split /\n/, q_node('n1', q{SELECT timer_id FROM wf.timers WHERE kind = 'sleep' AND status = 'pending'});
+# the runs asleep at the kill (the loops keep starting runs; on a loaded
+# machine the ones seen asleep above may all have woken since: wait for one)
+my @sleeping;
+ok(poll('a run asleep on n1', 30, sub {
+	@sleeping = split /\n/, q_node('n1', q{SELECT timer_id FROM wf.timers WHERE kind = 'sleep' AND status = 'pending'});
+	@sleeping > 0 }), 'runs are asleep on n1 just before it dies');
 # (a backend of a loop's call may have exited on its own meanwhile)
 kill('KILL', @victims);
 my $t_kill = time;
