@@ -8,6 +8,12 @@
 #   node     clients/node: npm test              (node + pg from package-lock.json)
 #   go       clients/go: go test                 (Go + pgx v4 from Debian, GOPATH mode)
 #
+# and then, in another fresh database, the shared conformance scenario
+# (test/conformance/run.sh with the language's driver: python
+# clients/python/conformance.py, c clients/c/conformance.c, node
+# clients/node/test/conformance.js, go TestConformance), whose history must
+# be test/conformance/expected.txt.  A language passes when both pass.
+#
 # Connects with the libpq environment (test.sh runs it inside pg_virtualenv,
 # as a superuser: the tests publish definitions and call wf.tick()).  Prints
 # one line per language, "client NAME: passed", "client NAME: FAILED" or
@@ -66,7 +72,8 @@ prereq_go() {
 		{ echo "no pgx v4 sources (golang-github-jackc-pgx-v4-dev)"; return 1; }
 }
 
-# Each cmd_LANG sets cmd to the command of the test (a program, for timeout).
+# Each cmd_LANG sets cmd to the command of the test (a program, for timeout);
+# each conf_LANG sets it to the language's conformance driver.
 cmd_python() { cmd=("$(python_with_psycopg)" "$CLIENTS/python/test_e2e.py"); }
 cmd_c() { cmd=(make -C "$CLIENTS/c" --no-print-directory BUILD="$SCRATCH/c" test); }
 cmd_node() { cmd=(bash -c 'cd "$1" && node test/e2e.js' _ "$CLIENTS/node"); }
@@ -80,6 +87,23 @@ cmd_go() {
 		bash -c 'cd "$1" && go vet . ./example && go test -count=1 -v .' _ "$SCRATCH/gopath/src/wfengine/worker")
 }
 
+conf_python() { cmd=("$(python_with_psycopg)" "$CLIENTS/python/conformance.py"); }
+conf_c() {
+	cmd=(bash -c 'make -s -C "$1" --no-print-directory BUILD="$2" "$2/conformance" && "$2/conformance"'
+		_ "$CLIENTS/c" "$SCRATCH/c")
+}
+conf_node() { cmd=(bash -c 'cd "$1" && node test/conformance.js' _ "$CLIENTS/node"); }
+conf_go() {
+	cmd_go
+	cmd=("${cmd[@]:0:${#cmd[@]}-3}" 'cd "$1" && go test -count=1 -run "^TestConformance$" .' _ "$SCRATCH/gopath/src/wfengine/worker")
+}
+
+# fresh_db DB: drops and creates DB with wfengine
+fresh_db() {
+	"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" &&
+		PGDATABASE=$1 "${PSQL[@]}" -c 'CREATE EXTENSION wfengine'
+}
+
 langs=("$@")
 ((${#langs[@]})) || langs=(python c node go)
 for lang in "${langs[@]}"; do
@@ -88,20 +112,29 @@ for lang in "${langs[@]}"; do
 		continue
 	fi
 	db=wf_client_$lang
-	if ! "${PSQL[@]}" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" ||
-		! PGDATABASE=$db "${PSQL[@]}" -c 'CREATE EXTENSION wfengine'; then
-		echo "client $lang: FAILED (could not create database $db)"
+	cdb=wf_conformance_$lang
+	if ! fresh_db "$db" || ! fresh_db "$cdb"; then
+		echo "client $lang: FAILED (could not create database $db or $cdb)"
 		failed=1
 		continue
 	fi
 	echo "--- client $lang"
 	"cmd_$lang"
-	if PGDATABASE=$db timeout -k 10 "$STEP_TIMEOUT" "${cmd[@]}"; then
+	PGDATABASE=$db timeout -k 10 "$STEP_TIMEOUT" "${cmd[@]}"
+	rc=$?
+	echo "--- client $lang: conformance"
+	"conf_$lang"
+	PGDATABASE=$cdb timeout -k 10 "$STEP_TIMEOUT" bash "$ROOT/test/conformance/run.sh" "$lang" "${cmd[@]}"
+	crc=$?
+	if ((rc == 0 && crc == 0)); then
 		echo "client $lang: passed"
+	elif ((rc != 0)); then
+		echo "client $lang: FAILED (exit status $rc$( ((crc)) && echo "; conformance: exit status $crc"))"
+		failed=1
 	else
-		echo "client $lang: FAILED (exit status $?)"
+		echo "client $lang: FAILED (conformance: exit status $crc)"
 		failed=1
 	fi
-	"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $db" || true
+	"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $db" -c "DROP DATABASE IF EXISTS $cdb" || true
 done
 exit $failed
