@@ -607,11 +607,28 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free int) ([]*Task, error) {
-	if len(w.Queues) == 1 {
-		return Claim(ctx, conn, w.Queues[0], w.Name, free, w.Lease, w.Wait)
-	}
-	if hasAny {
-		return ClaimAny(ctx, conn, w.Queues, w.Name, free, w.Lease, w.Wait)
+	if len(w.Queues) == 1 || hasAny {
+		// A waiting claim ends on the server: ctx done sends a cancel
+		// request and waits for it to be delivered.  (Given ctx, pgx would
+		// only close its end: the claim would go on waiting on the server
+		// after the process exits and lease a task nobody runs.)
+		claimed := make(chan struct{})
+		cancelled := make(chan struct{})
+		go func() {
+			defer close(cancelled)
+			select {
+			case <-ctx.Done():
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = conn.PgConn().CancelRequest(cctx)
+			case <-claimed:
+			}
+		}()
+		defer func() { close(claimed); <-cancelled }()
+		if len(w.Queues) == 1 {
+			return Claim(context.Background(), conn, w.Queues[0], w.Name, free, w.Lease, w.Wait)
+		}
+		return ClaimAny(context.Background(), conn, w.Queues, w.Name, free, w.Lease, w.Wait)
 	}
 	// an older server: a claim per queue, then sleep until a notification
 	var tasks []*Task

@@ -432,18 +432,22 @@ class Worker {
   }
 
   async executeOne(task) {
-    // no new lease while stopping: nothing more is claimed then
-    const eager = this.eager && !this.stopping &&
+    const hasEager = this.eager &&
       await this.current().then((c) => c.reports.hasEager()).catch(() => false);
     let report;
+    let eager = false;
     try {
       const fn = this.handler || this.handlers[task.activity || task.queue];
       if (!fn) throw new TaskFailure('unknown_activity', `no handler for ${task.activity || task.queue}`, { retryable: false });
       const output = await fn(task);
+      // no new lease while stopping (looked at after the handler: a stop may
+      // come meanwhile): nothing more is claimed then
+      eager = hasEager && !this.stopping;
       report = eager
         ? (reports) => reports.completeAndClaim(task.taskId, task.fence, output, task.queue, this.name, 1, this.lease)
         : (reports) => reports.complete(task.taskId, task.fence, output);
     } catch (e) {
+      eager = hasEager && !this.stopping;
       let err = e && e.error;
       let retryable = e && e.retryable;
       if (!(e instanceof TaskFailure)) {

@@ -529,6 +529,7 @@ class Worker:
         nxt: Optional[Task] = None
         try:
             # no new lease while stopping: nothing more is claimed then
+            # (looked at again after the handler: a stop may come meanwhile)
             eager = self.eager and not self._stopping.is_set()
             if eager:
                 try:
@@ -537,12 +538,14 @@ class Worker:
                     eager = False        # the report's own retries deal with the connection
             try:
                 output = self._handler_for(task)(task)
+                eager = eager and not self._stopping.is_set()   # stopped meanwhile
                 if eager:
                     report = lambda c: c.complete_and_claim(task.task_id, task.fence, output,
                                                             task.queue, self.name, 1, self.lease)
                 else:
                     report = lambda c: c.complete(task.task_id, task.fence, output)
             except TaskFailure as f:
+                eager = eager and not self._stopping.is_set()
                 if eager:
                     report = lambda c, f=f: c.fail_and_claim(task.task_id, task.fence, f.error,
                                                              f.retryable, task.queue, self.name,
@@ -552,6 +555,7 @@ class Worker:
             except Exception as e:
                 log.exception("task %d: handler raised", task.task_id)
                 err = {"code": "exception", "message": f"{type(e).__name__}: {e}"}
+                eager = eager and not self._stopping.is_set()
                 if eager:
                     report = lambda c: c.fail_and_claim(task.task_id, task.fence, err, True,
                                                         task.queue, self.name, 1, self.lease)
