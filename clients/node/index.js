@@ -230,6 +230,7 @@ class Worker {
     this.answers = []; // [task, answer or error] of every report
     this.maxInFlight = 0;
     this.stopping = false;
+    this.drainOver = false; // tasks still running are left to their leases
     this.slotFreed = null;
   }
 
@@ -379,6 +380,7 @@ class Worker {
         })]);
       clearTimeout(drainTimer);
       if (timedOut) {
+        this.drainOver = true;
         for (const t of this.inFlight.values()) {
           t.cancelled = true;
           this.log.warn(`wfengine-worker: task ${t.taskId} still running at shutdown; its lease will expire`);
@@ -458,6 +460,13 @@ class Worker {
       report = eager
         ? (reports) => reports.failAndClaim(task.taskId, task.fence, err, retryable, task.queue, this.name, 1, this.lease)
         : (reports) => reports.fail(task.taskId, task.fence, err, retryable);
+    }
+    if (this.drainOver) {
+      // finished after the drain timeout: not reported (the clients are
+      // closed), left to its lease like a task still running
+      this.log.warn(`wfengine-worker: task ${task.taskId}: finished after the drain timeout, not reported`);
+      this.inFlight.delete(String(task.taskId));
+      return null;
     }
     // A lost connection: report again (a repeat is "duplicate").  With eager
     // dispatch a lease handed out with a lost answer is never seen here; it

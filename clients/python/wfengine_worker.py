@@ -301,6 +301,7 @@ class Worker:
         self._in_flight: Dict[int, Task] = {}
         self._lock = threading.Condition()
         self._stopping = threading.Event()
+        self._drain_over = threading.Event()    # tasks still running are left to their leases
         self._local = threading.local()
         self._claimer: Optional[Client] = None
 
@@ -459,6 +460,8 @@ class Worker:
                 while self._in_flight and time.monotonic() < deadline:
                     self._lock.wait(max(0.0, deadline - time.monotonic()))
                 left = list(self._in_flight.values())
+                if left:
+                    self._drain_over.set()
             for t in left:
                 t.cancelled.set()
                 log.warning("worker %s: task %d still running at shutdown; its lease will expire",
@@ -561,6 +564,11 @@ class Worker:
                                                         task.queue, self.name, 1, self.lease)
                 else:
                     report = lambda c: c.fail(task.task_id, task.fence, err, True)
+            if self._drain_over.is_set():
+                # finished after the drain timeout: not reported, left to its
+                # lease like a task still running (and as the other libraries do)
+                log.warning("task %d: finished after the drain timeout, not reported", task.task_id)
+                return None
             # A lost connection: report again (a repeat answers duplicate).
             # With eager dispatch a lease handed out with a lost answer is
             # never seen here; it expires and the attempt is delivered again.

@@ -8,6 +8,12 @@
 #   node     clients/node: npm test              (node + pg from package-lock.json)
 #   go       clients/go: go test                 (Go + pgx v4 from Debian, GOPATH mode)
 #
+# and then, in the same database, test/scripts/client_exit.sh with the
+# language's exit probe (clients/python/exit_probe.py, clients/node/test/
+# exit_probe.js, clients/go/exitprobe, clients/c/exit_probe.c): the worker's
+# PROCESS stops on SIGTERM, idle within 1 s and busy after its task, within
+# the drain timeout (issue 32).  A language passes when both pass.
+#
 # Connects with the libpq environment (test.sh runs it inside pg_virtualenv,
 # as a superuser: the tests publish definitions and call wf.tick()).  Prints
 # one line per language, "client NAME: passed", "client NAME: FAILED" or
@@ -66,10 +72,21 @@ prereq_go() {
 		{ echo "no pgx v4 sources (golang-github-jackc-pgx-v4-dev)"; return 1; }
 }
 
-# Each cmd_LANG sets cmd to the command of the test (a program, for timeout).
-cmd_python() { cmd=("$(python_with_psycopg)" "$CLIENTS/python/test_e2e.py"); }
-cmd_c() { cmd=(make -C "$CLIENTS/c" --no-print-directory BUILD="$SCRATCH/c" test); }
-cmd_node() { cmd=(bash -c 'cd "$1" && node test/e2e.js' _ "$CLIENTS/node"); }
+# Each cmd_LANG sets cmd to the command of the test (a program, for timeout)
+# and probe to the exit probe's (the program itself, to be signalled; cmd
+# builds it where it needs building).
+cmd_python() {
+	cmd=("$(python_with_psycopg)" "$CLIENTS/python/test_e2e.py")
+	probe=("$(python_with_psycopg)" "$CLIENTS/python/exit_probe.py")
+}
+cmd_c() {
+	cmd=(make -C "$CLIENTS/c" --no-print-directory BUILD="$SCRATCH/c" test "$SCRATCH/c/exit_probe")
+	probe=("$SCRATCH/c/exit_probe")
+}
+cmd_node() {
+	cmd=(bash -c 'cd "$1" && node test/e2e.js' _ "$CLIENTS/node")
+	probe=(node "$CLIENTS/node/test/exit_probe.js")
+}
 cmd_go() {
 	# GOPATH mode, offline: pgx v4 from Debian's /usr/share/gocode, and the
 	# package itself under a GOPATH of its own.
@@ -77,7 +94,9 @@ cmd_go() {
 	ln -sfn "$CLIENTS/go" "$SCRATCH/gopath/src/wfengine/worker"
 	cmd=(env GOCACHE="$SCRATCH/gocache" GO111MODULE=off GOPROXY=off
 		GOPATH="$SCRATCH/gopath:/usr/share/gocode"
-		bash -c 'cd "$1" && go vet . ./example && go test -count=1 -v .' _ "$SCRATCH/gopath/src/wfengine/worker")
+		bash -c 'cd "$1" && go vet . ./example ./exitprobe && go test -count=1 -v . &&
+			go build -o "$2" ./exitprobe' _ "$SCRATCH/gopath/src/wfengine/worker" "$SCRATCH/go-exitprobe")
+	probe=("$SCRATCH/go-exitprobe")
 }
 
 langs=("$@")
@@ -96,11 +115,15 @@ for lang in "${langs[@]}"; do
 	fi
 	echo "--- client $lang"
 	"cmd_$lang"
-	if PGDATABASE=$db timeout -k 10 "$STEP_TIMEOUT" "${cmd[@]}"; then
-		echo "client $lang: passed"
-	else
+	if ! PGDATABASE=$db timeout -k 10 "$STEP_TIMEOUT" "${cmd[@]}"; then
 		echo "client $lang: FAILED (exit status $?)"
 		failed=1
+	elif echo "--- client $lang: exit on SIGTERM" &&
+		! PGDATABASE=$db timeout -k 10 "$STEP_TIMEOUT" bash "$ROOT/test/scripts/client_exit.sh" "${probe[@]}"; then
+		echo "client $lang: FAILED (exit on SIGTERM, test/scripts/client_exit.sh)"
+		failed=1
+	else
+		echo "client $lang: passed"
 	fi
 	"${PSQL[@]}" -c "DROP DATABASE IF EXISTS $db" || true
 done
