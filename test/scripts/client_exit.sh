@@ -7,9 +7,10 @@
 #
 #   idle   the queue is empty, the worker waits in its claim: the process
 #          exits within 1 s, status 0
-#   busy   the handler holds its task 2 s (drain timeout 5 s); SIGTERM once
+#   busy   the handler holds its task 2 s (drain timeout 8 s); SIGTERM once
 #          the task is leased: the process exits after the handler finished
-#          and its completion was accepted, within the drain timeout, and
+#          and its completion was accepted, within 4 s (2 s after the
+#          handler's end; a pending drain timer would make it 8 s), and
 #          nothing more was claimed after SIGTERM (neither the run's next
 #          step, which eager dispatch could lease, nor a run started then)
 #   late   the handler holds its task 10 s, drain timeout 1 s: the process
@@ -113,6 +114,10 @@ no_claim_left() {
 	done
 	[[ $(sql "$claiming") == f ]]
 	check $? "$1: no claim of the probe left waiting on the server after its exit"
+	# one left would lease the next phase's task: ended, the phases stay apart
+	sql "SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity
+	  WHERE datname = current_database() AND state = 'active'
+	    AND query ~ 'claim_tasks' AND query !~ 'pg_stat_activity'" >/dev/null
 }
 
 probe=("$@")
@@ -135,14 +140,14 @@ fi
 
 # ---- busy ----
 run=$(sql "SELECT wf.start_run('exitprobe', '{}')")
-start 2 5
+start 2 8
 if waitfor "lease of the first step" 30 \
 	"SELECT status = 'leased' FROM wf.tasks WHERE run_id = '$run' AND step = 'first'"; then
 	start_late() { late=$(sql "SELECT wf.start_run('exitprobe', '{\"late\": true}')"); }
-	term_and_wait 5 start_late
+	term_and_wait 8 start_late
 	echo "busy: exit status $status after $(secs "$elapsed_ms") s"
-	[[ $status == 0 && $elapsed_ms -le 5000 ]]
-	check $? "busy: the process exited with status 0 within the drain timeout, 5 s ($(secs "$elapsed_ms") s, status $status)"
+	[[ $status == 0 && $elapsed_ms -le 4000 ]]
+	check $? "busy: the process exited with status 0 within 2 s of its 2 s handler's end, well within the 8 s drain timeout ($(secs "$elapsed_ms") s, status $status)"
 	no_claim_left busy
 	steps=$(sql "SELECT string_agg(step || ':' || status || '/' || deliveries, ',' ORDER BY task_id)
 	  FROM wf.tasks WHERE run_id = '$run'")
