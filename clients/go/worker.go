@@ -23,8 +23,8 @@
 // old shard is answered stale and the task dropped; the worker claims on.
 //
 // Graceful shutdown: SIGTERM, SIGINT or the end of Run's context cancels
-// the waiting claim (pgx sends a cancel request; the cancelled claim rolls
-// back and leased nothing), claims nothing more, and lets the tasks in
+// the waiting claim (a cancel request, delivered before Run goes on; the
+// cancelled claim rolls back and leased nothing), claims nothing more, and lets the tasks in
 // flight finish and report, heartbeaten, for up to DrainTimeout.  wfengine
 // has no call that hands a lease back: a task still running after that is
 // left to its lease, which expires, and the engine delivers the attempt

@@ -31,7 +31,8 @@
 // back and leased nothing), claims nothing more, and lets the tasks in
 // flight finish, heartbeaten, for up to drainTimeout seconds.  wfengine has
 // no call that hands a lease back: a task still running after that is left
-// to its lease, which expires, and the engine delivers the attempt again.
+// to its lease, which expires, and the engine delivers the attempt again
+// (its result, if it comes later, is not reported).
 
 const os = require('os');
 const pg = require('pg');

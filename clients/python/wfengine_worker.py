@@ -35,7 +35,7 @@ claim, claims nothing more, and lets the tasks in flight finish and report,
 heartbeating them meanwhile, for up to `drain_timeout` seconds.  wfengine has
 no call that hands a lease back, so a task still running after that is left
 to its lease: heartbeats stop, the lease expires, and the engine delivers the
-attempt again (at least once).
+attempt again (at least once); its result, if it comes later, is not reported.
 
 Errors of the server are raised as WfError, which carries the SQLSTATE,
 message, detail and hint.
