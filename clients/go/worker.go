@@ -618,10 +618,20 @@ func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free in
 			defer close(cancelled)
 			select {
 			case <-ctx.Done():
-				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = conn.PgConn().CancelRequest(cctx)
 			case <-claimed:
+				return
+			}
+			// again every 200 ms: a request that came before the claim
+			// reached the server cancelled nothing
+			for {
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = conn.PgConn().CancelRequest(cctx)
+				cancel()
+				select {
+				case <-claimed:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
 			}
 		}()
 		defer func() { close(claimed); <-cancelled }()
