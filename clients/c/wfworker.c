@@ -778,11 +778,11 @@ task_thread(void *arg)
 		while (t != NULL)
 		{
 			WfTask	   *next;
-			int			eager = w->eager && !stopping;
 
 			pthread_mutex_unlock(&w->lock);
 			r = run_handler(w->cfg, t);
-			a = report(w, &conn, &conn_gen, t, r, eager, &next);
+			/* stopping is looked at after the handler: a stop may come meanwhile */
+			a = report(w, &conn, &conn_gen, t, r, w->eager && !stopping, &next);
 			free(r.json);
 
 			pthread_mutex_lock(&w->lock);

@@ -23,8 +23,8 @@
 // old shard is answered stale and the task dropped; the worker claims on.
 //
 // Graceful shutdown: SIGTERM, SIGINT or the end of Run's context cancels
-// the waiting claim (pgx sends a cancel request; the cancelled claim rolls
-// back and leased nothing), claims nothing more, and lets the tasks in
+// the waiting claim (a cancel request, delivered before Run goes on; the
+// cancelled claim rolls back and leased nothing), claims nothing more, and lets the tasks in
 // flight finish and report, heartbeaten, for up to DrainTimeout.  wfengine
 // has no call that hands a lease back: a task still running after that is
 // left to its lease, which expires, and the engine delivers the attempt
@@ -644,11 +644,38 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free int) ([]*Task, error) {
-	if len(w.Queues) == 1 {
-		return Claim(ctx, conn, w.Queues[0], w.Name, free, w.Lease, w.Wait)
-	}
-	if hasAny {
-		return ClaimAny(ctx, conn, w.Queues, w.Name, free, w.Lease, w.Wait)
+	if len(w.Queues) == 1 || hasAny {
+		// A waiting claim ends on the server: ctx done sends a cancel
+		// request and waits for it to be delivered.  (Given ctx, pgx would
+		// only close its end: the claim would go on waiting on the server
+		// after the process exits and lease a task nobody runs.)
+		claimed := make(chan struct{})
+		cancelled := make(chan struct{})
+		go func() {
+			defer close(cancelled)
+			select {
+			case <-ctx.Done():
+			case <-claimed:
+				return
+			}
+			// again every 200 ms: a request that came before the claim
+			// reached the server cancelled nothing
+			for {
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = conn.PgConn().CancelRequest(cctx)
+				cancel()
+				select {
+				case <-claimed:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+		defer func() { close(claimed); <-cancelled }()
+		if len(w.Queues) == 1 {
+			return Claim(context.Background(), conn, w.Queues[0], w.Name, free, w.Lease, w.Wait)
+		}
+		return ClaimAny(context.Background(), conn, w.Queues, w.Name, free, w.Lease, w.Wait)
 	}
 	// an older server: a claim per queue, then sleep until a notification
 	var tasks []*Task

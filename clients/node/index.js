@@ -31,7 +31,8 @@
 // back and leased nothing), claims nothing more, and lets the tasks in
 // flight finish, heartbeaten, for up to drainTimeout seconds.  wfengine has
 // no call that hands a lease back: a task still running after that is left
-// to its lease, which expires, and the engine delivers the attempt again.
+// to its lease, which expires, and the engine delivers the attempt again
+// (its result, if it comes later, is not reported).
 
 const os = require('os');
 const pg = require('pg');
@@ -256,6 +257,7 @@ class Worker {
     this.answers = []; // [task, answer or error] of every report
     this.maxInFlight = 0;
     this.stopping = false;
+    this.drainOver = false; // tasks still running are left to their leases
     this.slotFreed = null;
   }
 
@@ -405,6 +407,7 @@ class Worker {
         })]);
       clearTimeout(drainTimer);
       if (timedOut) {
+        this.drainOver = true;
         for (const t of this.inFlight.values()) {
           t.cancelled = true;
           this.log.warn(`wfengine-worker: task ${t.taskId} still running at shutdown; its lease will expire`);
@@ -469,17 +472,21 @@ class Worker {
   }
 
   async executeOne(task) {
-    // no new lease while stopping: nothing more is claimed then
-    const eager = this.eager && !this.stopping &&
+    const hasEager = this.eager &&
       await this.current().then((c) => c.reports.hasEager()).catch(() => false);
     let report;
+    let eager = false;
     try {
       const fn = this.handlerFor(task);
       const output = await fn(task);
+      // no new lease while stopping (looked at after the handler: a stop may
+      // come meanwhile): nothing more is claimed then
+      eager = hasEager && !this.stopping;
       report = eager
         ? (reports) => reports.completeAndClaim(task.taskId, task.fence, output, task.queue, this.name, 1, this.lease)
         : (reports) => reports.complete(task.taskId, task.fence, output);
     } catch (e) {
+      eager = hasEager && !this.stopping;
       let err = e && e.error;
       let retryable = e && e.retryable;
       if (!(e instanceof TaskFailure)) {
@@ -490,6 +497,13 @@ class Worker {
       report = eager
         ? (reports) => reports.failAndClaim(task.taskId, task.fence, err, retryable, task.queue, this.name, 1, this.lease)
         : (reports) => reports.fail(task.taskId, task.fence, err, retryable);
+    }
+    if (this.drainOver) {
+      // finished after the drain timeout: not reported (the clients are
+      // closed), left to its lease like a task still running
+      this.log.warn(`wfengine-worker: task ${task.taskId}: finished after the drain timeout, not reported`);
+      this.inFlight.delete(String(task.taskId));
+      return null;
     }
     // A lost connection: report again (a repeat is "duplicate").  With eager
     // dispatch a lease handed out with a lost answer is never seen here; it

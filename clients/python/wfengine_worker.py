@@ -35,7 +35,7 @@ claim, claims nothing more, and lets the tasks in flight finish and report,
 heartbeating them meanwhile, for up to `drain_timeout` seconds.  wfengine has
 no call that hands a lease back, so a task still running after that is left
 to its lease: heartbeats stop, the lease expires, and the engine delivers the
-attempt again (at least once).
+attempt again (at least once); its result, if it comes later, is not reported.
 
 Errors of the server are raised as WfError, which carries the SQLSTATE,
 message, detail and hint.
@@ -334,6 +334,7 @@ class Worker:
         self._in_flight: Dict[int, Task] = {}
         self._lock = threading.Condition()
         self._stopping = threading.Event()
+        self._drain_over = threading.Event()    # tasks still running are left to their leases
         self._local = threading.local()
         self._claimer: Optional[Client] = None
 
@@ -492,6 +493,8 @@ class Worker:
                 while self._in_flight and time.monotonic() < deadline:
                     self._lock.wait(max(0.0, deadline - time.monotonic()))
                 left = list(self._in_flight.values())
+                if left:
+                    self._drain_over.set()
             for t in left:
                 t.cancelled.set()
                 log.warning("worker %s: task %d still running at shutdown; its lease will expire",
@@ -564,6 +567,7 @@ class Worker:
         nxt: Optional[Task] = None
         try:
             # no new lease while stopping: nothing more is claimed then
+            # (looked at again after the handler: a stop may come meanwhile)
             eager = self.eager and not self._stopping.is_set()
             if eager:
                 try:
@@ -572,12 +576,14 @@ class Worker:
                     eager = False        # the report's own retries deal with the connection
             try:
                 output = self._handler_for(task)(task)
+                eager = eager and not self._stopping.is_set()   # stopped meanwhile
                 if eager:
                     report = lambda c: c.complete_and_claim(task.task_id, task.fence, output,
                                                             task.queue, self.name, 1, self.lease)
                 else:
                     report = lambda c: c.complete(task.task_id, task.fence, output)
             except TaskFailure as f:
+                eager = eager and not self._stopping.is_set()
                 if eager:
                     report = lambda c, f=f: c.fail_and_claim(task.task_id, task.fence, f.error,
                                                              f.retryable, task.queue, self.name,
@@ -587,11 +593,17 @@ class Worker:
             except Exception as e:
                 log.exception("task %d: handler raised", task.task_id)
                 err = {"code": "exception", "message": f"{type(e).__name__}: {e}"}
+                eager = eager and not self._stopping.is_set()
                 if eager:
                     report = lambda c: c.fail_and_claim(task.task_id, task.fence, err, True,
                                                         task.queue, self.name, 1, self.lease)
                 else:
                     report = lambda c: c.fail(task.task_id, task.fence, err, True)
+            if self._drain_over.is_set():
+                # finished after the drain timeout: not reported, left to its
+                # lease like a task still running (and as the other libraries do)
+                log.warning("task %d: finished after the drain timeout, not reported", task.task_id)
+                return None
             # A lost connection: report again (a repeat answers duplicate).
             # With eager dispatch a lease handed out with a lost answer is
             # never seen here; it expires and the attempt is delivered again.

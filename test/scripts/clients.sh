@@ -12,7 +12,11 @@
 # (test/conformance/run.sh with the language's driver: python
 # clients/python/conformance.py, c clients/c/conformance.c, node
 # clients/node/test/conformance.js, go TestConformance), whose history must
-# be test/conformance/expected.txt.  A language passes when both pass.
+# be test/conformance/expected.txt; and, in the first database, test/scripts/client_exit.sh with the
+# language's exit probe (clients/python/exit_probe.py, clients/node/test/
+# exit_probe.js, clients/go/exitprobe, clients/c/exit_probe.c): the worker's
+# PROCESS stops on SIGTERM, idle within 1 s and busy after its task, within
+# the drain timeout (issue 32).  A language passes when all three pass.
 #
 # Connects with the libpq environment (test.sh runs it inside pg_virtualenv,
 # as a superuser: the tests publish definitions and call wf.tick()).  Prints
@@ -72,11 +76,22 @@ prereq_go() {
 		{ echo "no pgx v4 sources (golang-github-jackc-pgx-v4-dev)"; return 1; }
 }
 
-# Each cmd_LANG sets cmd to the command of the test (a program, for timeout);
-# each conf_LANG sets it to the language's conformance driver.
-cmd_python() { cmd=("$(python_with_psycopg)" "$CLIENTS/python/test_e2e.py"); }
-cmd_c() { cmd=(make -C "$CLIENTS/c" --no-print-directory BUILD="$SCRATCH/c" test); }
-cmd_node() { cmd=(bash -c 'cd "$1" && node test/e2e.js' _ "$CLIENTS/node"); }
+# Each cmd_LANG sets cmd to the command of the test (a program, for timeout)
+# and probe to the exit probe's (the program itself, to be signalled; cmd
+# builds it where it needs building); each conf_LANG sets cmd to the
+# language's conformance driver.
+cmd_python() {
+	cmd=("$(python_with_psycopg)" "$CLIENTS/python/test_e2e.py")
+	probe=("$(python_with_psycopg)" "$CLIENTS/python/exit_probe.py")
+}
+cmd_c() {
+	cmd=(make -C "$CLIENTS/c" --no-print-directory BUILD="$SCRATCH/c" test "$SCRATCH/c/exit_probe")
+	probe=("$SCRATCH/c/exit_probe")
+}
+cmd_node() {
+	cmd=(bash -c 'cd "$1" && node test/e2e.js' _ "$CLIENTS/node")
+	probe=(node "$CLIENTS/node/test/exit_probe.js")
+}
 cmd_go() {
 	# GOPATH mode, offline: pgx v4 from Debian's /usr/share/gocode, and the
 	# package itself under a GOPATH of its own.
@@ -84,7 +99,9 @@ cmd_go() {
 	ln -sfn "$CLIENTS/go" "$SCRATCH/gopath/src/wfengine/worker"
 	cmd=(env GOCACHE="$SCRATCH/gocache" GO111MODULE=off GOPROXY=off
 		GOPATH="$SCRATCH/gopath:/usr/share/gocode"
-		bash -c 'cd "$1" && go vet . ./example && go test -count=1 -v .' _ "$SCRATCH/gopath/src/wfengine/worker")
+		bash -c 'cd "$1" && go vet . ./example ./exitprobe && go test -count=1 -v . &&
+			go build -o "$2" ./exitprobe' _ "$SCRATCH/gopath/src/wfengine/worker" "$SCRATCH/go-exitprobe")
+	probe=("$SCRATCH/go-exitprobe")
 }
 
 conf_python() { cmd=("$(python_with_psycopg)" "$CLIENTS/python/conformance.py"); }
@@ -95,7 +112,7 @@ conf_c() {
 conf_node() { cmd=(bash -c 'cd "$1" && node test/conformance.js' _ "$CLIENTS/node"); }
 conf_go() {
 	cmd_go
-	cmd=("${cmd[@]:0:${#cmd[@]}-3}" 'cd "$1" && go test -count=1 -run "^TestConformance$" .' _ "$SCRATCH/gopath/src/wfengine/worker")
+	cmd=("${cmd[@]:0:${#cmd[@]}-4}" 'cd "$1" && go test -count=1 -run "^TestConformance$" .' _ "$SCRATCH/gopath/src/wfengine/worker")
 }
 
 # fresh_db DB: drops and creates DB with wfengine
@@ -122,14 +139,23 @@ for lang in "${langs[@]}"; do
 	"cmd_$lang"
 	PGDATABASE=$db timeout -k 10 "$STEP_TIMEOUT" "${cmd[@]}"
 	rc=$?
+	erc=0
+	if ((rc == 0)); then
+		echo "--- client $lang: exit on SIGTERM"
+		PGDATABASE=$db timeout -k 10 "$STEP_TIMEOUT" bash "$ROOT/test/scripts/client_exit.sh" "${probe[@]}"
+		erc=$?
+	fi
 	echo "--- client $lang: conformance"
 	"conf_$lang"
 	PGDATABASE=$cdb timeout -k 10 "$STEP_TIMEOUT" bash "$ROOT/test/conformance/run.sh" "$lang" "${cmd[@]}"
 	crc=$?
-	if ((rc == 0 && crc == 0)); then
+	if ((rc == 0 && erc == 0 && crc == 0)); then
 		echo "client $lang: passed"
 	elif ((rc != 0)); then
 		echo "client $lang: FAILED (exit status $rc$( ((crc)) && echo "; conformance: exit status $crc"))"
+		failed=1
+	elif ((erc != 0)); then
+		echo "client $lang: FAILED (exit on SIGTERM, test/scripts/client_exit.sh$( ((crc)) && echo "; conformance: exit status $crc"))"
 		failed=1
 	else
 		echo "client $lang: FAILED (conformance: exit status $crc)"
