@@ -393,21 +393,29 @@ check_released() {
 	record released "$p" "$f" "$(wc -l <"$WF_ROOT/sql/released.sha256") frozen script(s)"
 }
 
-# prepare_prev_release: the source of the last release (the last line of
-# sql/releases), as `git archive` of its commit, for the TAP tests that
-# build it (test/t/127_rolling_upgrade.pl; they run in a copy of the tree
-# without .git): exported as WF_PREV_RELEASE_TAR.  Without git or the
-# commit (a tarball of `make dist`) those tests say they are skipped.
+# prepare_prev_release: the source of every release of sql/releases, as
+# `git archive` of its commit, for the TAP tests that build one (they run
+# in a copy of the tree without .git): $WF_RELEASE_TARS/wfengine-<version>.tar
+# (test/t/120_upgrade.pl builds 0.1.0), and the last one also as
+# WF_PREV_RELEASE_TAR (test/t/127_rolling_upgrade.pl).  Without git or a
+# commit (a tarball of `make dist`) the tests that need it say they are
+# skipped.
 prepare_prev_release() {
-	local commit
-	commit=$(awk -F '\t' '/^[0-9]/ { c = $2 } END { print c }' "$WF_ROOT/sql/releases")
-	if [[ -n $commit ]] && git -C "$WF_ROOT" -c safe.directory='*' cat-file -e "$commit^{commit}" 2>/dev/null; then
-		git -C "$WF_ROOT" -c safe.directory='*' archive -o "$WF_TMP/prev-release.tar" "$commit"
-		chmod 644 "$WF_TMP/prev-release.tar"
-		export WF_PREV_RELEASE_TAR=$WF_TMP/prev-release.tar
-	else
-		echo "the last release's commit ($commit) is not in this checkout: its build is skipped"
-	fi
+	local version commit
+	mkdir -p "$WF_TMP/releases"
+	chmod 755 "$WF_TMP/releases"
+	export WF_RELEASE_TARS=$WF_TMP/releases
+	while IFS=$'\t' read -r version commit _; do
+		[[ $version =~ ^[0-9] ]] || continue
+		if git -C "$WF_ROOT" -c safe.directory='*' cat-file -e "$commit^{commit}" 2>/dev/null; then
+			git -C "$WF_ROOT" -c safe.directory='*' archive -o "$WF_RELEASE_TARS/wfengine-$version.tar" "$commit"
+			chmod 644 "$WF_RELEASE_TARS/wfengine-$version.tar"
+			export WF_PREV_RELEASE_TAR=$WF_RELEASE_TARS/wfengine-$version.tar
+		else
+			unset WF_PREV_RELEASE_TAR
+			echo "the commit of release $version ($commit) is not in this checkout: its build is skipped"
+		fi
+	done <"$WF_ROOT/sql/releases"
 }
 
 # run_tap_suite: the TAP suite, as a non-root user, two test files at a

@@ -98,33 +98,37 @@ sub pg_dirs
 	return %d;
 }
 
-# wf_release_root(NAME): an installation of PostgreSQL of its own (a copy
-# of the one the tests run, under tmp_check/NAME, the same directories below
-# it, so that its pg_config and postgres find their files relative to
-# themselves) with wfengine's last release (the last line of sql/releases)
-# built from its commit and installed in it, as docs/upgrading.md
-# ("Releases") tells an operator to.  The release's source is
-# $ENV{WF_PREV_RELEASE_TAR} when set (test/scripts/test.sh writes it with
-# git archive, since the tests run in a copy of the tree without .git),
-# otherwise `git archive` of the commit in the tree the tests run from.
-# Returns (install_path for PostgreSQL::Test::Cluster, version, commit), or
-# (undef, reason) when the release's source cannot be had.
+# wf_release_root(NAME, version => V): an installation of PostgreSQL of its
+# own (a copy of the one the tests run, under tmp_check/NAME, the same
+# directories below it, so that its pg_config and postgres find their files
+# relative to themselves) with wfengine's release V (default: the last line
+# of sql/releases) built from its commit and installed in it, as
+# docs/upgrading.md ("Releases") tells an operator to.  The release's
+# source is $ENV{WF_RELEASE_TARS}/wfengine-V.tar, or for the last release
+# $ENV{WF_PREV_RELEASE_TAR}, when there (test/scripts/test.sh writes them
+# with git archive, since the tests run in a copy of the tree without
+# .git), otherwise `git archive` of the commit in the tree the tests run
+# from.  Returns (install_path for PostgreSQL::Test::Cluster, version,
+# commit), or (undef, reason) when the release's source cannot be had.
 sub wf_release_root
 {
-	my ($name) = @_;
+	my ($name, %o) = @_;
 	open(my $fh, '<', 'sql/releases') or die "sql/releases: $!";
-	my ($version, $commit);
+	my ($version, $commit, $last);
 	while (<$fh>)
 	{
-		($version, $commit) = ($1, $2) if /^(\d+\.\d+\.\d+)\t([0-9a-f]{40})\t/;
+		next unless /^(\d+\.\d+\.\d+)\t([0-9a-f]{40})\t/;
+		$last = $1;
+		($version, $commit) = ($1, $2) if !defined $o{version} || $o{version} eq $1;
 	}
 	close $fh;
-	die 'sql/releases lists no release' unless $version;
+	die 'sql/releases lists no release' . ($o{version} ? " $o{version}" : '') unless $version;
 
 	my $base = "${PostgreSQL::Test::Utils::tmp_check}/$name";
 	my $src = "$base-src";
 	mkdir $src or die "mkdir $src: $!";
-	my $tar = $ENV{WF_PREV_RELEASE_TAR};
+	my $tar = $ENV{WF_RELEASE_TARS} ? "$ENV{WF_RELEASE_TARS}/wfengine-$version.tar" : undef;
+	$tar = $ENV{WF_PREV_RELEASE_TAR} if !($tar && -f $tar) && $version eq $last;
 	if ($tar && -f $tar)
 	{
 		system('tar', '-x', '-f', $tar, '-C', $src) == 0 or die "tar -x $tar failed";
@@ -136,7 +140,8 @@ sub wf_release_root
 	}
 	else
 	{
-		return (undef, "the source of release $version ($commit) is not at hand: no git history here and WF_PREV_RELEASE_TAR is not set");
+		return (undef, "the source of release $version ($commit) is not at hand: no git history here, and no "
+			  . ($version eq $last ? 'WF_PREV_RELEASE_TAR or ' : '') . "WF_RELEASE_TARS/wfengine-$version.tar");
 	}
 
 	# the installation: the same directories under $base
