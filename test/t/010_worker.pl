@@ -42,6 +42,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;    # (also: initdb from a template)
 use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('wf_worker');
@@ -464,15 +467,17 @@ WHERE s.n > 0});
 		't', 'both runs verify');
 }
 
-$node->stop;
-
 # ---------------------------------------------------------------------
-# 9. without preload
+# 9. without preload: the same cluster restarted without
+#    shared_preload_libraries (an initdb of its own costs seconds), in a
+#    database of its own
 # ---------------------------------------------------------------------
-my $plain = PostgreSQL::Test::Cluster->new('wf_plain');
-$plain->init;
-$plain->start;
-($ret, $stdout, $stderr) = $plain->psql('postgres', 'CREATE EXTENSION wfengine');
+$node->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
+$node->restart;
+my $plain = $node;
+$plain->safe_psql('postgres', 'CREATE DATABASE plain');
+is($plain->safe_psql('plain', 'SHOW shared_preload_libraries'), '', 'the server runs without preload');
+($ret, $stdout, $stderr) = $plain->psql('plain', 'CREATE EXTENSION wfengine');
 is($ret, 0, 'CREATE EXTENSION works without preload');
 like(
 	$stderr,
@@ -483,7 +488,7 @@ is( $plain->safe_psql(
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'wfengine%'"),
 	'0',
 	'no wfengine process runs');
-is($plain->safe_psql('postgres', 'SELECT count(*) FROM wf.worker_status()'),
+is($plain->safe_psql('plain', 'SELECT count(*) FROM wf.worker_status()'),
 	'0', 'wf.worker_status() returns no rows');
 $plain->stop;
 
