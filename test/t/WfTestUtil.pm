@@ -8,6 +8,10 @@ package WfTestUtil;
 use strict;
 use warnings;
 use Exporter 'import';
+use Fcntl qw(:flock);
+use File::Basename qw(dirname);
+use Digest::MD5 qw(md5_hex);
+use PostgreSQL::Test::Utils ();
 
 our @EXPORT = qw(server_children wf_shard_node wf_shards wf_release_root wf_clone_root wf_install_current);
 
@@ -210,6 +214,95 @@ sub wf_install_current
 		(my $to = "$base$f") =~ s{/[^/]+$}{};
 		system('cp', '-a', $f, "$to/") == 0 or die "cp $f $to failed";
 	}
+	return;
+}
+
+# ---------------------------------------------------------------------
+# initdb template cache (issue 32: the TAP suite's wall time)
+#
+# Every PostgreSQL::Test::Cluster->init runs initdb, which costs seconds
+# of a loaded 2-core machine, and the suite inits some forty clusters.
+# PostgreSQL 16's Cluster.pm copies a template made once instead
+# (INITDB_TEMPLATE); 15's does not, so loading this module makes it do
+# the same: a plain initdb (-D DIR -A trust -N, or --no-sync, nothing
+# else: what init runs without "extra", and what 140_failover.pl runs
+# itself) is served by copying a data directory that initdb made once per
+# installation into tmp_check/initdb_template (made under a lock, so two
+# test files running at once share it).  Everything init does after
+# initdb (pg_regress --config-auth, the settings it appends) is done to
+# the copy as before.  An installation is known by the version, size and
+# modification time of its postgres and initdb and of its postgres.bki,
+# so the copies of an installation that wf_release_root and wf_clone_root
+# make (cp -a) share a template, and an installation with another
+# postgres gets a template of its own.  The clusters made so share their
+# database system identifier, as PostgreSQL 16's do; nothing of wfengine
+# reads it.  WF_NO_INITDB_TEMPLATE=1 turns the cache off.
+# ---------------------------------------------------------------------
+my $wf_system_or_bail = \&PostgreSQL::Test::Utils::system_or_bail;
+{
+	no warnings 'redefine';
+	*PostgreSQL::Test::Utils::system_or_bail = \&wf_initdb_or_system;
+}
+
+# system_or_bail, but a plain initdb (see above) from the template
+sub wf_initdb_or_system
+{
+	my @cmd = @_;
+	if (   !$ENV{WF_NO_INITDB_TEMPLATE}
+		&& @cmd == 6
+		&& $cmd[0] =~ m{(^|/)initdb$}
+		&& $cmd[1] eq '-D'
+		&& $cmd[3] eq '-A'
+		&& $cmd[4] eq 'trust'
+		&& ($cmd[5] eq '-N' || $cmd[5] eq '--no-sync'))
+	{
+		wf_initdb_from_template($cmd[0], $cmd[2]);
+		return;
+	}
+	return $wf_system_or_bail->(@cmd);
+}
+
+# wf_initdb_key(INITDB): what tells an installation's initdb output apart
+sub wf_initdb_key
+{
+	my ($initdb) = @_;
+	if ($initdb !~ m{/})
+	{
+		($initdb) = grep { -x } map { "$_/initdb" } split /:/, $ENV{PATH};
+		die 'initdb is not in PATH' unless $initdb;
+	}
+	my $bindir = dirname($initdb);
+	my $sharedir = `'$bindir/pg_config' --sharedir`;
+	chomp $sharedir;
+	my $version = `'$initdb' --version`;
+	my @id = ($version);
+	for my $f ("$bindir/postgres", $initdb, "$sharedir/postgres.bki")
+	{
+		my @st = stat $f or die "stat $f: $!";
+		push @id, "$st[7]/$st[9]";
+	}
+	return md5_hex(join("\n", @id));
+}
+
+# wf_initdb_from_template(INITDB, PGDATA): PGDATA as INITDB -D PGDATA -A
+# trust -N makes it, copied from the template (made first if need be)
+sub wf_initdb_from_template
+{
+	my ($initdb, $pgdata) = @_;
+	my $dir = "${PostgreSQL::Test::Utils::tmp_check}/initdb_template";
+	mkdir $dir;
+	my $template = "$dir/" . wf_initdb_key($initdb);
+	open(my $lock, '>', "$template.lock") or die "$template.lock: $!";
+	flock($lock, LOCK_EX) or die "flock $template.lock: $!";
+	if (!-d $template)
+	{
+		system('rm', '-rf', "$template.tmp");
+		$wf_system_or_bail->($initdb, '-D', "$template.tmp", '-A', 'trust', '-N');
+		rename("$template.tmp", $template) or die "rename $template.tmp: $!";
+	}
+	close $lock;
+	system('cp', '-a', $template, $pgdata) == 0
+	  or Test::More::BAIL_OUT("copying the initdb template $template to $pgdata failed");
 	return;
 }
 
