@@ -36,7 +36,7 @@ else
 	trap 'rm -rf -- "$SCRATCH"' EXIT
 fi
 mkdir -p "$SCRATCH"
-STEP_TIMEOUT=${WF_CLIENT_TIMEOUT:-150}
+STEP_TIMEOUT=${WF_CLIENT_TIMEOUT:-300}
 PSQL=(psql -X -q -v ON_ERROR_STOP=1)
 failed=0
 
