@@ -94,8 +94,9 @@ sub start_worker
 	my ($tag, @shards) = @_;
 	# its output to files: a pipe that the test does not read while it
 	# waits would fill and stop the worker
-	(my $f = "${PostgreSQL::Test::Utils::tmp_check}/worker $tag") =~ s/[^\w\/ -]//g;
-	$f =~ s/ /_/g;
+	(my $name = "worker $tag") =~ s/[^\w -]//g;    # the tag only: tmp_check's path may hold dots
+	$name =~ s/ /_/g;
+	my $f = "${PostgreSQL::Test::Utils::tmp_check}/$name";
 	my $h = IPC::Run::start([ 'python3', $script, $lib, map { $conninfo{$_} } @shards ],
 		'<', \undef, '>', "$f.out", '2>', "$f.err");
 	return { h => $h, out => "$f.out", err => "$f.err", tag => $tag };
