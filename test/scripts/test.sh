@@ -59,7 +59,7 @@ CAP_DOCS=300
 CAP_CLIENTS=900
 CAP_APIFUZZ=240
 CAP_FUZZ=240
-CAP_TAP=900
+CAP_TAP=1200
 
 record() {
 	printf '%s\t%d\t%d\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$RESULTS"
