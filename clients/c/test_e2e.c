@@ -337,8 +337,8 @@ test_shard_list(PGconn *admin)
 	 * other set-up
 	 */
 	{
-		const char *pw = getenv("PGPASSWORD");
-		char	   *lit = PQescapeLiteral(admin, pw != NULL ? pw : "wfc_c", strlen(pw != NULL ? pw : "wfc_c"));
+		const char *pw = getenv("PGPASSWORD") != NULL ? getenv("PGPASSWORD") : "wfc_c";
+		char	   *lit = PQescapeLiteral(admin, pw, strlen(pw));
 
 		snprintf(sql, sizeof(sql), "CREATE ROLE wfc_c_login LOGIN PASSWORD %s IN ROLE wfengine_app, wfengine_worker, wfengine_admin", lit);
 		PQfreemem(lit);
