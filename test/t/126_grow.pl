@@ -80,6 +80,9 @@ my (%acked_runs, @acked_done, @spans, $refused_since);
 my $unreachable = 0;
 my $load = $router->background_psql('wfengine_router', on_error_stop => 0,
 	extra_params => [ '-U', "${mt}_all" ]);
+# (the session lives for the whole test: its timeout counts per query, not
+# from its start, which a loaded machine took past 180 s)
+$load->set_query_timer_restart;
 sub load_step
 {
 	my $out = $load->query(q{SELECT 'run:' || wf.start_run('job');
