@@ -56,6 +56,12 @@ wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef01234
 wal_level = logical
 max_wal_senders = 10
 max_replication_slots = 10
+# a move's copy: six tables at once instead of two (PostgreSQL's default;
+# a move copies some fifteen tables, each a table synchronisation worker
+# that starts, copies and catches up: seconds per move on a loaded machine)
+max_worker_processes = 20
+max_logical_replication_workers = 10
+max_sync_workers_per_subscription = 6
 ) . ($conf // ''));
 	$node->start;
 	return $node;
