@@ -415,9 +415,9 @@ prepare_prev_release() {
 # prove --timer on a loaded 2-core machine; issue 32).  prove -j2 starts
 # the files in the order given, so a long one started last would run on
 # alone at the end; these start first and the short ones fill in.
-TAP_SLOW_FIRST="127_rolling_upgrade 120_shards 126_grow 128_move_crash 140_failover
-	080_backlog_drain 100_crash_loop 125_move_partition 120_upgrade 155_shared_memory_fairness
-	150_noisy_neighbour 010_worker 130_pgbouncer"
+TAP_SLOW_FIRST="140_failover 080_backlog_drain 126_grow 128_move_crash 127_rolling_upgrade
+	120_shards 100_crash_loop 150_noisy_neighbour 125_move_partition 010_worker 120_upgrade
+	155_shared_memory_fairness 130_pgbouncer"
 
 # tap_test_order: the TAP test files (relative to the tree), those of
 # TAP_SLOW_FIRST first in its order, then every other in name order.
