@@ -355,14 +355,13 @@ ok( pump_until($u_session, IPC::Run::timer(30), \$u_out, qr/claimed \d+ \d+\n/),
 	'a claim in a transaction that is still open on n1');
 my ($u_task, $u_fence) = $u_out =~ /claimed (\d+) (\d+)/;
 
-# the runs asleep at the kill, taken before D's short lease starts so that
-# the wait cannot let it expire on n1 (the loops keep starting runs; on a
-# loaded machine the ones seen asleep above may all have woken since: wait
-# for one)
+# runs asleep (the loops keep starting runs; on a loaded machine the ones
+# seen asleep above may all have woken since): waited for before D's short
+# lease starts, so that the wait cannot let it expire on n1
+my $asleep_q = q{SELECT timer_id FROM wf.timers WHERE kind = 'sleep' AND status = 'pending'};
 my @sleeping;
-ok(poll('a run asleep on n1', 30, sub {
-	@sleeping = split /\n/, q_node('n1', q{SELECT timer_id FROM wf.timers WHERE kind = 'sleep' AND status = 'pending'});
-	@sleeping > 0 }), 'runs are asleep on n1 just before it dies');
+ok(poll('a run asleep on n1', 30, sub { @sleeping = split /\n/, q_node('n1', $asleep_q); @sleeping > 0 }),
+	'runs are asleep on n1 just before it dies');
 
 my ($d_task, $d_fence, $d_expires, $kill_at) = split / /, q_node('n1',
 	q{SELECT task_id || ' ' || fence || ' ' || extract(epoch FROM lease_expires_at) || ' ' || extract(epoch FROM now())
@@ -373,6 +372,12 @@ is(scalar(keys %{ { map { $_ => 1 } $c_task, $u_task, $d_task } }), 3, 'C, U and
 # 4. n1 dies: its keeper (so that nothing restarts it), its postmaster and
 #    every server process at once
 # ---------------------------------------------------------------------
+# the runs asleep at the kill itself (those seen before D's claim may have
+# woken meanwhile; 2 s sleeps)
+{
+	my @now = split /\n/, q_node('n1', $asleep_q);
+	@sleeping = @now if @now;
+}
 my $keeper_pid = $keeper{n1}->{KIDS}[0]{PID};
 my $postmaster = (split /\n/, PostgreSQL::Test::Utils::slurp_file("$pgdata{n1}/postmaster.pid"))[0];
 my @victims = ($keeper_pid, server_children($keeper_pid), $postmaster, server_children($postmaster));
