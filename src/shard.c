@@ -180,13 +180,27 @@ static void shard_load_once(void);
 static void
 shard_load(void)
 {
-	for (;;)
+	/*
+	 * The second read normally settles it: the tables are then locked by
+	 * this transaction already, so opening them takes in no new
+	 * invalidations.  A map that keeps changing under the reader is refused
+	 * with a retryable error rather than read forever.
+	 */
+	for (int round = 0;; round++)
 	{
 		uint64		seen = shard_invals;
 
 		shard_load_once();
 		if (shard_invals == seen)
 			break;
+		if (round >= 8)
+		{
+			shard_state = WF_SHARD_UNKNOWN;
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("shard map changed %d times while it was read", round + 1),
+					 errhint("Retry the call; the map settles once the move or configuration that changes it commits.")));
+		}
 	}
 }
 
