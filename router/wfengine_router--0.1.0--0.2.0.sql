@@ -336,3 +336,210 @@ REVOKE ALL ON FUNCTION wfrouter."p:start_and_claim"(text, jsonb, text, interval,
     wfrouter."r:start_and_claim"(text, jsonb, text, interval, text),
     wf.start_and_claim(text, jsonb, text, interval, text) FROM PUBLIC;
 -- ==== end issue 31: routed eager start ====
+
+-- ==== issue 30: moves of one partition through two routers at once ====
+-- Router 0.1.0 kept "one move at a time" in its own wfrouter.moves only,
+-- but every router has its own copy of that table (docs/scale-out.md, "One
+-- map for every router").  Two routers moving the same partition at once
+-- both went ahead: the loser failed somewhere in the middle (the
+-- publication, subscription or replication slot of the other existed; or
+-- its wfrouter._end_cutover ended the other's cut-over, and both cut-overs
+-- ran), left a move under way in its table, and its wfrouter.cancel_move
+-- then gave the partition back to the source although another shard owned
+-- it (it did so whenever the source's map named another owner): two shards
+-- served the tenant (test/t/129_move_race.pl).  Now:
+--   - a move holds, for all its length, a session advisory lock (keys
+--     2003202930, 0) on its source and its target, taken in name order
+--     with pg_try_advisory_lock through dblink connections of its own
+--     ("wfrouter_move_lock:<shard>", application_name naming the move);
+--     a move or cancellation that finds one taken is refused with 55006,
+--     naming the holder, before it writes anything.  The locks go with the
+--     router session (its connections close), and with a shard's crash;
+--   - before locking, a move checks the partition is where the router's
+--     map says: if that shard's map gives it to a shard that owns it (a
+--     move another router finished), the router learns that shard's map
+--     and moves from there; if it gives it to a shard that has not taken
+--     it (another router's move, unfinished), the move is refused (55006);
+--   - wfrouter.cancel_move gives the partition back to the source only
+--     when the source gave it to this move's target.
+
+-- ends this session's move locks (closes their connections); returns how many
+CREATE FUNCTION wfrouter._move_unlock()
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c text;
+    n integer := 0;
+BEGIN
+    FOR c IN SELECT x FROM pg_catalog.unnest(public.dblink_get_connections()) x
+             WHERE x OPERATOR(pg_catalog.~~) 'wfrouter\_move\_lock:%' LOOP
+        BEGIN
+            PERFORM public.dblink_disconnect(c);
+        EXCEPTION WHEN OTHERS THEN
+            NULL;                   -- its shard went away: so did the lock
+        END;
+        n := n OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- takes the move lock of every shard of shards (in name order, none
+-- waited for) for a move or cancellation (what) of partition p; refuses
+-- with 55006 naming the holder when one is taken
+CREATE FUNCTION wfrouter._move_lock(p integer, shards text[], what text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s text;
+    conn text;
+    holder text;
+BEGIN
+    PERFORM wfrouter._move_unlock();
+    FOR s IN SELECT DISTINCT x FROM pg_catalog.unnest(shards) x ORDER BY x LOOP
+        conn := 'wfrouter_move_lock:' OPERATOR(pg_catalog.||) s;
+        PERFORM public.dblink_connect(conn, wfrouter._connstr(s) OPERATOR(pg_catalog.||) ' application_name='
+            OPERATOR(pg_catalog.||) pg_catalog.quote_literal(pg_catalog.format('wfrouter %s, %s pid %s',
+                what, pg_catalog.current_database(), pg_catalog.pg_backend_pid())));
+        IF NOT (SELECT x.ok FROM public.dblink(conn, 'SELECT pg_catalog.pg_try_advisory_lock(2003202930, 0)') AS x(ok boolean)) THEN
+            SELECT x.v INTO holder FROM public.dblink(conn,
+                'SELECT pg_catalog.string_agg(pg_catalog.format(''%s (pid %s)'', a.application_name, a.pid), '', '') '
+                'FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid '
+                'WHERE l.locktype OPERATOR(pg_catalog.=) ''advisory'' AND l.granted AND l.classid OPERATOR(pg_catalog.=) 2003202930 '
+                'AND l.objid OPERATOR(pg_catalog.=) 0 AND l.objsubid OPERATOR(pg_catalog.=) 2 '
+                'AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())')
+                AS x(v text);
+            PERFORM wfrouter._move_unlock();
+            RAISE EXCEPTION 'partition % cannot be moved now: shard "%" is in another move', p, s
+                USING ERRCODE = 'object_in_use',
+                      DETAIL = 'Held by ' OPERATOR(pg_catalog.||) COALESCE(holder, 'a session that has just ended') OPERATOR(pg_catalog.||) '.',
+                      HINT = 'One move at a time per shard, whichever router makes it: wait for that move to end (wfrouter.moves on its router), then see where the partition is.';
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- the body of a move, as router 0.2.0's first change wrote it; called by
+-- wfrouter.move_partition with the move's locks held
+ALTER FUNCTION wfrouter.move_partition(integer, text, interval) RENAME TO _move_partition;
+COMMENT ON FUNCTION wfrouter._move_partition(integer, text, interval) IS
+'Internal: the move of partition p to to_shard (copy, cut-over, clean-up), run by wfrouter.move_partition with the move locks of its source and target held.';
+
+CREATE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds')
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    from_shard text;
+    o text;
+    runs integer;
+BEGIN
+    PERFORM wfrouter._superuser('move_partition');
+    -- (a partition or a shard that does not exist: the body refuses it)
+    IF EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
+       AND EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
+        FOR i IN 1..3 LOOP
+            from_shard := COALESCE(
+                (SELECT m.from_shard FROM wfrouter.moves m
+                 WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL),
+                (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p));
+            PERFORM wfrouter._move_lock(p, ARRAY[from_shard, to_shard],
+                pg_catalog.format('move %s %s>%s', p, from_shard, to_shard));
+            -- a move of this router under way: it goes on from where the shards are
+            EXIT WHEN EXISTS (SELECT 1 FROM wfrouter.moves m
+                              WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL);
+            o := wfrouter._remote_owner(from_shard, p);
+            EXIT WHEN o OPERATOR(pg_catalog.=) from_shard;
+            PERFORM wfrouter._move_unlock();
+            IF o IS NULL OR wfrouter._remote_owner(o, p) IS DISTINCT FROM o THEN
+                RAISE EXCEPTION 'partition % cannot be moved now: shard "%" gave it to shard "%", which has not taken it', p, from_shard, o
+                    USING ERRCODE = 'object_in_use',
+                          DETAIL = 'A move of the partition, made through another router, has not finished.',
+                          HINT = 'Finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move, on the router that made it (wfrouter.moves there).';
+            END IF;
+            -- another router moved it: this router learns the map of the
+            -- shard that owns it (a map that gives every partition to a
+            -- shard that took it), and moves from there
+            PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._learn_map(%L)::text', o));
+            IF i OPERATOR(pg_catalog.=) 3 THEN
+                RAISE EXCEPTION 'partition % cannot be moved now: it is on shard "%", not on shard "%" as this router''s map says', p, o, from_shard
+                    USING ERRCODE = 'object_in_use',
+                          HINT = 'Look at wfrouter.shard_map() on this router and wfshard.self on the shards.';
+            END IF;
+        END LOOP;
+    END IF;
+    BEGIN
+        runs := wfrouter._move_partition(p, to_shard, wait);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM wfrouter._move_unlock();
+        RAISE;
+    END;
+    PERFORM wfrouter._move_unlock();
+    RETURN runs;
+END
+$$;
+COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval) IS
+'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard on logical replication (the partition stays live while it is copied; it is refused only during the cut-over), and gives it the partition on the router and every shard; returns the number of runs moved. wait bounds the catch-up and how long the cut-over waits for the tenants'' open transactions. One move at a time per shard, whatever router makes it (a move of the source or target under way: 55006). Progress in wfrouter.moves; run again after any failure.';
+
+CREATE OR REPLACE FUNCTION wfrouter.cancel_move(p integer)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    mv record;
+    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
+    o text;
+BEGIN
+    PERFORM wfrouter._superuser('cancel_move');
+    SELECT * INTO mv FROM wfrouter.moves m WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no move of partition % is under way', p
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- no move of its source or target runs meanwhile, through any router
+    PERFORM wfrouter._move_lock(p, ARRAY[mv.from_shard, mv.to_shard], pg_catalog.format('cancel %s %s>%s', p, mv.from_shard, mv.to_shard));
+    BEGIN
+        -- a cut-over still waiting on the target (its router session died)
+        -- ends first: it would take the partition after the source took it back
+        PERFORM wfrouter._end_cutover(mv.to_shard, p);
+        IF wfrouter._remote_owner(mv.to_shard, p) OPERATOR(pg_catalog.=) mv.to_shard THEN
+            RAISE EXCEPTION 'partition % has cut over to shard "%" already', p, mv.to_shard
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Finish the move with wfrouter.move_partition, then move the partition back.';
+        END IF;
+        -- the source takes the partition back only if it gave it to this
+        -- move's target (a map that names a third shard is another move's)
+        o := wfrouter._remote_owner(mv.from_shard, p);
+        IF o OPERATOR(pg_catalog.=) mv.to_shard THEN
+            PERFORM wfrouter._remote(mv.from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L)',
+                mv.from_shard, wfrouter._map_with(p, mv.from_shard)));
+        END IF;
+        -- a CREATE SUBSCRIPTION of a router session that died may still run there
+        PERFORM wfrouter._remote(mv.to_shard, pg_catalog.format(
+            'SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(a.pid, 10000))::text FROM pg_catalog.pg_stat_activity a '
+            'WHERE a.query LIKE %L AND a.pid <> pg_catalog.pg_backend_pid()', 'CREATE SUBSCRIPTION ' OPERATOR(pg_catalog.||) sub OPERATOR(pg_catalog.||) ' %'));
+        PERFORM wfrouter._remote_exec(mv.to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
+        PERFORM wfrouter._remote(mv.to_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
+        PERFORM wfrouter._remote_exec(mv.from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
+        PERFORM wfrouter._note(mv.move_id, 'cancelled');
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM wfrouter._move_unlock();
+        RAISE;
+    END;
+    PERFORM wfrouter._move_unlock();
+    IF o OPERATOR(pg_catalog.<>) mv.from_shard AND o OPERATOR(pg_catalog.<>) mv.to_shard THEN
+        RETURN pg_catalog.format('partition %s is on shard "%s"', p, o);
+    END IF;
+    RETURN pg_catalog.format('partition %s stays on shard "%s"', p, mv.from_shard);
+END
+$$;
+
+REVOKE ALL ON FUNCTION wfrouter._move_unlock(), wfrouter._move_lock(integer, text[], text),
+    wfrouter.move_partition(integer, text, interval) FROM PUBLIC;
+-- ==== end issue 30: moves of one partition through two routers at once ====

@@ -84,6 +84,7 @@ static char *shard_self = NULL; /* in TopMemoryContext */
 static char **shard_owner = NULL;	/* per partition, in TopMemoryContext */
 static int64 shard_map_version = 0;
 static bool shard_callback = false;
+static uint64 shard_invals = 0;	/* invalidations of the map received so far */
 static bool shard_skip_next = false;	/* WfShardAllowAnyTenant */
 static int	shard_held = -1;		/* partition locked by this transaction's call */
 
@@ -128,7 +129,10 @@ static void
 shard_invalidate(Datum arg, Oid relid)
 {
 	if (!OidIsValid(relid) || relid == shard_map_relid || relid == shard_self_relid)
+	{
 		shard_state = WF_SHARD_UNKNOWN;
+		shard_invals++;
+	}
 }
 
 /*
@@ -157,13 +161,54 @@ WfShardInit(void)
 	shard_callback = true;
 }
 
+static void shard_load_once(void);
+
 /*
  * shard_load reads wfshard.partitions and wfshard.self into the cache.  Called
  * by WfShardCheckTenant as the extension's owner, outside SPI.  A schema
  * without the tables (0.1.0: no schema wfshard) is not sharded.
+ *
+ * An invalidation received while the map is read (the read opens the
+ * tables, which takes in the invalidations queued meanwhile) may come from
+ * a change committed after the read's snapshot was taken, such as a move's
+ * cut-over giving the partition away: the map is read again, else that
+ * invalidation would be lost and the backend would serve the partition
+ * from the older map until the next change (issue 30: a new connection's
+ * first call during a cut-over started runs on the source after it gave
+ * the partition away, and the cleanup of the move deleted them).
  */
 static void
 shard_load(void)
+{
+	/*
+	 * The second read normally settles it: the tables are then locked by
+	 * this transaction already, so opening them takes in no new
+	 * invalidations.  A map that keeps changing under the reader is refused
+	 * with a retryable error rather than read forever.
+	 */
+	for (int round = 0;; round++)
+	{
+		uint64		seen = shard_invals;
+
+		shard_load_once();
+		if (shard_invals == seen)
+			break;
+		if (round >= 8)
+		{
+			shard_state = WF_SHARD_UNKNOWN;
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("shard map changed %d times while it was read", round + 1),
+					 errhint("Retry the call; the map settles once the move or configuration that changes it commits.")));
+		}
+	}
+}
+
+/*
+ * shard_load_once reads the map once (shard_load).
+ */
+static void
+shard_load_once(void)
 {
 	Oid			nsp = get_namespace_oid("wfshard", true);
 	MemoryContext old;

@@ -549,21 +549,26 @@ WfWorkerMain(Datum main_arg)
 		TimestampTz now;
 		TimestampTz promise;
 		long		timeout;
+		bool		reloaded = false;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			reloaded = true;
 		}
 
 		/*
 		 * Woken before the time we published and nobody asked for a tick:
 		 * the latch only means that committed transactions handed us
 		 * notifications.  Send them and sleep on until the same moment.
+		 * A reload ticks at once instead, so that new settings (a shorter
+		 * wfengine.naptime, wfengine.enabled) apply from now, not from the
+		 * end of a sleep chosen under the old ones.
 		 */
 		now = GetCurrentTimestamp();
-		if (wake != 0 && now < wake &&
+		if (!reloaded && wake != 0 && now < wake &&
 			pg_atomic_exchange_u32(&slot->tick_wanted, 0) == 0)
 		{
 			worker_relay_paced(loopcxt, now, wake);

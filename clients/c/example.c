@@ -8,36 +8,55 @@
 
 #include "wfworker.h"
 
-static WfResult
-handle(const WfTask *t, void *arg)
+/* malloc'd JSON text: fmt with the task's idempotency key */
+static char *
+out(const char *fmt, const WfTask *t)
 {
-	WfResult	r = {0, 0, NULL};
-	const char *act = t->activity ? t->activity : t->queue;
-	char	   *out = malloc(512);
+	char	   *s = malloc(512);
 
-	(void) arg;
-	if (strcmp(act, "charge_card") == 0)
-		snprintf(out, 512, "{\"charge_id\": \"ch_%s\", \"status\": \"captured\"}", t->idempotency_key);
-	else if (strcmp(act, "reserve_stock") == 0)
-		snprintf(out, 512, "{\"reservation_id\": \"rsv_%s\"}", t->idempotency_key);
-	else if (strcmp(act, "send_receipt") == 0)
-		snprintf(out, 512, "{\"message_id\": \"msg_%lld@demo.invalid\"}", (long long) t->task_id);
-	else
-	{
-		r.failed = 1;			/* not retryable: no handler will know it */
-		snprintf(out, 512, "{\"code\": \"unknown_activity\"}");
-	}
-	printf("task %lld %s#%d -> %s\n", (long long) t->task_id, t->step, t->attempt, out);
-	r.json = out;
-	return r;
+	snprintf(s, 512, fmt, t->idempotency_key);
+	printf("task %lld %s#%d -> %s\n", (long long) t->task_id, t->step, t->attempt, s);
+	return s;
 }
+
+static WfResult
+charge_card(const WfTask *t, void *arg)
+{
+	(void) arg;
+	return wf_ok(out("{\"charge_id\": \"ch_%s\", \"status\": \"captured\"}", t));
+}
+
+static WfResult
+reserve_stock(const WfTask *t, void *arg)
+{
+	(void) arg;
+	return wf_ok(out("{\"reservation_id\": \"rsv_%s\"}", t));
+}
+
+static WfResult
+send_receipt(const WfTask *t, void *arg)
+{
+	(void) arg;
+	return wf_ok(out("{\"message_id\": \"msg_%s@demo.invalid\"}", t));
+}
+
+/*
+ * One handler per activity; a task of another activity fails with
+ * "unknown_activity", not retryable (cfg.handler would be the catch-all).
+ */
+static const WfHandlerEntry handlers[] = {
+	{"charge_card", charge_card, NULL},
+	{"reserve_stock", reserve_stock, NULL},
+	{"send_receipt", send_receipt, NULL},
+	{NULL, NULL, NULL}
+};
 
 int
 main(void)
 {
 	const char *queues[] = {"payments", "warehouse", "email"};
 	WfWorkerConfig cfg = {.conninfo = "", .queues = queues, .nqueues = 3,
-	.concurrency = 4, .lease = 30, .wait = 10, .handler = handle};
+	.handlers = handlers, .concurrency = 4, .lease = 30, .wait = 10};
 	WfWorkerStats stats;
 	WfError		err = WF_ERROR_INIT;
 

@@ -87,45 +87,47 @@ json(const char *fmt, const WfTask *t)
 	return s;
 }
 
+/* the order workflow's handlers, one per activity (cfg.handlers) */
 static WfResult
-handle(const WfTask *t, void *arg)
+charge_card(const WfTask *t, void *arg)
 {
-	WfResult	r = {0, 0, NULL};
-	const char *act = t->activity ? t->activity : t->queue;
-
 	(void) arg;
-	if (strcmp(act, "charge_card") == 0)
+	if (strstr(t->input, "\"c0@example.com\"") && t->attempt == 1)
 	{
-		if (strstr(t->input, "\"c0@example.com\"") && t->attempt == 1)
-		{
-			failed_once++;
-			r.failed = 1;
-			r.retryable = 1;
-			r.json = strdup("{\"code\": \"timeout\", \"message\": \"simulated gateway timeout\"}");
-			return r;
-		}
-		if (strstr(t->input, "\"slow@example.com\""))
-		{
-			slow_started = 1;
-			usleep(1500000);
-		}
-		r.json = json("{\"charge_id\": \"ch_%s\", \"status\": \"captured\"}", t);
+		failed_once++;
+		/* retryable: wf_failure's default */
+		return wf_failure(strdup("{\"code\": \"timeout\", \"message\": \"simulated gateway timeout\"}"));
 	}
-	else if (strcmp(act, "reserve_stock") == 0)
+	if (strstr(t->input, "\"slow@example.com\""))
 	{
-		/* SKU-1: longer than the 1 s lease; heartbeats keep it */
-		usleep(strstr(t->input, "\"SKU-1\"") ? 2500000 : 300000);
-		r.json = json("{\"reservation_id\": \"rsv_%s\"}", t);
+		slow_started = 1;
+		usleep(1500000);
 	}
-	else if (strcmp(act, "send_receipt") == 0)
-		r.json = json("{\"message_id\": \"msg_%s\"}", t);
-	else
-	{
-		r.failed = 1;
-		r.json = strdup("{\"code\": \"unknown_activity\"}");
-	}
-	return r;
+	return wf_ok(json("{\"charge_id\": \"ch_%s\", \"status\": \"captured\"}", t));
 }
+
+static WfResult
+reserve_stock(const WfTask *t, void *arg)
+{
+	(void) arg;
+	/* SKU-1: longer than the 1 s lease; heartbeats keep it */
+	usleep(strstr(t->input, "\"SKU-1\"") ? 2500000 : 300000);
+	return wf_ok(json("{\"reservation_id\": \"rsv_%s\"}", t));
+}
+
+static WfResult
+send_receipt(const WfTask *t, void *arg)
+{
+	(void) arg;
+	return wf_ok(json("{\"message_id\": \"msg_%s\"}", t));
+}
+
+static const WfHandlerEntry order_handlers[] = {
+	{"charge_card", charge_card, NULL},
+	{"reserve_stock", reserve_stock, NULL},
+	{"send_receipt", send_receipt, NULL},
+	{NULL, NULL, NULL}
+};
 
 /* waits for the six runs, starts a slow one and sends SIGTERM when it runs */
 static void *
@@ -159,12 +161,9 @@ static char pair_run[64];
 static WfResult
 handle_pair(const WfTask *t, void *arg)
 {
-	WfResult	r = {0, 0, NULL};
-
 	(void) t;
 	(void) arg;
-	r.json = strdup("{\"ok\": true}");
-	return r;
+	return wf_ok(strdup("{\"ok\": true}"));
 }
 
 /* stops the eager worker once the pair's run has completed */
@@ -243,8 +242,6 @@ static int64_t moved_task = 0,
 static WfResult
 handle_move(const WfTask *t, void *arg)
 {
-	WfResult	r = {0, 0, NULL};
-
 	(void) arg;
 	if (moved_task == 0)
 	{
@@ -278,8 +275,7 @@ handle_move(const WfTask *t, void *arg)
 		PQclear(res);
 		PQfinish(c);
 	}
-	r.json = strdup("{\"ok\": true}");
-	return r;
+	return wf_ok(strdup("{\"ok\": true}"));
 }
 
 /* ticks (the expired lease is taken back), then stops the move's worker once its run on s1 has completed */
@@ -508,7 +504,7 @@ main(int argc, char **argv)
 	cfg.wait = 1.0;
 	cfg.heartbeat = 0.3;
 	cfg.drain_timeout = 10;
-	cfg.handler = handle;
+	cfg.handlers = order_handlers;
 	rc = wf_worker_run(&cfg, &stats, &err);
 	check(rc == 0, "the worker ran and stopped", err.message);
 	pthread_join(drive, NULL);

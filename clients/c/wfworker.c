@@ -583,7 +583,7 @@ report(Worker *w, PGconn **conn, int *conn_gen, WfTask *t, WfResult r, int eager
 			int			n,
 						k;
 
-			a = r.failed ? wf_fail_and_claim(*conn, t->task_id, t->fence, r.json, r.retryable,
+			a = r.failed ? wf_fail_and_claim(*conn, t->task_id, t->fence, r.json, !r.non_retryable,
 											 t->queue, w->name, 1, w->cfg->lease, &leased, &n, &err)
 				: wf_complete_and_claim(*conn, t->task_id, t->fence, r.json, t->queue, w->name, 1,
 										w->cfg->lease, &leased, &n, &err);
@@ -597,7 +597,7 @@ report(Worker *w, PGconn **conn, int *conn_gen, WfTask *t, WfResult r, int eager
 			free(leased);
 		}
 		else
-			a = r.failed ? wf_fail(*conn, t->task_id, t->fence, r.json, r.retryable, &err)
+			a = r.failed ? wf_fail(*conn, t->task_id, t->fence, r.json, !r.non_retryable, &err)
 				: wf_complete(*conn, t->task_id, t->fence, r.json, &err);
 		if (a == WF_ANSWER_ERROR && moves_on(w, &err) && i < 29)
 		{
@@ -640,6 +640,116 @@ wf_error_retryable(const WfError *err)
 	return strncmp(err->sqlstate, "08", 2) == 0;
 }
 
+/* ---- handlers and their results ---- */
+
+WfResult
+wf_ok(char *json)
+{
+	WfResult	r = {.failed = 0, .json = json};
+
+	return r;
+}
+
+WfResult
+wf_failure(char *json)
+{
+	WfResult	r = {.failed = 1, .json = json};
+
+	return r;
+}
+
+WfResult
+wf_failure_permanent(char *json)
+{
+	WfResult	r = {.failed = 1, .json = json, .non_retryable = 1};
+
+	return r;
+}
+
+/* appends s to buf (of size cap, NUL-terminated) as a JSON string literal */
+static void
+json_quote(char *buf, size_t cap, const char *s)
+{
+	size_t		n = strlen(buf);
+
+	if (n + 1 < cap)
+		buf[n++] = '"';
+	for (; *s && n + 8 < cap; s++)
+	{
+		unsigned char c = (unsigned char) *s;
+
+		if (c == '"' || c == '\\')
+		{
+			buf[n++] = '\\';
+			buf[n++] = c;
+		}
+		else if (c < 0x20)
+			n += snprintf(buf + n, cap - n, "\\u%04x", c);
+		else
+			buf[n++] = c;
+	}
+	if (n + 1 < cap)
+		buf[n++] = '"';
+	buf[n] = '\0';
+}
+
+/* a failure with {"code": <code>, "message": <message>} */
+static WfResult
+coded_failure(const char *code, const char *message, int non_retryable)
+{
+	size_t		cap = strlen(code) + 6 * strlen(message ? message : "") + 64;
+	char	   *j = malloc(cap);
+	WfResult	r = {.failed = 1, .json = j, .non_retryable = non_retryable};
+
+	if (j == NULL)
+		return r;				/* reported as {} */
+	strcpy(j, "{\"code\": ");
+	json_quote(j, cap, code);
+	strcat(j, ", \"message\": ");
+	json_quote(j, cap, message ? message : "");
+	strcat(j, "}");
+	return r;
+}
+
+WfResult
+wf_exception(const char *message)
+{
+	return coded_failure("exception", message, 0);
+}
+
+/*
+ * runs the handler of t: the entry of cfg->handlers for its activity (for
+ * its queue when the step has none), else the catch-all cfg->handler, else
+ * a failure "unknown_activity" that is not retryable (no attempt will find
+ * a handler).  A failure without JSON is the code "exception", retryable
+ * unless it says otherwise.
+ */
+static WfResult
+run_handler(const WfWorkerConfig *cfg, const WfTask *t)
+{
+	const char *key = t->activity ? t->activity : t->queue;
+	const WfHandlerEntry *e;
+	WfResult	r;
+
+	for (e = cfg->handlers; e != NULL && e->activity != NULL; e++)
+		if (strcmp(e->activity, key) == 0 && e->handler != NULL)
+			break;
+	if (e != NULL && e->activity != NULL)
+		r = e->handler(t, e->arg);
+	else if (cfg->handler != NULL)
+		r = cfg->handler(t, cfg->arg);
+	else
+	{
+		char		msg[300];
+
+		snprintf(msg, sizeof(msg), "no handler for %.256s", key);
+		return coded_failure("unknown_activity", msg, 1);
+	}
+	if (r.failed && r.json == NULL)
+		r.json = coded_failure("exception", "the handler failed without an error", 0).json;
+	return r;
+}
+
 static void *
 task_thread(void *arg)
 {
@@ -668,11 +778,11 @@ task_thread(void *arg)
 		while (t != NULL)
 		{
 			WfTask	   *next;
-			int			eager = w->eager && !stopping;
 
 			pthread_mutex_unlock(&w->lock);
-			r = w->cfg->handler(t, w->cfg->arg);
-			a = report(w, &conn, &conn_gen, t, r, eager, &next);
+			r = run_handler(w->cfg, t);
+			/* stopping is looked at after the handler: a stop may come meanwhile */
+			a = report(w, &conn, &conn_gen, t, r, w->eager && !stopping, &next);
 			free(r.json);
 
 			pthread_mutex_lock(&w->lock);
@@ -892,6 +1002,13 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 				k,
 				failed_moves = 0;
 
+	if ((cfg.handlers == NULL || cfg.handlers[0].activity == NULL) && cfg.handler == NULL)
+	{
+		free(w);
+		wf_error_clear(err);
+		err->message = strdup("a worker needs a handler: set cfg.handlers, cfg.handler or both");
+		return -1;
+	}
 	if (cfg.concurrency < 1)
 		cfg.concurrency = 4;
 	if (cfg.lease <= 0)

@@ -81,31 +81,74 @@ typedef struct WfTask
 										 * cancel_requested: give up */
 } WfTask;
 
-/* what a handler returns: an output to complete with, or an error to fail with */
+/*
+ * What a handler returns: an output to complete with, or an error to fail
+ * with.  A failure is retryable unless it says otherwise: a zeroed WfResult
+ * with failed = 1 lets the step's retry policy try again.  Build one with
+ * the constructors below (or designated initializers); the field that was
+ * `retryable` is now `non_retryable`, so old code that sets it fails to
+ * compile instead of silently meaning the opposite.
+ */
 typedef struct WfResult
 {
 	int			failed;			/* 0: complete with json; 1: fail with json */
-	int			retryable;		/* for a failure */
-	char	   *json;			/* malloc'd JSON text (NULL: {}); freed by the library */
+	char	   *json;			/* malloc'd JSON text, freed by the library: the
+								 * output (NULL: {}), or the error (NULL: the
+								 * code "exception") */
+	int			non_retryable;	/* for a failure: 1 = final, retrying cannot help */
 } WfResult;
 
+/*
+ * Constructors; each takes a malloc'd JSON text (the library frees it) or
+ * NULL:
+ *   wf_ok(json)                 complete with json (NULL: {})
+ *   wf_failure(json)            fail, retryable: the step's retry policy decides
+ *   wf_failure_permanent(json)  fail, not retryable: the step fails now
+ *   wf_exception(message)       fail, retryable, with {"code": "exception",
+ *                               "message": message} (message is copied, not
+ *                               freed): C's form of a handler that "threw"
+ * (wf_fail is the call that reports a failure, below.)
+ */
+extern WfResult wf_ok(char *json);
+extern WfResult wf_failure(char *json);
+extern WfResult wf_failure_permanent(char *json);
+extern WfResult wf_exception(const char *message);
+
 typedef WfResult (*WfHandler) (const WfTask *task, void *arg);
+
+/*
+ * One handler of a table: tasks of activity `activity` (of queue
+ * `activity` for a step without one) go to handler(task, arg).  A table is
+ * an array ended by an entry whose activity is NULL.
+ */
+typedef struct WfHandlerEntry
+{
+	const char *activity;
+	WfHandler	handler;
+	void	   *arg;
+} WfHandlerEntry;
 
 typedef struct WfWorkerConfig
 {
 	const char *conninfo;		/* libpq connection string ("" = environment) */
 	const char *const *queues;
 	int			nqueues;
+	const WfHandlerEntry *handlers; /* by activity (by queue for a step without
+									 * one), ended by {NULL}; */
+	WfHandler	handler;		/* the catch-all: a task no entry matches (NULL:
+								 * it fails with "unknown_activity", not
+								 * retryable) */
+	void	   *arg;			/* handler's arg */
 	const char *name;			/* the worker's name (NULL: host-pid) */
 	int			concurrency;	/* threads (default 4) */
 	double		lease;			/* seconds (default 30) */
 	double		wait;			/* seconds a claim waits (default 10) */
 	double		heartbeat;		/* seconds between heartbeats (default lease/3) */
 	double		drain_timeout;	/* seconds to finish at shutdown (default lease) */
-	WfHandler	handler;
-	void	   *arg;
-	int			no_eager;		/* 1: report with wf_complete/wf_fail even where
-								 * the server has eager dispatch */
+	int			no_eager;		/* 1: report with wf_complete_task/wf_fail_task
+								 * even where the server has eager dispatch
+								 * (eager is on by default: a zeroed config
+								 * has it, hence the negation) */
 	const char *const *shards;	/* NULL-terminated shard connection strings,
 								 * used instead of conninfo when set */
 } WfWorkerConfig;
@@ -156,8 +199,9 @@ extern const char *wf_answer_name(WfAnswer a);
 
 /*
  * wf_worker_run runs the loop until wf_worker_stop() or SIGTERM/SIGINT
- * (handlers installed for the call); returns 0, or -1 when it could not
- * connect (to any shard of a list; err filled).  One worker per process at a time.
+ * (signal handlers installed for the call); returns 0, or -1 when it has no
+ * handler (neither handlers nor handler) or could not connect (to any shard
+ * of a list; err filled).  One worker per process at a time.
  */
 extern int	wf_worker_run(const WfWorkerConfig *cfg, WfWorkerStats *stats, WfError *err);
 extern void wf_worker_stop(void);	/* async-signal-safe */

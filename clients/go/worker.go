@@ -23,8 +23,8 @@
 // old shard is answered stale and the task dropped; the worker claims on.
 //
 // Graceful shutdown: SIGTERM, SIGINT or the end of Run's context cancels
-// the waiting claim (pgx sends a cancel request; the cancelled claim rolls
-// back and leased nothing), claims nothing more, and lets the tasks in
+// the waiting claim (a cancel request, delivered before Run goes on; the
+// cancelled claim rolls back and leased nothing), claims nothing more, and lets the tasks in
 // flight finish and report, heartbeaten, for up to DrainTimeout.  wfengine
 // has no call that hands a lease back: a task still running after that is
 // left to its lease, which expires, and the engine delivers the attempt
@@ -95,9 +95,12 @@ func wrap(err error) error {
 }
 
 // TaskFailure, returned by a handler, fails the attempt with an error code.
+// It is retryable unless it says otherwise: the zero value lets the step's
+// retry policy try again; NonRetryable makes the failure final (retrying
+// cannot help).
 type TaskFailure struct {
 	Code, Message string
-	Retryable     bool
+	NonRetryable  bool
 	Details       map[string]interface{}
 }
 
@@ -121,8 +124,8 @@ type Task struct {
 }
 
 // Handler does the work of a task and returns its output (marshalled to
-// JSON), or an error: a *TaskFailure, or any other error, which fails the
-// attempt as retryable with code "exception".  ctx is cancelled when a
+// JSON), or an error: a *TaskFailure, or any other error (or a panic), which
+// fails the attempt as retryable with code "exception".  ctx is cancelled when a
 // heartbeat answers stale or cancel_requested, or at the end of the drain.
 type Handler func(ctx context.Context, t *Task) (interface{}, error)
 
@@ -135,7 +138,8 @@ type Querier interface {
 const columns = "task_id, run_id::text, step, attempt, fence, idempotency_key, input," +
 	" lease_expires_at, queue, activity, deliveries"
 
-func secs(s float64) string { return fmt.Sprintf("%f seconds", s) }
+// secs is d as an interval literal (microseconds, as the server keeps it).
+func secs(d time.Duration) string { return fmt.Sprintf("%d microseconds", d.Microseconds()) }
 
 func scanTasks(rows pgx.Rows, err error) ([]*Task, error) {
 	if err != nil {
@@ -157,7 +161,7 @@ func scanTasks(rows pgx.Rows, err error) ([]*Task, error) {
 }
 
 // Claim leases up to maxTasks attempts of queue (wait 0: do not wait).
-func Claim(ctx context.Context, q Querier, queue, worker string, maxTasks int, lease, wait float64) ([]*Task, error) {
+func Claim(ctx context.Context, q Querier, queue, worker string, maxTasks int, lease, wait time.Duration) ([]*Task, error) {
 	var w *string
 	if wait > 0 {
 		s := secs(wait)
@@ -169,7 +173,7 @@ func Claim(ctx context.Context, q Querier, queue, worker string, maxTasks int, l
 }
 
 // ClaimAny leases up to maxTasks attempts of any of queues (wfengine 0.2.0).
-func ClaimAny(ctx context.Context, q Querier, queues []string, worker string, maxTasks int, lease, wait float64) ([]*Task, error) {
+func ClaimAny(ctx context.Context, q Querier, queues []string, worker string, maxTasks int, lease, wait time.Duration) ([]*Task, error) {
 	var w *string
 	if wait > 0 {
 		s := secs(wait)
@@ -248,7 +252,7 @@ func scanLeads(rows pgx.Rows, err error) (Answer, []*Task, error) {
 // leases up to maxTasks attempts of queue (the next step of the same run
 // first), in one call and one commit (eager dispatch, wfengine 0.2.0).
 func CompleteAndClaim(ctx context.Context, q Querier, taskID, fence int64, output interface{},
-	queue, worker string, maxTasks int, lease float64) (Answer, []*Task, error) {
+	queue, worker string, maxTasks int, lease time.Duration) (Answer, []*Task, error) {
 	if output == nil {
 		output = map[string]interface{}{}
 	}
@@ -264,7 +268,7 @@ func CompleteAndClaim(ctx context.Context, q Querier, taskID, fence int64, outpu
 // FailAndClaim reports that the attempt failed with error, then leases up
 // to maxTasks attempts of queue, in one call and one commit.
 func FailAndClaim(ctx context.Context, q Querier, taskID, fence int64, error interface{}, retryable bool,
-	queue, worker string, maxTasks int, lease float64) (Answer, []*Task, error) {
+	queue, worker string, maxTasks int, lease time.Duration) (Answer, []*Task, error) {
 	b, err := json.Marshal(error)
 	if err != nil {
 		return "", nil, err
@@ -279,21 +283,29 @@ func Heartbeat(ctx context.Context, q Querier, taskID, fence int64) (Answer, err
 	return answer(q.QueryRow(ctx, "SELECT wf.heartbeat($1, $2)", taskID, fence))
 }
 
-// Worker is a worker loop; set the fields, then call Run.
+// Worker is a worker loop; set the fields, then call Run.  The options
+// and their defaults are those of every wfengine worker library
+// (docs/workers.md).  Durations are time.Duration: write 30 * time.Second;
+// Run refuses a duration above zero but below a millisecond (an untyped
+// Lease: 30 would be 30 ns).
 type Worker struct {
 	ConnString   string             // libpq connection string ("": the environment)
 	Shards       []string           // the shards' connection strings, used instead of ConnString when set
 	Queues       []string           //
-	Handler      Handler            // for every task, or:
 	Handlers     map[string]Handler // by activity (by queue for a step without one)
+	Handler      Handler            // the catch-all, for a task no entry of Handlers matches
 	Name         string             // default host-pid
 	Concurrency  int                // default 4
-	Lease        float64            // seconds, default 30
-	Wait         float64            // seconds a claim waits, default 10
-	HeartbeatSec float64            // seconds, default Lease/3
+	Lease        time.Duration      // default 30 s
+	Wait         time.Duration      // how long a claim waits, default 10 s
+	Heartbeat    time.Duration      // between heartbeats, default Lease/3
 	DrainTimeout time.Duration      // default Lease
 	Logger       *log.Logger        // default log.Default()
-	NoEager      bool               // report with wf.complete_task / wf.fail_task even where the server has eager dispatch
+	// NoEager: report with wf.complete_task / wf.fail_task even where the
+	// server has eager dispatch.  Eager dispatch is on by default (as in
+	// every library); the field is its negation so that the zero value
+	// keeps the default.
+	NoEager bool
 
 	mu          sync.Mutex
 	inFlight    map[int64]*Task
@@ -457,21 +469,43 @@ func (w *Worker) setUp(c *shardConns) error {
 	return nil
 }
 
+// check refuses a configuration Run cannot work with: no queue, no
+// handler, or a duration that is not zero (the default) but below a
+// millisecond, which is nearly always an untyped number of seconds.
+func (w *Worker) check() error {
+	if len(w.Queues) == 0 {
+		return errors.New("wfengine worker: a worker needs at least one queue")
+	}
+	if len(w.Handlers) == 0 && w.Handler == nil {
+		return errors.New("wfengine worker: a worker needs a handler: set Handlers, Handler or both")
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"Lease", w.Lease}, {"Wait", w.Wait}, {"Heartbeat", w.Heartbeat}, {"DrainTimeout", w.DrainTimeout}} {
+		if d.d != 0 && d.d < time.Millisecond {
+			return fmt.Errorf("wfengine worker: %s is %v, less than a millisecond: durations are time.Duration, "+
+				"write 30*time.Second for 30 seconds (0 means the default)", d.name, d.d)
+		}
+	}
+	return nil
+}
+
 func (w *Worker) defaults() {
 	if w.Concurrency < 1 {
 		w.Concurrency = 4
 	}
 	if w.Lease <= 0 {
-		w.Lease = 30
+		w.Lease = 30 * time.Second
 	}
 	if w.Wait <= 0 {
-		w.Wait = 10
+		w.Wait = 10 * time.Second
 	}
-	if w.HeartbeatSec <= 0 {
-		w.HeartbeatSec = w.Lease / 3
+	if w.Heartbeat <= 0 {
+		w.Heartbeat = w.Lease / 3
 	}
 	if w.DrainTimeout <= 0 {
-		w.DrainTimeout = time.Duration(w.Lease * float64(time.Second))
+		w.DrainTimeout = w.Lease
 	}
 	if w.Name == "" {
 		h, _ := os.Hostname()
@@ -485,6 +519,9 @@ func (w *Worker) defaults() {
 
 // Run runs the loop until ctx is done, SIGTERM or SIGINT.
 func (w *Worker) Run(ctx context.Context) error {
+	if err := w.check(); err != nil {
+		return err
+	}
 	w.defaults()
 	stop, cancelStop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer cancelStop()
@@ -607,11 +644,38 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free int) ([]*Task, error) {
-	if len(w.Queues) == 1 {
-		return Claim(ctx, conn, w.Queues[0], w.Name, free, w.Lease, w.Wait)
-	}
-	if hasAny {
-		return ClaimAny(ctx, conn, w.Queues, w.Name, free, w.Lease, w.Wait)
+	if len(w.Queues) == 1 || hasAny {
+		// A waiting claim ends on the server: ctx done sends a cancel
+		// request and waits for it to be delivered.  (Given ctx, pgx would
+		// only close its end: the claim would go on waiting on the server
+		// after the process exits and lease a task nobody runs.)
+		claimed := make(chan struct{})
+		cancelled := make(chan struct{})
+		go func() {
+			defer close(cancelled)
+			select {
+			case <-ctx.Done():
+			case <-claimed:
+				return
+			}
+			// again every 200 ms: a request that came before the claim
+			// reached the server cancelled nothing
+			for {
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = conn.PgConn().CancelRequest(cctx)
+				cancel()
+				select {
+				case <-claimed:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+		defer func() { close(claimed); <-cancelled }()
+		if len(w.Queues) == 1 {
+			return Claim(context.Background(), conn, w.Queues[0], w.Name, free, w.Lease, w.Wait)
+		}
+		return ClaimAny(context.Background(), conn, w.Queues, w.Name, free, w.Lease, w.Wait)
 	}
 	// an older server: a claim per queue, then sleep until a notification
 	var tasks []*Task
@@ -626,7 +690,7 @@ func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free in
 		tasks = append(tasks, got...)
 	}
 	if len(tasks) == 0 {
-		wctx, cancel := context.WithTimeout(ctx, time.Duration(w.Wait*float64(time.Second)))
+		wctx, cancel := context.WithTimeout(ctx, w.Wait)
 		_, err := conn.WaitForNotification(wctx)
 		cancel()
 		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err) {
@@ -639,6 +703,31 @@ func (w *Worker) claim(ctx context.Context, conn *pgx.Conn, hasAny bool, free in
 	return tasks, nil
 }
 
+// runHandler runs the handler of t: the entry of Handlers for its activity
+// (for its queue when the step has none), else the catch-all Handler, else
+// a failure "unknown_activity" that is not retryable (no attempt will find
+// a handler).  A panic of the handler is an error with code "exception".
+func (w *Worker) runHandler(ctx context.Context, t *Task) (output interface{}, err error) {
+	key := t.Queue
+	if t.Activity != nil {
+		key = *t.Activity
+	}
+	h := w.Handlers[key]
+	if h == nil {
+		h = w.Handler
+	}
+	if h == nil {
+		return nil, &TaskFailure{Code: "unknown_activity", Message: "no handler for " + key, NonRetryable: true}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			w.Logger.Printf("wfengine worker: task %d: handler panicked: %v", t.TaskID, p)
+			output, err = nil, fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return h(ctx, t)
+}
+
 // execute runs t and reports it; it returns the task the report leased to
 // this slot (eager dispatch), or nil.  stop done: no new lease.
 func (w *Worker) execute(stop context.Context, t *Task) *Task {
@@ -648,20 +737,7 @@ func (w *Worker) execute(stop context.Context, t *Task) *Task {
 	t.cancel = cancel
 	w.mu.Unlock()
 
-	h := w.Handler
-	if h == nil {
-		key := t.Queue
-		if t.Activity != nil {
-			key = *t.Activity
-		}
-		h = w.Handlers[key]
-		if h == nil {
-			h = func(context.Context, *Task) (interface{}, error) {
-				return nil, &TaskFailure{Code: "unknown_activity", Message: "no handler for " + key}
-			}
-		}
-	}
-	output, herr := h(ctx, t)
+	output, herr := w.runHandler(ctx, t)
 	var next []*Task
 	report := func(pool *pgxpool.Pool, eager bool) (Answer, error) {
 		var f *TaskFailure
@@ -681,7 +757,7 @@ func (w *Worker) execute(stop context.Context, t *Task) *Task {
 			for k, v := range f.Details {
 				m[k] = v
 			}
-			e, retryable = m, f.Retryable
+			e, retryable = m, !f.NonRetryable
 		default:
 			e = map[string]string{"code": "exception", "message": herr.Error()}
 		}
@@ -771,7 +847,7 @@ func (w *Worker) heartbeats(stop, done chan struct{}) {
 			conn.Close(context.Background())
 		}
 	}()
-	tick := time.NewTicker(time.Duration(w.HeartbeatSec * float64(time.Second)))
+	tick := time.NewTicker(w.Heartbeat)
 	defer tick.Stop()
 	for {
 		select {

@@ -78,13 +78,13 @@ func TestOrderWorkflow(t *testing.T) {
 	}
 	w := &Worker{
 		Queues: []string{"payments", "warehouse", "email"}, Name: "go-e2e",
-		Concurrency: 4, Lease: 1, Wait: 1, HeartbeatSec: 0.3, DrainTimeout: 10 * time.Second,
+		Concurrency: 4, Lease: time.Second, Wait: time.Second, Heartbeat: 300 * time.Millisecond, DrainTimeout: 10 * time.Second,
 		Handlers: map[string]Handler{
 			"charge_card": func(ctx context.Context, t *Task) (interface{}, error) {
 				v := parse(t)
 				if v.Customer == "c0@example.com" && t.Attempt == 1 {
 					atomic.AddInt32(&failedOnce, 1)
-					return nil, &TaskFailure{Code: "timeout", Message: "simulated gateway timeout", Retryable: true}
+					return nil, &TaskFailure{Code: "timeout", Message: "simulated gateway timeout"} // retryable: the zero value
 				}
 				if v.Customer == "slow@example.com" {
 					atomic.StoreInt32(&slowStarted, 1)
@@ -180,7 +180,7 @@ func TestOrderWorkflow(t *testing.T) {
 	var we *WfError
 	check(errors.As(err, &we) && we.SQLState == "22023" && we.Hint != "" && strings.Contains(we.Message, "fence"),
 		"WfError carries SQLSTATE and hint: %v", err)
-	_, err = Claim(ctx, admin, "payments", "", 1, 30, 0)
+	_, err = Claim(ctx, admin, "payments", "", 1, 30*time.Second, 0)
 	check(errors.As(err, &we) && we.SQLState == "22023" && strings.HasPrefix(we.Hint, "Name the worker"), "claim error: %v", err)
 	a, err := Heartbeat(ctx, admin, 1, 1)
 	check(err == nil && a == Stale, "a heartbeat of a finished attempt is stale: %v %v", a, err)
@@ -204,7 +204,7 @@ func TestEagerDispatch(t *testing.T) {
 	if err := admin.QueryRow(ctx, "SELECT wf.start_run('go_pair', '{}')::text").Scan(&run); err != nil {
 		t.Fatal(err)
 	}
-	w := &Worker{Queues: []string{"go_eager"}, Name: "go-eager", Concurrency: 1, Lease: 5, Wait: 0.5,
+	w := &Worker{Queues: []string{"go_eager"}, Name: "go-eager", Concurrency: 1, Lease: 5 * time.Second, Wait: 500 * time.Millisecond,
 		Handler: func(_ context.Context, task *Task) (interface{}, error) {
 			return map[string]string{"step": task.Step}, nil
 		}}
@@ -307,14 +307,14 @@ func TestShardList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Claim(ctx, s1, "go_shard", "probe", 1, 30, 0)
+	_, err = Claim(ctx, s1, "go_shard", "probe", 1, 30*time.Second, 0)
 	s1.Close(ctx)
 	var we *WfError
 	if !errors.As(err, &we) || we.SQLState != "55W01" {
 		t.Errorf("NOT OK shard s1 refuses the tenant: %v", err)
 	}
 	w := &Worker{Shards: []string{"user=" + login, "host=/nonexistent user=" + login, "dbname=" + db2 + " user=" + login},
-		Queues: []string{"go_shard"}, Name: "go-shard", Concurrency: 2, Lease: 5, Wait: 0.5,
+		Queues: []string{"go_shard"}, Name: "go-shard", Concurrency: 2, Lease: 5 * time.Second, Wait: 500 * time.Millisecond,
 		Handler: func(_ context.Context, task *Task) (interface{}, error) {
 			return map[string]string{"step": task.Step}, nil
 		}}
@@ -415,7 +415,7 @@ func TestShardList(t *testing.T) {
 		return map[string]string{"step": task.Step}, nil
 	}
 	mw := &Worker{Shards: []string{"dbname=" + db2 + " user=" + login, "user=" + login},
-		Queues: []string{"go_shard"}, Name: "go-move", Concurrency: 1, Lease: 5, Wait: 0.5,
+		Queues: []string{"go_shard"}, Name: "go-move", Concurrency: 1, Lease: 5 * time.Second, Wait: 500 * time.Millisecond,
 		NoEager: true, Handler: moveUnder}
 	s1, err = pgx.Connect(ctx, "user="+login) // the tenant's runs on s1
 	if err != nil {

@@ -5,7 +5,7 @@ const { Worker, TaskFailure } = require('.');
 
 new Worker({
   queues: ['payments', 'warehouse', 'email'],
-  concurrency: 4, lease: 30, wait: 10,
+  concurrency: 4, lease: '30s', wait: '10s',
   handlers: {
     charge_card: async (t) => {
       if (!(t.input.amount > 0)) throw new TaskFailure('bad_amount', 'nothing to charge', { retryable: false });

@@ -31,7 +31,8 @@
 // back and leased nothing), claims nothing more, and lets the tasks in
 // flight finish, heartbeaten, for up to drainTimeout seconds.  wfengine has
 // no call that hands a lease back: a task still running after that is left
-// to its lease, which expires, and the engine delivers the attempt again.
+// to its lease, which expires, and the engine delivers the attempt again
+// (its result, if it comes later, is not reported).
 
 const os = require('os');
 const pg = require('pg');
@@ -73,7 +74,8 @@ const Answer = Object.freeze({
   OK: 'ok',
 });
 
-// Throw from a handler to fail the attempt with an error code.
+// Throw from a handler to fail the attempt with an error code; retryable
+// unless { retryable: false } (the step's retry policy decides).
 class TaskFailure extends Error {
   constructor(code, message = '', { retryable = true, ...details } = {}) {
     super(message || code);
@@ -99,7 +101,7 @@ function toTask(r) {
   };
 }
 
-const secs = (s) => (s == null ? null : `${s} seconds`);
+const secs = (s) => (s == null ? null : `${seconds('duration', s)} seconds`);
 
 // The worker calls on one client or pool, typed; errors are WfError.
 class Client {
@@ -199,15 +201,40 @@ class Client {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+const UNIT_SECONDS = { ms: 0.001, s: 1, m: 60, h: 3600 };
+
+// A duration option in seconds: a number of seconds (as ever), or a string
+// of <number><unit> parts, unit ms, s, m or h ('30s', '250ms', '2m', '1h',
+// '1m30s').  JavaScript has no duration type; this is Node's form of the
+// options every library shares (docs/workers.md).  null/undefined: the
+// default.
+function seconds(name, v) {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'number' && Number.isFinite(v) && v >= 0) return v;
+  if (typeof v === 'string' && /^(\d+(\.\d+)?(ms|s|m|h))+$/.test(v)) {
+    let total = 0;
+    for (const [, n, , unit] of v.matchAll(/(\d+(\.\d+)?)(ms|s|m|h)/g)) total += Number(n) * UNIT_SECONDS[unit];
+    return total;
+  }
+  throw new Error(`${name} must be a number of seconds or a string such as '30s', '250ms', '2m' or '1h', not ${JSON.stringify(v)}`);
+}
+
 class Worker {
-  // options: connection (pg client config or connection string; default:
-  // the libpq environment; or an array of them, one per shard: see above), queues, handler (async (task) => output) or
-  // handlers ({activity: fn}; a step without activity goes by its queue),
+  // options (those of every library, docs/workers.md): connection (pg
+  // client config or connection string; default: the libpq environment; or
+  // an array of them, one per shard: see above), queues, handlers
+  // ({activity: async (task) => output}; a step without activity goes by
+  // its queue), handler (the catch-all for a task no entry of handlers
+  // matches; a task with neither fails "unknown_activity", not retryable),
   // name, concurrency (4), lease (30 s), wait (10 s), heartbeat (lease/3),
   // drainTimeout (lease), eager (true: report with wf.complete_and_claim /
-  // wf.fail_and_claim where the server has them), log (console).
+  // wf.fail_and_claim where the server has them), log (console).  Durations
+  // are numbers of seconds or strings: '30s', '250ms', '2m', '1h'.
   constructor(opts) {
     if (!opts.queues || opts.queues.length === 0) throw new Error('a worker needs at least one queue');
+    if (!opts.handler && Object.keys(opts.handlers || {}).length === 0) {
+      throw new Error('a worker needs a handler: give handlers, handler or both');
+    }
     this.shards = Array.isArray(opts.connection) ? [...opts.connection] : [opts.connection];
     if (this.shards.length === 0) throw new Error('a worker needs at least one connection');
     this.connection = this.shards[0]; // the shard in use
@@ -219,10 +246,10 @@ class Worker {
     this.handlers = opts.handlers || {};
     this.name = opts.name || `${os.hostname()}-${process.pid}`;
     this.concurrency = opts.concurrency || 4;
-    this.lease = opts.lease || 30;
-    this.wait = opts.wait || 10;
-    this.heartbeatEvery = opts.heartbeat || this.lease / 3;
-    this.drainTimeout = opts.drainTimeout || this.lease;
+    this.lease = seconds('lease', opts.lease) || 30;
+    this.wait = seconds('wait', opts.wait) || 10;
+    this.heartbeatEvery = seconds('heartbeat', opts.heartbeat) || this.lease / 3;
+    this.drainTimeout = seconds('drainTimeout', opts.drainTimeout) || this.lease;
     this.eager = opts.eager !== false; // eager dispatch where the server has it
     this.handedOn = 0; // tasks leased by a report (eager dispatch)
     this.log = opts.log || console;
@@ -230,6 +257,7 @@ class Worker {
     this.answers = []; // [task, answer or error] of every report
     this.maxInFlight = 0;
     this.stopping = false;
+    this.drainOver = false; // tasks still running are left to their leases
     this.slotFreed = null;
   }
 
@@ -379,6 +407,7 @@ class Worker {
         })]);
       clearTimeout(drainTimer);
       if (timedOut) {
+        this.drainOver = true;
         for (const t of this.inFlight.values()) {
           t.cancelled = true;
           this.log.warn(`wfengine-worker: task ${t.taskId} still running at shutdown; its lease will expire`);
@@ -424,6 +453,17 @@ class Worker {
     return tasks;
   }
 
+  // The handler of task: the entry of handlers for its activity (for its
+  // queue when the step has none), else the catch-all handler, else a
+  // failure "unknown_activity" that is not retryable (no attempt will find
+  // a handler).
+  handlerFor(task) {
+    const key = task.activity || task.queue;
+    const fn = Object.prototype.hasOwnProperty.call(this.handlers, key) ? this.handlers[key] : this.handler;
+    if (!fn) throw new TaskFailure('unknown_activity', `no handler for ${key}`, { retryable: false });
+    return fn;
+  }
+
   // Runs task and reports it; with eager dispatch a report may lease the
   // next task (the next step of the same run first), which runs at once in
   // the same slot.
@@ -432,18 +472,21 @@ class Worker {
   }
 
   async executeOne(task) {
-    // no new lease while stopping: nothing more is claimed then
-    const eager = this.eager && !this.stopping &&
+    const hasEager = this.eager &&
       await this.current().then((c) => c.reports.hasEager()).catch(() => false);
     let report;
+    let eager = false;
     try {
-      const fn = this.handler || this.handlers[task.activity || task.queue];
-      if (!fn) throw new TaskFailure('unknown_activity', `no handler for ${task.activity || task.queue}`, { retryable: false });
+      const fn = this.handlerFor(task);
       const output = await fn(task);
+      // no new lease while stopping (looked at after the handler: a stop may
+      // come meanwhile): nothing more is claimed then
+      eager = hasEager && !this.stopping;
       report = eager
         ? (reports) => reports.completeAndClaim(task.taskId, task.fence, output, task.queue, this.name, 1, this.lease)
         : (reports) => reports.complete(task.taskId, task.fence, output);
     } catch (e) {
+      eager = hasEager && !this.stopping;
       let err = e && e.error;
       let retryable = e && e.retryable;
       if (!(e instanceof TaskFailure)) {
@@ -454,6 +497,13 @@ class Worker {
       report = eager
         ? (reports) => reports.failAndClaim(task.taskId, task.fence, err, retryable, task.queue, this.name, 1, this.lease)
         : (reports) => reports.fail(task.taskId, task.fence, err, retryable);
+    }
+    if (this.drainOver) {
+      // finished after the drain timeout: not reported (the clients are
+      // closed), left to its lease like a task still running
+      this.log.warn(`wfengine-worker: task ${task.taskId}: finished after the drain timeout, not reported`);
+      this.inFlight.delete(String(task.taskId));
+      return null;
     }
     // A lost connection: report again (a repeat is "duplicate").  With eager
     // dispatch a lease handed out with a lost answer is never seen here; it
@@ -534,4 +584,4 @@ class Worker {
   }
 }
 
-module.exports = { Answer, Client, TaskFailure, WfError, Worker };
+module.exports = { Answer, Client, TaskFailure, WfError, Worker, seconds };

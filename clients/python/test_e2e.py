@@ -18,6 +18,7 @@ is not its tenant's (55W01) and the second down, moves to the third and
 completes the runs there.
 """
 
+import datetime
 import json
 import os
 import signal
@@ -39,6 +40,44 @@ def check(cond, what):
     print(("ok     " if cond else "NOT OK ") + what, flush=True)
     if not cond:
         failures.append(what)
+
+
+# The options every library shares (docs/workers.md), without a server.
+def _refused(**kw):
+    try:
+        Worker("", **kw)
+    except (ValueError, TypeError) as e:
+        return str(e)
+    return None
+
+
+check("needs a handler" in (_refused(queues=["q"]) or ""), "a worker without a handler is refused")
+check("timedelta" in (_refused(queues=["q"], handler=print, lease="30s") or ""),
+      "a duration that is neither seconds nor a timedelta is refused")
+_w = Worker("", ["q"], {"a": lambda t: "by activity", "q": lambda t: "by queue"},
+            lease=datetime.timedelta(minutes=1), drain_timeout=datetime.timedelta(seconds=5))
+check((_w.lease, _w.wait, _w.heartbeat_every, _w.drain_timeout) == (60.0, 10.0, 20.0, 5.0),
+      "durations: timedelta or seconds, defaults wait 10 s, heartbeat lease/3")
+
+
+def _task(activity, queue="q"):
+    return type("T", (), {"activity": activity, "queue": queue})()
+
+
+check(_w._handler_for(_task("a"))(None) == "by activity" and
+      _w._handler_for(_task(None))(None) == "by queue",
+      "a handler by activity; a step without activity by its queue")
+try:
+    _w._handler_for(_task("other"))
+    check(False, "no handler: unknown_activity")
+except TaskFailure as f:
+    check(f.error["code"] == "unknown_activity" and not f.retryable,
+          "no handler: unknown_activity, not retryable")
+_w.handler = lambda t: "catch-all"
+check(_w._handler_for(_task("other"))(None) == "catch-all" and
+      _w._handler_for(_task("a"))(None) == "by activity",
+      "handler= is the catch-all, after the entries of handlers")
+check(TaskFailure("x").retryable, "a TaskFailure is retryable unless it says otherwise")
 
 
 admin = psycopg.connect("", autocommit=True)
@@ -92,8 +131,8 @@ def send_receipt(task):
 worker = Worker("", ["payments", "warehouse", "email"],
                 {"charge_card": charge_card, "reserve_stock": reserve_stock,
                  "send_receipt": send_receipt},
-                name="py-e2e", concurrency=4, lease=1.0, wait=1.0, heartbeat=0.3,
-                drain_timeout=10)
+                name="py-e2e", concurrency=4, lease=datetime.timedelta(seconds=1), wait=1.0,
+                heartbeat=datetime.timedelta(milliseconds=300), drain_timeout=10)
 
 
 def driver():
@@ -172,7 +211,7 @@ client.close()
 admin.execute("""SELECT wf.publish_definition('py_pair', '{"steps": [
   {"name": "first", "queue": "py_eager"}, {"name": "second", "queue": "py_eager"}]}')""")
 pair = admin.execute("SELECT wf.start_run('py_pair', '{}')").fetchone()[0]
-eager_worker = Worker("", ["py_eager"], lambda t: {"step": t.step}, name="py-eager",
+eager_worker = Worker("", ["py_eager"], handler=lambda t: {"step": t.step}, name="py-eager",
                       concurrency=1, lease=5.0, wait=0.5)
 et = threading.Thread(target=eager_worker.run)
 et.start()

@@ -35,7 +35,7 @@ claim, claims nothing more, and lets the tasks in flight finish and report,
 heartbeating them meanwhile, for up to `drain_timeout` seconds.  wfengine has
 no call that hands a lease back, so a task still running after that is left
 to its lease: heartbeats stop, the lease expires, and the engine delivers the
-attempt again (at least once).
+attempt again (at least once); its result, if it comes later, is not reported.
 
 Errors of the server are raised as WfError, which carries the SQLSTATE,
 message, detail and hint.
@@ -143,6 +143,21 @@ class Task:
 
 def _seconds(x: Union[float, datetime.timedelta]) -> datetime.timedelta:
     return x if isinstance(x, datetime.timedelta) else datetime.timedelta(seconds=x)
+
+
+Duration = Union[float, int, datetime.timedelta]
+
+
+def _float_seconds(name: str, x: Optional[Duration]) -> Optional[float]:
+    """A duration option as float seconds: a number of seconds or a
+    datetime.timedelta; None stays None (the default)."""
+    if x is None:
+        return None
+    if isinstance(x, datetime.timedelta):
+        return x.total_seconds()
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    raise TypeError(f"{name} must be a number of seconds or a datetime.timedelta, not {type(x).__name__}")
 
 
 class Client:
@@ -256,13 +271,21 @@ Handler = Callable[[Task], Any]
 
 
 class Worker:
-    """A worker loop: claims from `queues`, runs `handler` on up to
-    `concurrency` tasks at once (threads), heartbeats them, reports.
+    """A worker loop: claims from `queues`, runs the tasks' handlers on up
+    to `concurrency` tasks at once (threads), heartbeats them, reports.
+    The options and their defaults are those of every wfengine worker
+    library (docs/workers.md).
 
-    handler is a callable(task) -> output, or a mapping from activity (or,
-    for a step without one, queue) to such a callable.  A handler returns
-    the output (JSON-able), raises TaskFailure to fail the attempt, or any
-    other exception to fail it as retryable with code "exception".
+    handlers maps an activity (or, for a step without one, its queue) to a
+    callable(task) -> output; handler= is the catch-all for a task no entry
+    matches (a callable given as handlers is taken as the catch-all, as
+    before).  A task without either fails with code "unknown_activity", not
+    retryable.  A handler returns the output (JSON-able), raises
+    TaskFailure to fail the attempt (retryable unless retryable=False), or
+    any other exception to fail it as retryable with code "exception".
+
+    lease, wait, heartbeat and drain_timeout are float seconds or
+    datetime.timedelta.
 
     conninfo is one connection string, or a list (or tuple) of the
     connection strings of the shards of a sharded deployment: the worker
@@ -270,14 +293,23 @@ class Worker:
     with 55W01 or a connection fails (see the module's docstring)."""
 
     def __init__(self, conninfo: Union[str, Sequence[str]], queues: Sequence[str],
-                 handler: Union[Handler, Mapping[str, Handler]], *,
+                 handlers: Union[None, Handler, Mapping[str, Handler]] = None, *,
+                 handler: Optional[Handler] = None,
                  name: Optional[str] = None, concurrency: int = 4,
-                 lease: float = 30.0, wait: float = 10.0,
-                 heartbeat: Optional[float] = None,
-                 drain_timeout: Optional[float] = None,
+                 lease: Duration = 30.0, wait: Duration = 10.0,
+                 heartbeat: Optional[Duration] = None,
+                 drain_timeout: Optional[Duration] = None,
                  eager: bool = True):
         if not queues:
             raise ValueError("a worker needs at least one queue")
+        if callable(handlers) and not isinstance(handlers, Mapping):
+            if handler is not None:
+                raise ValueError("give the catch-all once: handlers is a callable and handler= is set")
+            handlers, handler = {}, handlers
+        self.handlers: Dict[str, Handler] = dict(handlers or {})
+        self.handler = handler
+        if not self.handlers and self.handler is None:
+            raise ValueError("a worker needs a handler: give handlers, handler= or both")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.shards = [conninfo] if isinstance(conninfo, str) else list(conninfo)
@@ -287,13 +319,14 @@ class Worker:
         self._generation = 0                    # one more at each move to another shard
         self.moves = 0                          # moves to another shard so far
         self.queues = list(queues)
-        self.handler = handler
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.concurrency = concurrency
-        self.lease = lease
-        self.wait = wait
-        self.heartbeat_every = heartbeat if heartbeat is not None else lease / 3
-        self.drain_timeout = drain_timeout if drain_timeout is not None else lease
+        self.lease = _float_seconds("lease", lease)
+        self.wait = _float_seconds("wait", wait)
+        heartbeat = _float_seconds("heartbeat", heartbeat)
+        drain_timeout = _float_seconds("drain_timeout", drain_timeout)
+        self.heartbeat_every = heartbeat if heartbeat is not None else self.lease / 3
+        self.drain_timeout = drain_timeout if drain_timeout is not None else self.lease
         self.eager = eager
         self.answers: List[tuple] = []          # (task, Answer) of every report
         self.handed_on = 0                      # tasks leased by a report (eager)
@@ -301,6 +334,7 @@ class Worker:
         self._in_flight: Dict[int, Task] = {}
         self._lock = threading.Condition()
         self._stopping = threading.Event()
+        self._drain_over = threading.Event()    # tasks still running are left to their leases
         self._local = threading.local()
         self._claimer: Optional[Client] = None
 
@@ -459,6 +493,8 @@ class Worker:
                 while self._in_flight and time.monotonic() < deadline:
                     self._lock.wait(max(0.0, deadline - time.monotonic()))
                 left = list(self._in_flight.values())
+                if left:
+                    self._drain_over.set()
             for t in left:
                 t.cancelled.set()
                 log.warning("worker %s: task %d still running at shutdown; its lease will expire",
@@ -499,12 +535,14 @@ class Worker:
         return tasks
 
     def _handler_for(self, task: Task) -> Handler:
-        if callable(self.handler):
-            return self.handler
+        """The handler of task: the entry of handlers for its activity (for
+        its queue when the step has none), else the catch-all, else a
+        failure "unknown_activity" that is not retryable (no attempt will
+        find a handler)."""
         key = task.activity or task.queue
-        h = self.handler.get(key)
+        h = self.handlers.get(key, self.handler)
         if h is None:
-            raise TaskFailure("unknown_activity", f"no handler for {key!r}", retryable=False)
+            raise TaskFailure("unknown_activity", f"no handler for {key}", retryable=False)
         return h
 
     def _reporter(self) -> Client:
@@ -529,6 +567,7 @@ class Worker:
         nxt: Optional[Task] = None
         try:
             # no new lease while stopping: nothing more is claimed then
+            # (looked at again after the handler: a stop may come meanwhile)
             eager = self.eager and not self._stopping.is_set()
             if eager:
                 try:
@@ -537,12 +576,14 @@ class Worker:
                     eager = False        # the report's own retries deal with the connection
             try:
                 output = self._handler_for(task)(task)
+                eager = eager and not self._stopping.is_set()   # stopped meanwhile
                 if eager:
                     report = lambda c: c.complete_and_claim(task.task_id, task.fence, output,
                                                             task.queue, self.name, 1, self.lease)
                 else:
                     report = lambda c: c.complete(task.task_id, task.fence, output)
             except TaskFailure as f:
+                eager = eager and not self._stopping.is_set()
                 if eager:
                     report = lambda c, f=f: c.fail_and_claim(task.task_id, task.fence, f.error,
                                                              f.retryable, task.queue, self.name,
@@ -552,11 +593,17 @@ class Worker:
             except Exception as e:
                 log.exception("task %d: handler raised", task.task_id)
                 err = {"code": "exception", "message": f"{type(e).__name__}: {e}"}
+                eager = eager and not self._stopping.is_set()
                 if eager:
                     report = lambda c: c.fail_and_claim(task.task_id, task.fence, err, True,
                                                         task.queue, self.name, 1, self.lease)
                 else:
                     report = lambda c: c.fail(task.task_id, task.fence, err, True)
+            if self._drain_over.is_set():
+                # finished after the drain timeout: not reported, left to its
+                # lease like a task still running (and as the other libraries do)
+                log.warning("task %d: finished after the drain timeout, not reported", task.task_id)
+                return None
             # A lost connection: report again (a repeat answers duplicate).
             # With eager dispatch a lease handed out with a lost answer is
             # never seen here; it expires and the attempt is delivered again.

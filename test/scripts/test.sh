@@ -26,8 +26,9 @@
 #                 a scratch cluster of its own; one test per target
 #   outside it, as a non-root user, started first and run in the background
 #   while everything above runs (its output shown when it is done):
-#     tap         prove -j2 over test/t/*.pl (PostgreSQL::Test::Cluster runs
-#                 its own initdb'd clusters, and initdb refuses root)
+#     tap         prove -j2 over test/t/*.pl, the slowest first
+#                 (TAP_SLOW_FIRST; PostgreSQL::Test::Cluster runs its own
+#                 clusters, and initdb refuses root)
 #
 # `make installcheck` stops at its first failing half, so regress and
 # isolation are run as two invocations of it (ISOLATION= / REGRESS= on the
@@ -56,10 +57,10 @@ CAP_ISOLATION=300
 CAP_PGTAP=300
 CAP_SCHEMA=120
 CAP_DOCS=300
-CAP_CLIENTS=600
+CAP_CLIENTS=900
 CAP_APIFUZZ=240
 CAP_FUZZ=240
-CAP_TAP=900
+CAP_TAP=1200
 
 record() {
 	printf '%s\t%d\t%d\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$RESULTS"
@@ -393,35 +394,71 @@ check_released() {
 	record released "$p" "$f" "$(wc -l <"$WF_ROOT/sql/released.sha256") frozen script(s)"
 }
 
-# prepare_prev_release: the source of the last release (the last line of
-# sql/releases), as `git archive` of its commit, for the TAP tests that
-# build it (test/t/127_rolling_upgrade.pl; they run in a copy of the tree
-# without .git): exported as WF_PREV_RELEASE_TAR.  Without git or the
-# commit (a tarball of `make dist`) those tests say they are skipped.
+# prepare_prev_release: the source of every release of sql/releases, as
+# `git archive` of its commit, for the TAP tests that build one (they run
+# in a copy of the tree without .git): $WF_RELEASE_TARS/wfengine-<version>.tar
+# (test/t/120_upgrade.pl builds 0.1.0), and the last one also as
+# WF_PREV_RELEASE_TAR (test/t/127_rolling_upgrade.pl).  Without git or a
+# commit (a tarball of `make dist`) the tests that need it say they are
+# skipped.
 prepare_prev_release() {
-	local commit
-	commit=$(awk -F '\t' '/^[0-9]/ { c = $2 } END { print c }' "$WF_ROOT/sql/releases")
-	if [[ -n $commit ]] && git -C "$WF_ROOT" -c safe.directory='*' cat-file -e "$commit^{commit}" 2>/dev/null; then
-		git -C "$WF_ROOT" -c safe.directory='*' archive -o "$WF_TMP/prev-release.tar" "$commit"
-		chmod 644 "$WF_TMP/prev-release.tar"
-		export WF_PREV_RELEASE_TAR=$WF_TMP/prev-release.tar
-	else
-		echo "the last release's commit ($commit) is not in this checkout: its build is skipped"
-	fi
+	local version commit
+	mkdir -p "$WF_TMP/releases"
+	chmod 755 "$WF_TMP/releases"
+	export WF_RELEASE_TARS=$WF_TMP/releases
+	while IFS=$'\t' read -r version commit _; do
+		[[ $version =~ ^[0-9] ]] || continue
+		if git -C "$WF_ROOT" -c safe.directory='*' cat-file -e "$commit^{commit}" 2>/dev/null; then
+			git -C "$WF_ROOT" -c safe.directory='*' archive -o "$WF_RELEASE_TARS/wfengine-$version.tar" "$commit"
+			chmod 644 "$WF_RELEASE_TARS/wfengine-$version.tar"
+			export WF_PREV_RELEASE_TAR=$WF_RELEASE_TARS/wfengine-$version.tar
+		else
+			unset WF_PREV_RELEASE_TAR
+			echo "the commit of release $version ($commit) is not in this checkout: its build is skipped"
+		fi
+	done <"$WF_ROOT/sql/releases"
+}
+
+# The TAP test files that take longest, longest first (as measured with
+# prove --timer on a loaded 2-core machine; issue 32).  prove -j2 starts
+# the files in the order given, so a long one started last would run on
+# alone at the end; these start first and the short ones fill in.
+TAP_SLOW_FIRST="140_failover 080_backlog_drain 126_grow 128_move_crash 127_rolling_upgrade
+	120_shards 100_crash_loop 150_noisy_neighbour 125_move_partition 010_worker 120_upgrade
+	155_shared_memory_fairness 130_pgbouncer"
+
+# tap_test_order: the TAP test files (relative to the tree), those of
+# TAP_SLOW_FIRST first in its order, then every other in name order.
+tap_test_order() {
+	local name f
+	local -A listed=()
+	for name in $TAP_SLOW_FIRST; do
+		f=test/t/$name.pl
+		if [[ -f $WF_ROOT/$f ]]; then
+			echo "$f"
+			listed[$f]=1
+		fi
+	done
+	for f in "$WF_ROOT"/test/t/*.pl; do
+		f=test/t/${f##*/}
+		if [[ -z ${listed[$f]:-} ]]; then echo "$f"; fi
+	done
 }
 
 # run_tap_suite: the TAP suite, as a non-root user, two test files at a
-# time (TAP_JOBS), then any node left running is stopped.  main() runs it in
-# the background while the other suites run.
+# time (TAP_JOBS), the slowest first (tap_test_order), then any node left
+# running is stopped.  main() runs it in the background while the other
+# suites run.
 run_tap_suite() {
 	prepare_prev_release
-	local who
+	local who tests
 	who=$(id -un)
 	if ((EUID == 0)); then who=postgres; fi
+	tests=$(tap_test_order | tr '\n' ' ')
 	wf_log "TAP tests as $who in $(wf_unpriv_tree), ${TAP_JOBS:-2} at a time"
 	timed_suite tap tap $CAP_TAP \
 		as_unpriv make --no-print-directory PG_CONFIG="$PG_CONFIG" prove_installcheck \
-		PROVE_FLAGS="-j${TAP_JOBS:-2} --timer"
+		PROVE_FLAGS="-j${TAP_JOBS:-2} --timer" PROVE_TESTS="${tests% }"
 	stop_leftover_nodes
 }
 

@@ -13,7 +13,7 @@
 #  4. DROP DATABASE and ALTER DATABASE RENAME succeed while the worker runs;
 #     the renamed database gets its worker back.
 #  5. SIGHUP: a reload after ALTER SYSTEM SET wfengine.naptime is picked up
-#     by the running worker.
+#     by the running worker at once (not at the end of its current sleep).
 #  6. wfengine.enabled = off: the worker keeps running but fires nothing;
 #     on again, it fires what is due.
 #  7. A tick that fails (the timers table renamed away) is logged and
@@ -42,6 +42,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;    # (also: initdb from a template)
 use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('wf_worker');
@@ -182,9 +185,13 @@ ok(wfc_worker_sleeps("> now() + interval '30 seconds'"),
 	'with the default naptime the worker sleeps long');
 $log_offset = -s $node->logfile;
 $node->safe_psql('postgres', "ALTER SYSTEM SET wfengine.naptime = '1s'");
+my $t_reload = time();
 $node->reload;
 ok(wfc_worker_sleeps("< now() + interval '5 seconds'"),
 	'after a reload the worker sleeps by the new naptime');
+# (the sleep it was in still had more than 30 s to go)
+cmp_ok(time() - $t_reload, '<', 20,
+	'at once, not at the end of the sleep chosen under the old naptime');
 my $ticks = $node->safe_psql('wfc',
 	"SELECT ticks FROM wf.worker_status() WHERE database = 'wfc'");
 ok( $node->poll_query_until(
@@ -377,23 +384,37 @@ ok( $node->poll_query_until(
 {
 	$node->safe_psql('wfc', q{
 SELECT wf.publish_definition('held', '{"correlation": {"k": "$.input.k"}, "steps": [
-  {"name": "nap", "type": "sleep", "duration": "300ms"},
+  {"name": "nap", "type": "sleep", "duration": "1500ms"},
   {"name": "after", "queue": "held_q"}]}');
 });
 	my $skips0 = $node->safe_psql('wfc',
 		"SELECT value FROM wf.engine_counters() WHERE name = 'due_lock_skips'");
-	my $x = $node->safe_psql('wfc', qq{SELECT wf.start_run('held', '{"k": "x1"}')});
-	my $psql = $node->installed_command('psql');
-	my ($ho, $he) = ('', '');
-	my $holder = IPC::Run::start(
-		[
-			$psql, '-XqAt', '-d', $node->connstr('wfc'),
-			'-c', 'BEGIN', '-c', qq{SELECT wf.signal('$x', 'hold', '{}')},
-			'-c', 'SELECT pg_sleep(4)', '-c', 'COMMIT'
-		],
-		'>', \$ho, '2>', \$he);
+	# The holder: a session of its own that signals the run in a transaction
+	# and keeps it open until the test commits it (not for a fixed time,
+	# which a loaded machine can use up before the checks below are done).
+	# The run's sleep must fall due after the holder has locked the run: if
+	# it fired before (the holder's start took longer than the sleep), the
+	# scenario is tried again with a new run.
+	my ($x, $k, $holder, $holder_pid);
+	my $he = '';
+	for my $attempt (1 .. 5)
+	{
+		$k = "x$attempt";
+		$x = $node->safe_psql('wfc', qq{SELECT wf.start_run('held', '{"k": "$k"}')});
+		$holder = $node->background_psql('wfc', on_error_stop => 0);
+		$holder_pid = $holder->query('SELECT pg_backend_pid()');
+		$holder->query('BEGIN');
+		$holder->query(qq{SELECT wf.signal('$x', 'hold', '{}')});
+		$he .= $holder->{stderr};
+		$holder->{stderr} = '';
+		last if $node->safe_psql('wfc', "SELECT status FROM wf.timers WHERE run_id = '$x'") eq 'pending';
+		note "attempt $attempt: the sleep of run $x fired before the holder locked it; again";
+		$holder->query('COMMIT');
+		$holder->quit;
+	}
 	ok( $node->poll_query_until('wfc',
-			"SELECT count(*) = 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(4)' AND state = 'active'"),
+			"SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $holder_pid AND state = 'idle in transaction'"
+			  . " AND backend_xid IS NOT NULL AND (SELECT status = 'pending' FROM wf.timers WHERE run_id = '$x')"),
 		'a session holds the run in an open transaction');
 	my $y = $node->safe_psql('wfc', "SELECT wf.start_run('held')");
 	ok( $node->poll_query_until('wfc',
@@ -422,14 +443,16 @@ WHERE s.n > 0});
 	# a send to the held run that gives up waiting changes nothing (it is
 	# not taken for a run that ended, nor buffered for a later run)
 	my ($sret, $sout, $serr) = $node->psql('wfc',
-		"SET lock_timeout = '50ms'; SELECT * FROM wf.send_event('k:x1', 'go', '{}', 'e-held')");
+		"SET lock_timeout = '50ms'; SELECT * FROM wf.send_event('k:$k', 'go', '{}', 'e-held')");
 	like($serr, qr/canceling statement due to lock timeout/,
 		'a send to the held run times out waiting for it');
 	is( $node->safe_psql('wfc',
 			"SELECT (SELECT count(*) FROM wf.buffered_events WHERE event_id = 'e-held')"
 			  . " + (SELECT count(*) FROM wf.event_ids WHERE event_id = 'e-held')"),
 		'0', 'and leaves nothing: no buffered event, no event id');
-	$holder->finish;
+	$holder->query('COMMIT');
+	$he .= $holder->{stderr};
+	$holder->quit;
 	is($he, '', 'the holder saw no error');
 	ok( $node->poll_query_until('wfc',
 			"SELECT status = 'fired' FROM wf.timers WHERE run_id = '$x'"),
@@ -444,15 +467,17 @@ WHERE s.n > 0});
 		't', 'both runs verify');
 }
 
-$node->stop;
-
 # ---------------------------------------------------------------------
-# 9. without preload
+# 9. without preload: the same cluster restarted without
+#    shared_preload_libraries (an initdb of its own costs seconds), in a
+#    database of its own
 # ---------------------------------------------------------------------
-my $plain = PostgreSQL::Test::Cluster->new('wf_plain');
-$plain->init;
-$plain->start;
-($ret, $stdout, $stderr) = $plain->psql('postgres', 'CREATE EXTENSION wfengine');
+$node->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
+$node->restart;
+my $plain = $node;
+$plain->safe_psql('postgres', 'CREATE DATABASE plain');
+is($plain->safe_psql('plain', 'SHOW shared_preload_libraries'), '', 'the server runs without preload');
+($ret, $stdout, $stderr) = $plain->psql('plain', 'CREATE EXTENSION wfengine');
 is($ret, 0, 'CREATE EXTENSION works without preload');
 like(
 	$stderr,
@@ -463,7 +488,7 @@ is( $plain->safe_psql(
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'wfengine%'"),
 	'0',
 	'no wfengine process runs');
-is($plain->safe_psql('postgres', 'SELECT count(*) FROM wf.worker_status()'),
+is($plain->safe_psql('plain', 'SELECT count(*) FROM wf.worker_status()'),
 	'0', 'wf.worker_status() returns no rows');
 $plain->stop;
 

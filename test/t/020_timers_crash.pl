@@ -24,6 +24,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;    # (also: initdb from a template)
 
 my $node = PostgreSQL::Test::Cluster->new('wf_timers_crash');
 $node->init;

@@ -22,6 +22,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;    # (also: initdb from a template)
 
 my $primary = PostgreSQL::Test::Cluster->new('wf_primary');
 $primary->init(allows_streaming => 1);

@@ -22,6 +22,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;    # (also: initdb from a template)
 
 my $k1 = 'k1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
 my $k2 = 'k2:1f1e1d1c1b1a191817161514131211100f0e0d0c0b0a09080706050403020100';

@@ -26,6 +26,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;    # (also: initdb from a template)
 
 # the timeline of the server's current WAL
 my $timeline_q =

@@ -27,6 +27,9 @@ use Time::HiRes qw(usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;    # (also: initdb from a template)
 
 my $node = PostgreSQL::Test::Cluster->new('wf_metrics');
 $node->init;

@@ -74,15 +74,13 @@ my $shards_json = join(', ',
 	map { sprintf('"%s": "host=%s port=%d dbname=%s"', $_, $shard{$_}->host, $shard{$_}->port, $db) } qw(s1 s2));
 r_sql("SELECT wfrouter.configure('{$shards_json}', 4)");
 
-# eight tenants, each with one login for everything
+# eight tenants, each with one login for everything (each node's share
+# in one psql: a psql costs a fraction of a second of a loaded machine)
 my @tenants = map { "u$_" } 1 .. 8;
-for my $t (@tenants)
-{
-	my $roles = "CREATE ROLE ${t}_all LOGIN IN ROLE wfengine_admin, wfengine_worker, wfengine_approver, wf_tenant_$t;";
-	$shard{$_}->safe_psql($db, "SELECT wf.create_tenant('$t'); $roles") for qw(s1 s2);
-	r_sql("CREATE ROLE wf_tenant_$t NOLOGIN; $roles");
-}
-my %home = map { $_ => r_sql("SELECT wfrouter.tenant_shard('$_')") } @tenants;
+my %roles = map { $_ => "CREATE ROLE ${_}_all LOGIN IN ROLE wfengine_admin, wfengine_worker, wfengine_approver, wf_tenant_$_;" } @tenants;
+$shard{$_}->safe_psql($db, join("\n", map { "SELECT wf.create_tenant('$_'); $roles{$_}" } @tenants)) for qw(s1 s2);
+r_sql(join("\n", map { "CREATE ROLE wf_tenant_$_ NOLOGIN; $roles{$_}" } @tenants));
+my %home = map { split /\|/ } split /\n/, r_sql(join("\n", map { "SELECT '$_|' || wfrouter.tenant_shard('$_');" } @tenants));
 my %on = (s1 => [ grep { $home{$_} eq 's1' } @tenants ], s2 => [ grep { $home{$_} eq 's2' } @tenants ]);
 ok(@{ $on{s1} } && @{ $on{s2} }, "tenants on both shards (s1: @{$on{s1}}; s2: @{$on{s2}})");
 
@@ -91,32 +89,37 @@ sub as_tenant
 	my ($t, $sql) = @_;
 	return $router->safe_psql('wfengine_router', $sql, extra_params => [ '-U', "${t}_all" ]);
 }
-for my $t (@tenants)
-{
-	as_tenant($t, q{SELECT wf.publish_definition('job', '{"steps": [{"name": "work", "queue": "work"},
-  {"name": "nap", "type": "sleep", "duration": "1s"}, {"name": "more", "queue": "work"}]}');
-SELECT wf.publish_definition('ok', '{"steps": [{"name": "ok", "type": "approval", "approvers": ["ann"],
-  "notify_queue": "approvals"}, {"name": "after", "queue": "work"}]}');
-SELECT wf.publish_definition('load', '{"steps": [{"name": "one", "queue": "load"}]}');});
-}
 
-# runs in flight, left by the release, per tenant: a task leased (its id
-# and fence kept), an approval with its token (kept), a run asleep
+# per tenant, in one psql through the router (one statement after the
+# other, each its own transaction, as separate calls): its definitions,
+# and runs in flight, left by the release: a task leased (its id and
+# fence kept), an approval with its token (kept), a run asleep; the lines
+# wanted are tagged "name:"
 my (%leased, %token, %asleep);
 for my $t (@tenants)
 {
-	as_tenant($t, q{SELECT wf.start_run('job')});
-	$leased{$t} = [ split /\|/, as_tenant($t, q{SELECT task_id || '|' || fence FROM wf.claim_tasks('work', 'w', 1, '1 hour')}) ];
-	as_tenant($t, q{SELECT wf.start_run('ok')});
-	my ($nt, $nf, $tok) = split /\|/, as_tenant($t, q{SELECT c.task_id || '|' || c.fence || '|' || tk.token
+	my %got = map { /^(\w+):(.*)$/ ? ($1 => $2) : () } split /\n/, as_tenant($t, q{
+SELECT wf.publish_definition('job', '{"steps": [{"name": "work", "queue": "work"},
+  {"name": "nap", "type": "sleep", "duration": "1s"}, {"name": "more", "queue": "work"}]}') IS NOT NULL;
+SELECT wf.publish_definition('ok', '{"steps": [{"name": "ok", "type": "approval", "approvers": ["ann"],
+  "notify_queue": "approvals"}, {"name": "after", "queue": "work"}]}') IS NOT NULL;
+SELECT wf.publish_definition('load', '{"steps": [{"name": "one", "queue": "load"}]}') IS NOT NULL;
+SELECT wf.start_run('job') IS NOT NULL;
+SELECT 'leased:' || task_id || '|' || fence FROM wf.claim_tasks('work', 'w', 1, '1 hour');
+SELECT wf.start_run('ok') IS NOT NULL;
+SELECT c.task_id AS nt, c.fence AS nf, tk.token AS tok
 FROM wf.claim_tasks('approvals', 'mailer', 1) c, LATERAL wf.issue_approval_tokens(c.task_id, c.fence) tk
-WHERE tk.decision = 'approve'});
-	as_tenant($t, "SELECT wf.complete_task($nt, $nf, '{}')");
-	$token{$t} = $tok;
-	$asleep{$t} = as_tenant($t, q{SELECT wf.start_run('job', '{"sleeper": true}')});
-	# the one left ready ("work" of the sleeper) is completed: it sleeps
-	is(as_tenant($t, q{SELECT string_agg(wf.complete_task(task_id, fence, '{}'), ',') FROM wf.claim_tasks('work', 'w', 5)}),
-		'accepted', "$t: the sleeper's first step done (and only that)");
+WHERE tk.decision = 'approve' \gset
+SELECT wf.complete_task(:nt, :nf, '{}') IS NOT NULL;
+SELECT 'token:' || :'tok';
+SELECT 'asleep:' || wf.start_run('job', '{"sleeper": true}');
+-- the one left ready ("work" of the sleeper) is completed: it sleeps
+SELECT 'first:' || string_agg(wf.complete_task(task_id, fence, '{}'), ',') FROM wf.claim_tasks('work', 'w', 5);
+});
+	$leased{$t} = [ split /\|/, $got{leased} // '' ];
+	$token{$t} = $got{token};
+	$asleep{$t} = $got{asleep};
+	is($got{first}, 'accepted', "$t: the sleeper's first step done (and only that)");
 }
 like(join(',', map { $token{$_} } @tenants), qr/^(wfa_[A-Za-z0-9_-]{43},?){8}$/, 'an approval token per tenant, issued by the release');
 
@@ -158,6 +161,8 @@ FROM wf.claim_tasks('load', 'w', 4) c;});
 }
 for my $t (sort keys %load)
 {
+	# (for the whole test: the timeout counts per query, not from the start)
+	$load{$t}->set_query_timer_restart;
 	$load{$t}->query_safe('\set VERBOSITY verbose');
 }
 load_step() for 1 .. 10;

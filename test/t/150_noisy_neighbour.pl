@@ -40,6 +40,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use WfTestUtil;    # (also: initdb from a template)
 use IPC::Run;
 use JSON::PP;
 use Time::HiRes qw(time sleep);

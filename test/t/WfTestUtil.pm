@@ -8,6 +8,10 @@ package WfTestUtil;
 use strict;
 use warnings;
 use Exporter 'import';
+use Fcntl qw(:flock);
+use File::Basename qw(dirname);
+use Digest::MD5 qw(md5_hex);
+use PostgreSQL::Test::Utils ();
 
 our @EXPORT = qw(server_children wf_shard_node wf_shards wf_release_root wf_clone_root wf_install_current);
 
@@ -52,6 +56,12 @@ wfengine.approval_key = 'cd0123456789abcdef0123456789abcdef0123456789abcdef01234
 wal_level = logical
 max_wal_senders = 10
 max_replication_slots = 10
+# a move's copy: six tables at once instead of two (PostgreSQL's default;
+# a move copies some fifteen tables, each a table synchronisation worker
+# that starts, copies and catches up: seconds per move on a loaded machine)
+max_worker_processes = 20
+max_logical_replication_workers = 10
+max_sync_workers_per_subscription = 6
 ) . ($conf // ''));
 	$node->start;
 	return $node;
@@ -98,33 +108,37 @@ sub pg_dirs
 	return %d;
 }
 
-# wf_release_root(NAME): an installation of PostgreSQL of its own (a copy
-# of the one the tests run, under tmp_check/NAME, the same directories below
-# it, so that its pg_config and postgres find their files relative to
-# themselves) with wfengine's last release (the last line of sql/releases)
-# built from its commit and installed in it, as docs/upgrading.md
-# ("Releases") tells an operator to.  The release's source is
-# $ENV{WF_PREV_RELEASE_TAR} when set (test/scripts/test.sh writes it with
-# git archive, since the tests run in a copy of the tree without .git),
-# otherwise `git archive` of the commit in the tree the tests run from.
-# Returns (install_path for PostgreSQL::Test::Cluster, version, commit), or
-# (undef, reason) when the release's source cannot be had.
+# wf_release_root(NAME, version => V): an installation of PostgreSQL of its
+# own (a copy of the one the tests run, under tmp_check/NAME, the same
+# directories below it, so that its pg_config and postgres find their files
+# relative to themselves) with wfengine's release V (default: the last line
+# of sql/releases) built from its commit and installed in it, as
+# docs/upgrading.md ("Releases") tells an operator to.  The release's
+# source is $ENV{WF_RELEASE_TARS}/wfengine-V.tar, or for the last release
+# $ENV{WF_PREV_RELEASE_TAR}, when there (test/scripts/test.sh writes them
+# with git archive, since the tests run in a copy of the tree without
+# .git), otherwise `git archive` of the commit in the tree the tests run
+# from.  Returns (install_path for PostgreSQL::Test::Cluster, version,
+# commit), or (undef, reason) when the release's source cannot be had.
 sub wf_release_root
 {
-	my ($name) = @_;
+	my ($name, %o) = @_;
 	open(my $fh, '<', 'sql/releases') or die "sql/releases: $!";
-	my ($version, $commit);
+	my ($version, $commit, $last);
 	while (<$fh>)
 	{
-		($version, $commit) = ($1, $2) if /^(\d+\.\d+\.\d+)\t([0-9a-f]{40})\t/;
+		next unless /^(\d+\.\d+\.\d+)\t([0-9a-f]{40})\t/;
+		$last = $1;
+		($version, $commit) = ($1, $2) if !defined $o{version} || $o{version} eq $1;
 	}
 	close $fh;
-	die 'sql/releases lists no release' unless $version;
+	die 'sql/releases lists no release' . ($o{version} ? " $o{version}" : '') unless $version;
 
 	my $base = "${PostgreSQL::Test::Utils::tmp_check}/$name";
 	my $src = "$base-src";
 	mkdir $src or die "mkdir $src: $!";
-	my $tar = $ENV{WF_PREV_RELEASE_TAR};
+	my $tar = $ENV{WF_RELEASE_TARS} ? "$ENV{WF_RELEASE_TARS}/wfengine-$version.tar" : undef;
+	$tar = $ENV{WF_PREV_RELEASE_TAR} if !($tar && -f $tar) && $version eq $last;
 	if ($tar && -f $tar)
 	{
 		system('tar', '-x', '-f', $tar, '-C', $src) == 0 or die "tar -x $tar failed";
@@ -136,7 +150,8 @@ sub wf_release_root
 	}
 	else
 	{
-		return (undef, "the source of release $version ($commit) is not at hand: no git history here and WF_PREV_RELEASE_TAR is not set");
+		return (undef, "the source of release $version ($commit) is not at hand: no git history here, and no "
+			  . ($version eq $last ? 'WF_PREV_RELEASE_TAR or ' : '') . "WF_RELEASE_TARS/wfengine-$version.tar");
 	}
 
 	# the installation: the same directories under $base
@@ -154,9 +169,13 @@ sub wf_release_root
 	system("rm -rf '$base$d{pkglibdir}'/wfengine.so '$base$d{pkglibdir}'/bitcode/wfengine* '$base$d{sharedir}'/extension/wfengine*") == 0
 	  or die 'removing wfengine from the copy failed';
 
+	# built without LLVM bitcode (only JIT inlining reads it) and without
+	# optimisation: a third of the compiler's time (17 s of CPU instead of
+	# 45 s on the test machine), the same SQL and the same behaviour
 	my $pgc = "$base$d{bindir}/pg_config";
 	my $log = "$base-build.log";
-	system("make -C '$src' -j2 PG_CONFIG='$pgc' >'$log' 2>&1 && make -C '$src' PG_CONFIG='$pgc' install >>'$log' 2>&1") == 0
+	my $flags = "PG_CONFIG='$pgc' with_llvm=no COPT=-O0";
+	system("make -C '$src' -j2 $flags >'$log' 2>&1 && make -C '$src' $flags install >>'$log' 2>&1") == 0
 	  or die "building release $version failed: see $log";
 	return ("$base$inst", $version, $commit);
 }
@@ -205,6 +224,95 @@ sub wf_install_current
 		(my $to = "$base$f") =~ s{/[^/]+$}{};
 		system('cp', '-a', $f, "$to/") == 0 or die "cp $f $to failed";
 	}
+	return;
+}
+
+# ---------------------------------------------------------------------
+# initdb template cache (issue 32: the TAP suite's wall time)
+#
+# Every PostgreSQL::Test::Cluster->init runs initdb, which costs seconds
+# of a loaded 2-core machine, and the suite inits some forty clusters.
+# PostgreSQL 16's Cluster.pm copies a template made once instead
+# (INITDB_TEMPLATE); 15's does not, so loading this module makes it do
+# the same: a plain initdb (-D DIR -A trust -N, or --no-sync, nothing
+# else: what init runs without "extra", and what 140_failover.pl runs
+# itself) is served by copying a data directory that initdb made once per
+# installation into tmp_check/initdb_template (made under a lock, so two
+# test files running at once share it).  Everything init does after
+# initdb (pg_regress --config-auth, the settings it appends) is done to
+# the copy as before.  An installation is known by the version, size and
+# modification time of its postgres and initdb and of its postgres.bki,
+# so the copies of an installation that wf_release_root and wf_clone_root
+# make (cp -a) share a template, and an installation with another
+# postgres gets a template of its own.  The clusters made so share their
+# database system identifier, as PostgreSQL 16's do; nothing of wfengine
+# reads it.  WF_NO_INITDB_TEMPLATE=1 turns the cache off.
+# ---------------------------------------------------------------------
+my $wf_system_or_bail = \&PostgreSQL::Test::Utils::system_or_bail;
+{
+	no warnings 'redefine';
+	*PostgreSQL::Test::Utils::system_or_bail = \&wf_initdb_or_system;
+}
+
+# system_or_bail, but a plain initdb (see above) from the template
+sub wf_initdb_or_system
+{
+	my @cmd = @_;
+	if (   !$ENV{WF_NO_INITDB_TEMPLATE}
+		&& @cmd == 6
+		&& $cmd[0] =~ m{(^|/)initdb$}
+		&& $cmd[1] eq '-D'
+		&& $cmd[3] eq '-A'
+		&& $cmd[4] eq 'trust'
+		&& ($cmd[5] eq '-N' || $cmd[5] eq '--no-sync'))
+	{
+		wf_initdb_from_template($cmd[0], $cmd[2]);
+		return;
+	}
+	return $wf_system_or_bail->(@cmd);
+}
+
+# wf_initdb_key(INITDB): what tells an installation's initdb output apart
+sub wf_initdb_key
+{
+	my ($initdb) = @_;
+	if ($initdb !~ m{/})
+	{
+		($initdb) = grep { -x } map { "$_/initdb" } split /:/, $ENV{PATH};
+		die 'initdb is not in PATH' unless $initdb;
+	}
+	my $bindir = dirname($initdb);
+	my $sharedir = `'$bindir/pg_config' --sharedir`;
+	chomp $sharedir;
+	my $version = `'$initdb' --version`;
+	my @id = ($version);
+	for my $f ("$bindir/postgres", $initdb, "$sharedir/postgres.bki")
+	{
+		my @st = stat $f or die "stat $f: $!";
+		push @id, "$st[7]/$st[9]";
+	}
+	return md5_hex(join("\n", @id));
+}
+
+# wf_initdb_from_template(INITDB, PGDATA): PGDATA as INITDB -D PGDATA -A
+# trust -N makes it, copied from the template (made first if need be)
+sub wf_initdb_from_template
+{
+	my ($initdb, $pgdata) = @_;
+	my $dir = "${PostgreSQL::Test::Utils::tmp_check}/initdb_template";
+	mkdir $dir;
+	my $template = "$dir/" . wf_initdb_key($initdb);
+	open(my $lock, '>', "$template.lock") or die "$template.lock: $!";
+	flock($lock, LOCK_EX) or die "flock $template.lock: $!";
+	if (!-d $template)
+	{
+		system('rm', '-rf', "$template.tmp");
+		$wf_system_or_bail->($initdb, '-D', "$template.tmp", '-A', 'trust', '-N');
+		rename("$template.tmp", $template) or die "rename $template.tmp: $!";
+	}
+	close $lock;
+	system('cp', '-a', $template, $pgdata) == 0
+	  or Test::More::BAIL_OUT("copying the initdb template $template to $pgdata failed");
 	return;
 }
 

@@ -7,13 +7,14 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	worker "wfengine/worker"
 )
 
 func main() {
 	w := &worker.Worker{
-		Queues: []string{"payments", "warehouse", "email"}, Concurrency: 4, Lease: 30, Wait: 10,
+		Queues: []string{"payments", "warehouse", "email"}, Concurrency: 4, Lease: 30 * time.Second, Wait: 10 * time.Second,
 		Handlers: map[string]worker.Handler{
 			"charge_card": func(ctx context.Context, t *worker.Task) (interface{}, error) {
 				return map[string]string{"charge_id": "ch_" + t.IdempotencyKey, "status": "captured"}, nil

@@ -7,7 +7,7 @@
 const fs = require('fs');
 const path = require('path');
 const pg = require('pg');
-const { Answer, Client, TaskFailure, WfError, Worker } = require('..');
+const { Answer, Client, TaskFailure, WfError, Worker, seconds } = require('..');
 
 const failures = [];
 function check(ok, what) {
@@ -16,7 +16,32 @@ function check(ok, what) {
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// The options every library shares (docs/workers.md), without a server.
+function checkOptions() {
+  const refused = (opts) => { try { new Worker(opts); return ''; } catch (e) { return e.message; } };
+  const h = async () => ({});
+  check(refused({ queues: ['q'] }).includes('needs a handler'), 'a worker without a handler is refused');
+  check(refused({ queues: ['q'], handler: h, lease: '30 s' }).includes("'30s'"), 'a duration string that does not parse is refused');
+  check(seconds('x', '30s') === 30 && seconds('x', '250ms') === 0.25 && seconds('x', '2m') === 120 &&
+    seconds('x', '1h') === 3600 && seconds('x', '1m30s') === 90 && seconds('x', 12.5) === 12.5,
+    "durations: seconds, or '30s', '250ms', '2m', '1h'");
+  const w = new Worker({ queues: ['q'], lease: '1m', handlers: { a: () => 'by activity', q: () => 'by queue' } });
+  check(w.lease === 60 && w.wait === 10 && w.heartbeatEvery === 20 && w.drainTimeout === 60,
+    'defaults: wait 10 s, heartbeat lease/3, drainTimeout lease');
+  check(w.handlerFor({ activity: 'a', queue: 'q' })() === 'by activity' && w.handlerFor({ activity: null, queue: 'q' })() === 'by queue',
+    'a handler by activity; a step without activity by its queue');
+  let f = null;
+  try { w.handlerFor({ activity: 'other', queue: 'q' }); } catch (e) { f = e; }
+  check(f instanceof TaskFailure && f.error.code === 'unknown_activity' && f.retryable === false,
+    'no handler: unknown_activity, not retryable');
+  w.handler = () => 'catch-all';
+  check(w.handlerFor({ activity: 'other', queue: 'q' })() === 'catch-all' && w.handlerFor({ activity: 'a', queue: 'q' })() === 'by activity',
+    'handler is the catch-all, after the entries of handlers');
+  check(new TaskFailure('x').retryable === true, 'a TaskFailure is retryable unless it says otherwise');
+}
+
 async function main() {
+  checkOptions();
   const admin = new pg.Client();
   await admin.connect();
   const one = async (sql, params) => Object.values((await admin.query(sql, params)).rows[0])[0];
@@ -38,7 +63,7 @@ async function main() {
   let slowStarted = false;
   const worker = new Worker({
     queues: ['payments', 'warehouse', 'email'],
-    name: 'node-e2e', concurrency: 4, lease: 1, wait: 1, heartbeat: 0.3, drainTimeout: 10,
+    name: 'node-e2e', concurrency: 4, lease: '1s', wait: 1, heartbeat: '300ms', drainTimeout: 10,
     log: { info() {}, warn: console.warn, error: console.error },
     handlers: {
       charge_card: async (t) => {
