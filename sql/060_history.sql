@@ -81,3 +81,51 @@ SELECT wf.verify_run(:'run');
 -- unknown runs
 SELECT * FROM wf.history('00000000-0000-0000-0000-000000000000');
 SELECT wf.verify_run('00000000-0000-0000-0000-000000000000');
+
+-- scenario: since 0.3.0 a task_scheduled event leaves out of wf.events what
+-- the run's definition and the event give (queue, activity, the default
+-- idempotency key, available_at at the event's time, the run's input as it
+-- stands); wf.history puts it back, as 0.2.0 stored it: each attempt's
+-- event shows what its row in wf.tasks was given.  The attempts: a first
+-- step; a step with an input mapping, failed and retried by its timer; a
+-- step without one after wf.update_context; the same step again after
+-- wf.migrate_run to a version that gives it another queue and activity;
+-- and a compensation, on its own queue, after wf.cancel_run.
+SELECT wf.publish_definition('fill', '{"steps": [
+  {"name": "a", "queue": "fill_q", "activity": "act_a", "compensate": {"activity": "undo_a", "queue": "fill_undo"}},
+  {"name": "b", "queue": "fill_q", "input": {"x": "$.steps.a.output.x"},
+   "retry": {"max_attempts": 2, "initial_interval": "1ms", "jitter": 0}},
+  {"name": "c", "queue": "fill_q"}]}');
+SELECT wf.publish_definition('fill', '{"steps": [
+  {"name": "a", "queue": "fill_q", "activity": "act_a", "compensate": {"activity": "undo_a", "queue": "fill_undo"}},
+  {"name": "b", "queue": "fill_q", "input": {"x": "$.steps.a.output.x"},
+   "retry": {"max_attempts": 2, "initial_interval": "1ms", "jitter": 0}},
+  {"name": "c", "queue": "fill_q2", "activity": "act_c2"}]}');
+SELECT wf.start_run('fill', '{"who": "alice"}', version => 1) AS fill \gset
+SELECT wf.complete_task(task_id, fence, '{"x": 7}') FROM wf.claim_tasks('fill_q', 'w');
+SELECT wf.fail_task(task_id, fence, '{"code": "flaky"}') FROM wf.claim_tasks('fill_q', 'w');
+SELECT pg_sleep(0.05);
+SELECT wf.tick();
+SELECT wf.complete_task(task_id, fence, '{}') FROM wf.claim_tasks('fill_q', 'w');
+SELECT wf.update_context(:'fill', '{"who": "bob"}', 'renamed') IS NOT NULL AS updated;
+SELECT wf.migrate_run(:'fill', 2, 'c moves');
+SELECT wf.cancel_run(:'fill', 'undo');
+-- what wf.events keeps of each task_scheduled (layout: the keys left)
+SELECT seq, step, attempt, (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(payload) k) AS stored_keys
+FROM wf.events WHERE run_id = :'fill' AND type = 'task_scheduled' ORDER BY seq;
+-- what wf.history shows: every key, the values the attempt's row has
+SELECT h.step, h.attempt, h.payload->>'queue' AS queue, h.payload->>'activity' AS activity,
+       h.payload->'input' AS input,
+       h.payload->>'queue' IS NOT DISTINCT FROM t.queue
+         AND h.payload->>'activity' IS NOT DISTINCT FROM t.activity
+         AND h.payload->>'idempotency_key' = t.idempotency_key
+         AND (h.payload->>'available_at')::timestamptz = t.available_at
+         AND h.payload->'input' = t.input
+         AND h.payload->>'visit' = t.visit::text AS as_its_row
+FROM wf.history(:'fill') h JOIN wf.tasks t ON t.task_id = (h.payload->>'task_id')::bigint
+WHERE h.type = 'task_scheduled' ORDER BY h.seq;
+-- the other events are shown as stored; the chain covers what is stored
+SELECT count(*) AS others_as_stored FROM wf.history(:'fill') h JOIN wf.events e ON e.run_id = :'fill' AND e.seq = h.seq
+WHERE h.type <> 'task_scheduled' AND h.payload = e.payload AND h.hash = encode(e.hash, 'hex');
+SELECT count(*) AS events FROM wf.events WHERE run_id = :'fill';
+SELECT wf.verify_run(:'fill');

@@ -64,3 +64,26 @@ REVOKE ALL ON FUNCTION wf.start_and_claim(text, jsonb, text, interval, text) FRO
 -- app role may execute it, and the entry point refuses a caller that does
 -- not have wfengine_worker's privileges too
 GRANT EXECUTE ON FUNCTION wf.start_and_claim(text, jsonb, text, interval, text) TO wfengine_app;
+
+-- ==== issue 31: task_scheduled without what the definition and the event give ====
+-- Since 0.3.0 a task_scheduled event leaves out of wf.events what the run's
+-- definition and the event itself give (queue, activity, the default
+-- idempotency key, available_at when it is the event's time, and, as
+-- before, the input when it is the run's input as it stands).  The hash
+-- chain covers the payload as stored.  wf.history puts what was left out
+-- back (src/replay.c, WfHistoryFillEvent), so that it answers as in 0.2.0:
+-- it is now a C function with the same signature and grants (CREATE OR
+-- REPLACE keeps them).  Events written before the update have every key
+-- and are shown as they are.
+CREATE OR REPLACE FUNCTION wf.history(run uuid)
+RETURNS TABLE (seq integer,
+               type text,
+               step text,
+               attempt integer,
+               payload jsonb,
+               actor text,
+               created_at timestamptz,
+               hash text)
+AS 'MODULE_PATHNAME', 'wfengine_history'
+LANGUAGE C STABLE STRICT;
+-- ==== end issue 31: task_scheduled without what the definition and the event give ====

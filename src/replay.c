@@ -18,6 +18,15 @@
  * one.  The first discrepancy is reported as a WARNING (the run id in its
  * context line) and the function returns false.
  *
+ * wf.history reads the same events in the same order.  The hash covers
+ * each payload as stored; since 0.3.0 a task_scheduled event stores only
+ * what the run's definition and the event do not give (transition.c,
+ * WfScheduleTask), and wf.history puts the rest back (WfHistoryFillEvent):
+ * the definition in force (run_started, run_migrated) gives the queue and
+ * activity, the run's input as it stands (run_started, context_updated)
+ * the input, the event its time and, with the run and visit, the default
+ * idempotency key.
+ *
  * Copyright (c) 2026, wfengine developers
  *
  * IDENTIFICATION
@@ -41,12 +50,14 @@
 
 #include "api.h"
 #include "crypto.h"
+#include "definition.h"
 #include "jsonutil.h"
 #include "replay.h"
 #include "runstore.h"
 #include "spi_util.h"
 #include "state.h"
 #include "tenant.h"
+#include "transition.h"
 
 PG_FUNCTION_INFO_V1(wfengine_verify_run);
 PG_FUNCTION_INFO_V1(wfengine_verify_run_anchor);
@@ -58,7 +69,9 @@ enum
 	PLAN_TASKS_OF_RUN = 0,
 	PLAN_RUN_IDENTITY,
 	PLAN_EVENTS_GET,
-	PLAN_CHAIN_HEADS
+	PLAN_CHAIN_HEADS,
+	PLAN_HISTORY_RUN,
+	PLAN_HISTORY_EVENTS
 };
 
 static const WfPlanSpec replay_plan_specs[] = {
@@ -88,6 +101,20 @@ static const WfPlanSpec replay_plan_specs[] = {
 		" ON e.run_id OPERATOR(pg_catalog.=) r.run_id AND e.seq OPERATOR(pg_catalog.=) r.seq"
 		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 ORDER BY r.run_id",
 		1, {TEXTOID}
+	},
+	[PLAN_HISTORY_RUN] = {
+		"history_run",
+		"SELECT 1 FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) $1"
+		" AND r.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {UUIDOID, TEXTOID}
+	},
+	[PLAN_HISTORY_EVENTS] = {
+		"history_events",
+		"SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at,"
+		" pg_catalog.encode(e.hash, 'hex') FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.tenant_id OPERATOR(pg_catalog.=) $2"
+		" ORDER BY e.seq",
+		2, {UUIDOID, TEXTOID}
 	},
 };
 
@@ -798,4 +825,179 @@ Datum
 wfengine_fence_base(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(WfFenceBase());
+}
+
+
+/*
+ * WfHistoryFillInit starts a reader of the history of run run_id, before
+ * its first event.
+ */
+void
+WfHistoryFillInit(WfHistoryFill *fill, pg_uuid_t *run_id)
+{
+	memset(fill, 0, sizeof(WfHistoryFill));
+	fill->run_id = pstrdup(WfRunIdText(run_id));
+}
+
+/*
+ * fill_task_scheduled returns the payload of task_scheduled event ev with
+ * what it leaves out put back (transition.c, WfScheduleTask): queue and
+ * activity from the step of the definition in force, the default
+ * idempotency key, available_at the event's time, and input the run's
+ * input as it stands.  A key the event has stays as it is; an event of
+ * 0.2.0, which has them all, is returned unchanged.
+ */
+static Jsonb *
+fill_task_scheduled(WfHistoryFill *fill, const WfEvent *ev)
+{
+	Jsonb	   *p = ev->payload;
+	WfJsonBuilder b;
+	bool		any = false;
+
+	WfJbBegin(&b);
+	if (WfJsonbGet(p, "queue") == NULL && fill->definition_id > 0 && ev->step != NULL)
+	{
+		const WfDefinition *def = WfDefinitionGet(fill->definition_id);
+		int			idx;
+		const WfStepDef *sd = WfTaskStepDef(def, ev->step, &idx);
+
+		if (sd != NULL)
+		{
+			WfJbText(&b, "queue", sd->queue);
+			if (WfJsonbGet(p, "activity") == NULL)
+				WfJbText(&b, "activity", sd->activity);
+			any = true;
+		}
+	}
+	if (WfJsonbGet(p, "idempotency_key") == NULL && ev->step != NULL &&
+		WfJsonbGet(p, "visit") != NULL)
+	{
+		WfJbText(&b, "idempotency_key",
+				 WfTaskIdempotencyKey(fill->run_id, ev->step,
+									  (int32) WfJsonbGetInt(p, "visit", 1)));
+		any = true;
+	}
+	if (WfJsonbGet(p, "available_at") == NULL)
+	{
+		WfJbTimestamp(&b, "available_at", ev->created_at);
+		any = true;
+	}
+	if (WfJsonbGet(p, "input") == NULL && fill->input != NULL)
+	{
+		WfJbJsonb(&b, "input", fill->input);
+		any = true;
+	}
+	if (!any)
+		return p;
+	/* the event's own keys win */
+	return WfJsonbConcat(WfJbEnd(&b), p);
+}
+
+/*
+ * WfHistoryFillEvent returns the payload of ev, the run's next event, as
+ * 0.2.0 wrote it (a task_scheduled event with what it leaves out put
+ * back, fill_task_scheduled; every other event as it is), and takes in
+ * what ev changes of what fill keeps: the definition in force and the
+ * run's input.
+ */
+Jsonb *
+WfHistoryFillEvent(WfHistoryFill *fill, const WfEvent *ev)
+{
+	Jsonb	   *p = ev->payload;
+
+	switch (ev->type)
+	{
+		case WF_EV_RUN_STARTED:
+			fill->definition_id = WfJsonbGetInt(p, "definition_id", 0);
+			fill->input = WfJsonbGetJsonb(p, "input");
+			return p;
+		case WF_EV_RUN_MIGRATED:
+			fill->definition_id = WfJsonbGetInt(p, "definition_id", 0);
+			return p;
+		case WF_EV_CONTEXT_UPDATED:
+			{
+				Jsonb	   *patch = WfJsonbGetJsonb(p, "patch");
+				WfJsonBuilder b;
+
+				if (patch == NULL || !JB_ROOT_IS_OBJECT(patch))
+					return p;
+				/* as the reducer merges it into the context's input */
+				WfJbBegin(&b);
+				WfJbJsonb(&b, "input", fill->input);
+				fill->input = WfJsonbGetJsonb(WfMergeInput(WfJbEnd(&b), patch), "input");
+				return p;
+			}
+		case WF_EV_TASK_SCHEDULED:
+			return fill_task_scheduled(fill, ev);
+		default:
+			return p;
+	}
+}
+
+PG_FUNCTION_INFO_V1(wfengine_history);
+
+/* the columns of history_events */
+enum
+{
+	HISTORY_COL_SEQ = 1,
+	HISTORY_COL_TYPE,
+	HISTORY_COL_STEP,
+	HISTORY_COL_ATTEMPT,
+	HISTORY_COL_PAYLOAD,
+	HISTORY_COL_ACTOR,
+	HISTORY_COL_CREATED_AT,
+	HISTORY_COL_HASH
+};
+
+/*
+ * wfengine_history is wf.history(run): the events of a run of the
+ * session's tenant in seq order, each as it was appended, except that a
+ * task_scheduled event of 0.3.0 shows what it leaves out in wf.events
+ * (WfHistoryFillEvent), so that wf.history answers as in 0.2.0.  The hash
+ * is the stored one, over the payload as stored (wf.verify_run checks
+ * it).
+ */
+Datum
+wfengine_history(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = PG_GETARG_UUID_P(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		args[2];
+	WfHistoryFill fill;
+	SPITupleTable *tt;
+	uint64		n;
+	uint64		i;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	WfApiBegin();
+	args[0] = UUIDPGetDatum(run_id);
+	args[1] = CStringGetTextDatum(WfCurrentTenant());
+	if (WfPlanExec(&WfReplayPlans, PLAN_HISTORY_RUN, args, NULL, true, 1, SPI_OK_SELECT) != 1)
+		WfUnknownRun(run_id);
+	WfHistoryFillInit(&fill, run_id);
+	n = WfPlanExec(&WfReplayPlans, PLAN_HISTORY_EVENTS, args, NULL, true, 0, SPI_OK_SELECT);
+	/* kept: a definition loaded on the way runs a statement of its own */
+	tt = SPI_tuptable;
+	for (i = 0; i < n; i++)
+	{
+		WfEvent		ev;
+		Datum		values[8];
+		bool		nulls[8];
+		int			c;
+
+		for (c = 0; c < 8; c++)
+			values[c] = SPI_getbinval(tt->vals[i], tt->tupdesc, c + 1, &nulls[c]);
+		memset(&ev, 0, sizeof(ev));
+		ev.type = WfEventTypeFromName(TextDatumGetCString(values[HISTORY_COL_TYPE - 1]));
+		ev.step = nulls[HISTORY_COL_STEP - 1] ? NULL :
+			TextDatumGetCString(values[HISTORY_COL_STEP - 1]);
+		ev.attempt = nulls[HISTORY_COL_ATTEMPT - 1] ? 0 :
+			DatumGetInt32(values[HISTORY_COL_ATTEMPT - 1]);
+		ev.payload = DatumGetJsonbP(values[HISTORY_COL_PAYLOAD - 1]);
+		ev.created_at = DatumGetTimestampTz(values[HISTORY_COL_CREATED_AT - 1]);
+		values[HISTORY_COL_PAYLOAD - 1] = JsonbPGetDatum(WfHistoryFillEvent(&fill, &ev));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	WfApiEnd();
+	return (Datum) 0;
 }

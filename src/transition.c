@@ -51,6 +51,7 @@
 #include "stepkind.h"
 #include "tenant.h"
 #include "transition.h"
+#include "version.h"
 
 /* the statements of transition.c (registered by _PG_init: WfTransitionPlans) */
 enum
@@ -174,6 +175,28 @@ same_jsonb(const Jsonb *a, const Jsonb *b)
 }
 
 /*
+ * str_same is true when a and b are both NULL or the same string.
+ */
+static bool
+str_same(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+/*
+ * WfTaskIdempotencyKey returns the idempotency key of every attempt of
+ * visit of step of the run whose id is run_id (text): "<run>/<step>/<visit>".
+ * The writer of task_scheduled and wf.history both take it from here.
+ */
+char *
+WfTaskIdempotencyKey(const char *run_id, const char *step, int32 visit)
+{
+	return psprintf("%s/%s/%d", run_id, step, visit);
+}
+
+/*
  * WfScheduleTask schedules attempt of visit of the task step sd (a step of
  * the definition, or a step's compensation).
  */
@@ -184,6 +207,9 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	WfNewTask  *t = &tr->task;
 	WfJsonBuilder b;
 	char		runid[UUID_LEN * 2 + 5];
+	const WfStepDef *dsd;
+	int			didx;
+	bool		lean;
 
 	if (tr->has_task)
 		elog(ERROR, "wfengine transition schedules two tasks");
@@ -210,7 +236,7 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	t->queue = sd->queue;
 	t->activity = sd->activity;
 	t->available_at = available_at;
-	t->idempotency_key = psprintf("%s/%s/%d", runid, sd->name, t->visit);
+	t->idempotency_key = WfTaskIdempotencyKey(runid, sd->name, t->visit);
 	t->input = input;
 	t->schedule_to_start = sd->timeout.schedule_to_start;
 	t->start_to_close = sd->timeout.start_to_close;
@@ -218,20 +244,41 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	t->priority = task_priority(sd, tr->run->context);
 	tr->has_task = true;
 
+	/*
+	 * Since 0.3.0 (issue 31) the event leaves out what the run's definition
+	 * and the event itself give, and wf.history puts it back
+	 * (WfHistoryFillEvent): the queue and activity when the definition in
+	 * force (the run's, as run_started and run_migrated set it) gives the
+	 * same for the event's step, the idempotency key (always the default
+	 * one, of the run, step and visit) and available_at when it is the
+	 * event's time.  A database whose extension is older than 0.3.0 (the
+	 * library updated, ALTER EXTENSION UPDATE not run yet) has the
+	 * wf.history that shows events as stored: it gets every key, as 0.2.0
+	 * wrote them.
+	 */
+	lean = WfSchemaVersionAtLeast("0.3.0", NULL);
+	dsd = (lean && tr->def->definition_id == tr->run->definition_id) ?
+		WfTaskStepDef(tr->def, sd->name, &didx) : NULL;
 	WfJbBegin(&b);
 	WfJbInt(&b, "task_id", t->task_id);
-	WfJbText(&b, "queue", t->queue);
-	WfJbText(&b, "activity", t->activity);
+	if (dsd == NULL || !str_same(dsd->queue, t->queue) ||
+		!str_same(dsd->activity, t->activity))
+	{
+		WfJbText(&b, "queue", t->queue);
+		WfJbText(&b, "activity", t->activity);
+	}
 	WfJbInt(&b, "visit", t->visit);
-	WfJbText(&b, "idempotency_key", t->idempotency_key);
-	WfJbTimestamp(&b, "available_at", available_at);
+	if (!lean)
+		WfJbText(&b, "idempotency_key", t->idempotency_key);
+	if (!lean || available_at != tr->now)
+		WfJbTimestamp(&b, "available_at", available_at);
 	/*
 	 * The attempt's input, unless it is the run's input as it stands
 	 * (context.input, which the history holds already: run_started and any
 	 * context_updated), the case of every step without an input mapping;
 	 * since 0.3.0 (issue 31: the copy was a third of a step's WAL).
 	 */
-	if (!same_jsonb(input, WfJsonbGetJsonb(tr->run->context, "input")))
+	if (!lean || !same_jsonb(input, WfJsonbGetJsonb(tr->run->context, "input")))
 		WfJbJsonb(&b, "input", input);
 	WfAppendEvent(tr, WF_EV_TASK_SCHEDULED, sd->name, attempt, WfJbEnd(&b));
 

@@ -68,6 +68,7 @@ extern void WfTransitionInit(WfTransition *tr, WfRunState *run,
 extern void WfAppendEvent(WfTransition *tr, WfEventType type,
 						  const char *step, int32 attempt, Jsonb *payload);
 extern int32 WfNextVisit(WfRunState *run, const char *step);
+extern char *WfTaskIdempotencyKey(const char *run_id, const char *step, int32 visit);
 extern int64 WfSetTimer(WfTransition *tr, WfTimerKind kind, const char *step,
 						int32 generation, TimestampTz fire_at, Jsonb *payload);
 extern void WfScheduleStep(WfTransition *tr, int step_index, int32 attempt,

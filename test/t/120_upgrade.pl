@@ -324,6 +324,15 @@ for my $label (sort keys %expect_before)
 }
 is(post_upgrade_check('up'), $all_verified, 'with the new library every run still verifies before the upgrade');
 
+# wf.history of every run of tenant default as the released wf.history
+# shows it (issue 31: from 0.3.0 a C function that puts back what a
+# task_scheduled event leaves out; the events before the update have it all)
+my $history_sql = q{
+SELECT string_agg(r.run_id || ' ' || h.seq || ' ' || h.type || ' ' || h.payload::text || ' ' || h.hash,
+                  E'\n' ORDER BY r.run_id, h.seq)
+FROM wf.runs r, wf.history(r.run_id) h WHERE r.tenant_id = 'default'};
+my $history_before = sq('up', $history_sql);
+
 # ---------------------------------------------------------------------
 # 5, first half: database "old" stays on 0.1.0 and is served by the new
 # library (0.1.0 is not older than the library's minimum)
@@ -338,11 +347,19 @@ my $old_run = sq('old', q{SELECT wf.start_run('one', '{}')});
 is(work('old', 'old_a'), '1', 'on 0.1.0 the new library claims and completes a task');
 is(sq('old', qq{SELECT wf.run_status('$old_run') || ' ' || wf.verify_run('$old_run')}),
 	'completed true', 'and the run completes and verifies');
+# its wf.history is 0.1.0's, which shows events as stored: the new library
+# writes task_scheduled with every key there
+is( sq('old',
+		qq{SELECT string_agg((SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(e.payload) k), ' ')
+           FROM wf.events e WHERE e.run_id = '$old_run' AND e.type = 'task_scheduled'}),
+	'activity,available_at,idempotency_key,input,queue,task_id,visit',
+	'on 0.1.0 the new library writes task_scheduled with every key');
 
 # ---------------------------------------------------------------------
 # 2, end: the upgrade
 # ---------------------------------------------------------------------
 sq('up', 'ALTER EXTENSION wfengine UPDATE');
+my $updated_at = sq('up', 'SELECT clock_timestamp()');
 is(sq('up', q{SELECT extversion FROM pg_extension WHERE extname = 'wfengine'}),
 	$lib_version, "ALTER EXTENSION wfengine UPDATE brings up to $lib_version");
 
@@ -420,6 +437,7 @@ is(schema_dump('fresh'), $dump_fresh, 'and the undone change');
 # 4. every run verifies and goes on to its end
 # ---------------------------------------------------------------------
 is(post_upgrade_check('up'), $all_verified, 'after the upgrade every run of every tenant verifies');
+is(sq('up', $history_sql), $history_before, 'after the upgrade wf.history shows every event as before');
 {
 	# the check it replaces: as a superuser, wf.verify_run finds no run of
 	# another tenant
@@ -477,6 +495,31 @@ for my $label (sort keys %expect_after)
 		$expect_after{$label}, "after the upgrade: $label ends $expect_after{$label}");
 }
 is(post_upgrade_check('up'), $all_verified, 'every run of every tenant verifies at its end');
+{
+	my %now = map { $_ => 1 } split /\n/, sq('up', $history_sql);
+	my @gone = grep { !$now{$_} } split /\n/, $history_before;
+	is(scalar(@gone), 0, 'at their end, wf.history still shows the events of before the update as before')
+	  or diag(join("\n", @gone[0 .. ($#gone < 4 ? $#gone : 4)]));
+}
+# the attempts scheduled after the update: wf.events keeps their
+# task_scheduled without what the definition and the event give, and
+# wf.history shows it as 0.2.0 wrote it, the values of the attempt's row
+my ($lean, $whole, $scheduled) = split / /, sq(
+		'up', qq{
+SELECT count(*) FILTER (WHERE NOT e.payload ? 'queue' AND NOT e.payload ? 'idempotency_key') || ' ' ||
+       count(*) FILTER (WHERE h.payload->>'queue' = t.queue
+                          AND h.payload->>'activity' IS NOT DISTINCT FROM t.activity
+                          AND h.payload->>'idempotency_key' = t.idempotency_key
+                          AND h.payload->'input' = t.input
+                          AND (h.payload->>'available_at')::timestamptz = t.available_at) || ' ' ||
+       count(*)
+FROM wf.runs r CROSS JOIN LATERAL wf.history(r.run_id) h
+JOIN wf.events e ON e.run_id = r.run_id AND e.seq = h.seq
+JOIN wf.tasks t ON t.task_id = (h.payload->>'task_id')::bigint
+WHERE r.tenant_id = 'default' AND h.type = 'task_scheduled' AND e.created_at > '$updated_at'});
+ok($scheduled > 5, "attempts scheduled after the update ($scheduled)");
+is($lean, $scheduled, 'wf.events keeps their task_scheduled without queue and idempotency key');
+is($whole, $scheduled, 'wf.history shows each with the queue, activity, key, time and input of its attempt');
 
 # ---------------------------------------------------------------------
 # 5, second half: a schema older than the library needs
