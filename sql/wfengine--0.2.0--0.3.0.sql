@@ -64,3 +64,15 @@ REVOKE ALL ON FUNCTION wf.start_and_claim(text, jsonb, text, interval, text) FRO
 -- app role may execute it, and the entry point refuses a caller that does
 -- not have wfengine_worker's privileges too
 GRANT EXECUTE ON FUNCTION wf.start_and_claim(text, jsonb, text, interval, text) TO wfengine_app;
+
+-- ==== issue 31: an attempt's row without a copy of the run's input ====
+-- An attempt whose input is the run's input as it stands (context.input:
+-- every step without an input mapping) is written with input NULL rather
+-- than a copy of it; the claim, and every reader of an attempt's input,
+-- takes the run's (src/runstore.c, WfRunInputOf), and wf.update_context
+-- first writes the input it replaces into those rows.  Rows written
+-- before keep their copy.
+ALTER TABLE wf.tasks ALTER COLUMN input DROP NOT NULL;
+COMMENT ON COLUMN wf.tasks.input IS
+'The attempt''s input; NULL: the run''s input as it stands ($.input of wf.runs.context), which wf.claim_tasks hands out.';
+-- ==== end issue 31: an attempt's row without a copy of the run's input ====
