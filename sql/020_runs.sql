@@ -16,9 +16,13 @@ SELECT wf.run_status(:'run1');
 -- run ids are UUIDv7: version 7, RFC variant, time-ordered
 SELECT substr(:'run1', 15, 1) AS uuid_version, substr(:'run1', 20, 1) IN ('8', '9', 'a', 'b') AS rfc_variant;
 SELECT wf.start_run('signup', '{"email": "b@example.com"}') > :'run1' AS later_id_sorts_after;
--- its first task is ready on the step's queue, with the mapped input
-SELECT step, attempt, visit, queue, status, fence, input, idempotency_key = :'run1' || '/create_account/1' AS key_ok
-FROM wf.tasks WHERE run_id = :'run1';
+-- its first task is ready on the step's queue, with the mapped input; a
+-- mapping that gives the run's input as it stands is not copied into the
+-- attempt's row (input NULL: the run's, which the claim hands out)
+SELECT step, attempt, visit, queue, status, fence,
+       coalesce(t.input, (SELECT r.context->'input' FROM wf.runs r WHERE r.run_id = t.run_id)) AS input,
+       t.input IS NULL AS no_copy, idempotency_key = :'run1' || '/create_account/1' AS key_ok
+FROM wf.tasks t WHERE run_id = :'run1';
 
 -- the same idempotency key returns the same run and starts nothing new
 SELECT wf.start_run('signup', '{"email": "c@example.com"}', 'signup:c') AS run2 \gset

@@ -25,7 +25,7 @@ UPDATE wf.tasks SET available_at = :'avail' WHERE queue = 'wait_q' AND status = 
 SELECT step, input FROM wf.claim_tasks('wait_q', 'w1', wait => '20 seconds');
 SELECT claimed_at >= :'avail' AS not_before_available,
        claimed_at < :'avail'::timestamptz + interval '10 seconds' AS long_before_the_deadline
-FROM wf.tasks WHERE queue = 'wait_q' AND input->>'n' = '2';
+FROM wf.tasks WHERE queue = 'wait_q' AND run_id IN (SELECT run_id FROM wf.runs WHERE input->>'n' = '2');
 
 -- scenario: no wait (NULL, zero, omitted) claims once and returns
 SELECT count(*) FROM wf.claim_tasks('wait_q', 'w1', 1, '30 seconds', NULL);

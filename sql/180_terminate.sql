@@ -48,3 +48,29 @@ SELECT wf.update_context(:'run', '[1]', 'not an object');
 SELECT wf.update_context(:'run', '{}', 'empty');
 SELECT wf.update_context(:'run', '{"a": 1}', '');
 SELECT pg_temp.err(format('SELECT wf.update_context(%L, %L, %L)', (SELECT run_id FROM wf.runs WHERE status = 'terminated' LIMIT 1), '{"a": 1}', 'late'));
+
+-- scenario: an attempt keeps the input it was scheduled with.  The row of an
+-- attempt of a step without an input mapping holds no copy of the input (NULL:
+-- the run's input as it stands, which the claim hands out); wf.update_context
+-- first writes the input it replaces into such rows: the queued attempt, a
+-- leased one and its retry get the old input, the steps after the new one
+SELECT wf.publish_definition('keep', '{"steps": [{"name": "one", "queue": "uc_keep"},
+  {"name": "two", "queue": "uc_keep", "retry": {"max_attempts": 2, "initial_interval": "1ms", "jitter": 0}},
+  {"name": "three", "queue": "uc_keep"}]}');
+SELECT wf.start_run('keep', '{"a": 1}') AS krun \gset
+SELECT step, input IS NULL AS no_copy FROM wf.tasks WHERE run_id = :'krun';
+SELECT wf.update_context(:'krun', '{"a": 2}', 'changed while queued');
+SELECT step, input FROM wf.tasks WHERE run_id = :'krun';
+SELECT task_id AS t, fence AS f, input FROM wf.claim_tasks('uc_keep', 'w') \gset
+SELECT :'input' AS claimed_input;
+SELECT task_id AS t, fence AS f, step, input FROM wf.complete_and_claim(:t, :f, '{}', 'uc_keep', 'w') \gset
+SELECT :'step' AS step, :'input' AS claimed_input;
+SELECT wf.update_context(:'krun', '{"a": 3}', 'changed while leased');
+SELECT wf.fail_task(:t, :f, '{"code": "again"}');
+SELECT pg_sleep(0.01);
+SELECT wf.tick() >= 1 AS retry_fired;
+SELECT task_id AS t, fence AS f, step, attempt, input FROM wf.claim_tasks('uc_keep', 'w') \gset
+SELECT :'step' AS step, :'attempt' AS attempt, :'input' AS claimed_input;
+SELECT step, input FROM wf.complete_and_claim(:t, :f, '{}', 'uc_keep', 'w');
+SELECT step, attempt, input IS NULL AS no_copy, input FROM wf.tasks WHERE run_id = :'krun' ORDER BY task_id;
+SELECT wf.verify_run(:'krun');

@@ -12,7 +12,7 @@ SELECT count(wf.start_run('any', '{"n": "any 7", "prio": 7}'));
 SELECT count(wf.start_run('vip', '{"n": "vip"}'));
 SELECT count(wf.start_run('any', '{"n": "any none"}'));
 SELECT count(wf.start_run('any', '{"n": "any 1000", "prio": 1000}'));
-SELECT priority, input->>'n' AS run FROM wf.tasks ORDER BY task_id;
+SELECT t.priority, r.input->>'n' AS run FROM wf.tasks t JOIN wf.runs r USING (run_id) ORDER BY t.task_id;
 -- explain counts the tasks that go first
 SELECT e->'details'->>'ahead' AS ahead, e->'details'->>'priority' AS priority
 FROM wf.runs r, wf.explain(r.run_id) e WHERE r.input->>'n' = 'any none';

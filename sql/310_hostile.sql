@@ -504,7 +504,8 @@ SELECT c.task_id AS t, c.fence AS f FROM wf.claim_tasks('shared_q', 'h_worker', 
 SELECT a.answer, a.step, a.input FROM wf.complete_and_claim(:t, :f, '{}', 'shared_q', 'h_worker', 10) a;
 SELECT c.task_id AS t, c.fence AS f FROM wf.tasks c
 WHERE c.queue OPERATOR(pg_catalog.=) 'shared_q' AND c.status OPERATOR(pg_catalog.=) 'leased'
-  AND c.worker OPERATOR(pg_catalog.=) 'h_worker' AND c.input OPERATOR(pg_catalog.=) '{"x": 7, "corr": "h-7"}' \gset
+  AND c.worker OPERATOR(pg_catalog.=) 'h_worker' AND c.run_id OPERATOR(pg_catalog.=) ANY (SELECT r.run_id FROM wf.runs r
+    WHERE r.input OPERATOR(pg_catalog.=) '{"x": 7, "corr": "h-7"}') \gset
 SELECT a.answer, a.task_id IS NULL AS nothing
 FROM wf.fail_and_claim(:t, :f, '{"code": "h"}', false, 'shared_q', 'h_worker', 10) a;
 SELECT b.answer FROM wf.complete_tasks(ARRAY[:victim_task, :t], ARRAY[:victim_fence, :f]) b;

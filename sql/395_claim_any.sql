@@ -33,7 +33,7 @@ UPDATE wf.tasks SET available_at = :'avail' WHERE queue = 'any_b' AND status = '
 SELECT queue, input->>'n' AS n FROM wf.claim_tasks_any(ARRAY['any_a', 'any_b'], 'w', 1, wait => '20 seconds');
 SELECT claimed_at >= :'avail' AS not_before_available,
        claimed_at < :'avail'::timestamptz + interval '10 seconds' AS long_before_the_deadline
-FROM wf.tasks WHERE queue = 'any_b' AND input->>'n' = '9';
+FROM wf.tasks WHERE queue = 'any_b' AND run_id IN (SELECT run_id FROM wf.runs WHERE input->>'n' = '9');
 
 -- scenario: bad input is refused, naming the argument
 SELECT * FROM wf.claim_tasks_any(ARRAY[]::text[], 'w');

@@ -87,3 +87,15 @@ RETURNS TABLE (seq integer,
 AS 'MODULE_PATHNAME', 'wfengine_history'
 LANGUAGE C STABLE STRICT;
 -- ==== end issue 31: task_scheduled without what the definition and the event give ====
+
+-- ==== issue 31: an attempt's row without a copy of the run's input ====
+-- An attempt whose input is the run's input as it stands (context.input:
+-- every step without an input mapping) is written with input NULL rather
+-- than a copy of it; the claim, and every reader of an attempt's input,
+-- takes the run's (src/runstore.c, WfRunInputOf), and wf.update_context
+-- first writes the input it replaces into those rows.  Rows written
+-- before keep their copy.
+ALTER TABLE wf.tasks ALTER COLUMN input DROP NOT NULL;
+COMMENT ON COLUMN wf.tasks.input IS
+'The attempt''s input; NULL: the run''s input as it stands ($.input of wf.runs.context), which wf.claim_tasks hands out.';
+-- ==== end issue 31: an attempt's row without a copy of the run's input ====

@@ -195,6 +195,13 @@ enum
 	CT_NCOLUMNS
 };
 
+/*
+ * The run rows a claim reads for the attempts whose row holds no input
+ * (the run's input as it stands, WfRunInputOf), by primary key (WfRowRead).
+ */
+static const char *const run_input_columns[] = {"run_id", "context"};
+static WfRowTable run_input_table = WF_ROW_TABLE("runs", run_input_columns, F_UUID_EQ);
+
 /* the claim index, in the order it serves claims (see the file header) */
 #define WF_CLAIM_INDEX "tasks_claim_idx"
 
@@ -795,6 +802,27 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 }
 
 /*
+ * run_input returns the input of the run run_id as it stands (WfRunInputOf):
+ * the input of a claimed attempt whose row holds none, from the run row
+ * read by primary key (WfRowRead).  The run row is read in its latest
+ * version; no transaction can change the run's input meanwhile without
+ * first writing the old one into the attempt's row (keep_task_inputs in
+ * runstore.c), which would have to lock that row, which the claim holds.
+ */
+static Datum
+run_input(Datum run_id)
+{
+	bool		isnull;
+	Datum		context;
+
+	if (!WfRowRead(&run_input_table, run_id, 1, &context, &isnull))
+		elog(ERROR, "the run of a claimed task attempt is missing");
+	if (isnull)
+		elog(ERROR, "the run of a claimed task attempt has no context");
+	return JsonbPGetDatum(WfRunInputOf(DatumGetJsonbP(context)));
+}
+
+/*
  * hand_out returns the n attempts of rows that a claim leased as the
  * function's rows: their sealed values opened for a worker entitled to
  * them, and the engine worker told when each lease can expire.  An
@@ -831,12 +859,18 @@ hand_out(ReturnSetInfo *rsinfo, const ClaimedTask *rows, uint64 n,
 		}
 		memcpy(out, ct->cols, sizeof(Datum) * WF_CLAIM_COLUMNS);
 		memcpy(rownulls + nlead, ct->nulls, sizeof(bool) * WF_CLAIM_COLUMNS);
+		/* an attempt whose row holds no input has the run's (WfRunInputOf) */
+		if (ct->nulls[CT_INPUT] && !ct->nulls[CT_RUN_ID])
+		{
+			out[CT_INPUT] = run_input(ct->cols[CT_RUN_ID]);
+			rownulls[nlead + CT_INPUT] = false;
+		}
 		/* sealed values of the input, opened for a worker entitled to them */
-		if (open_sealed && !ct->nulls[CT_INPUT])
+		if (open_sealed && !rownulls[nlead + CT_INPUT])
 		{
 			char	   *damage = NULL;
 			Jsonb	   *opened = WfOpenForCaller(WfCurrentTenant(), WfApiCaller(),
-												 DatumGetJsonbP(ct->cols[CT_INPUT]),
+												 DatumGetJsonbP(out[CT_INPUT]),
 												 &damage);
 
 			if (opened == NULL)

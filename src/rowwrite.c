@@ -514,6 +514,56 @@ WfRowFind(WfRowWriter *w, Datum key)
 }
 
 /*
+ * WfRowRead reads one column (an index into the table's columns) of the
+ * row of table whose primary key is key, in its latest version
+ * (SnapshotSelf, as WfRowFind reads it), without a writer: only the table
+ * and its primary key, opened with AccessShareLock as a SELECT opens
+ * them.  The value, detoasted, is copied into the current memory context
+ * (*isnull for NULL); false when there is no such row.  Row security is
+ * not checked: the caller reads a row it found through one of the tenant
+ * (the claim: the run of a task attempt it holds).
+ */
+bool
+WfRowRead(WfRowTable *table, Datum key, int column, Datum *value, bool *isnull)
+{
+	Relation	rel;
+	Relation	index;
+	TupleTableSlot *slot;
+	IndexScanDesc scan;
+	ScanKeyData skey;
+	bool		found;
+
+	if (!OidIsValid(table->relid))
+		resolve_table(table);
+	if (!OidIsValid(table->key_eq))
+		elog(ERROR, "wfengine finds no rows of wf.%s by key", table->relname);
+	rel = table_open(table->relid, AccessShareLock);
+	index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, table->key_eq, key);
+	scan = index_beginscan(rel, index, SnapshotSelf, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	*value = (Datum) 0;
+	*isnull = true;
+	if (found)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
+											  table->attnums[column] - 1);
+		Datum		d = slot_getattr(slot, table->attnums[column], isnull);
+
+		if (!*isnull)
+			*value = att->attlen == -1 ? PointerGetDatum(PG_DETOAST_DATUM_COPY(d)) :
+				datumCopy(d, att->attbyval, att->attlen);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * WfRowExists: is there a row whose columns (indexes into the table's
  * columns, ncolumns of them) equal keys, in its latest version
  * (SnapshotSelf: committed by anyone by now, or written by this

@@ -46,11 +46,13 @@
 #include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "api.h"
 #include "claimfloor.h"
+#include "jsonutil.h"
 #include "metrics.h"
 #include "notify.h"
 #include "quota.h"
@@ -60,6 +62,16 @@
 #include "state.h"
 #include "stepkind.h"
 #include "tenant.h"
+
+/*
+ * A task attempt's input as a statement reads it: the row's, or, where the
+ * row holds none (NULL: the attempt's input is the run's input as it
+ * stands, see WfRunInputOf), the run's.
+ */
+#define WF_TASK_INPUT \
+	"COALESCE(t.input, (SELECT r.context OPERATOR(pg_catalog.->) 'input' FROM wf.runs r" \
+	" WHERE r.run_id OPERATOR(pg_catalog.=) t.run_id" \
+	" AND r.tenant_id OPERATOR(pg_catalog.=) t.tenant_id))"
 
 /* the statements of runstore.c (registered by _PG_init: WfRunstorePlans) */
 static const WfPlanSpec runstore_plan_specs[] = {
@@ -111,13 +123,13 @@ static const WfPlanSpec runstore_plan_specs[] = {
 	},
 	[WF_RUNSTORE_TASK_ROW] = {
 		"task_row",
-		"SELECT t.status, t.fence, t.visit, t.worker, t.input, t.output, t.error, t.queue "
+		"SELECT t.status, t.fence, t.visit, t.worker, " WF_TASK_INPUT ", t.output, t.error, t.queue "
 		"FROM wf.tasks t WHERE t.task_id OPERATOR(pg_catalog.=) $1",
 		1, {INT8OID}
 	},
 	[WF_RUNSTORE_LAST_TASK_OF_STEP] = {
 		"last_task_of_step",
-		"SELECT t.status, t.visit, t.attempt, t.input FROM wf.tasks t "
+		"SELECT t.status, t.visit, t.attempt, " WF_TASK_INPUT " FROM wf.tasks t "
 		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.step OPERATOR(pg_catalog.=) $2 "
 		"ORDER BY t.visit DESC, t.attempt DESC LIMIT 1",
 		2, {UUIDOID, TEXTOID}
@@ -153,6 +165,12 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.tenant_id OPERATOR(pg_catalog.=) $2 "
 		"FOR UPDATE NOWAIT",
 		2, {UUIDOID, TEXTOID}
+	},
+	[WF_RUNSTORE_KEEP_TASK_INPUTS] = {
+		"keep_task_inputs",
+		"UPDATE wf.tasks t SET input = $2 "
+		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.input IS NULL",
+		2, {UUIDOID, JSONBOID}
 	},
 };
 
@@ -235,6 +253,7 @@ WfTaskValues(WfTransition *tr, Datum *values, char *nulls)
 	values[6] = TimestampTzGetDatum(t->available_at);
 	values[7] = CStringGetTextDatum(t->idempotency_key);
 	values[8] = JsonbPGetDatum(t->input);
+	nulls[8] = t->input_is_run ? 'n' : ' ';
 	interval_param(t->schedule_to_start, &values[9], &nulls[9]);
 	interval_param(t->start_to_close, &values[10], &nulls[10]);
 	interval_param(t->heartbeat, &values[11], &nulls[11]);
@@ -637,7 +656,57 @@ insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
 	values[TASK_LEASE_EXPIRATIONS] = Int32GetDatum(0);
 	nulls[TASK_OUTPUT] = nulls[TASK_ERROR] = nulls[TASK_FINISHED_AT] = true;
 	nulls[TASK_LAST_HEARTBEAT_AT] = true;
+
+	/*
+	 * The run's input is not copied (WfRunInputOf), but a schema before
+	 * 0.3.0, which this library also serves until ALTER EXTENSION wfengine
+	 * UPDATE, has wf.tasks.input NOT NULL: it gets the copy.
+	 */
+	if (nulls[TASK_INPUT] &&
+		TupleDescAttr(RelationGetDescr(tasks->rel), tasks->table->attnums[TASK_INPUT] - 1)->attnotnull)
+	{
+		values[TASK_INPUT] = JsonbPGetDatum(tr->task.input);
+		nulls[TASK_INPUT] = false;
+	}
 	WfRowInsert(tasks, values, nulls);
+}
+
+/*
+ * WfRunInputOf returns the input of a task attempt whose row holds none:
+ * the run's input as it stands, $.input of its context.  Since 0.3.0 an
+ * attempt whose input is the run's input (every step without an input
+ * mapping) is written with input NULL rather than a copy (issue 31), and
+ * whatever hands out or reads such an attempt's input takes the run's;
+ * a context_updated first writes the input it replaces into those rows
+ * (keep_task_inputs), so that each keeps the input it was scheduled with.
+ */
+Jsonb *
+WfRunInputOf(Jsonb *context)
+{
+	Jsonb	   *input = WfJsonbGetJsonb(context, "input");
+
+	if (input == NULL)
+		elog(ERROR, "a run's context holds no input");
+	return input;
+}
+
+/*
+ * keep_task_inputs writes the run's input as it was before the
+ * transition's context_updated (tr->input_before) into every attempt of
+ * the run whose row holds none (WfRunInputOf): the live attempt keeps the
+ * input it was scheduled with, and so does one a pause withdrew (it may
+ * be scheduled again as it was).  The run's live task is locked already
+ * (WfLockRun), the others are finished.
+ */
+static void
+keep_task_inputs(WfTransition *tr)
+{
+	Datum		values[2];
+
+	values[0] = UUIDPGetDatum(&tr->run->run_id);
+	values[1] = JsonbPGetDatum(tr->input_before);
+	WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_KEEP_TASK_INPUTS, values, NULL, false, 0,
+			   SPI_OK_UPDATE);
 }
 
 /*
@@ -667,6 +736,8 @@ WfTransitionWrite(WfTransition *tr)
 	 * unique index of live attempts (tasks_one_live_attempt) would refuse
 	 * otherwise.
 	 */
+	if (tr->input_before != NULL)
+		keep_task_inputs(tr);
 	WfRowWriterOpen(&tasks, &tasks_table);
 	if (tr->withdraw_task != 0)
 		(void) end_attempt(tr, &tasks, tr->withdraw_task, "cancelled", NULL, NULL,
@@ -1038,7 +1109,7 @@ WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTas
 	task->visit = DatumGetInt32(tv[TASK_VISIT]);
 	task->attempt = DatumGetInt32(tv[TASK_ATTEMPT]);
 	task->worker = tn[TASK_WORKER] ? NULL : TextDatumGetCString(tv[TASK_WORKER]);
-	task->input = DatumGetJsonbP(tv[TASK_INPUT]);
+	task->input = tn[TASK_INPUT] ? WfRunInputOf(run->context) : DatumGetJsonbP(tv[TASK_INPUT]);
 	if (times != NULL)
 	{
 		times->deadline = task_time(tv, tn, TASK_DEADLINE_AT);

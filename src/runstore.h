@@ -44,6 +44,8 @@ typedef struct WfNewTask
 	TimestampTz available_at;
 	char	   *idempotency_key;
 	Jsonb	   *input;
+	bool		input_is_run;	/* input is the run's input as it stands:
+								 * written NULL (see WfTaskInputOf) */
 	int64		schedule_to_start;	/* timeouts of the step, microseconds */
 	int64		start_to_close;
 	int64		heartbeat;
@@ -123,6 +125,8 @@ typedef struct WfTransition
 	int32		withdraw_expirations;	/* its lease expirations, if counted */
 	int			stop_children;	/* WF_STOP_*: live child runs to stop */
 	bytea	   *input_digest;	/* a new keyed run: WfInputDigest, else NULL */
+	/* the run's input before the transition's first context_updated (NULL: none) */
+	Jsonb	   *input_before;
 	/* rows a step kind writes after the run's (its WfStepKindOps.write) */
 	void	   *kind_writes[WF_STEP_KIND_SLOTS];
 	/* the live task whose result this transition records (0: none) */
@@ -252,6 +256,9 @@ extern void WfTransitionWrite(WfTransition *tr);
 extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
 								 int32 version, Jsonb *input, const char *key);
 extern void WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out);
+
+/* a task attempt's input, for the attempts whose row holds none */
+extern Jsonb *WfRunInputOf(Jsonb *context);
 extern Datum WfHashDatum(const uint8 *hash);
 
 
@@ -272,7 +279,8 @@ typedef enum WfRunstorePlan
 	/* the locking statements above with NOWAIT (WfSetLockWait(false)) */
 	WF_RUNSTORE_TASK_LOCK_NOWAIT,
 	WF_RUNSTORE_LOCK_TIMER_AND_RUN_NOWAIT,
-	WF_RUNSTORE_RUN_LOCK_NOWAIT
+	WF_RUNSTORE_RUN_LOCK_NOWAIT,
+	WF_RUNSTORE_KEEP_TASK_INPUTS
 } WfRunstorePlan;
 
 extern PGDLLIMPORT WfPlanTable WfRunstorePlans;

@@ -145,6 +145,14 @@ WfAppendEvent(WfTransition *tr, WfEventType type, const char *step,
 	ev->created_at = tr->now;
 	WfHashEventFor(tr->run, ev);
 
+	/*
+	 * The attempts of the run whose row holds no input (the run's input as
+	 * it stood) keep the input they were scheduled with: WfTransitionWrite
+	 * writes it into them (WfKeepTaskInputs) before the new input.
+	 */
+	if (type == WF_EV_CONTEXT_UPDATED && tr->input_before == NULL)
+		tr->input_before = WfJsonbGetJsonb(tr->run->context, "input");
+
 	problem = WfApplyEvent(tr->run, ev);
 	if (problem != NULL)
 		elog(ERROR, "wfengine state machine produced an illegal event: %s", problem);
@@ -276,9 +284,11 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	 * The attempt's input, unless it is the run's input as it stands
 	 * (context.input, which the history holds already: run_started and any
 	 * context_updated), the case of every step without an input mapping;
-	 * since 0.3.0 (issue 31: the copy was a third of a step's WAL).
+	 * since 0.3.0 (issue 31: the copy was a third of a step's WAL).  The
+	 * attempt's row then holds no copy either (input NULL: WfRunInputOf).
 	 */
-	if (!lean || !same_jsonb(input, WfJsonbGetJsonb(tr->run->context, "input")))
+	t->input_is_run = same_jsonb(input, WfJsonbGetJsonb(tr->run->context, "input"));
+	if (!lean || !t->input_is_run)
 		WfJbJsonb(&b, "input", input);
 	WfAppendEvent(tr, WF_EV_TASK_SCHEDULED, sd->name, attempt, WfJbEnd(&b));
 

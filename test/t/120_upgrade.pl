@@ -344,6 +344,8 @@ SELECT wf.publish_definition('nap', '{"steps": [{"name": "z", "type": "sleep", "
 SELECT wf.publish_definition('one', '{"steps": [{"name": "a", "queue": "old_a"}]}');
 });
 my $old_run = sq('old', q{SELECT wf.start_run('one', '{}')});
+is(sq('old', qq{SELECT input FROM wf.tasks WHERE run_id = '$old_run'}),
+	'{}', 'on 0.1.0 (input NOT NULL) the new library writes the attempt with its copy of the input');
 is(work('old', 'old_a'), '1', 'on 0.1.0 the new library claims and completes a task');
 is(sq('old', qq{SELECT wf.run_status('$old_run') || ' ' || wf.verify_run('$old_run')}),
 	'completed true', 'and the run completes and verifies');
@@ -455,7 +457,18 @@ $node->reload;
 is(sq('up', qq{SELECT wf.complete_task($leased_task, $leased_fence, '{"late": true}')}),
 	'accepted', 'the attempt leased before the upgrade reports with its fence');
 is(work('up', 'task_leased_b'), '1', 'and its run goes on');
-is(work('up', 'task_ready_a') . work('up', 'task_ready_b'), '11', 'the ready task runs');
+# issue 31: the attempt written before the upgrade keeps its copy of the
+# run's input; the next one holds none (NULL: the run's input) and is
+# claimed with the run's
+is(sq('up', qq{SELECT input FROM wf.tasks WHERE run_id = '$run{task_ready}' AND step = 'a'}),
+	'{"label": "task_ready"}', 'the ready attempt keeps its copy of the input through the upgrade');
+is(work('up', 'task_ready_a'), '1', 'the ready task runs');
+is(sq('up', qq{SELECT input IS NULL FROM wf.tasks WHERE run_id = '$run{task_ready}' AND step = 'b'}),
+	't', 'the attempt scheduled after the upgrade holds no copy of the run\'s input');
+my ($rt, $rf, $rin) =
+  split /\|/, sq('up', q{SELECT task_id, fence, input FROM wf.claim_tasks('task_ready_b', 'w', 1)});
+is($rin, '{"label": "task_ready"}', 'and is claimed with the run\'s input');
+is(sq('up', qq{SELECT wf.complete_task($rt, $rf, '{}')}), 'accepted', 'and its run goes on');
 is(work('up', 'task_ready_a', '{}', \&acme) . work('up', 'task_ready_b', '{}', \&acme),
 	'11', 'the ready task of tenant acme runs');
 ok( $node->poll_query_until(
