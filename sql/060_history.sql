@@ -113,16 +113,18 @@ SELECT wf.cancel_run(:'fill', 'undo');
 -- what wf.events keeps of each task_scheduled (layout: the keys left)
 SELECT seq, step, attempt, (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(payload) k) AS stored_keys
 FROM wf.events WHERE run_id = :'fill' AND type = 'task_scheduled' ORDER BY seq;
--- what wf.history shows: every key, the values the attempt's row has
+-- what wf.history shows: every key, the values the attempt's row has (an
+-- input NULL there is the run's input as it stands, since 0.3.0)
 SELECT h.step, h.attempt, h.payload->>'queue' AS queue, h.payload->>'activity' AS activity,
        h.payload->'input' AS input,
        h.payload->>'queue' IS NOT DISTINCT FROM t.queue
          AND h.payload->>'activity' IS NOT DISTINCT FROM t.activity
          AND h.payload->>'idempotency_key' = t.idempotency_key
          AND (h.payload->>'available_at')::timestamptz = t.available_at
-         AND h.payload->'input' = t.input
+         AND h.payload->'input' = COALESCE(t.input, r.context->'input')
          AND h.payload->>'visit' = t.visit::text AS as_its_row
 FROM wf.history(:'fill') h JOIN wf.tasks t ON t.task_id = (h.payload->>'task_id')::bigint
+     JOIN wf.runs r ON r.run_id = t.run_id
 WHERE h.type = 'task_scheduled' ORDER BY h.seq;
 -- the other events are shown as stored; the chain covers what is stored
 SELECT count(*) AS others_as_stored FROM wf.history(:'fill') h JOIN wf.events e ON e.run_id = :'fill' AND e.seq = h.seq
