@@ -83,6 +83,9 @@ SELECT count(*) FROM wf.complete_tasks(ARRAY(SELECT task_id FROM c ORDER BY task
 # the load: one session of the moving tenant through the router
 my (%acked_runs, @acked_done);
 my $load = $router->background_psql('wfengine_router', on_error_stop => 0, extra_params => [ '-U', "${mt}_all" ]);
+# (the session lives for the whole test: its timeout counts per query, not
+# from its start, which a loaded machine takes past 180 s)
+$load->set_query_timer_restart;
 sub load_step
 {
 	my $out = $load->query(q{SELECT 'run:' || wf.start_run('job');
@@ -236,7 +239,11 @@ SELECT (SELECT count(DISTINCT run_id) || '/' || count(*) FROM wf.runs WHERE run_
 		join(' ', ('0/0/0') x @names), "$label: no replication slot, publication or subscription is left");
 }
 
-# the move stopped with an error; it stays under way with the partition on src
+# the move stopped with an error; it stays under way with the partition on
+# src.  limit: the deadline plus 20 s for a loaded machine (each poll of the
+# copy connects to both shards; the table synchronisation, 25 s: the other
+# tables are copied first, and each one copied starts the count again);
+# the router before the deadline waited until end_bg gave up (60 or 90 s)
 sub stopped
 {
 	my ($label, $src, $dst, $e, $ended, $took, $limit, $re) = @_;
@@ -268,7 +275,7 @@ my ($dst) = grep { $_ ne $src } @names;
 	my $t0 = time;
 	wait_for('the copy held', sub { copy_held($shard{$dst}, 'wf.signals') });
 	my ($o, $e, $ended) = end_bg($m, 60);
-	stopped($label, $src, $dst, $e, $ended, time - $t0, 8 + 10,
+	stopped($label, $src, $dst, $e, $ended, time - $t0, 8 + 20,
 		qr/ERROR:  55000: cannot copy partition $p to shard "$dst": the copy did not end in 00:00:08\nDETAIL:  \d+ of \d+ tables copied, \d+ rows in the copies under way; not copied yet: .*wf.signals \(copying\)/);
 	$h->query_safe('COMMIT');
 	$h->quit;
@@ -287,7 +294,7 @@ my ($dst) = grep { $_ ne $src } @names;
 	eval { $h->{run}->kill_kill };
 	my $t0 = time;
 	my ($o, $e, $ended) = end_bg($m, 60);
-	stopped($label, $src, $dst, $e, $ended, time - $t0, $wait + 10,
+	stopped($label, $src, $dst, $e, $ended, time - $t0, $wait + 20,
 		qr/ERROR:  08006: cannot copy partition $p to shard "$dst": shard "$dst" cannot be reached\nDETAIL:  Not for [\d.]+ s: /);
 	# run again while the target is down: refused at once, nothing changed
 	($rc, $out, $err) = $router->psql('wfengine_router', "SELECT wfrouter.move_partition($p, '$dst', '$wait seconds')");
@@ -308,7 +315,7 @@ my ($dst) = grep { $_ ne $src } @names;
 	$h->quit;
 	my $t0 = time;
 	my ($o, $e, $ended) = end_bg($m, 60);
-	stopped($label, $src, $dst, $e, $ended, time - $t0, $wait + 10,
+	stopped($label, $src, $dst, $e, $ended, time - $t0, $wait + 25,
 		qr/ERROR:  55000: cannot copy partition $p to shard "$dst": its copy keeps failing on shard "$dst"\nDETAIL:  The workers of subscription "wf_move_$p" have failed again and again for [\d.]+ s \(\d+ errors in all, pg_stat_subscription_stats\), and no table was copied meanwhile. Not copied yet: .*wf.events \(copying\).*\.\nHINT:  The errors are in the server log of shard "$dst"\./);
 	ok($shard{$dst}->log_contains(qr/violates check constraint "wf_md_broken"/), "$label: the target's log has the error of its table synchronisation");
 	my ($co, $ce) = end_bg(start_bg("SELECT 'cancel:' || wfrouter.cancel_move($p)"), 60);
@@ -330,7 +337,7 @@ my ($dst) = grep { $_ ne $src } @names;
 	my $took = time - $t0;
 	kill('CONT', @frozen);
 	@frozen = ();
-	stopped($label, $src, $dst, $e, $ended, $took, $wait + 10 + 10,
+	stopped($label, $src, $dst, $e, $ended, $took, $wait + 10 + 20,
 		qr/ERROR:  08006: cannot copy partition $p to shard "$dst": shard "$dst" cannot be reached\nDETAIL:  Not for [\d.]+ s: .*timeout expired/);
 	$h->query_safe('COMMIT');
 	$h->quit;
