@@ -64,3 +64,26 @@ SELECT wf.start_run('signup', jsonb_build_object('blob', repeat('x', 2000)));
 RESET wfengine.max_payload_size;
 SELECT count(*) = :runs_before AS nothing_written FROM wf.runs;
 SELECT wf.run_status('00000000-0000-0000-0000-000000000000');
+
+-- scenario: the snapshot's context is stored without the input while it is
+-- the run's input (wf.runs.input); every reader sees it put back
+SELECT wf.start_run('signup', '{"email": "d@example.com"}') AS run6 \gset
+SELECT context ? 'input' AS input_stored, context FROM wf.runs WHERE run_id = :'run6';
+SELECT task_id AS t6, fence AS f6, input FROM wf.claim_tasks('accounts', 'w6', 100) WHERE run_id = :'run6' \gset
+SELECT :'input' AS mapped_from_input;
+-- a context_updated makes it the context's own: stored in the context
+SELECT wf.update_context(:'run6', '{"email": "e@example.com"}', 'address corrected');
+SELECT context ? 'input' AS input_stored, context->'input' AS context_input, input FROM wf.runs WHERE run_id = :'run6';
+SELECT wf.complete_task(:t6, :f6, '{"account": 6}');
+-- the next step is given the input as it stands
+SELECT step, input FROM wf.tasks WHERE run_id = :'run6' AND status = 'ready';
+SELECT wf.verify_run(:'run6');
+-- back to the run's input: left out again at the next write
+SELECT wf.update_context(:'run6', '{"email": "d@example.com"}', 'address was right');
+SELECT context ? 'input' AS input_stored FROM wf.runs WHERE run_id = :'run6';
+SELECT wf.verify_run(:'run6');
+-- a tampered wf.runs.input shows in the context it is put back into
+BEGIN;
+UPDATE wf.runs SET input = '{"email": "mallory@example.com"}' WHERE run_id = :'run6';
+SELECT wf.verify_run(:'run6');
+ROLLBACK;

@@ -52,7 +52,7 @@ ROLLBACK;
 ALTER TABLE wf.events ENABLE TRIGGER events_append_only;
 -- editing the snapshot alone is caught too
 BEGIN;
-UPDATE wf.runs SET context = jsonb_set(context, '{input,who}', '"mallory"') WHERE run_id = :'run';
+UPDATE wf.runs SET context = jsonb_set(context, '{input}', input || '{"who": "mallory"}') WHERE run_id = :'run';
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;

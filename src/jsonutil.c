@@ -296,7 +296,8 @@ key_cmp(const char *a, uint32 alen, const char *b, uint32 blen)
 
 /*
  * object_set returns, as a jsonb of its own, the object container jc (NULL:
- * {}) with member key set to value.
+ * {}) with member key set to value, or without member key when value is
+ * NULL.
  */
 static Jsonb *
 object_set(const JsonbContainer *jc, const char *key, uint32 keylen, const JbChild *value)
@@ -323,7 +324,10 @@ object_set(const JsonbContainer *jc, const char *key, uint32 keylen, const JbChi
 			break;
 		}
 	}
-	newcount = found ? count : count + 1;
+	if (value == NULL)
+		newcount = found ? count - 1 : count;
+	else
+		newcount = found ? count : count + 1;
 
 	initStringInfo(&buf);
 	buf.len = VARHDRSZ;
@@ -340,7 +344,7 @@ object_set(const JsonbContainer *jc, const char *key, uint32 keylen, const JbChi
 		JbChild		c;
 		JEntry		meta;
 
-		if (member == pos)
+		if (member == pos && value != NULL)
 		{
 			if (is_value)
 				c = *value;
@@ -353,8 +357,16 @@ object_set(const JsonbContainer *jc, const char *key, uint32 keylen, const JbChi
 		}
 		else
 		{
-			/* the old member: after pos, shifted by the one inserted */
-			int			old = (!found && member > pos) ? member - 1 : member;
+			/*
+			 * the old member: after pos, shifted by the one inserted, or by
+			 * the one deleted
+			 */
+			int			old = member;
+
+			if (value == NULL && found && member >= pos)
+				old = member + 1;
+			else if (value != NULL && !found && member > pos)
+				old = member - 1;
 
 			c = container_child(jc, is_value ? old + count : old, 2 * count);
 		}
@@ -413,6 +425,43 @@ WfJsonbSetKeyIn(Jsonb *obj, const char *outer, const char *key, Jsonb *value)
 	updated = object_set(inner, key, strlen(key), &v);
 	u = jsonb_as_child(updated);
 	return object_set(&obj->root, outer, strlen(outer), &u);
+}
+
+/*
+ * WfJsonbDropKeyIfSame returns object obj without its member key when that
+ * member's value is byte for byte value (as jsonb_delete(obj, key) would),
+ * and obj itself otherwise (the member missing, or another value).  The
+ * run's snapshot is written with it (runstore.c): its context leaves out
+ * the input while that is the run's input as stored.
+ */
+Jsonb *
+WfJsonbDropKeyIfSame(Jsonb *obj, const char *key, Jsonb *value)
+{
+	uint32		keylen = strlen(key);
+	JbChild		v = jsonb_as_child(value);
+	int			count;
+	int			i;
+
+	if (!JB_ROOT_IS_OBJECT(obj))
+		elog(ERROR, "wfengine deletes a member of a jsonb value that is not an object");
+	count = JsonContainerSize(&obj->root);
+	for (i = 0; i < count; i++)
+	{
+		JbChild		k = container_child(&obj->root, i, 2 * count);
+		int			cmp = key_cmp(k.data, k.len, key, keylen);
+
+		if (cmp > 0)
+			break;
+		if (cmp == 0)
+		{
+			JbChild		m = container_child(&obj->root, i + count, 2 * count);
+
+			if (m.type != v.type || m.len != v.len || memcmp(m.data, v.data, m.len) != 0)
+				break;
+			return object_set(&obj->root, key, keylen, NULL);
+		}
+	}
+	return obj;
 }
 
 /* ----------------------------------------------------------------

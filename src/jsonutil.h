@@ -25,6 +25,7 @@ extern Jsonb *WfJsonbTextArray(char **items, int n);
 extern Jsonb *WfJsonbConcat(Jsonb *a, Jsonb *b);
 extern Jsonb *WfJsonbSetKey(Jsonb *obj, const char *key, Jsonb *value);
 extern Jsonb *WfJsonbSetKeyIn(Jsonb *obj, const char *outer, const char *key, Jsonb *value);
+extern Jsonb *WfJsonbDropKeyIfSame(Jsonb *obj, const char *key, Jsonb *value);
 extern char *WfJsonbToText(const Jsonb *value, int *len);
 
 /* building small jsonb objects */

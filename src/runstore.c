@@ -62,6 +62,7 @@
 #include "state.h"
 #include "stepkind.h"
 #include "tenant.h"
+#include "version.h"
 
 /*
  * A task attempt's input as a statement reads it: the row's, or, where the
@@ -273,13 +274,36 @@ WfHashDatum(const uint8 *hash)
 }
 
 /*
+ * stored_context returns the context of run as the run row stores it:
+ * without its input while that is, byte for byte, input, the run's input
+ * as stored in wf.runs.input (NULL: unknown, the context as it is).  The
+ * context's input is the run's until a context_updated changes it, and is
+ * left out only while it is; run_state_from puts it back on reading, so
+ * that every reader of the snapshot (mappings, choices, commands,
+ * wf.verify_run) sees the whole context.  The member is taken out of the
+ * binary form without decoding the rest (WfJsonbDropKeyIfSame).
+ */
+static Jsonb *
+stored_context(Jsonb *context, Jsonb *input)
+{
+	/*
+	 * A schema not yet updated to 0.3.0 keeps the layout of 0.2.0, so that
+	 * its library can still be put back (docs/upgrading.md).
+	 */
+	if (input == NULL || !WfSchemaVersionAtLeast("0.3.0", NULL))
+		return context;
+	return WfJsonbDropKeyIfSame(context, "input", input);
+}
+
+/*
  * WfRunValues fills values/nulls[0..10] with the snapshot columns that a
  * transition writes (status, current_step, seq, context, output,
  * last_hash, finished_at, current_attempt, current_task, step_generation,
- * wait_generation).
+ * wait_generation); the context as stored_context leaves it for the run's
+ * input input.
  */
 static void
-WfRunValues(const WfRunState *run, Datum *values, char *nulls)
+WfRunValues(const WfRunState *run, Jsonb *input, Datum *values, char *nulls)
 {
 	int			i;
 
@@ -288,7 +312,7 @@ WfRunValues(const WfRunState *run, Datum *values, char *nulls)
 	values[0] = CStringGetTextDatum(WfRunStatusName(run->status));
 	WfSetTextOrNull(values, nulls, 1, run->current_step);
 	values[2] = Int32GetDatum(run->seq);
-	values[3] = JsonbPGetDatum(run->context);
+	values[3] = JsonbPGetDatum(stored_context(run->context, input));
 	if (run->output != NULL)
 		values[4] = JsonbPGetDatum(run->output);
 	else
@@ -483,7 +507,7 @@ enum
 static const char *const run_columns[] = {
 	"run_id", "tenant_id", "definition_id", "status", "current_step", "seq", "context",
 	"output", "last_hash", "updated_at", "finished_at", "current_attempt",
-	"current_task", "step_generation", "wait_generation"
+	"current_task", "step_generation", "wait_generation", "input"
 };
 static WfRowTable runs_table = WF_ROW_TABLE("runs", run_columns, F_UUID_EQ);
 
@@ -561,7 +585,7 @@ write_run(WfTransition *tr)
 	};
 	Datum		rv[WF_RUN_NVALUES];
 
-	WfRunValues(tr->run, rv, cnulls);
+	WfRunValues(tr->run, tr->run->input, rv, cnulls);
 	memset(nulls, false, sizeof(nulls));
 	memset(replace, false, sizeof(replace));
 	for (i = 0; i < WF_RUN_NVALUES; i++)
@@ -921,7 +945,8 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	values[NEW_RUN_INPUT_DIGEST] = PointerGetDatum(tr->input_digest);
 	values[NEW_RUN_CREATED_AT] = values[NEW_RUN_UPDATED_AT] = TimestampTzGetDatum(tr->now);
 	values[NEW_RUN_LEGAL_HOLD] = BoolGetDatum(false);
-	WfRunValues(run, &values[NEW_RUN_STATUS], cnulls);
+	run->input = input;			/* as run_state_from would read it */
+	WfRunValues(run, input, &values[NEW_RUN_STATUS], cnulls);
 	for (i = 0; i < WF_RUN_NVALUES; i++)
 		nulls[NEW_RUN_STATUS + i] = cnulls[i] == 'n';
 	WfRowInsert(&w, values, nulls);
@@ -1025,6 +1050,8 @@ run_state_from(WfRunState *run, WfColumnGetter get, const void *src)
 {
 	bool		isnull;
 	Datum		d;
+	Jsonb	   *context;
+	JsonbValue	member;
 
 	memset(run, 0, sizeof(WfRunState));
 	memcpy(&run->run_id, DatumGetUUIDP(column_not_null(get, src, WF_RUN_COL_RUN_ID)), sizeof(pg_uuid_t));
@@ -1033,7 +1060,17 @@ run_state_from(WfRunState *run, WfColumnGetter get, const void *src)
 	run->status = WfRunStatusFromName(column_text(get, src, WF_RUN_COL_STATUS));
 	run->current_step = column_text(get, src, WF_RUN_COL_CURRENT_STEP);
 	run->seq = DatumGetInt32(column_not_null(get, src, WF_RUN_COL_SEQ));
-	run->context = DatumGetJsonbPCopy(column_not_null(get, src, WF_RUN_COL_CONTEXT));
+	run->input = DatumGetJsonbPCopy(column_not_null(get, src, WF_RUN_COL_INPUT));
+	d = column_not_null(get, src, WF_RUN_COL_CONTEXT);
+	context = DatumGetJsonbP(d);	/* detoasted, or the row's own bytes */
+	/* stored without the input when it is the run's (stored_context) */
+	if (JB_ROOT_IS_OBJECT(context) &&
+		getKeyJsonValueFromContainer(&context->root, "input", 5, &member) == NULL)
+		run->context = WfJsonbSetKey(context, "input", run->input);	/* a copy */
+	else if ((Pointer) context == DatumGetPointer(d))
+		run->context = DatumGetJsonbPCopy(d);
+	else
+		run->context = context;
 	d = get(src, WF_RUN_COL_OUTPUT, &isnull);
 	run->output = isnull ? NULL : DatumGetJsonbPCopy(d);
 	d = column_not_null(get, src, WF_RUN_COL_LAST_HASH);

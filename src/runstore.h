@@ -149,7 +149,7 @@ typedef struct WfTransition
 #define WF_RUN_COLUMNS \
 	"r.run_id, r.tenant_id, r.definition_id, r.status, r.current_step, " \
 	"r.seq, r.context, r.output, r.last_hash, r.updated_at, r.finished_at, " \
-	"r.current_attempt, r.current_task, r.step_generation, r.wait_generation "
+	"r.current_attempt, r.current_task, r.step_generation, r.wait_generation, r.input "
 
 /*
  * A new fence of the task row t: the next value of wf.fence_seq on top of
@@ -178,11 +178,12 @@ typedef enum WfRunColumn
 	WF_RUN_COL_CURRENT_ATTEMPT,
 	WF_RUN_COL_CURRENT_TASK,
 	WF_RUN_COL_STEP_GENERATION,
-	WF_RUN_COL_WAIT_GENERATION
+	WF_RUN_COL_WAIT_GENERATION,
+	WF_RUN_COL_INPUT			/* read only: put back into the context */
 } WfRunColumn;
 
 /* reading the snapshot: the number of columns of WF_RUN_COLUMNS */
-#define WF_RUN_NCOLUMNS 15
+#define WF_RUN_NCOLUMNS 16
 
 /* the columns of run_read (WfReadRun) after the run's */
 typedef enum WfRunReadColumn

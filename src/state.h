@@ -120,6 +120,9 @@ typedef struct WfRunState
 	int32		wait_generation;	/* seq that began the current wait, 0 = none */
 	int32		seq;			/* seq of the last event */
 	Jsonb	   *context;		/* {"input": ..., "steps": {...}} */
+	Jsonb	   *input;			/* wf.runs.input as read (NULL: not read);
+								 * the stored context leaves out an equal
+								 * input (runstore.c) */
 	Jsonb	   *output;			/* NULL until the run completes */
 	uint8		last_hash[WF_HASH_LEN];
 	TimestampTz updated_at;

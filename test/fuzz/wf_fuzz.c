@@ -582,7 +582,8 @@ target_envelope(const char *data, size_t size)
 }
 
 /* ----------------------------------------------------------------
- *		jsonset: WfJsonbSetKey, WfJsonbSetKeyIn against jsonb_set
+ *		jsonset: WfJsonbSetKey, WfJsonbSetKeyIn against jsonb_set,
+ *		WfJsonbDropKeyIfSame against jsonb_delete
  * ----------------------------------------------------------------
  */
 
@@ -604,6 +605,16 @@ jsonb_set_path(Jsonb *obj, const char *a, const char *b, Jsonb *value)
 											  JsonbPGetDatum(value), BoolGetDatum(true)));
 }
 
+/*
+ * jsonb_delete_key is jsonb_delete(obj, key).
+ */
+static Jsonb *
+jsonb_delete_key(Jsonb *obj, const char *key)
+{
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(obj),
+											  CStringGetTextDatum(key)));
+}
+
 /* the same jsonb, byte for byte */
 static bool
 same_jsonb(const Jsonb *a, const Jsonb *b)
@@ -615,7 +626,11 @@ same_jsonb(const Jsonb *a, const Jsonb *b)
  * target_jsonset reads a key (the first line), a value (the second, JSON)
  * and an object (the rest, JSON), and checks that WfJsonbSetKey writes
  * the bytes jsonb_set writes, and WfJsonbSetKeyIn (the key's member "k",
- * or the object's own "k" under the key when the key is missing) too.
+ * or the object's own "k" under the key when the key is missing) too;
+ * and that WfJsonbDropKeyIfSame leaves the object as it is unless the
+ * key's member is the value (the run context's input: runstore.c), and
+ * then writes the bytes jsonb_delete writes, from which WfJsonbSetKey
+ * gives the object back.
  */
 static int
 target_jsonset(const char *data, size_t size)
@@ -638,6 +653,18 @@ target_jsonset(const char *data, size_t size)
 	WF_FUZZ_CHECK(same_jsonb(WfJsonbSetKey(obj, text, value), jsonb_set_path(obj, text, NULL, value)));
 
 	member = getKeyJsonValueFromContainer(&obj->root, text, strlen(text), NULL);
+	if (member != NULL)
+	{
+		Jsonb	   *own = JsonbValueToJsonb(member);
+		Jsonb	   *dropped = WfJsonbDropKeyIfSame(obj, text, own);
+
+		WF_FUZZ_CHECK(same_jsonb(dropped, jsonb_delete_key(obj, text)));
+		WF_FUZZ_CHECK(same_jsonb(WfJsonbSetKey(dropped, text, own), obj));
+		WF_FUZZ_CHECK(same_jsonb(WfJsonbDropKeyIfSame(obj, text, value),
+								 same_jsonb(own, value) ? dropped : obj));
+	}
+	else
+		WF_FUZZ_CHECK(same_jsonb(WfJsonbDropKeyIfSame(obj, text, value), obj));
 	if (member == NULL)
 	{
 		Jsonb	   *inner = WfJsonbSetKey(DatumGetJsonbP(DirectFunctionCall1(jsonb_in,

@@ -400,7 +400,7 @@ FROM inv_victims v, LATERAL (SELECT e.seq, e.hash FROM wf.events e WHERE e.run_i
 WHERE v.k = 4 AND w.run_id = v.run_id;
 ALTER TABLE wf.events ENABLE TRIGGER events_append_only;
 -- 5: a changed snapshot
-UPDATE wf.runs w SET context = jsonb_set(w.context, '{input,i}', '-1')
+UPDATE wf.runs w SET context = jsonb_set(w.context, '{input}', w.input || '{"i": -1}')
 FROM inv_victims v WHERE v.k = 5 AND w.run_id = v.run_id;
 -- 6: a live task the history never scheduled
 INSERT INTO wf.tasks (tenant_id, run_id, step, visit, attempt, queue, status, available_at,

@@ -36,7 +36,10 @@
 #     tasks completed (the leased one with its pre-upgrade fence), the
 #     approval decided with its pre-upgrade token, the signal sent, the
 #     paused run resumed, the failed run retried, the compensations done,
-#     timers fired.  Every run verifies at the end.
+#     timers fired.  Every run verifies at the end.  Issue 31: the runs'
+#     contexts keep their input through the update (read as they are) and
+#     lose it at their next change when it is wf.runs.input; a run whose
+#     input wf.update_context changed keeps it in its context.
 #  5. Database "old" stays on 0.1.0: the library works there (API calls;
 #     its engine worker fires its timers), since 0.1.0 is not older than
 #     WF_MIN_SCHEMA_VERSION.  To see the refusal, its pg_extension row is
@@ -356,10 +359,16 @@ is( sq('old',
            FROM wf.events e WHERE e.run_id = '$old_run' AND e.type = 'task_scheduled'}),
 	'activity,available_at,idempotency_key,input,queue,task_id,visit',
 	'on 0.1.0 the new library writes task_scheduled with every key');
+# and the run's context with its input (0.2.0's layout, until the update)
+is(sq('old', qq{SELECT context->'input' = input FROM wf.runs WHERE run_id = '$old_run'}),
+	't', 'on 0.1.0 the new library writes the run\'s context with its input');
 
 # ---------------------------------------------------------------------
 # 2, end: the upgrade
 # ---------------------------------------------------------------------
+is(sq('up', q{SELECT count(*) FILTER (WHERE context->'input' = input) || ' of ' || count(*) FROM wf.runs}),
+	sq('up', q{SELECT count(*) || ' of ' || count(*) FROM wf.runs}),
+	'before the update every run\'s context holds its input');
 sq('up', 'ALTER EXTENSION wfengine UPDATE');
 my $updated_at = sq('up', 'SELECT clock_timestamp()');
 is(sq('up', q{SELECT extversion FROM pg_extension WHERE extname = 'wfengine'}),
@@ -439,7 +448,12 @@ is(schema_dump('fresh'), $dump_fresh, 'and the undone change');
 # 4. every run verifies and goes on to its end
 # ---------------------------------------------------------------------
 is(post_upgrade_check('up'), $all_verified, 'after the upgrade every run of every tenant verifies');
+is(sq('up', q{SELECT count(*) FILTER (WHERE NOT context ? 'input') FROM wf.runs}), '0',
+	'after the upgrade the contexts are as they were: each with its input, read as it is');
 is(sq('up', $history_sql), $history_before, 'after the upgrade wf.history shows every event as before');
+# issue 31: a context whose input is not the run's own keeps it
+is(sq('up', qq{SELECT wf.update_context('$run{sleep}', '{"note": "after the update"}', 'test')->>'note'}),
+	'after the update', 'the sleeping run\'s input is changed by wf.update_context');
 {
 	# the check it replaces: as a superuser, wf.verify_run finds no run of
 	# another tenant
@@ -508,6 +522,17 @@ for my $label (sort keys %expect_after)
 		$expect_after{$label}, "after the upgrade: $label ends $expect_after{$label}");
 }
 is(post_upgrade_check('up'), $all_verified, 'every run of every tenant verifies at its end');
+# issue 31: a run changed after the update stores its context without the
+# input while that is wf.runs.input; the sleeping run's changed input stays
+my ($dropped, $changed) = split / /, sq(
+		'up', qq{
+SELECT count(*) FILTER (WHERE updated_at > '$updated_at' AND NOT context ? 'input') || ' ' ||
+       count(*) FILTER (WHERE updated_at > '$updated_at' AND run_id <> '$run{sleep}')
+FROM wf.runs});
+ok($changed > 5, "runs changed after the update ($changed)");
+is($dropped, $changed, 'each stores its context without the input, its own');
+is(sq('up', qq{SELECT context->'input'->>'note' FROM wf.runs WHERE run_id = '$run{sleep}'}),
+	'after the update', 'the sleeping run\'s context keeps its changed input');
 {
 	my %now = map { $_ => 1 } split /\n/, sq('up', $history_sql);
 	my @gone = grep { !$now{$_} } split /\n/, $history_before;
