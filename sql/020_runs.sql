@@ -20,7 +20,7 @@ SELECT wf.start_run('signup', '{"email": "b@example.com"}') > :'run1' AS later_i
 -- mapping that gives the run's input as it stands is not copied into the
 -- attempt's row (input NULL: the run's, which the claim hands out)
 SELECT step, attempt, visit, queue, status, fence,
-       coalesce(t.input, (SELECT r.context->'input' FROM wf.runs r WHERE r.run_id = t.run_id)) AS input,
+       coalesce(t.input, (SELECT coalesce(r.context->'input', r.input) FROM wf.runs r WHERE r.run_id = t.run_id)) AS input,
        t.input IS NULL AS no_copy, idempotency_key = :'run1' || '/create_account/1' AS key_ok
 FROM wf.tasks t WHERE run_id = :'run1';
 
@@ -76,7 +76,8 @@ SELECT wf.update_context(:'run6', '{"email": "e@example.com"}', 'address correct
 SELECT context ? 'input' AS input_stored, context->'input' AS context_input, input FROM wf.runs WHERE run_id = :'run6';
 SELECT wf.complete_task(:t6, :f6, '{"account": 6}');
 -- the next step is given the input as it stands
-SELECT step, input FROM wf.tasks WHERE run_id = :'run6' AND status = 'ready';
+SELECT step, coalesce(t.input, (SELECT coalesce(r.context->'input', r.input) FROM wf.runs r WHERE r.run_id = t.run_id)) AS input
+FROM wf.tasks t WHERE run_id = :'run6' AND status = 'ready';
 SELECT wf.verify_run(:'run6');
 -- back to the run's input: left out again at the next write
 SELECT wf.update_context(:'run6', '{"email": "d@example.com"}', 'address was right');

@@ -121,7 +121,7 @@ SELECT h.step, h.attempt, h.payload->>'queue' AS queue, h.payload->>'activity' A
          AND h.payload->>'activity' IS NOT DISTINCT FROM t.activity
          AND h.payload->>'idempotency_key' = t.idempotency_key
          AND (h.payload->>'available_at')::timestamptz = t.available_at
-         AND h.payload->'input' = COALESCE(t.input, r.context->'input')
+         AND h.payload->'input' = COALESCE(t.input, r.context->'input', r.input)
          AND h.payload->>'visit' = t.visit::text AS as_its_row
 FROM wf.history(:'fill') h JOIN wf.tasks t ON t.task_id = (h.payload->>'task_id')::bigint
      JOIN wf.runs r ON r.run_id = t.run_id

@@ -168,7 +168,7 @@ SELECT wf.start_run('pay', '{"card": "4000000000000001", "amount": 1}') AS b1,
 RESET SESSION AUTHORIZATION;
 -- the rows to damage are given their own copy of the input first (a row
 -- without one, NULL, has the run's input as it stands)
-UPDATE wf.tasks t SET input = r.context->'input' FROM wf.runs r
+UPDATE wf.tasks t SET input = coalesce(r.context->'input', r.input) FROM wf.runs r
 WHERE r.run_id = t.run_id AND t.input IS NULL AND t.run_id IN (:'b2', :'b3', :'b4');
 UPDATE wf.tasks SET input = jsonb_set(input, '{card}', to_jsonb(
     overlay(input->>'card' PLACING CASE WHEN substr(input->>'card', length(input->>'card') / 2, 1) = 'A'
@@ -200,7 +200,7 @@ RESET SESSION AUTHORIZATION;
 SET SESSION AUTHORIZATION regress_seal_app;
 SELECT wf.start_run('pay', '{"card": "4000000000000006", "amount": 6}') AS b6 \gset
 RESET SESSION AUTHORIZATION;
-UPDATE wf.tasks t SET input = r.context->'input' FROM wf.runs r
+UPDATE wf.tasks t SET input = coalesce(r.context->'input', r.input) FROM wf.runs r
 WHERE r.run_id = t.run_id AND t.input IS NULL AND t.run_id = :'b6';
 UPDATE wf.tasks SET input = jsonb_set(input, '{card}', '"wfenc:v1:1:AAAA"') WHERE run_id = :'b6';
 SET SESSION AUTHORIZATION regress_seal_clerk;

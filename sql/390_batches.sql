@@ -303,7 +303,7 @@ FROM wf.claim_tasks('bt_lim', 'wl2', 5) \gset
 SELECT cardinality(:'lt'::bigint[]) AS claimed_at_the_limit;
 SELECT answers, step, input FROM wf.complete_tasks_and_claim(:'lt', :'lf', NULL, 'bt_lim', 'wl2', 5)
 ORDER BY task_id;
-SELECT t.step, coalesce(t.input, r.context->'input') AS input, t.status, t.worker
+SELECT t.step, coalesce(t.input, r.context->'input', r.input) AS input, t.status, t.worker
 FROM wf.tasks t JOIN wf.runs r USING (run_id) WHERE t.queue = 'bt_lim' AND t.status <> 'completed'
 ORDER BY t.task_id;
 SELECT max_tasks_in_flight FROM wf.set_tenant_policy('default', '{"max_tasks_in_flight": null}');

@@ -199,7 +199,7 @@ enum
  * The run rows a claim reads for the attempts whose row holds no input
  * (the run's input as it stands, WfRunInputOf), by primary key (WfRowRead).
  */
-static const char *const run_input_columns[] = {"run_id", "context"};
+static const char *const run_input_columns[] = {"run_id", "context", "input"};
 static WfRowTable run_input_table = WF_ROW_TABLE("runs", run_input_columns, F_UUID_EQ);
 
 /* the claim index, in the order it serves claims (see the file header) */
@@ -812,14 +812,14 @@ claim_sleep(ClaimWait *w, Datum tenant, Datum queue, TimestampTz now, uint64 gen
 static Datum
 run_input(Datum run_id)
 {
-	bool		isnull;
-	Datum		context;
+	bool		isnull[2];
+	Datum		v[2];
 
-	if (!WfRowRead(&run_input_table, run_id, 1, &context, &isnull))
+	if (!WfRowRead(&run_input_table, run_id, 1, 2, v, isnull))
 		elog(ERROR, "the run of a claimed task attempt is missing");
-	if (isnull)
-		elog(ERROR, "the run of a claimed task attempt has no context");
-	return JsonbPGetDatum(WfRunInputOf(DatumGetJsonbP(context)));
+	if (isnull[0] || isnull[1])
+		elog(ERROR, "the run of a claimed task attempt has no context or input");
+	return JsonbPGetDatum(WfRunInputOf(DatumGetJsonbP(v[0]), DatumGetJsonbP(v[1])));
 }
 
 /*

@@ -514,17 +514,18 @@ WfRowFind(WfRowWriter *w, Datum key)
 }
 
 /*
- * WfRowRead reads one column (an index into the table's columns) of the
- * row of table whose primary key is key, in its latest version
- * (SnapshotSelf, as WfRowFind reads it), without a writer: only the table
- * and its primary key, opened with AccessShareLock as a SELECT opens
- * them.  The value, detoasted, is copied into the current memory context
- * (*isnull for NULL); false when there is no such row.  Row security is
+ * WfRowRead reads ncolumns columns (indexes into the table's columns, from
+ * column on) of the row of table whose primary key is key, in its latest
+ * version (SnapshotSelf, as WfRowFind reads it), without a writer: only the
+ * table and its primary key, opened with AccessShareLock as a SELECT opens
+ * them.  The values, detoasted, are copied into the current memory context
+ * (isnull[i] for NULL); false when there is no such row.  Row security is
  * not checked: the caller reads a row it found through one of the tenant
  * (the claim: the run of a task attempt it holds).
  */
 bool
-WfRowRead(WfRowTable *table, Datum key, int column, Datum *value, bool *isnull)
+WfRowRead(WfRowTable *table, Datum key, int column, int ncolumns,
+		  Datum *values, bool *isnull)
 {
 	Relation	rel;
 	Relation	index;
@@ -544,17 +545,20 @@ WfRowRead(WfRowTable *table, Datum key, int column, Datum *value, bool *isnull)
 	scan = index_beginscan(rel, index, SnapshotSelf, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
-	*value = (Datum) 0;
-	*isnull = true;
-	if (found)
+	for (int i = 0; i < ncolumns; i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
-											  table->attnums[column] - 1);
-		Datum		d = slot_getattr(slot, table->attnums[column], isnull);
+		values[i] = (Datum) 0;
+		isnull[i] = true;
+		if (found)
+		{
+			int			attnum = table->attnums[column + i];
+			Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+			Datum		d = slot_getattr(slot, attnum, &isnull[i]);
 
-		if (!*isnull)
-			*value = att->attlen == -1 ? PointerGetDatum(PG_DETOAST_DATUM_COPY(d)) :
-				datumCopy(d, att->attbyval, att->attlen);
+			if (!isnull[i])
+				values[i] = att->attlen == -1 ? PointerGetDatum(PG_DETOAST_DATUM_COPY(d)) :
+					datumCopy(d, att->attbyval, att->attlen);
+		}
 	}
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);

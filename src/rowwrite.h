@@ -71,8 +71,8 @@ extern void WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls);
 extern bool WfRowLock(WfRowTable *table, Datum key, const char *tenant,
 					  Datum *values, bool *nulls);
 extern bool WfRowFind(WfRowWriter *w, Datum key);
-extern bool WfRowRead(WfRowTable *table, Datum key, int column, Datum *value,
-					  bool *isnull);
+extern bool WfRowRead(WfRowTable *table, Datum key, int column, int ncolumns,
+					  Datum *values, bool *isnull);
 
 /*
  * A key of WfRowScanBegin: a column (an index into the table's columns)

@@ -67,10 +67,11 @@
 /*
  * A task attempt's input as a statement reads it: the row's, or, where the
  * row holds none (NULL: the attempt's input is the run's input as it
- * stands, see WfRunInputOf), the run's.
+ * stands, see WfRunInputOf), the run's: context.input, or wf.runs.input
+ * where the stored context leaves it out.
  */
 #define WF_TASK_INPUT \
-	"COALESCE(t.input, (SELECT r.context OPERATOR(pg_catalog.->) 'input' FROM wf.runs r" \
+	"COALESCE(t.input, (SELECT COALESCE(r.context OPERATOR(pg_catalog.->) 'input', r.input) FROM wf.runs r" \
 	" WHERE r.run_id OPERATOR(pg_catalog.=) t.run_id" \
 	" AND r.tenant_id OPERATOR(pg_catalog.=) t.tenant_id))"
 
@@ -697,7 +698,8 @@ insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
 
 /*
  * WfRunInputOf returns the input of a task attempt whose row holds none:
- * the run's input as it stands, $.input of its context.  Since 0.3.0 an
+ * the run's input as it stands, $.input of its context (or, when the
+ * stored context leaves it out, stored: wf.runs.input).  Since 0.3.0 an
  * attempt whose input is the run's input (every step without an input
  * mapping) is written with input NULL rather than a copy (issue 31), and
  * whatever hands out or reads such an attempt's input takes the run's;
@@ -705,10 +707,17 @@ insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
  * (keep_task_inputs), so that each keeps the input it was scheduled with.
  */
 Jsonb *
-WfRunInputOf(Jsonb *context)
+WfRunInputOf(Jsonb *context, Jsonb *stored)
 {
 	Jsonb	   *input = WfJsonbGetJsonb(context, "input");
 
+	/*
+	 * A context stored without its input has wf.runs.input as it (the
+	 * snapshot leaves it out while it is that); a context read through
+	 * the run reader has it put back already (stored NULL).
+	 */
+	if (input == NULL)
+		input = stored;
 	if (input == NULL)
 		elog(ERROR, "a run's context holds no input");
 	return input;
@@ -1146,7 +1155,7 @@ WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTas
 	task->visit = DatumGetInt32(tv[TASK_VISIT]);
 	task->attempt = DatumGetInt32(tv[TASK_ATTEMPT]);
 	task->worker = tn[TASK_WORKER] ? NULL : TextDatumGetCString(tv[TASK_WORKER]);
-	task->input = tn[TASK_INPUT] ? WfRunInputOf(run->context) : DatumGetJsonbP(tv[TASK_INPUT]);
+	task->input = tn[TASK_INPUT] ? WfRunInputOf(run->context, NULL) : DatumGetJsonbP(tv[TASK_INPUT]);
 	if (times != NULL)
 	{
 		times->deadline = task_time(tv, tn, TASK_DEADLINE_AT);

@@ -45,7 +45,7 @@ typedef struct WfNewTask
 	char	   *idempotency_key;
 	Jsonb	   *input;
 	bool		input_is_run;	/* input is the run's input as it stands:
-								 * written NULL (see WfTaskInputOf) */
+								 * written NULL (see WfRunInputOf) */
 	int64		schedule_to_start;	/* timeouts of the step, microseconds */
 	int64		start_to_close;
 	int64		heartbeat;
@@ -259,7 +259,7 @@ extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
 extern void WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out);
 
 /* a task attempt's input, for the attempts whose row holds none */
-extern Jsonb *WfRunInputOf(Jsonb *context);
+extern Jsonb *WfRunInputOf(Jsonb *context, Jsonb *stored);
 extern Datum WfHashDatum(const uint8 *hash);
 
 

@@ -548,7 +548,7 @@ SELECT count(*) FILTER (WHERE NOT e.payload ? 'queue' AND NOT e.payload ? 'idemp
        count(*) FILTER (WHERE h.payload->>'queue' = t.queue
                           AND h.payload->>'activity' IS NOT DISTINCT FROM t.activity
                           AND h.payload->>'idempotency_key' = t.idempotency_key
-                          AND h.payload->'input' = COALESCE(t.input, r.context->'input')
+                          AND h.payload->'input' = COALESCE(t.input, r.context->'input', r.input)
                           AND (h.payload->>'available_at')::timestamptz = t.available_at) || ' ' ||
        count(*)
 FROM wf.runs r CROSS JOIN LATERAL wf.history(r.run_id) h
