@@ -446,9 +446,9 @@ prepare_prev_release() {
 # prove --timer on a loaded 2-core machine; issue 32).  prove -j2 starts
 # the files in the order given, so a long one started last would run on
 # alone at the end; these start first and the short ones fill in.
-TAP_SLOW_FIRST="140_failover 080_backlog_drain 126_grow 128_move_crash 127_rolling_upgrade
-	120_shards 100_crash_loop 150_noisy_neighbour 125_move_partition 010_worker 120_upgrade
-	155_shared_memory_fairness 130_pgbouncer"
+TAP_SLOW_FIRST="129_move_race 140_failover 129_move_deadline 126_grow 128_move_crash
+	080_backlog_drain 120_upgrade 127_rolling_upgrade 120_shards 100_crash_loop
+	150_noisy_neighbour 125_move_partition 010_worker 155_shared_memory_fairness 130_pgbouncer"
 
 # tap_test_order: the TAP test files (relative to the tree), those of
 # TAP_SLOW_FIRST first in its order, then every other in name order.
