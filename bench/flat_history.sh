@@ -32,7 +32,8 @@
 # throw-away cluster (bench/common.sh).  Knobs: PARKED, FINISHED, TEMPLATE,
 # FLAT_COPY_JOBS (2 copy processes), ROUNDS (3), BENCH_SECONDS (10),
 # CLIENTS (8), HELD (1), SNAPSHOT_SECONDS (120).  FINISHED=0 HELD=0 is the
-# shape of issue 13's measurement (FLAT_KEEP=1 keeps the databases).
+# shape of issue 13's measurement.  FLAT_KEEP=1 keeps the databases;
+# FLAT_REUSE=1 measures again in them without setting up.
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -196,8 +197,12 @@ phase() {
 }
 
 echo "== setting up: wf_flat_empty, and wf_flat_full with $PARKED parked and $FINISHED finished runs (load average $(loadavg))"
-setup wf_flat_empty 0 0
-setup wf_flat_full "$PARKED" "$FINISHED"
+if [[ -n ${FLAT_REUSE:-} ]]; then
+	echo "   FLAT_REUSE: the databases of an earlier FLAT_KEEP run, as they are"
+else
+	setup wf_flat_empty 0 0
+	setup wf_flat_full "$PARKED" "$FINISHED"
+fi
 for db in wf_flat_empty wf_flat_full; do
 	q -d "$db" -c "SELECT '   $db: ' || (SELECT count(*) FROM wf.runs) || ' runs (' || (SELECT count(*) FROM wf.runs WHERE status = 'completed') || ' finished), '
 		|| (SELECT count(*) FROM wf.events) || ' events, ' || (SELECT count(*) FROM wf.tasks) || ' task rows, '
