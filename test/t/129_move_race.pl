@@ -82,6 +82,9 @@ my $load;
 sub load_connect
 {
 	$load = $router->background_psql($rdb{r1}, on_error_stop => 0, extra_params => [ '-U', "${mt}_all" ]);
+	# (the session lives for the whole test: its timeout counts per query,
+	# not from its start, which a loaded machine took past 180 s)
+	$load->set_query_timer_restart;
 }
 load_connect();
 sub load_step
