@@ -159,11 +159,14 @@ sub wait_for
 sub move_phase
 {
 	my ($phase, $also) = @_;
-	return r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0 AND "
+	return wf_session_query($router, 'wfengine_router', "SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0 AND "
 		  . ($also // 'true')) eq '1';
 }
-sub owner_in { return $_[0]->safe_psql($db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"); }
+sub owner_in { return wf_session_query($_[0], $db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"); }
 
+# (the conditions polled while the load runs read tables and
+# pg_stat_activity in a session kept per node, wf_session_query: a psql
+# per poll, every 20 ms, cost more CPU than the load)
 # the partition is served by exactly one shard, owner, and nothing of the
 # move is left
 my @tables = split /,/, $shard{s1}->safe_psql($db,
@@ -193,8 +196,9 @@ sub check
 SELECT (SELECT array_agg(shard ORDER BY partition) FROM wfshard.partitions)::text
   || '|' || (SELECT count(DISTINCT run_id) || '/' || count(*) FROM wf.runs WHERE run_id IN ($ids))
   || '|' || (SELECT count(*) FROM (VALUES $done) a(task_id, fence)
-             WHERE (SELECT count(*) FROM wf.events e WHERE e.type = 'task_completed'
-                    AND (e.payload->>'task_id')::bigint = a.task_id AND (e.payload->>'fence')::bigint = a.fence) = 1)
+             JOIN (SELECT (e.payload->>'task_id')::bigint AS task_id, (e.payload->>'fence')::bigint AS fence, count(*) AS n
+                   FROM wf.events e WHERE e.type = 'task_completed' GROUP BY 1, 2) c USING (task_id, fence)
+             WHERE c.n = 1)
   || '|' || (SELECT count(*) FILTER (WHERE NOT wf._verify_moved_run(tenant_id, run_id)) || '|' || count(*)
              FROM wf.runs WHERE tenant_id = '$mt')});
 	# on the other shard: its map, what is left of the tenant
@@ -245,7 +249,7 @@ sub crash_case
 		wait_for('the source giving the partition away and the target\'s cut-over waiting',
 			sub {
 				owner_in($shard{$src}) eq $dst && owner_in($shard{$dst}) eq $src
-				  && $shard{$dst}->safe_psql($db, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT wf.move_in_cutover%' AND wait_event_type = 'Lock'") eq '1';
+				  && wf_session_query($shard{$dst}, $db, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT wf.move_in_cutover%' AND wait_event_type = 'Lock'") eq '1';
 			});
 	}
 	my $node = $victim eq 'source' ? $shard{$src} : $victim eq 'target' ? $shard{$dst} : undef;

@@ -159,9 +159,12 @@ sub wait_for
 sub move_phase
 {
 	my ($phase) = @_;
-	return r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0") eq '1';
+	return wf_session_query($router, $rdb{r1}, "SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0") eq '1';
 }
-sub owner_in { return $_[0]->safe_psql($db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"); }
+# (the conditions polled while the load runs read tables and
+# pg_stat_activity in a session kept per node, wf_session_query: a psql
+# per poll, every 20 ms, cost more CPU than the load)
+sub owner_in { return wf_session_query($_[0], $db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"); }
 
 # the partition is served by exactly one shard, owner, and nothing of a
 # move is left
@@ -194,8 +197,9 @@ sub check
 	my ($starts, $completions, $unverified, $runs) = split /\|/, $shard{$owner}->safe_psql($db, qq{
 SELECT (SELECT count(DISTINCT run_id) || '/' || count(*) FROM wf.runs WHERE run_id IN ($ids))
   || '|' || (SELECT count(*) FROM (VALUES $done) a(task_id, fence)
-             WHERE (SELECT count(*) FROM wf.events e WHERE e.type = 'task_completed'
-                    AND (e.payload->>'task_id')::bigint = a.task_id AND (e.payload->>'fence')::bigint = a.fence) = 1)
+             JOIN (SELECT (e.payload->>'task_id')::bigint AS task_id, (e.payload->>'fence')::bigint AS fence, count(*) AS n
+                   FROM wf.events e WHERE e.type = 'task_completed' GROUP BY 1, 2) c USING (task_id, fence)
+             WHERE c.n = 1)
   || '|' || (SELECT count(*) FILTER (WHERE NOT wf._verify_moved_run(tenant_id, run_id)) || '|' || count(*)
              FROM wf.runs WHERE tenant_id = '$mt')});
 	is($starts, scalar(keys %acked_runs) . '/' . scalar(keys %acked_runs),
@@ -265,7 +269,7 @@ sub crash_case
 	my $holder = $shard{$dst}->background_psql($db, on_error_stop => 0);
 	$holder->query_safe('BEGIN; LOCK TABLE wf.runs, wf.events, wf.tasks IN SHARE MODE');
 	my $apply_waits = sub {
-		$shard{$dst}->safe_psql($db, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'logical replication worker' AND wait_event_type = 'Lock'") eq '1';
+		wf_session_query($shard{$dst}, $db, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'logical replication worker' AND wait_event_type = 'Lock'") eq '1';
 	};
 	wait_for('the target\'s apply waiting', $apply_waits);
 	wait_for('the source giving the partition away', sub { owner_in($shard{$src}) eq $dst });

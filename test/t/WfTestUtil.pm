@@ -12,8 +12,12 @@ use Fcntl qw(:flock);
 use File::Basename qw(dirname);
 use Digest::MD5 qw(md5_hex);
 use PostgreSQL::Test::Utils ();
+use PostgreSQL::Test::Cluster;
+use IPC::Run;
+use Time::HiRes qw(usleep);
+use Test::More ();
 
-our @EXPORT = qw(server_children wf_shard_node wf_shards wf_release_root wf_clone_root wf_install_current);
+our @EXPORT = qw(wf_session_query server_children wf_shard_node wf_shards wf_release_root wf_clone_root wf_install_current);
 
 # server_children(PPID): the pids of the processes whose parent is PPID
 # (the server's processes other than the postmaster), read from /proc, so
@@ -227,6 +231,48 @@ sub wf_install_current
 	return;
 }
 
+
+# wf_session_query(NODE, DB, SQL): the output of SQL in a session of
+# NODE's database DB that is kept for such calls (one per node and
+# database, started again when it has ended: a node restarted or
+# crashed), for the conditions a test polls many times a second while a
+# load runs (a safe_psql starts a psql and a backend: some 0.1 s of CPU
+# each).  Dies, as safe_psql does, when SQL fails (after one retry in a
+# new session if the session itself was lost).  Only for reads whose
+# answer does not depend on the session (tables, pg_stat_activity): a
+# backend's caches live on in it.
+my %wf_sessions;
+
+sub wf_session_query
+{
+	my ($node, $db, $sql) = @_;
+	my $key = $node->name . "/$db";
+	for my $try (1, 2)
+	{
+		my $s = $wf_sessions{$key};
+		if (!$s || !$s->{run}->pumpable)
+		{
+			eval { $s->{run}->kill_kill } if $s;
+			$s = $wf_sessions{$key} = $node->background_psql($db, on_error_stop => 0);
+			$s->set_query_timer_restart;
+		}
+		my $out = eval { $s->query($sql) };
+		my $err = $s->{stderr} // '';
+		$s->{stderr} = '';
+		my $lost = !defined $out || !$s->{run}->pumpable
+		  || $err =~ /server closed the connection|terminating connection|no connection to the server/;
+		if ($lost)
+		{
+			eval { $s->{run}->kill_kill };
+			delete $wf_sessions{$key};
+			next if $try == 1;
+			die "psql on $key failed (session lost): $sql\n" . ($@ || $err);
+		}
+		die "psql on $key failed: $sql\n$err" if $err =~ /ERROR|FATAL|PANIC/;
+		return $out;
+	}
+}
+
 # ---------------------------------------------------------------------
 # initdb template cache (issue 32: the TAP suite's wall time)
 #
@@ -314,6 +360,94 @@ sub wf_initdb_from_template
 	system('cp', '-a', $template, $pgdata) == 0
 	  or Test::More::BAIL_OUT("copying the initdb template $template to $pgdata failed");
 	return;
+}
+
+
+# ---------------------------------------------------------------------
+# poll_query_until in one session (issue 32: the TAP suite's CPU)
+#
+# PostgreSQL 15's poll_query_until starts a psql, and so a backend, for
+# every attempt, ten a second: some 0.1 s of CPU each on the 2-core test
+# machine (client and backend), so a wait of 10 s for a timer or the
+# engine worker costs 10 s of CPU.  Loading this module makes it run its
+# attempts in one psql session instead, started with the same command
+# line (psql -XAt -d CONNSTR, the query on stdin, so the output and
+# stderr compared are what the fresh psql printed), with the same 0.1 s
+# between attempts, the same number of attempts and the same test of
+# success (stdout equal to the expected, nothing on stderr).  The session
+# lives for one call only, so outside a call no backend of it exists; if
+# it ends (the server restarted, the connection failed) the next attempt
+# starts a new one, as the fresh psql of each attempt would.
+# WF_NO_POLL_SESSION=1 turns this off.
+# ---------------------------------------------------------------------
+my $wf_poll_query_until = \&PostgreSQL::Test::Cluster::poll_query_until;
+{
+	no warnings 'redefine';
+	*PostgreSQL::Test::Cluster::poll_query_until = \&wf_poll_query_until;
+}
+
+# poll_query_until(DBNAME, QUERY, EXPECTED), its attempts in one session
+sub wf_poll_query_until
+{
+	my ($self, $dbname, $query, $expected) = @_;
+	return $wf_poll_query_until->(@_) if $ENV{WF_NO_POLL_SESSION} || !defined $query;
+	local %ENV = $self->_get_env();
+	$expected = 't' unless defined($expected);
+	my $cmd = [ $self->installed_command('psql'), '-XAt', '-d', $self->connstr($dbname) ];
+	my ($in, $out, $err, $h) = ('', '', '');
+	my ($stdout, $stderr) = ('', '');
+	my $max_attempts = 10 * $PostgreSQL::Test::Utils::timeout_default;
+	my $n = 0;
+	my $stop = sub {
+		eval { $h->kill_kill if $h; };
+		undef $h;
+	};
+	for (my $attempts = 0; $attempts < $max_attempts; $attempts++)
+	{
+		if (!$h || !$h->pumpable)
+		{
+			$stop->();
+			($in, $out, $err) = ('', '', '');
+			$h = IPC::Run::start($cmd, '<', \$in, '>', \$out, '2>', \$err);
+		}
+		$n++;
+		my $banner = "wf_poll_query_until: attempt $n done";
+		$in .= "$query\n;\n\\echo '$banner'\n\\warn '$banner'\n";
+		my $done = eval {
+			my $timer = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
+			$h->pump until ($out =~ /\Q$banner\E\r?\n/ && $err =~ /\Q$banner\E\r?\n/) || $timer->is_expired;
+			1;
+		};
+		if ($done && $out =~ s/\r?\n?\Q$banner\E\r?\n// && $err =~ s/\r?\n?\Q$banner\E\r?\n//)
+		{
+			($stdout, $stderr) = ($out, $err);
+			($out, $err) = ('', '');
+		}
+		else
+		{
+			# the session ended (or hung) within the attempt: what it said
+			($stdout, $stderr) = ($out, $err . ($done ? '' : "\n$@"));
+			$stop->();
+		}
+		chomp($stdout);
+		chomp($stderr);
+		if ($stdout eq $expected && $stderr eq '')
+		{
+			$stop->() if $h && !eval { $in .= "\\q\n"; $h->finish; 1 };
+			return 1;
+		}
+		usleep(100_000);
+	}
+	$stop->();
+	Test::More::diag qq(poll_query_until timed out executing this query:
+$query
+expecting this output:
+$expected
+last actual query output:
+$stdout
+with stderr:
+$stderr);
+	return 0;
 }
 
 1;
