@@ -171,9 +171,7 @@ sub wait_phase
 	my ($phase, $also, $quiet) = @_;
 	$also //= 'true';
 	my $t0 = time;
-	# (polled in a session kept for it, wf_session_query: a psql per poll,
-	# every 20 ms, cost more CPU than the load)
-	until (wf_session_query($router, 'wfengine_router', "SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0 AND $also") eq '1')
+	until (r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0 AND $also") eq '1')
 	{
 		die "no move reached phase $phase: " . r_sql("SELECT m::text FROM wfrouter.moves m WHERE finished IS NULL")
 		  . "\n" . $shard{ r_sql("SELECT wfrouter.tenant_shard('$mt')") }->safe_psql($db, "SELECT string_agg(pid || ' ' || state || ' ' || coalesce(backend_xid::text, '-') || ' ' || left(query, 60), E'\\n') FROM pg_stat_activity WHERE datname = 'wf'")

@@ -159,14 +159,11 @@ sub wait_for
 sub move_phase
 {
 	my ($phase, $also) = @_;
-	return wf_session_query($router, 'wfengine_router', "SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0 AND "
+	return r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0 AND "
 		  . ($also // 'true')) eq '1';
 }
-sub owner_in { return wf_session_query($_[0], $db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"); }
+sub owner_in { return $_[0]->safe_psql($db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"); }
 
-# (the conditions polled while the load runs read tables and
-# pg_stat_activity in a session kept per node, wf_session_query: a psql
-# per poll, every 20 ms, cost more CPU than the load)
 # the partition is served by exactly one shard, owner, and nothing of the
 # move is left
 my @tables = split /,/, $shard{s1}->safe_psql($db,
@@ -249,7 +246,7 @@ sub crash_case
 		wait_for('the source giving the partition away and the target\'s cut-over waiting',
 			sub {
 				owner_in($shard{$src}) eq $dst && owner_in($shard{$dst}) eq $src
-				  && wf_session_query($shard{$dst}, $db, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT wf.move_in_cutover%' AND wait_event_type = 'Lock'") eq '1';
+				  && $shard{$dst}->safe_psql($db, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT wf.move_in_cutover%' AND wait_event_type = 'Lock'") eq '1';
 			});
 	}
 	my $node = $victim eq 'source' ? $shard{$src} : $victim eq 'target' ? $shard{$dst} : undef;

@@ -159,12 +159,9 @@ sub wait_for
 sub move_phase
 {
 	my ($phase) = @_;
-	return wf_session_query($router, $rdb{r1}, "SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0") eq '1';
+	return r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = '$phase' AND tables_total > 0") eq '1';
 }
-# (the conditions polled while the load runs read tables and
-# pg_stat_activity in a session kept per node, wf_session_query: a psql
-# per poll, every 20 ms, cost more CPU than the load)
-sub owner_in { return wf_session_query($_[0], $db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"); }
+sub owner_in { return $_[0]->safe_psql($db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"); }
 
 # the partition is served by exactly one shard, owner, and nothing of a
 # move is left
@@ -269,7 +266,7 @@ sub crash_case
 	my $holder = $shard{$dst}->background_psql($db, on_error_stop => 0);
 	$holder->query_safe('BEGIN; LOCK TABLE wf.runs, wf.events, wf.tasks IN SHARE MODE');
 	my $apply_waits = sub {
-		wf_session_query($shard{$dst}, $db, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'logical replication worker' AND wait_event_type = 'Lock'") eq '1';
+		$shard{$dst}->safe_psql($db, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'logical replication worker' AND wait_event_type = 'Lock'") eq '1';
 	};
 	wait_for('the target\'s apply waiting', $apply_waits);
 	wait_for('the source giving the partition away', sub { owner_in($shard{$src}) eq $dst });

@@ -17,7 +17,7 @@ use IPC::Run;
 use Time::HiRes qw(usleep);
 use Test::More ();
 
-our @EXPORT = qw(wf_session_query server_children wf_shard_node wf_shards wf_release_root wf_clone_root wf_install_current);
+our @EXPORT = qw(server_children wf_shard_node wf_shards wf_release_root wf_clone_root wf_install_current);
 
 # server_children(PPID): the pids of the processes whose parent is PPID
 # (the server's processes other than the postmaster), read from /proc, so
@@ -231,47 +231,6 @@ sub wf_install_current
 	return;
 }
 
-
-# wf_session_query(NODE, DB, SQL): the output of SQL in a session of
-# NODE's database DB that is kept for such calls (one per node and
-# database, started again when it has ended: a node restarted or
-# crashed), for the conditions a test polls many times a second while a
-# load runs (a safe_psql starts a psql and a backend: some 0.1 s of CPU
-# each).  Dies, as safe_psql does, when SQL fails (after one retry in a
-# new session if the session itself was lost).  Only for reads whose
-# answer does not depend on the session (tables, pg_stat_activity): a
-# backend's caches live on in it.
-my %wf_sessions;
-
-sub wf_session_query
-{
-	my ($node, $db, $sql) = @_;
-	my $key = $node->name . "/$db";
-	for my $try (1, 2)
-	{
-		my $s = $wf_sessions{$key};
-		if (!$s || !$s->{run}->pumpable)
-		{
-			eval { $s->{run}->kill_kill } if $s;
-			$s = $wf_sessions{$key} = $node->background_psql($db, on_error_stop => 0);
-			$s->set_query_timer_restart;
-		}
-		my $out = eval { $s->query($sql) };
-		my $err = $s->{stderr} // '';
-		$s->{stderr} = '';
-		my $lost = !defined $out || !$s->{run}->pumpable
-		  || $err =~ /server closed the connection|terminating connection|no connection to the server/;
-		if ($lost)
-		{
-			eval { $s->{run}->kill_kill };
-			delete $wf_sessions{$key};
-			next if $try == 1;
-			die "psql on $key failed (session lost): $sql\n" . ($@ || $err);
-		}
-		die "psql on $key failed: $sql\n$err" if $err =~ /ERROR|FATAL|PANIC/;
-		return $out;
-	}
-}
 
 # ---------------------------------------------------------------------
 # initdb template cache (issue 32: the TAP suite's wall time)
