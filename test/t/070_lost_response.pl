@@ -111,8 +111,8 @@ FROM wf.claim_tasks('pay_q', 'w-3', 10, '1 minute');
 is( $node->safe_psql('wf', q{SELECT count(*) FROM test_deliveries WHERE worker = 'w-3'}),
 	'5', 'a third worker gets the other 5 tasks');
 is( $w1->query_safe(
-		q{SELECT count(test_charge(d.idempotency_key, (t.input->>'amount')::integer, 'w-1'))
-FROM test_deliveries d JOIN wf.tasks t USING (task_id) WHERE d.worker = 'w-1'}),
+		q{SELECT count(test_charge(d.idempotency_key, (coalesce(t.input, r.input)->>'amount')::integer, 'w-1'))
+FROM test_deliveries d JOIN wf.tasks t USING (task_id) JOIN wf.runs r ON r.run_id = t.run_id WHERE d.worker = 'w-1'}),
 	'10',
 	'worker 1 charged 10 payments downstream');
 $w1->query_safe('BEGIN');
@@ -142,9 +142,9 @@ ok( $node->poll_query_until(
 # ---------------------------------------------------------------------
 is( $node->safe_psql(
 		'wf', q{
-SELECT count(*) FILTER (WHERE test_charge(d.idempotency_key, (t.input->>'amount')::integer, 'w-3') IS NOT NULL
+SELECT count(*) FILTER (WHERE test_charge(d.idempotency_key, (coalesce(t.input, r.input)->>'amount')::integer, 'w-3') IS NOT NULL
                          AND wf.fail_task(d.task_id, d.fence, '{"code": "timeout", "message": "no answer from the payment API"}') = 'accepted')
-FROM test_deliveries d JOIN wf.tasks t USING (task_id) WHERE d.worker = 'w-3'}),
+FROM test_deliveries d JOIN wf.tasks t USING (task_id) JOIN wf.runs r ON r.run_id = t.run_id WHERE d.worker = 'w-3'}),
 	'5',
 	'it charges them, sees a timeout and reports 5 retryable failures');
 
