@@ -139,20 +139,9 @@ sub start_keeper
 		'<', \undef, '>>', "$logdir/140_autoctl_$node.log", '2>&1');
 }
 
-# stop every process this test started, also when it dies half-way (the
-# worker loops too: left running after a failed test, each went on calling
-# psql five times a second for ever)
-my %loop;
+# stop every process this test started, also when it dies half-way
 END
 {
-	if (%loop)
-	{
-		eval { PostgreSQL::Test::Utils::append_to_file("$base/stop", '') };
-		for my $w (sort keys %loop)
-		{
-			eval { $loop{$w}->kill_kill(grace => 5) };
-		}
-	}
 	for my $node (sort keys %keeper)
 	{
 		eval { $keeper{$node}->kill_kill(grace => 10) };
@@ -316,6 +305,7 @@ my $router_connstr = sprintf('host=%s port=%d dbname=wfengine_router user=%s', $
 is($router->safe_psql('wfengine_router', "SELECT wf.run_status('$held[0]')", extra_params => [ '-U', $user ]),
 	'running', 'the router reads a run on the formation\'s primary');
 
+my %loop;
 my %via = (w1 => $connstr, w2 => $connstr, w3 => $router_connstr);
 for my $w (qw(w1 w2 w3))
 {

@@ -12,10 +12,6 @@ use Fcntl qw(:flock);
 use File::Basename qw(dirname);
 use Digest::MD5 qw(md5_hex);
 use PostgreSQL::Test::Utils ();
-use PostgreSQL::Test::Cluster;
-use IPC::Run;
-use Time::HiRes qw(usleep);
-use Test::More ();
 
 our @EXPORT = qw(server_children wf_shard_node wf_shards wf_release_root wf_clone_root wf_install_current);
 
@@ -231,7 +227,6 @@ sub wf_install_current
 	return;
 }
 
-
 # ---------------------------------------------------------------------
 # initdb template cache (issue 32: the TAP suite's wall time)
 #
@@ -319,94 +314,6 @@ sub wf_initdb_from_template
 	system('cp', '-a', $template, $pgdata) == 0
 	  or Test::More::BAIL_OUT("copying the initdb template $template to $pgdata failed");
 	return;
-}
-
-
-# ---------------------------------------------------------------------
-# poll_query_until in one session (issue 32: the TAP suite's CPU)
-#
-# PostgreSQL 15's poll_query_until starts a psql, and so a backend, for
-# every attempt, ten a second: some 0.1 s of CPU each on the 2-core test
-# machine (client and backend), so a wait of 10 s for a timer or the
-# engine worker costs 10 s of CPU.  Loading this module makes it run its
-# attempts in one psql session instead, started with the same command
-# line (psql -XAt -d CONNSTR, the query on stdin, so the output and
-# stderr compared are what the fresh psql printed), with the same 0.1 s
-# between attempts, the same number of attempts and the same test of
-# success (stdout equal to the expected, nothing on stderr).  The session
-# lives for one call only, so outside a call no backend of it exists; if
-# it ends (the server restarted, the connection failed) the next attempt
-# starts a new one, as the fresh psql of each attempt would.
-# WF_NO_POLL_SESSION=1 turns this off.
-# ---------------------------------------------------------------------
-my $wf_poll_query_until = \&PostgreSQL::Test::Cluster::poll_query_until;
-{
-	no warnings 'redefine';
-	*PostgreSQL::Test::Cluster::poll_query_until = \&wf_poll_query_until;
-}
-
-# poll_query_until(DBNAME, QUERY, EXPECTED), its attempts in one session
-sub wf_poll_query_until
-{
-	my ($self, $dbname, $query, $expected) = @_;
-	return $wf_poll_query_until->(@_) if $ENV{WF_NO_POLL_SESSION} || !defined $query;
-	local %ENV = $self->_get_env();
-	$expected = 't' unless defined($expected);
-	my $cmd = [ $self->installed_command('psql'), '-XAt', '-d', $self->connstr($dbname) ];
-	my ($in, $out, $err, $h) = ('', '', '');
-	my ($stdout, $stderr) = ('', '');
-	my $max_attempts = 10 * $PostgreSQL::Test::Utils::timeout_default;
-	my $n = 0;
-	my $stop = sub {
-		eval { $h->kill_kill if $h; };
-		undef $h;
-	};
-	for (my $attempts = 0; $attempts < $max_attempts; $attempts++)
-	{
-		if (!$h || !$h->pumpable)
-		{
-			$stop->();
-			($in, $out, $err) = ('', '', '');
-			$h = IPC::Run::start($cmd, '<', \$in, '>', \$out, '2>', \$err);
-		}
-		$n++;
-		my $banner = "wf_poll_query_until: attempt $n done";
-		$in .= "$query\n;\n\\echo '$banner'\n\\warn '$banner'\n";
-		my $done = eval {
-			my $timer = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
-			$h->pump until ($out =~ /\Q$banner\E\r?\n/ && $err =~ /\Q$banner\E\r?\n/) || $timer->is_expired;
-			1;
-		};
-		if ($done && $out =~ s/\r?\n?\Q$banner\E\r?\n// && $err =~ s/\r?\n?\Q$banner\E\r?\n//)
-		{
-			($stdout, $stderr) = ($out, $err);
-			($out, $err) = ('', '');
-		}
-		else
-		{
-			# the session ended (or hung) within the attempt: what it said
-			($stdout, $stderr) = ($out, $err . ($done ? '' : "\n$@"));
-			$stop->();
-		}
-		chomp($stdout);
-		chomp($stderr);
-		if ($stdout eq $expected && $stderr eq '')
-		{
-			$stop->() if $h && !eval { $in .= "\\q\n"; $h->finish; 1 };
-			return 1;
-		}
-		usleep(100_000);
-	}
-	$stop->();
-	Test::More::diag qq(poll_query_until timed out executing this query:
-$query
-expecting this output:
-$expected
-last actual query output:
-$stdout
-with stderr:
-$stderr);
-	return 0;
 }
 
 1;
