@@ -2,9 +2,7 @@
 # test.sh — what `make test` runs: install missing packages, build, install,
 # then every test suite, counting results per individual test:
 #
-#   in three streams at once (run_virtualenv_group, main), each shown when
-#   it is done; the first two each in a throw-away cluster (pg_virtualenv,
-#   wfengine + pg_cron preloaded), stream a:
+#   inside one throw-away cluster (pg_virtualenv, wfengine + pg_cron preloaded):
 #     regress     pg_regress over the Makefile's REGRESS list
 #     isolation   pg_isolation_regress over test/isolation/specs/*.spec
 #     pgtap       pg_prove over test/pgtap/*.sql
@@ -13,7 +11,6 @@
 #     docs        test/scripts/doctest.pl: the ```sql blocks of README.md and
 #                 docs/*.md, each file in a fresh database, output compared
 #                 with the ```text block after each; one test per block
-#   stream b:
 #     clients     test/scripts/clients.sh: the end-to-end test of each worker
 #                 library in clients/ (python, c, node, go), one test per
 #                 language; a language whose toolchain is missing is
@@ -23,7 +20,7 @@
 #                 (default 200) sequences of APIFUZZ_STEPS (default 30)
 #                 steps, in a database of its own; TAP, one test per
 #                 sequence
-#   stream fuzz:
+#   outside it:
 #     fuzz        test/scripts/fuzz.sh: each libFuzzer target (definition,
 #                 duration, cron, mapping, envelope) for FUZZ_SECONDS (default 10) in
 #                 a scratch cluster of its own; one test per target
@@ -52,7 +49,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 RESULTS=$WF_TMP/results # suite <TAB> passed <TAB> failed <TAB> note
-STARTED=$WF_TMP/virtualenv-started # .a and .b: per cluster (in_virtualenv)
+STARTED=$WF_TMP/virtualenv-started
 
 # per-suite time caps (seconds); all are also bounded by the overall budget
 CAP_REGRESS=600
@@ -92,24 +89,15 @@ python_with_psycopg() {
 	return 1
 }
 
-# Suites run inside pg_virtualenv, in order, in two clusters at once:
-# group a (regress, isolation, pgtap, schema, docs) and group b (clients,
-# apifuzz).  Two clusters because roles are cluster-wide: doctest.pl drops
-# every role created while a documentation file ran, and would take the
-# clients' and the fuzzer's along.  No argument: both groups.
+# Suites run inside pg_virtualenv, in order.
 virtualenv_suites() {
-	local group=${1:-ab}
-	if [[ $group == *a* ]]; then
-		echo regress
-		if have_isolation; then echo isolation; fi
-		if have_pgtap; then echo pgtap; fi
-		echo schema
-		if have_docs; then echo docs; fi
-	fi
-	if [[ $group == *b* ]]; then
-		if have_clients; then echo clients; fi
-		if have_apifuzz; then echo apifuzz; fi
-	fi
+	echo regress
+	if have_isolation; then echo isolation; fi
+	if have_pgtap; then echo pgtap; fi
+	echo schema
+	if have_docs; then echo docs; fi
+	if have_clients; then echo clients; fi
+	if have_apifuzz; then echo apifuzz; fi
 }
 
 # Seconds a suite may take: its cap, bounded by what is left of the budget.
@@ -330,19 +318,12 @@ stop_leftover_nodes() {
 }
 
 # ---------------------------------------------------------------------------
-# Inside pg_virtualenv (re-invoked by main): the suites of group $1 (a or b,
-# virtualenv_suites).
+# Inside pg_virtualenv (re-invoked by main): regress, isolation, pgtap.
 in_virtualenv() {
-	local group=$1
 	: "${WF_DEADLINE:=$(($(date +%s) + ${WF_TEST_BUDGET:-1500}))}"
-	: >"$STARTED.$group"
-	echo "cluster $group: PostgreSQL $(psql -XAtqc 'SHOW server_version') on $PGHOST:$PGPORT," \
+	: >"$STARTED"
+	echo "cluster: PostgreSQL $(psql -XAtqc 'SHOW server_version') on $PGHOST:$PGPORT," \
 		"shared_preload_libraries=$(psql -XAtqc 'SHOW shared_preload_libraries')"
-	if [[ $group == b ]]; then
-		in_virtualenv_b
-		! awk -F '\t' '($1 == "clients" || $1 == "apifuzz") && $3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
-		return
-	fi
 	rm -rf "$WF_ROOT/results" "$WF_ROOT/output_iso" "$WF_ROOT/regression.diffs" \
 		"$WF_ROOT/regression.out"
 
@@ -376,13 +357,6 @@ in_virtualenv() {
 		# and drops them), as the superuser pg_virtualenv gives us.
 		timed_suite docs doctest $CAP_DOCS perl "$WF_ROOT/test/scripts/doctest.pl"
 	fi
-
-	# A failure makes pg_virtualenv print the tail of the server log.
-	! awk -F '\t' '$1 != "clients" && $1 != "apifuzz" && $3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
-}
-
-# Group b of in_virtualenv: the worker libraries and the API fuzzer.
-in_virtualenv_b() {
 	if have_clients; then
 		# The worker libraries of clients/, each driving the order workflow.
 		timed_suite clients clients $CAP_CLIENTS bash "$WF_ROOT/test/scripts/clients.sh"
@@ -398,6 +372,9 @@ in_virtualenv_b() {
 			--sequences "${APIFUZZ_SEQUENCES:-200}" --steps "${APIFUZZ_STEPS:-30}" \
 			--save "$WF_TMP/apifuzz-findings"
 	fi
+
+	# A failure makes pg_virtualenv print the tail of the server log.
+	! awk -F '\t' '$3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
 }
 
 # check_released: every released install or upgrade script listed in
@@ -485,26 +462,10 @@ run_tap_suite() {
 	stop_leftover_nodes
 }
 
-# run_virtualenv_group G: the suites of group G in a pg_virtualenv cluster
-# of their own; any suite of the group that recorded nothing is recorded
-# as not run, with the reason.
-run_virtualenv_group() {
-	local group=$1 vrc=0 s
-	wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv "$group" || vrc=$?
-	for s in $(virtualenv_suites "$group"); do
-		recorded "$s" && continue
-		if [[ ! -e $STARTED.$group ]]; then
-			record "$s" 0 1 "not run: server did not start (pg_virtualenv exit $vrc)"
-		else
-			record "$s" 0 1 "not run: test.sh --in-virtualenv $group exited with status $vrc"
-		fi
-	done
-}
-
 # ---------------------------------------------------------------------------
 main() {
 	export WF_DEADLINE=$(($(date +%s) + ${WF_TEST_BUDGET:-1500}))
-	local start=$SECONDS built=1 s
+	local start=$SECONDS built=1 vrc=0 s
 	: >"$RESULTS"
 	local -a all_suites
 	mapfile -t all_suites < <(virtualenv_suites)
@@ -539,35 +500,23 @@ main() {
 			tap_pid=$!
 		fi
 
-		# The other suites in three streams at once, each with its output
-		# kept and shown when it is done: two pg_virtualenv clusters
-		# (virtualenv_suites) and the fuzz suite's own cluster (issue 32:
-		# much of their time is spent waiting, on timers, leases and exits).
-		wf_log "pg_virtualenv a: $(virtualenv_suites a | paste -sd' ');" \
-			"pg_virtualenv b: $(virtualenv_suites b | paste -sd' '); fuzz: ${FUZZ_SECONDS:-10} s per target; at once"
+		wf_log "pg_virtualenv: regress, isolation, pgtap, docs, clients, apifuzz"
+		rm -f "$STARTED"
 		export WF_WORKER_ENABLED=off
-		local -A stream_pid=()
-		local g
-		for g in a b; do
-			rm -f "$STARTED.$g"
-			run_virtualenv_group "$g" >"$WF_TMP/stream-$g.out" 2>&1 &
-			stream_pid[$g]=$!
-			# pg_virtualenv picks a free port when it starts: let the first
-			# cluster take its port before the second looks for one.
-			if [[ $g == a ]]; then
-				for _ in $(seq 100); do
-					[[ -e $STARTED.a ]] || ! kill -0 "${stream_pid[a]}" 2>/dev/null && break
-					sleep 0.2
-				done
+		wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
+		for s in $(virtualenv_suites); do
+			recorded "$s" && continue
+			if [[ ! -e $STARTED ]]; then
+				record "$s" 0 1 "not run: server did not start (pg_virtualenv exit $vrc)"
+			else
+				record "$s" 0 1 "not run: test.sh --in-virtualenv exited with status $vrc"
 			fi
 		done
-		timed_suite fuzz fuzz $CAP_FUZZ bash "$WF_ROOT/test/scripts/fuzz.sh" >"$WF_TMP/stream-fuzz.out" 2>&1 &
-		stream_pid[fuzz]=$!
-		for g in a b fuzz; do
-			wait "${stream_pid[$g]}" || true
-			wf_log "stream $g done"
-			cat "$WF_TMP/stream-$g.out"
-		done
+
+		# Its own cluster, without wfengine preloaded; fails when clang is
+		# missing.
+		wf_log "fuzz: libFuzzer targets, ${FUZZ_SECONDS:-10} s each"
+		timed_suite fuzz fuzz $CAP_FUZZ bash "$WF_ROOT/test/scripts/fuzz.sh"
 
 		if [[ -n $tap_pid ]]; then
 			wf_log "TAP tests (started before the other suites, in the background)"
@@ -608,7 +557,7 @@ on_signal() {
 trap on_signal INT TERM HUP
 
 case ${1:-} in
---in-virtualenv) in_virtualenv "${2:-a}" ;;
+--in-virtualenv) in_virtualenv ;;
 "") main ;;
 *)
 	echo "usage: $0" >&2
