@@ -95,6 +95,42 @@ CREATE INDEX events_completed_at_idx ON wf.events (created_at)
 COMMENT ON INDEX wf.events_completed_at_idx IS
 'Completed attempts by time (their task_completed events): the last minutes of wf.queue_stats and wf.run_stats.';
 
+-- The queues of a definition's task steps and compensations, for
+-- wf.queue_stats: it counts completed attempts by their task_completed
+-- events, which name the step, not the queue, and it reads no payload or
+-- spec column (the monitor role's contract, docs/monitoring.md).  Each
+-- element is '<step> <queue>' (names hold no space); a compensation's step
+-- is "compensate:<step>".  A stored generated column of wf.definitions,
+-- computed when a version is published (and by this ALTER for those
+-- published before).  Not inlined (SET search_path).
+CREATE FUNCTION wf._spec_task_queues(spec jsonb)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT COALESCE(pg_catalog.array_agg(q.pair ORDER BY q.n, q.k), ARRAY[]::text[])
+FROM (SELECT s.n, 0 AS k,
+             (s.v OPERATOR(pg_catalog.->>) 'name') OPERATOR(pg_catalog.||) ' '
+             OPERATOR(pg_catalog.||) (s.v OPERATOR(pg_catalog.->>) 'queue') AS pair
+      FROM pg_catalog.jsonb_array_elements(spec OPERATOR(pg_catalog.->) 'steps') WITH ORDINALITY s(v, n)
+      WHERE s.v OPERATOR(pg_catalog.->>) 'queue' IS NOT NULL
+      UNION ALL
+      SELECT s.n, 1,
+             'compensate:' OPERATOR(pg_catalog.||) (s.v OPERATOR(pg_catalog.->>) 'name')
+             OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||)
+             COALESCE(s.v OPERATOR(pg_catalog.->) 'compensate' OPERATOR(pg_catalog.->>) 'queue',
+                      s.v OPERATOR(pg_catalog.->>) 'queue')
+      FROM pg_catalog.jsonb_array_elements(spec OPERATOR(pg_catalog.->) 'steps') WITH ORDINALITY s(v, n)
+      WHERE pg_catalog.jsonb_typeof(s.v OPERATOR(pg_catalog.->) 'compensate') OPERATOR(pg_catalog.=) 'object') q
+$$;
+COMMENT ON FUNCTION wf._spec_task_queues(jsonb) IS
+'Internal: ''<step> <queue>'' of every task step and compensation of a definition spec; wf.definitions.task_queues, for wf.queue_stats.';
+REVOKE ALL ON FUNCTION wf._spec_task_queues(jsonb) FROM PUBLIC;
+ALTER TABLE wf.definitions
+    ADD COLUMN task_queues text[] GENERATED ALWAYS AS (wf._spec_task_queues(spec)) STORED;
+COMMENT ON COLUMN wf.definitions.task_queues IS
+'''<step> <queue>'' of every task step and compensation (generated from spec): the queue of a completed attempt, for wf.queue_stats.';
+
 CREATE OR REPLACE VIEW wf.queue_stats WITH (security_invoker = false, security_barrier = true) AS
 WITH ready AS (
     SELECT t.tenant_id, t.queue, pg_catalog.count(*) AS ready,
@@ -143,9 +179,10 @@ WITH ready AS (
           AND t.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')
           AND (t.status OPERATOR(pg_catalog.<>) 'completed'
                OR NOT EXISTS (SELECT 1 FROM wf.events x
-                              WHERE ((x.payload OPERATOR(pg_catalog.->>) 'task_id')::pg_catalog.int8)
-                                    OPERATOR(pg_catalog.=) t.task_id
-                                AND x.type OPERATOR(pg_catalog.=) 'task_completed'))
+                              WHERE x.run_id OPERATOR(pg_catalog.=) t.run_id
+                                AND x.type OPERATOR(pg_catalog.=) 'task_completed'
+                                AND x.step OPERATOR(pg_catalog.=) t.step
+                                AND x.attempt OPERATOR(pg_catalog.=) t.attempt))
           AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
               CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
                         OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
@@ -156,7 +193,10 @@ WITH ready AS (
         -- attempts completed (their row deleted since 0.3.0): the history's
         -- task_completed events of the last minute, by definition and step,
         -- each counted as a claim of the last minute too
-        SELECT c.tenant_id, q.queue, c.n, c.n, 0
+        SELECT c.tenant_id,
+               (SELECT pg_catalog.split_part(x, ' ', 2) FROM pg_catalog.unnest(d.task_queues) x
+                WHERE pg_catalog.split_part(x, ' ', 1) OPERATOR(pg_catalog.=) c.step LIMIT 1),
+               c.n, c.n, 0
         FROM (SELECT t.tenant_id, r.definition_id, t.step, pg_catalog.count(*) AS n
               FROM wf.events t
               JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id
@@ -170,17 +210,6 @@ WITH ready AS (
                          ELSE ARRAY[wf.current_tenant()] END)
               GROUP BY t.tenant_id, r.definition_id, t.step) c
         JOIN wf.definitions d ON d.definition_id OPERATOR(pg_catalog.=) c.definition_id
-        -- the step's queue in its definition (a compensation's, else its step's)
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN pg_catalog.starts_with(c.step, 'compensate:')
-                        THEN COALESCE(s OPERATOR(pg_catalog.->) 'compensate' OPERATOR(pg_catalog.->>) 'queue',
-                                      s OPERATOR(pg_catalog.->>) 'queue')
-                        ELSE s OPERATOR(pg_catalog.->>) 'queue' END AS queue
-            FROM pg_catalog.jsonb_array_elements(d.spec OPERATOR(pg_catalog.->) 'steps') s
-            WHERE s OPERATOR(pg_catalog.->>) 'name' OPERATOR(pg_catalog.=)
-                  (CASE WHEN pg_catalog.starts_with(c.step, 'compensate:')
-                        THEN pg_catalog.substr(c.step, 12) ELSE c.step END)
-            LIMIT 1) q
     ) f
     GROUP BY f.tenant_id, f.queue
 ), queues AS (
@@ -256,9 +285,10 @@ WITH live AS (
           AND t.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '5 minutes')
           AND (t.status OPERATOR(pg_catalog.<>) 'completed'
                OR NOT EXISTS (SELECT 1 FROM wf.events x
-                              WHERE ((x.payload OPERATOR(pg_catalog.->>) 'task_id')::pg_catalog.int8)
-                                    OPERATOR(pg_catalog.=) t.task_id
-                                AND x.type OPERATOR(pg_catalog.=) 'task_completed'))
+                              WHERE x.run_id OPERATOR(pg_catalog.=) t.run_id
+                                AND x.type OPERATOR(pg_catalog.=) 'task_completed'
+                                AND x.step OPERATOR(pg_catalog.=) t.step
+                                AND x.attempt OPERATOR(pg_catalog.=) t.attempt))
           AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
               CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
                         OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
