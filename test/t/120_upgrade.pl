@@ -36,10 +36,14 @@
 #     tasks completed (the leased one with its pre-upgrade fence), the
 #     approval decided with its pre-upgrade token, the signal sent, the
 #     paused run resumed, the failed run retried, the compensations done,
-#     timers fired.  Every run verifies at the end.  Issue 31: the runs'
-#     contexts keep their input through the update (read as they are) and
-#     lose it at their next change when it is wf.runs.input; a run whose
-#     input wf.update_context changed keeps it in its context.
+#     timers fired.  Every run verifies at the end.  Issue 31: an attempt
+#     completed after the update has no row, one completed before keeps
+#     its row, and late and doubled reports and heartbeats of both get the
+#     answers of 0.2.0 (duplicate, stale, a fence never issued refused),
+#     recorded in the history; wf.queue_stats counts the completion.  The
+#     runs' contexts keep their input through the update (read as they
+#     are) and lose it at their next change when it is wf.runs.input; a
+#     run whose input wf.update_context changed keeps it in its context.
 #  5. Database "old" stays on 0.1.0: the library works there (API calls;
 #     its engine worker fires its timers), since 0.1.0 is not older than
 #     WF_MIN_SCHEMA_VERSION.  To see the refusal, its pg_extension row is
@@ -213,6 +217,13 @@ sq('up', qq{SELECT wf.cancel_run('$run{cancelling}', 'customer left')});
 # a saga whose step b failed: step a's compensation is pending
 is(work('up', 'compensating_a'), '1', 'step a of the saga completes');
 sq('up', q{SELECT wf.fail_task(task_id, fence, '{"code": "declined"}', false) FROM wf.claim_tasks('compensating_b', 'w')});
+
+# an attempt completed before the upgrade (0.1.0 keeps its row 'completed'):
+# its task and fence, for the doubled report after the upgrade
+my ($done_task, $done_fence) = split /\|/,
+  sq('up', qq{SELECT task_id, fence FROM wf.tasks WHERE run_id = '$run{cancelling}' AND step = 'a'});
+my $completed_rows = sq('up', q{SELECT count(*) FROM wf.tasks WHERE status = 'completed'});
+cmp_ok($done_fence, '>', 1, 'it has an older fence than its own to report with');
 
 # where every run stands before the upgrade
 my %expect_before = (
@@ -470,6 +481,38 @@ $node->reload;
 
 is(sq('up', qq{SELECT wf.complete_task($leased_task, $leased_fence, '{"late": true}')}),
 	'accepted', 'the attempt leased before the upgrade reports with its fence');
+
+# Issue 31: an attempt completed from 0.3.0 on is deleted from wf.tasks
+# (its result is in the history); one completed before the update keeps
+# its row.  Late and doubled reports and heartbeats of either get the
+# answers of 0.2.0, and both are counted by wf.queue_stats.
+is(sq('up', q{SELECT count(*) FROM wf.tasks WHERE status = 'completed'}),
+	$completed_rows, 'the rows of attempts completed before the update stay');
+is(sq('up', qq{SELECT count(*) FROM wf.tasks WHERE task_id = $leased_task}),
+	'0', 'the attempt completed after the update has no row');
+is( sq('up',
+		qq{SELECT wf.complete_task($leased_task, $leased_fence, '{"again": true}') || ' '
+		   || wf.heartbeat($leased_task, $leased_fence)}),
+	'duplicate stale', 'its doubled report is a duplicate, a heartbeat stale');
+{
+	my ($ret, $out, $err) = $node->psql('up', qq{SELECT wf.complete_task($leased_task, $leased_fence + 1, '{}')});
+	like($err, qr/fence \d+ was never issued for task $leased_task/, 'a fence never issued is refused');
+}
+is( sq('up',
+		qq{SELECT wf.complete_task($done_task, $done_fence, '{"again": true}') || ' '
+		   || wf.fail_task($done_task, $done_fence - 1, '{"code": "late"}', true) || ' '
+		   || wf.heartbeat($done_task, $done_fence)}),
+	'duplicate stale stale', 'so are those of an attempt completed before the update');
+is( sq('up',
+		qq{SELECT string_agg(type || ':' || (payload->>'task_id'), ' ' ORDER BY seq) FROM wf.events
+		   WHERE type IN ('result_duplicate', 'result_stale')
+		     AND (payload->>'task_id')::bigint IN ($leased_task, $done_task)}),
+	"result_duplicate:$leased_task result_duplicate:$done_task result_stale:$done_task",
+	'each recorded in its run\'s history (heartbeats are not)');
+is( sq('up',
+		q{SELECT string_agg(queue || ' ' || completions_1m, ', ' ORDER BY queue) FROM wf.queue_stats
+		   WHERE queue IN ('task_leased_a')}),
+	'task_leased_a 1', 'wf.queue_stats counts the completion from the history');
 is(work('up', 'task_leased_b'), '1', 'and its run goes on');
 # issue 31: the attempt written before the upgrade keeps its copy of the
 # run's input; the next one holds none (NULL: the run's input) and is
@@ -506,7 +549,11 @@ is(acme('up', qq{SELECT wf.signal('$run{acme_signal}', 'go', '{"n": 2}')}), 'con
 is(work('up', 'signal_after') . work('up', 'signal_after', '{}', \&acme), '11', 'both go on');
 is(sq('up', qq{SELECT wf.complete_task($paused_task, $paused_fence, '{"held": true}')}),
 	'accepted', 'the paused run\'s attempt in flight reports (the result is held)');
+is(sq('up', qq{SELECT status FROM wf.tasks WHERE task_id = $paused_task}), 'completed',
+	'a result held for a paused run keeps its row');
 is(sq('up', qq{SELECT wf.resume_run('$run{paused}', 'maintenance over')}), 'running', 'the paused run resumes');
+is(sq('up', qq{SELECT wf.complete_task($paused_task, $paused_fence, '{"held": true}')}),
+	'duplicate', 'a doubled report of the held result is a duplicate');
 is(work('up', 'paused_b'), '1', 'with the held result applied, it goes on');
 is(sq('up', qq{SELECT wf.retry_step('$run{failed}', 'fixed')}), 'running', 'the failed run is retried');
 is(work('up', 'failed_a') . work('up', 'failed_b'), '11', 'and completes its steps');
