@@ -185,9 +185,8 @@ SELECT count(*) FROM (
   SELECT d.run_id FROM test_deliveries d
   GROUP BY d.run_id, d.step
   HAVING count(*) = 2 AND count(DISTINCT d.idempotency_key) = 1
-     AND bool_and(d.idempotency_key = (SELECT e.payload->>'idempotency_key' FROM wf.events e
-                                       WHERE e.run_id = d.run_id AND e.type = 'task_scheduled'
-                                         AND e.step = d.step LIMIT 1))) x}),
+     AND bool_and(d.idempotency_key = (SELECT e.payload->>'idempotency_key' FROM wf.history(d.run_id) e
+                                       WHERE e.type = 'task_scheduled' AND e.step = d.step LIMIT 1))) x}),
 	'15',
 	'each charge step was delivered twice, both times with the same idempotency key');
 is( $node->safe_psql(
@@ -201,8 +200,8 @@ SELECT (SELECT count(*) FROM test_calls) || ' calls/' ||
 is( $node->safe_psql(
 		'wf', q{
 SELECT count(*) FROM test_payments p JOIN wf.runs r ON (r.input->>'amount')::integer = p.amount
-WHERE p.idempotency_key = (SELECT e.payload->>'idempotency_key' FROM wf.events e
-                           WHERE e.run_id = r.run_id AND e.type = 'task_scheduled' AND e.step = 'charge' LIMIT 1)}),
+WHERE p.idempotency_key = (SELECT e.payload->>'idempotency_key' FROM wf.history(r.run_id) e
+                           WHERE e.type = 'task_scheduled' AND e.step = 'charge' LIMIT 1)}),
 	'15',
 	'each charge is the amount of its own run');
 is( $node->safe_psql(
