@@ -63,12 +63,19 @@ BEGIN;
 UPDATE wf.runs SET input = '{"who": "mallory"}' WHERE run_id = :'run';
 SELECT wf.verify_run(:'run');
 ROLLBACK;
+-- a completed attempt has no row (since 0.3.0: its result is in the
+-- history); a row forged for it with another result is caught
+SELECT count(*) AS completed_rows FROM wf.tasks WHERE run_id = :'run' AND task_id = :t;
 BEGIN;
-UPDATE wf.tasks SET output = '{"x": 2}' WHERE run_id = :'run' AND status = 'completed';
+INSERT INTO wf.tasks
+SELECT (jsonb_populate_record(NULL::wf.tasks, to_jsonb(k) || jsonb_build_object(
+        'task_id', :t, 'step', 'a', 'attempt', 1, 'fence', :f, 'status', 'completed',
+        'output', '{"x": 2}'::jsonb))).*
+FROM wf.tasks k WHERE k.run_id = :'run' AND k.status = 'ready';
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
-DELETE FROM wf.tasks WHERE run_id = :'run' AND status = 'completed';
+DELETE FROM wf.tasks WHERE run_id = :'run' AND status = 'ready';
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
@@ -102,29 +109,45 @@ SELECT wf.publish_definition('fill', '{"steps": [
    "retry": {"max_attempts": 2, "initial_interval": "1ms", "jitter": 0}},
   {"name": "c", "queue": "fill_q2", "activity": "act_c2"}]}');
 SELECT wf.start_run('fill', '{"who": "alice"}', version => 1) AS fill \gset
+-- each attempt's row as written, copied before the attempt completes (a
+-- completed attempt's row is deleted since 0.3.0), its input as handed out
+-- (NULL: the run's input at the time of the copy)
+CREATE TEMP TABLE fill_rows (task_id bigint PRIMARY KEY, queue text, activity text, idempotency_key text,
+                             available_at timestamptz, visit integer, input jsonb);
+INSERT INTO pg_temp.fill_rows SELECT t.task_id, t.queue, t.activity, t.idempotency_key, t.available_at, t.visit,
+       COALESCE(t.input, r.context->'input', r.input)
+FROM wf.tasks t JOIN wf.runs r ON r.run_id = t.run_id WHERE t.run_id = :'fill' ON CONFLICT DO NOTHING;
 SELECT wf.complete_task(task_id, fence, '{"x": 7}') FROM wf.claim_tasks('fill_q', 'w');
 SELECT wf.fail_task(task_id, fence, '{"code": "flaky"}') FROM wf.claim_tasks('fill_q', 'w');
 SELECT pg_sleep(0.05);
 SELECT wf.tick();
+INSERT INTO pg_temp.fill_rows SELECT t.task_id, t.queue, t.activity, t.idempotency_key, t.available_at, t.visit,
+       COALESCE(t.input, r.context->'input', r.input)
+FROM wf.tasks t JOIN wf.runs r ON r.run_id = t.run_id WHERE t.run_id = :'fill' ON CONFLICT DO NOTHING;
 SELECT wf.complete_task(task_id, fence, '{}') FROM wf.claim_tasks('fill_q', 'w');
 SELECT wf.update_context(:'fill', '{"who": "bob"}', 'renamed') IS NOT NULL AS updated;
 SELECT wf.migrate_run(:'fill', 2, 'c moves');
 SELECT wf.cancel_run(:'fill', 'undo');
+INSERT INTO pg_temp.fill_rows SELECT t.task_id, t.queue, t.activity, t.idempotency_key, t.available_at, t.visit,
+       COALESCE(t.input, r.context->'input', r.input)
+FROM wf.tasks t JOIN wf.runs r ON r.run_id = t.run_id WHERE t.run_id = :'fill' ON CONFLICT DO NOTHING;
+-- the rows left: completed attempts (a, b's second) have none
+SELECT step, attempt, status FROM wf.tasks WHERE run_id = :'fill' ORDER BY task_id;
 -- what wf.events keeps of each task_scheduled (layout: the keys left)
 SELECT seq, step, attempt, (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(payload) k) AS stored_keys
 FROM wf.events WHERE run_id = :'fill' AND type = 'task_scheduled' ORDER BY seq;
--- what wf.history shows: every key, the values the attempt's row has (an
--- input NULL there is the run's input as it stands, since 0.3.0)
+-- what wf.history shows: every key, the values the attempt's row was
+-- written with (copied above; an input NULL there is the run's input as it
+-- stands, since 0.3.0)
 SELECT h.step, h.attempt, h.payload->>'queue' AS queue, h.payload->>'activity' AS activity,
        h.payload->'input' AS input,
        h.payload->>'queue' IS NOT DISTINCT FROM t.queue
          AND h.payload->>'activity' IS NOT DISTINCT FROM t.activity
          AND h.payload->>'idempotency_key' = t.idempotency_key
          AND (h.payload->>'available_at')::timestamptz = t.available_at
-         AND h.payload->'input' = COALESCE(t.input, r.context->'input', r.input)
+         AND h.payload->'input' = t.input
          AND h.payload->>'visit' = t.visit::text AS as_its_row
-FROM wf.history(:'fill') h JOIN wf.tasks t ON t.task_id = (h.payload->>'task_id')::bigint
-     JOIN wf.runs r ON r.run_id = t.run_id
+FROM wf.history(:'fill') h LEFT JOIN pg_temp.fill_rows t ON t.task_id = (h.payload->>'task_id')::bigint
 WHERE h.type = 'task_scheduled' ORDER BY h.seq;
 -- the other events are shown as stored; the chain covers what is stored
 SELECT count(*) AS others_as_stored FROM wf.history(:'fill') h JOIN wf.events e ON e.run_id = :'fill' AND e.seq = h.seq

@@ -261,3 +261,23 @@ RESET session_replication_role;
 SELECT wf.start_run('twice') AS run \gset
 SELECT payload->'approvers' AS approvers FROM wf.history(:'run') WHERE type = 'approval_requested';
 SELECT approver FROM wf.approvals WHERE run_id = :'run' ORDER BY approver;
+
+-- tokens of a task that is no approval's notification, live or completed
+-- (a completed attempt's row is deleted since 0.3.0: the answer is the same),
+-- and of no task at all
+CREATE FUNCTION pg_temp.tok_err(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'task \d+', 'task N');
+END
+$$;
+SELECT wf.publish_definition('ap_plain', '{"steps": [{"name": "p", "queue": "ap_plain"}]}') > 0 AS published;
+SELECT wf.start_run('ap_plain', '{}') IS NOT NULL AS started;
+SELECT task_id AS pt, fence AS pf FROM wf.claim_tasks('ap_plain', 'w') \gset
+SELECT pg_temp.tok_err(format('SELECT * FROM wf.issue_approval_tokens(%s, %s)', :pt, :pf)) AS live;
+SELECT wf.complete_task(:pt, :pf, '{}');
+SELECT count(*) AS rows_left FROM wf.tasks WHERE task_id = :pt;
+SELECT pg_temp.tok_err(format('SELECT * FROM wf.issue_approval_tokens(%s, %s)', :pt, :pf)) AS completed;
+SELECT pg_temp.tok_err('SELECT * FROM wf.issue_approval_tokens(999999999999, 1)') AS none;

@@ -68,8 +68,11 @@ SELECT pg_temp.work('ord_q', '{"released": "R-1"}');
 SELECT status, current_step, finished_at IS NOT NULL AS finished FROM wf.runs WHERE run_id = :'run';
 SELECT * FROM pg_temp.hist(:'run', 8);
 -- each compensation undoes one visit of one step, under a stable idempotency key
-SELECT step, visit, attempt, idempotency_key = :'run' || '/' || step || '/1' AS stable_key
-FROM wf.tasks WHERE run_id = :'run' ORDER BY task_id;
+-- (as scheduled, as wf.history shows it: a completed attempt has no row, and
+-- wf.events no default key, since 0.3.0)
+SELECT step, (payload->>'visit')::int AS visit, attempt,
+       payload->>'idempotency_key' = :'run' || '/' || step || '/1' AS stable_key
+FROM wf.history(:'run') WHERE type = 'task_scheduled' ORDER BY seq;
 SELECT e->>'status' AS status, e->'details'->>'reason' AS reason, e->'details'->>'at_step' AS at_step,
        e->'details'->'failure'->'error' AS error,
        jsonb_path_query_array(e->'details', '$.compensation.done[*].step') AS undone,
@@ -218,8 +221,8 @@ SELECT pg_temp.work('trip_q');
 SELECT pg_temp.work('trip_q');
 SELECT status, finished_at IS NOT NULL AS finished FROM wf.runs WHERE run_id = :'run';
 SELECT * FROM pg_temp.hist(:'run', 8);
-SELECT step, idempotency_key = :'run' || '/' || step || '/1' AS stable_key
-FROM wf.tasks WHERE run_id = :'run' AND step LIKE 'compensate:%' ORDER BY task_id;
+SELECT step, payload->>'idempotency_key' = :'run' || '/' || step || '/1' AS stable_key
+FROM wf.history(:'run') WHERE type = 'task_scheduled' AND step LIKE 'compensate:%' ORDER BY seq;
 SELECT wf.verify_run(:'run');
 
 -- a failed run with nothing to compensate is cancelled at once

@@ -243,9 +243,11 @@ SELECT task_id AS tc FROM wf.complete_and_claim(:tb, :fb, '{}', 'bt_timed', 'wt'
 SELECT step, deadline_at = lease_expires_at AS deadline_is_lease_end,
        timeout_at = claimed_at + interval '2 minutes' AS timeout_at
 FROM wf.tasks WHERE task_id = :tc;
--- the attempts it finished: completed, deadline cleared, result recorded
-SELECT step, status, deadline_at IS NULL AS no_deadline, finished_at IS NOT NULL AS finished, output
-FROM wf.tasks WHERE run_id = :'rt' AND status <> 'leased' ORDER BY task_id;
+-- the attempts it finished: completed, result recorded in the history, and
+-- their rows deleted (since 0.3.0)
+SELECT e.step, e.type, e.payload->'output' AS output, t.task_id IS NULL AS row_deleted
+FROM wf.events e LEFT JOIN wf.tasks t ON t.task_id = (e.payload->>'task_id')::bigint
+WHERE e.run_id = :'rt' AND e.type = 'task_completed' ORDER BY e.seq;
 SELECT wf.verify_run(:'rt') AS verified;
 
 -- a tenant that limits its tasks in flight gets its continuation through
@@ -279,8 +281,9 @@ FROM eb JOIN wf.tasks t USING (task_id) ORDER BY task_id;
 SELECT step, status, worker IS NULL AS no_worker FROM wf.tasks
 WHERE step = 'b' AND status = 'ready' AND run_id IN (SELECT run_id FROM wf.runs WHERE definition_name = 'bt_eb');
 -- the outputs went to their runs in the order of the input (NULL: JSON null)
-SELECT r.input, t.output FROM wf.tasks t JOIN wf.runs r USING (run_id)
-WHERE t.task_id = ANY (:'ebt') ORDER BY t.task_id;
+SELECT r.input, e.payload->'output' AS output FROM wf.events e JOIN wf.runs r USING (run_id)
+WHERE e.type = 'task_completed' AND (e.payload->>'task_id')::bigint = ANY (:'ebt')
+ORDER BY (e.payload->>'task_id')::bigint;
 -- reports the batch does not apply get their verdicts; the claim goes on in
 -- the queue (the ready step b), and the steps c went to another queue
 SELECT array_agg(task_id ORDER BY task_id) AS ebt2, array_agg(fence ORDER BY task_id) AS ebf2

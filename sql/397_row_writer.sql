@@ -30,19 +30,20 @@ ALTER TABLE wf.runs DROP CONSTRAINT regress_not_three;
 SELECT wf.complete_task(:t, :f, '{"n": 2}');
 
 -- a partial unique index added now: its predicate is evaluated for the
--- rows written after it (a second completed attempt of the run violates it)
-CREATE UNIQUE INDEX regress_one_completed_per_run ON wf.tasks (run_id)
-    WHERE status = 'completed' AND step = 'three';
+-- rows written after it (a second task_completed of the run violates it;
+-- since 0.3.0 a completed attempt's row is deleted, its event stays)
+CREATE UNIQUE INDEX regress_one_completed_per_run ON wf.events (run_id)
+    WHERE type = 'task_completed' AND step = 'three';
 CREATE INDEX regress_events_by_type ON wf.events (type);
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('kept_q', 'w') \gset
 SELECT wf.complete_task(:t, :f, '{"n": 3}');
 SELECT current_step FROM wf.runs WHERE run_id = :'run';
 SELECT bt_index_check('wf.regress_one_completed_per_run'::regclass, true);
-SELECT count(*) FROM wf.tasks WHERE run_id = :'run' AND status = 'completed' AND step = 'three';
+SELECT count(*) FROM wf.events WHERE run_id = :'run' AND type = 'task_completed' AND step = 'three';
 -- replaced by one whose predicate the next completed attempt matches too
 DROP INDEX wf.regress_one_completed_per_run;
-CREATE UNIQUE INDEX regress_one_completed_per_run ON wf.tasks (run_id)
-    WHERE status = 'completed' AND step IN ('three', 'four');
+CREATE UNIQUE INDEX regress_one_completed_per_run ON wf.events (run_id)
+    WHERE type = 'task_completed' AND step IN ('three', 'four');
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('kept_q', 'w') \gset
 \set VERBOSITY terse
 SELECT wf.complete_task(:t, :f, '{"n": 4}');

@@ -99,3 +99,277 @@ ALTER TABLE wf.tasks ALTER COLUMN input DROP NOT NULL;
 COMMENT ON COLUMN wf.tasks.input IS
 'The attempt''s input; NULL: the run''s input as it stands ($.input of wf.runs.context), which wf.claim_tasks hands out.';
 -- ==== end issue 31: an attempt's row without a copy of the run's input ====
+
+-- ==== issue 31: a completed attempt's row is deleted ====
+-- An attempt completed by a result that the history records in
+-- task_completed (the event names the task, the fence the result was
+-- accepted under, the step, visit and attempt) is deleted from wf.tasks
+-- instead of being updated to 'completed' (src/runstore.c, end_attempt):
+-- the update, not HOT, and the finished row's new entries in tasks_pkey,
+-- tasks_attempt_key and tasks_finished_idx were about 460 bytes of every
+-- step's WAL.  What read the finished row reads the history instead:
+--  * a late or doubled report or heartbeat, naming only (task_id, fence),
+--    finds its attempt's run through events_task_completed_idx and is
+--    answered 'duplicate' or 'stale' as before (src/result.c);
+--  * wf.queue_stats and wf.run_stats count completed attempts from the
+--    task_completed events of the last minutes (events_completed_at_idx);
+--  * wf.verify_run accepts a completed attempt without a row (and checks
+--    one that is there).
+-- Failed and withdrawn attempts, a result held for a paused run and an
+-- approval's notification task keep their row as before.  The rows of
+-- attempts completed before the update stay (readable as before: every
+-- reader takes a row first, then the history); they go with their runs at
+-- the purge.
+CREATE INDEX events_task_completed_idx ON wf.events
+    (((payload OPERATOR(pg_catalog.->>) 'task_id')::pg_catalog.int8))
+    WHERE type OPERATOR(pg_catalog.=) 'task_completed';
+COMMENT ON INDEX wf.events_task_completed_idx IS
+'The run of a completed attempt by its task id (its task_completed event): late and doubled reports name only the task and fence.';
+CREATE INDEX events_completed_at_idx ON wf.events (created_at)
+    WHERE type OPERATOR(pg_catalog.=) 'task_completed';
+COMMENT ON INDEX wf.events_completed_at_idx IS
+'Completed attempts by time (their task_completed events): the last minutes of wf.queue_stats and wf.run_stats.';
+
+-- The queues of a definition's task steps and compensations, for
+-- wf.queue_stats: it counts completed attempts by their task_completed
+-- events, which name the step, not the queue, and it reads no payload or
+-- spec column (the monitor role's contract, docs/monitoring.md).  Each
+-- element is '<step> <queue>' (names hold no space); a compensation's step
+-- is "compensate:<step>".  A stored generated column of wf.definitions,
+-- computed when a version is published (and by this ALTER for those
+-- published before).  Not inlined (SET search_path).
+CREATE FUNCTION wf._spec_task_queues(spec jsonb)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT COALESCE(pg_catalog.array_agg(q.pair ORDER BY q.n, q.k), ARRAY[]::text[])
+FROM (SELECT s.n, 0 AS k,
+             (s.v OPERATOR(pg_catalog.->>) 'name') OPERATOR(pg_catalog.||) ' '
+             OPERATOR(pg_catalog.||) (s.v OPERATOR(pg_catalog.->>) 'queue') AS pair
+      FROM pg_catalog.jsonb_array_elements(spec OPERATOR(pg_catalog.->) 'steps') WITH ORDINALITY s(v, n)
+      WHERE s.v OPERATOR(pg_catalog.->>) 'queue' IS NOT NULL
+      UNION ALL
+      SELECT s.n, 1,
+             'compensate:' OPERATOR(pg_catalog.||) (s.v OPERATOR(pg_catalog.->>) 'name')
+             OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||)
+             COALESCE(s.v OPERATOR(pg_catalog.->) 'compensate' OPERATOR(pg_catalog.->>) 'queue',
+                      s.v OPERATOR(pg_catalog.->>) 'queue')
+      FROM pg_catalog.jsonb_array_elements(spec OPERATOR(pg_catalog.->) 'steps') WITH ORDINALITY s(v, n)
+      WHERE pg_catalog.jsonb_typeof(s.v OPERATOR(pg_catalog.->) 'compensate') OPERATOR(pg_catalog.=) 'object') q
+$$;
+COMMENT ON FUNCTION wf._spec_task_queues(jsonb) IS
+'Internal: ''<step> <queue>'' of every task step and compensation of a definition spec; wf.definitions.task_queues, for wf.queue_stats.';
+REVOKE ALL ON FUNCTION wf._spec_task_queues(jsonb) FROM PUBLIC;
+ALTER TABLE wf.definitions
+    ADD COLUMN task_queues text[] GENERATED ALWAYS AS (wf._spec_task_queues(spec)) STORED;
+COMMENT ON COLUMN wf.definitions.task_queues IS
+'''<step> <queue>'' of every task step and compensation (generated from spec): the queue of a completed attempt, for wf.queue_stats.';
+
+CREATE OR REPLACE VIEW wf.queue_stats WITH (security_invoker = false, security_barrier = true) AS
+WITH ready AS (
+    SELECT t.tenant_id, t.queue, pg_catalog.count(*) AS ready,
+           pg_catalog.min(t.available_at)
+               FILTER (WHERE t.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS oldest_available_at
+    FROM wf.tasks t
+    WHERE t.status OPERATOR(pg_catalog.=) 'ready'
+      AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+          CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                    OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+               THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+               ELSE ARRAY[wf.current_tenant()] END)
+    GROUP BY t.tenant_id, t.queue
+), leased AS (
+    SELECT t.tenant_id, t.queue, pg_catalog.count(*) AS leased,
+           pg_catalog.count(*)
+               FILTER (WHERE t.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()) AS expired_leases,
+           pg_catalog.count(*)
+               FILTER (WHERE t.claimed_at OPERATOR(pg_catalog.>)
+                       (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')) AS claims
+    FROM wf.tasks t
+    WHERE t.status OPERATOR(pg_catalog.=) 'leased'
+      AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+          CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                    OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+               THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+               ELSE ARRAY[wf.current_tenant()] END)
+    GROUP BY t.tenant_id, t.queue
+), finished AS (
+    SELECT f.tenant_id, f.queue,
+           pg_catalog.sum(f.claims)::pg_catalog.int8 AS claims,
+           pg_catalog.sum(f.completions)::pg_catalog.int8 AS completions,
+           pg_catalog.sum(f.failures)::pg_catalog.int8 AS failures
+    FROM (
+        -- attempts that keep their row when they end: failed, withdrawn,
+        -- and completed ones whose history has no task_completed for them
+        -- (an approval's notification) or that 0.2.0 left (counted below)
+        SELECT t.tenant_id, t.queue,
+               pg_catalog.count(*)
+                   FILTER (WHERE t.claimed_at OPERATOR(pg_catalog.>)
+                           (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')) AS claims,
+               pg_catalog.count(*) FILTER (WHERE t.status OPERATOR(pg_catalog.=) 'completed') AS completions,
+               pg_catalog.count(*) FILTER (WHERE t.status OPERATOR(pg_catalog.=) 'failed') AS failures
+        FROM wf.tasks t
+        WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'cancelled'])
+          AND t.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')
+          AND (t.status OPERATOR(pg_catalog.<>) 'completed'
+               OR NOT EXISTS (SELECT 1 FROM wf.events x
+                              WHERE x.run_id OPERATOR(pg_catalog.=) t.run_id
+                                AND x.type OPERATOR(pg_catalog.=) 'task_completed'
+                                AND x.step OPERATOR(pg_catalog.=) t.step
+                                AND x.attempt OPERATOR(pg_catalog.=) t.attempt))
+          AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+              CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                        OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+                   THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+                   ELSE ARRAY[wf.current_tenant()] END)
+        GROUP BY t.tenant_id, t.queue
+        UNION ALL
+        -- attempts completed (their row deleted since 0.3.0): the history's
+        -- task_completed events of the last minute, by definition and step,
+        -- each counted as a claim of the last minute too
+        SELECT c.tenant_id,
+               (SELECT pg_catalog.split_part(x, ' ', 2) FROM pg_catalog.unnest(d.task_queues) x
+                WHERE pg_catalog.split_part(x, ' ', 1) OPERATOR(pg_catalog.=) c.step LIMIT 1),
+               c.n, c.n, 0
+        FROM (SELECT t.tenant_id, r.definition_id, t.step, pg_catalog.count(*) AS n
+              FROM wf.events t
+              JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id
+                            AND r.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
+              WHERE t.type OPERATOR(pg_catalog.=) 'task_completed'
+                AND t.created_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 minute')
+                AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+                    CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                              OR NOT pg_catalog.row_security_active('wf.events'::pg_catalog.regclass)
+                         THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+                         ELSE ARRAY[wf.current_tenant()] END)
+              GROUP BY t.tenant_id, r.definition_id, t.step) c
+        JOIN wf.definitions d ON d.definition_id OPERATOR(pg_catalog.=) c.definition_id
+    ) f
+    GROUP BY f.tenant_id, f.queue
+), queues AS (
+    SELECT tenant_id, queue FROM ready
+    UNION SELECT tenant_id, queue FROM leased
+    UNION SELECT tenant_id, queue FROM finished
+)
+SELECT q.tenant_id, q.queue,
+       COALESCE(r.ready, 0) AS ready,
+       COALESCE(l.leased, 0) AS leased,
+       COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.oldest_available_at),
+                0) AS oldest_ready_age_seconds,
+       COALESCE(l.claims, 0) OPERATOR(pg_catalog.+) COALESCE(f.claims, 0) AS claims_1m,
+       COALESCE(f.completions, 0) AS completions_1m,
+       COALESCE(f.failures, 0) AS failures_1m,
+       COALESCE(l.expired_leases, 0) AS expired_leases
+FROM queues q
+LEFT JOIN ready r ON r.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND r.queue OPERATOR(pg_catalog.=) q.queue
+LEFT JOIN leased l ON l.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND l.queue OPERATOR(pg_catalog.=) q.queue
+LEFT JOIN finished f ON f.tenant_id OPERATOR(pg_catalog.=) q.tenant_id AND f.queue OPERATOR(pg_catalog.=) q.queue;
+
+CREATE OR REPLACE VIEW wf.run_stats WITH (security_invoker = false, security_barrier = true) AS
+WITH live AS (
+    -- per tenant, so that runs_status_idx (tenant_id, status, ...) serves
+    -- every caller: the live runs only, never a scan of every run (every
+    -- run's tenant has a definition)
+    SELECT tn.tenant_id, l.definition_name, l.definition_version, l.running, l.paused, l.undoing
+    FROM (SELECT DISTINCT d.tenant_id FROM wf.definitions d
+          WHERE d.tenant_id OPERATOR(pg_catalog.=) ANY (
+              CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                        OR NOT pg_catalog.row_security_active('wf.runs'::pg_catalog.regclass)
+                   THEN ARRAY(SELECT DISTINCT d2.tenant_id FROM wf.definitions d2)
+                   ELSE ARRAY[wf.current_tenant()] END)) tn
+    CROSS JOIN LATERAL (
+        SELECT r.definition_name, r.definition_version,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'running') AS running,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'paused') AS paused,
+               pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.<>) 'running'
+                                             AND r.status OPERATOR(pg_catalog.<>) 'paused') AS undoing
+        FROM wf.runs r
+        WHERE r.tenant_id OPERATOR(pg_catalog.=) tn.tenant_id
+          AND r.status OPERATOR(pg_catalog.=) ANY (ARRAY['running', 'paused', 'cancelling', 'compensating'])
+        GROUP BY r.definition_name, r.definition_version) l
+), done AS (
+    SELECT r.tenant_id, r.definition_name, r.definition_version,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS completed,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ANY (ARRAY['failed', 'compensation_failed'])) AS failed,
+           pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) ANY (ARRAY['cancelled', 'compensated', 'terminated'])) AS stopped,
+           pg_catalog.percentile_cont(0.5) WITHIN GROUP
+               (ORDER BY pg_catalog.date_part('epoch', r.finished_at OPERATOR(pg_catalog.-) r.created_at))
+               FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS p50,
+           pg_catalog.percentile_cont(0.95) WITHIN GROUP
+               (ORDER BY pg_catalog.date_part('epoch', r.finished_at OPERATOR(pg_catalog.-) r.created_at))
+               FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'completed') AS p95
+    FROM wf.runs r
+    WHERE r.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '5 minutes')
+      AND r.status OPERATOR(pg_catalog.<>) ALL (ARRAY['running', 'paused', 'cancelling', 'compensating'])
+      AND r.tenant_id OPERATOR(pg_catalog.=) ANY (
+          CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                    OR NOT pg_catalog.row_security_active('wf.runs'::pg_catalog.regclass)
+               THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+               ELSE ARRAY[wf.current_tenant()] END)
+    GROUP BY r.tenant_id, r.definition_name, r.definition_version
+), tries AS (
+    SELECT r.tenant_id, r.definition_name, r.definition_version,
+           pg_catalog.count(*) FILTER (WHERE a.attempt OPERATOR(pg_catalog.>) 1) AS retries,
+           pg_catalog.count(*) FILTER (WHERE a.attempt OPERATOR(pg_catalog.=) 1) AS first_attempts
+    FROM (
+        -- attempts that keep their row when they end (see wf.queue_stats)
+        SELECT t.run_id, t.attempt
+        FROM wf.tasks t
+        WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'cancelled'])
+          AND t.finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '5 minutes')
+          AND (t.status OPERATOR(pg_catalog.<>) 'completed'
+               OR NOT EXISTS (SELECT 1 FROM wf.events x
+                              WHERE x.run_id OPERATOR(pg_catalog.=) t.run_id
+                                AND x.type OPERATOR(pg_catalog.=) 'task_completed'
+                                AND x.step OPERATOR(pg_catalog.=) t.step
+                                AND x.attempt OPERATOR(pg_catalog.=) t.attempt))
+          AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+              CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                        OR NOT pg_catalog.row_security_active('wf.tasks'::pg_catalog.regclass)
+                   THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+                   ELSE ARRAY[wf.current_tenant()] END)
+        UNION ALL
+        -- attempts completed: the history's task_completed events
+        SELECT t.run_id, t.attempt
+        FROM wf.events t
+        WHERE t.type OPERATOR(pg_catalog.=) 'task_completed'
+          AND t.created_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '5 minutes')
+          AND t.tenant_id OPERATOR(pg_catalog.=) ANY (
+              CASE WHEN pg_catalog.pg_has_role('wfengine_monitor', 'USAGE')
+                        OR NOT pg_catalog.row_security_active('wf.events'::pg_catalog.regclass)
+                   THEN ARRAY(SELECT DISTINCT d.tenant_id FROM wf.definitions d)
+                   ELSE ARRAY[wf.current_tenant()] END)
+    ) a
+    JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) a.run_id
+    GROUP BY r.tenant_id, r.definition_name, r.definition_version
+), versions AS (
+    SELECT tenant_id, definition_name, definition_version FROM live
+    UNION SELECT tenant_id, definition_name, definition_version FROM done
+    UNION SELECT tenant_id, definition_name, definition_version FROM tries
+)
+SELECT v.tenant_id, v.definition_name, v.definition_version,
+       COALESCE(l.running, 0) AS running,
+       COALESCE(l.paused, 0) AS paused,
+       COALESCE(l.undoing, 0) AS undoing,
+       COALESCE(d.completed, 0) AS completed_5m,
+       COALESCE(d.failed, 0) AS failed_5m,
+       COALESCE(d.stopped, 0) AS stopped_5m,
+       d.p50 AS duration_p50_seconds,
+       d.p95 AS duration_p95_seconds,
+       d.failed::double precision OPERATOR(pg_catalog./)
+           NULLIF(d.completed OPERATOR(pg_catalog.+) d.failed, 0)::double precision AS failure_rate_5m,
+       COALESCE(tr.retries, 0) AS retries_5m,
+       tr.retries::double precision OPERATOR(pg_catalog./)
+           NULLIF(tr.first_attempts, 0)::double precision AS retries_per_step_5m
+FROM versions v
+LEFT JOIN live l ON l.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND l.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND l.definition_version OPERATOR(pg_catalog.=) v.definition_version
+LEFT JOIN done d ON d.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND d.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND d.definition_version OPERATOR(pg_catalog.=) v.definition_version
+LEFT JOIN tries tr ON tr.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
+    AND tr.definition_name OPERATOR(pg_catalog.=) v.definition_name
+    AND tr.definition_version OPERATOR(pg_catalog.=) v.definition_version;
+-- ==== end issue 31: a completed attempt's row is deleted ====

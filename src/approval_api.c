@@ -381,8 +381,16 @@ lock_notification_task(int64 task_id, int64 fence, WfRunState *run,
 					   WfLockedTask *task, WfDefinition **def)
 {
 	int			idx;
+	const char *tenant = WfCurrentTenant();
 
-	if (!WfLockTaskAndRun(task_id, WfCurrentTenant(), run, task, NULL))
+	/*
+	 * An attempt that completed has no row any more (since 0.3.0): the
+	 * history's task_completed says what its row said, and the checks below
+	 * answer as they did for its row (not an approval step's task, or not
+	 * the current lease).
+	 */
+	if (!WfLockTaskAndRun(task_id, tenant, run, task, NULL) &&
+		!WfLockCompletedTask(task_id, tenant, run, task))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("task %lld does not exist", (long long) task_id)));

@@ -183,6 +183,7 @@ typedef struct ExpectedTask
 	int32		attempt;
 	char		outcome;		/* 'l' live, 'c' completed, 'f' failed, 'x' cancelled */
 	bool		held;			/* the result is held for a paused run: still live */
+	bool		rowless;		/* completed by task_completed: its row may be gone */
 	int64		fence;			/* of the accepted result */
 	Jsonb	   *result;			/* output or error of the accepted result */
 } ExpectedTask;
@@ -303,6 +304,8 @@ log_event(ReplayLog *log, const WfEvent *ev)
 	}
 	else
 	{
+		/* a held result applied on resume keeps its row; others do not */
+		t->rowless = ev->type == WF_EV_TASK_COMPLETED && !t->held;
 		t->held = false;
 		t->outcome = (ev->type == WF_EV_TASK_FAILED) ? 'f' : 'c';
 	}
@@ -442,36 +445,54 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 	Datum		values[1];
 	uint64		n;
 	uint64		i;
+	int			j;
 	int			live PG_USED_FOR_ASSERTS_ONLY = 0;
 	ExpectedTask **byid;
 
 	values[0] = UUIDPGetDatum(&stored->run_id);
 	n = WfPlanExec(&WfReplayPlans, PLAN_TASKS_OF_RUN, values, NULL, true, 0, SPI_OK_SELECT);
-	if (n != (uint64) log->ntasks)
+	if (n > (uint64) log->ntasks)
 		return psprintf("The history scheduled %d attempts of the run, wf.tasks holds %d",
 						log->ntasks, (int) n);
 
 	/*
 	 * Both lists in task_id order.  Not the history's order: a run that
 	 * moved between shards has ids of each shard's block, and a later
-	 * attempt's id may be lower (docs/scale-out.md).
+	 * attempt's id may be lower (docs/scale-out.md).  An attempt that
+	 * task_completed completed has no row since 0.3.0 (runstore.c,
+	 * end_attempt), or still its finished row (written by 0.2.0, or a result
+	 * held for a paused run): a row that is there is checked.
 	 */
-	byid = palloc(sizeof(ExpectedTask *) * Max(n, 1));
-	for (i = 0; i < n; i++)
-		byid[i] = &log->tasks[i];
-	if (n > 1)
-		qsort(byid, n, sizeof(ExpectedTask *), expected_task_cmp);
-	for (i = 0; i < n; i++)
+	byid = palloc(sizeof(ExpectedTask *) * Max(log->ntasks, 1));
+	for (j = 0; j < log->ntasks; j++)
+		byid[j] = &log->tasks[j];
+	if (log->ntasks > 1)
+		qsort(byid, log->ntasks, sizeof(ExpectedTask *), expected_task_cmp);
+	i = 0;
+	for (j = 0; j < log->ntasks; j++)
 	{
-		ExpectedTask *t = byid[i];
-		int64		task_id = DatumGetInt64(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_TASK_ID));
-		char	   *step = WfGetTextOrNull(i, TASKS_OF_RUN_COL_STEP);
-		int32		attempt = DatumGetInt32(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_ATTEMPT));
-		char	   *status = WfGetTextOrNull(i, TASKS_OF_RUN_COL_STATUS);
-		int64		fence = DatumGetInt64(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_FENCE));
+		ExpectedTask *t = byid[j];
+		int64		task_id = i < n ?
+			DatumGetInt64(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_TASK_ID)) : 0;
+		uint64		row = i;
+		char	   *step;
+		int32		attempt;
+		char	   *status;
+		int64		fence;
 		bool		isnull;
 		Datum		d;
 		Jsonb	   *result = NULL;
+
+		if (t->rowless && (i >= n || task_id != t->task_id))
+			continue;			/* completed, its row deleted */
+		if (i >= n)
+			return psprintf("The history scheduled %d attempts of the run, wf.tasks holds %d",
+							log->ntasks, (int) n);
+		i++;
+		step = WfGetTextOrNull(row, TASKS_OF_RUN_COL_STEP);
+		attempt = DatumGetInt32(WfGetDatumNotNull(row, TASKS_OF_RUN_COL_ATTEMPT));
+		status = WfGetTextOrNull(row, TASKS_OF_RUN_COL_STATUS);
+		fence = DatumGetInt64(WfGetDatumNotNull(row, TASKS_OF_RUN_COL_FENCE));
 
 		if (task_id != t->task_id || !str_equal(step, t->step) || attempt != t->attempt)
 			return psprintf("Task %lld is not the attempt the history scheduled",
@@ -494,7 +515,7 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 								(long long) task_id, status);
 			continue;
 		}
-		d = WfGetDatum(i, t->outcome == 'c' ? 6 : 7, &isnull);
+		d = WfGetDatum(row, t->outcome == 'c' ? 6 : 7, &isnull);
 		if (!isnull)
 			result = DatumGetJsonbP(d);
 		if (strcmp(status, t->outcome == 'c' ? "completed" : "failed") != 0 ||
@@ -510,6 +531,9 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 			live++;
 		}
 	}
+	if (i < n)
+		return psprintf("Task %lld is not the attempt the history scheduled",
+						(long long) DatumGetInt64(WfGetDatumNotNull(i, TASKS_OF_RUN_COL_TASK_ID)));
 	/* compare_snapshots has matched current_task with the history */
 	Assert(live == (stored->current_task != 0 ? 1 : 0));
 	return NULL;

@@ -291,9 +291,13 @@ report_result(const WfReport *rep, bool lenient, const WfLeaseOffer *offer,
 
 	/*
 	 * Lock the task row, then its run row (the lock order of runstore.c), and
-	 * read both under the locks: from here on nothing can change either.
+	 * read both under the locks: from here on nothing can change either.  An
+	 * attempt that completed has no row any more (since 0.3.0): its run is
+	 * found through the history's task_completed, which says what the row
+	 * said (completed, under which fence), and locked.
 	 */
-	if (!WfLockTaskAndRun(rep->task_id, tenant, &run, &task, NULL))
+	if (!WfLockTaskAndRun(rep->task_id, tenant, &run, &task, NULL) &&
+		!WfLockCompletedTask(rep->task_id, tenant, &run, &task))
 	{
 		if (lenient)
 		{
@@ -535,13 +539,27 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 	else
 	{
 		int64		current_fence;
+		WfLockedTask done;
+		pg_uuid_t	run_id;
+		const char *status;
 
 		values[1] = CStringGetTextDatum(tenant);
-		if (WfPlanExec(&WfResultPlans, PLAN_TASK_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+
+		if (WfPlanExec(&WfResultPlans, PLAN_TASK_PEEK, values, NULL, false, 1, SPI_OK_SELECT) == 1)
+		{
+			current_fence = DatumGetInt64(WfGetDatumNotNull(0, TASK_PEEK_COL_FENCE));
+			status = WfGetTextOrNull(0, TASK_PEEK_COL_STATUS);
+		}
+		else if (WfFindCompletedTask(task_id, tenant, &done, &run_id))
+		{
+			/* completed, its row deleted: the history's task_completed */
+			current_fence = done.fence;
+			status = done.status;
+		}
+		else
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("task %lld does not exist", (long long) task_id)));
-		current_fence = DatumGetInt64(WfGetDatumNotNull(0, TASK_PEEK_COL_FENCE));
 		if (fence <= 0 || fence > current_fence)
 			refuse_fence(task_id, fence);
 
@@ -549,8 +567,7 @@ wfengine_heartbeat(PG_FUNCTION_ARGS)
 		 * The current lease of an attempt that the engine withdrew (its step
 		 * or run timed out, its run was paused): the worker should stop.
 		 */
-		if (fence == current_fence &&
-			strcmp(WfGetTextOrNull(0, TASK_PEEK_COL_STATUS), "cancelled") == 0)
+		if (fence == current_fence && strcmp(status, "cancelled") == 0)
 			verdict = "cancel_requested";
 		else
 			verdict = "stale";

@@ -382,7 +382,8 @@ WfRowWriterOpen(WfRowWriter *w, WfRowTable *table)
 
 	w->after_triggers = w->rri->ri_TrigDesc != NULL &&
 		(w->rri->ri_TrigDesc->trig_insert_after_row ||
-		 w->rri->ri_TrigDesc->trig_update_after_row);
+		 w->rri->ri_TrigDesc->trig_update_after_row ||
+		 w->rri->ri_TrigDesc->trig_delete_after_row);
 	if (w->after_triggers)
 		AfterTriggerBeginQuery();
 	w->check_tenant = table->tenant_column >= 0 &&
@@ -979,6 +980,33 @@ WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls, const bool *
 		check_tenant(w, slot->tts_values[t->attnums[t->tenant_column] - 1],
 					 slot->tts_isnull[t->attnums[t->tenant_column] - 1]);
 	ExecSimpleRelationUpdate(w->rri, w->estate, NULL, w->found, slot);
+	ResetPerTupleExprContext(w->estate);
+	ExecClearTuple(w->found);
+}
+
+/*
+ * WfRowDelete deletes the row WfRowFind found, as a DELETE statement
+ * would (ExecSimpleRelationDelete: the replica identity check, and AFTER
+ * ROW triggers).  The caller holds the row locked.
+ */
+void
+WfRowDelete(WfRowWriter *w)
+{
+	WfRowTable *t = w->table;
+
+	if (w->found == NULL || TupIsNull(w->found))
+		elog(ERROR, "wfengine deletes a row of wf.%s it did not find", t->relname);
+	if (w->rri->ri_TrigDesc != NULL && w->rri->ri_TrigDesc->trig_delete_before_row)
+		elog(ERROR, "wfengine does not delete rows of wf.%s, which has BEFORE DELETE triggers",
+			 t->relname);
+	if (w->check_tenant)
+	{
+		bool		isnull;
+		Datum		d = WfRowGet(w, t->tenant_column, &isnull);
+
+		check_tenant(w, d, isnull);
+	}
+	ExecSimpleRelationDelete(w->rri, w->estate, NULL, w->found);
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(w->found);
 }

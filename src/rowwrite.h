@@ -111,6 +111,7 @@ extern Datum WfRowGet(WfRowWriter *w, int column, bool *isnull);
 extern Datum WfRowCompress(WfRowWriter *w, int column, Datum value, int min_size);
 extern void WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls,
 						const bool *replace);
+extern void WfRowDelete(WfRowWriter *w);
 extern void WfRowWriterClose(WfRowWriter *w);
 extern void WfRowWriteReset(void);
 

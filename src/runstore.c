@@ -174,6 +174,23 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.input IS NULL",
 		2, {UUIDOID, JSONBOID}
 	},
+	/*
+	 * An attempt whose row was deleted when it completed (end_attempt): its
+	 * task_completed event, through events_task_completed_idx.
+	 */
+	[WF_RUNSTORE_COMPLETED_TASK] = {
+		"completed_task",
+		"SELECT e.run_id, e.step, e.attempt,"
+		" (e.payload OPERATOR(pg_catalog.->>) 'fence')::pg_catalog.int8,"
+		" (e.payload OPERATOR(pg_catalog.->>) 'visit')::pg_catalog.int4,"
+		" e.payload OPERATOR(pg_catalog.->>) 'worker' "
+		"FROM wf.events e "
+		"WHERE ((e.payload OPERATOR(pg_catalog.->>) 'task_id')::pg_catalog.int8) OPERATOR(pg_catalog.=) $1"
+		" AND e.type OPERATOR(pg_catalog.=) 'task_completed'"
+		" AND e.tenant_id OPERATOR(pg_catalog.=) $2 "
+		"LIMIT 1",
+		2, {INT8OID, TEXTOID}
+	},
 };
 
 WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
@@ -513,12 +530,37 @@ static const char *const run_columns[] = {
 static WfRowTable runs_table = WF_ROW_TABLE("runs", run_columns, F_UUID_EQ);
 
 /*
+ * completed_in_history: does the transition append task_completed for
+ * task_id?  Then the history holds all that a late report needs of the
+ * attempt (its run, step, attempt and fence: WfLockCompletedTask), and
+ * the attempt's row is deleted instead of being kept finished (issue 31).
+ */
+static bool
+completed_in_history(const WfTransition *tr, int64 task_id)
+{
+	int			i;
+
+	for (i = 0; i < tr->nevents; i++)
+		if (tr->events[i].type == WF_EV_TASK_COMPLETED &&
+			WfJsonbGetInt(tr->events[i].payload, "task_id", 0) == task_id)
+			return true;
+	return false;
+}
+
+/*
  * end_attempt records how the live attempt task_id ends: status, and its
  * output or error where not NULL (the result a transition accepts:
  * tr->finish_task), or "cancelled" (the attempt it withdraws:
  * tr->withdraw_task).  It applies only to an attempt still ready or
  * leased, and returns whether it did (a withdrawn attempt may have
  * finished already); the lease expirations counted go up, never down.
+ * An attempt completed by a result that the transition records in
+ * task_completed is deleted instead: its result, fence and identity are
+ * in the history, which answers a late report for it (since 0.3.0, issue
+ * 31: the finished row's update and its new index entries were an eighth
+ * of a step's WAL).  A result held for a paused run (result_held), a
+ * failure, an approval's notification and a withdrawn attempt keep their
+ * row.
  */
 static bool
 end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *status,
@@ -535,6 +577,12 @@ end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *sta
 	old_status = TextDatumGetCString(WfRowGet(tasks, TASK_STATUS, &isnull));
 	if (strcmp(old_status, "ready") != 0 && strcmp(old_status, "leased") != 0)
 		return false;
+	if (strcmp(status, "completed") == 0 &&
+		completed_in_history(tr, task_id))
+	{
+		WfRowDelete(tasks);
+		return true;
+	}
 
 	memset(nulls, false, sizeof(nulls));
 	memset(replace, false, sizeof(replace));
@@ -1170,6 +1218,74 @@ WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTas
 	return true;
 }
 
+/* the columns of completed_task */
+enum
+{
+	COMPLETED_TASK_COL_RUN_ID = 1,
+	COMPLETED_TASK_COL_STEP,
+	COMPLETED_TASK_COL_ATTEMPT,
+	COMPLETED_TASK_COL_FENCE,
+	COMPLETED_TASK_COL_VISIT,
+	COMPLETED_TASK_COL_WORKER
+};
+
+/*
+ * WfFindCompletedTask finds task task_id of tenant among the attempts whose
+ * row was deleted when they completed: the history's task_completed event
+ * for it (end_attempt deletes the row of such an attempt).  It reads into
+ * *task what a late report or heartbeat needs: status "completed", the
+ * fence the result was accepted under, step, visit, attempt and worker
+ * (no input), and the run's id into *run_id; false when the history
+ * completed no such task.  No lock is taken: the event never changes.
+ */
+bool
+WfFindCompletedTask(int64 task_id, const char *tenant, WfLockedTask *task, pg_uuid_t *run_id)
+{
+	Datum		values[2];
+	bool		isnull;
+	Datum		d;
+
+	if (tenant == NULL)
+		return false;
+	values[0] = Int64GetDatum(task_id);
+	values[1] = CStringGetTextDatum(tenant);
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_COMPLETED_TASK, values, NULL, false, 1,
+				   SPI_OK_SELECT) != 1)
+		return false;
+	memset(task, 0, sizeof(WfLockedTask));
+	memcpy(run_id, DatumGetUUIDP(WfGetDatumNotNull(0, COMPLETED_TASK_COL_RUN_ID)),
+		   sizeof(pg_uuid_t));
+	task->status = "completed";
+	task->step = WfGetTextOrNull(0, COMPLETED_TASK_COL_STEP);
+	task->attempt = DatumGetInt32(WfGetDatumNotNull(0, COMPLETED_TASK_COL_ATTEMPT));
+	task->fence = DatumGetInt64(WfGetDatumNotNull(0, COMPLETED_TASK_COL_FENCE));
+	d = WfGetDatum(0, COMPLETED_TASK_COL_VISIT, &isnull);
+	task->visit = isnull ? 0 : DatumGetInt32(d);
+	task->worker = WfGetTextOrNull(0, COMPLETED_TASK_COL_WORKER);
+	return true;
+}
+
+/*
+ * WfLockCompletedTask is WfLockTaskAndRun for an attempt whose row was
+ * deleted when it completed (WfFindCompletedTask): it locks the attempt's
+ * run (there is no task row to lock first; the history's event never
+ * changes) and reads it into *run, and the attempt into *task; false when
+ * the history completed no such task of tenant, or its run is gone.
+ */
+bool
+WfLockCompletedTask(int64 task_id, const char *tenant, WfRunState *run, WfLockedTask *task)
+{
+	pg_uuid_t	run_id;
+	Datum		rv[lengthof(run_columns)];
+	bool		rn[lengthof(run_columns)];
+	WfLockedRow r = {rv, rn};
+
+	if (!WfFindCompletedTask(task_id, tenant, task, &run_id) ||
+		!WfRowLock(&runs_table, UUIDPGetDatum(&run_id), tenant, rv, rn))
+		return false;
+	run_state_from(run, locked_column, &r);
+	return true;
+}
 
 /*
  * WfLockRunAndTask locks the run's live task (if it has one) and then the

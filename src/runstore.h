@@ -228,6 +228,10 @@ typedef struct WfTaskTimes
 /* locking, in the lock order: task row, then run row */
 extern bool WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run,
 							 WfLockedTask *task, WfTaskTimes *times);
+extern bool WfFindCompletedTask(int64 task_id, const char *tenant, WfLockedTask *task,
+								pg_uuid_t *run_id);
+extern bool WfLockCompletedTask(int64 task_id, const char *tenant, WfRunState *run,
+								WfLockedTask *task);
 extern bool WfLockRunAndTask(pg_uuid_t *run_id, const char *tenant, WfRunState *run);
 extern void WfLockRun(pg_uuid_t *run_id, WfRunState *run);
 extern void WfReadRun(pg_uuid_t *run_id, WfRunState *run);
@@ -281,7 +285,8 @@ typedef enum WfRunstorePlan
 	WF_RUNSTORE_TASK_LOCK_NOWAIT,
 	WF_RUNSTORE_LOCK_TIMER_AND_RUN_NOWAIT,
 	WF_RUNSTORE_RUN_LOCK_NOWAIT,
-	WF_RUNSTORE_KEEP_TASK_INPUTS
+	WF_RUNSTORE_KEEP_TASK_INPUTS,
+	WF_RUNSTORE_COMPLETED_TASK
 } WfRunstorePlan;
 
 extern PGDLLIMPORT WfPlanTable WfRunstorePlans;

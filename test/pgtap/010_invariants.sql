@@ -37,7 +37,7 @@ CREATE EXTENSION IF NOT EXISTS wfengine;
 -- quarantine of poison tasks is tested in sql/100_timers.sql; here leases
 -- are lost at random and must simply be redelivered
 SET LOCAL wfengine.poison_threshold = 0;
-SELECT plan(47);
+SELECT plan(48);
 
 -- ---------------------------------------------------------------------
 -- definitions
@@ -202,7 +202,8 @@ SELECT results_eq($$SELECT final FROM (VALUES ('attempts_exhausted'), ('non_retr
                     ORDER BY 1$$,
                   $$VALUES ('attempts_exhausted'::text), ('non_retryable'), ('non_retryable_error')$$,
                   'runs failed for each reason: attempts exhausted, non-retryable flag, non-retryable code');
-SELECT cmp_ok((SELECT count(*)::int FROM inv_runs JOIN wf.tasks USING (run_id) WHERE attempt > 1 AND status = 'completed'), '>=', 5,
+SELECT cmp_ok((SELECT count(*)::int FROM inv_runs JOIN wf.events e USING (run_id)
+                WHERE e.attempt > 1 AND e.type = 'task_completed'), '>=', 5,
               'some steps completed after a retry');
 SELECT cmp_ok((SELECT count(*)::int FROM inv_runs JOIN wf.tasks USING (run_id) WHERE deliveries > 1), '>=', 20,
               'many attempts were delivered more than once');
@@ -252,18 +253,27 @@ SELECT is((SELECT count(*)::int FROM (
                WHERE e.type IN ('task_completed', 'task_failed')
                GROUP BY 1, 2, 3 HAVING count(*) > 1) AS x), 0,
           'no attempt has two accepted results');
-SELECT set_eq($$SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint AS task_id, (e.payload->>'fence')::bigint AS fence
+-- a completed attempt's row is deleted (since 0.3.0): the attempts scheduled
+-- that have no row are exactly those task_completed names, and no row says
+-- 'completed' (no result was held for a paused run here)
+SELECT set_eq($$SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint AS task_id
                 FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_completed'$$,
-              $$SELECT t.run_id, t.step, t.attempt, t.task_id, t.fence
-                FROM wf.tasks t JOIN inv_runs USING (run_id) WHERE t.status = 'completed'$$,
-              'the task_completed events are exactly the completed attempts, with their fences');
+              $$SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint
+                FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_scheduled'
+                  AND NOT EXISTS (SELECT 1 FROM wf.tasks t WHERE t.task_id = (e.payload->>'task_id')::bigint)$$,
+              'the task_completed events are exactly the completed attempts (scheduled, their rows deleted)');
+SELECT is((SELECT count(*)::int FROM wf.tasks t JOIN inv_runs USING (run_id) WHERE t.status = 'completed'), 0,
+          'no completed attempt keeps its row');
 SELECT set_eq($$SELECT e.run_id, e.step, e.attempt FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_failed'$$,
               $$SELECT t.run_id, t.step, t.attempt FROM wf.tasks t JOIN inv_runs USING (run_id) WHERE t.status = 'failed'$$,
               'the task_failed events are exactly the failed attempts');
 SELECT set_eq($$SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint AS task_id
                 FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_scheduled'$$,
-              $$SELECT t.run_id, t.step, t.attempt, t.task_id FROM wf.tasks t JOIN inv_runs USING (run_id)$$,
-              'every task row was scheduled by exactly one task_scheduled event');
+              $$SELECT t.run_id, t.step, t.attempt, t.task_id FROM wf.tasks t JOIN inv_runs USING (run_id)
+                UNION ALL
+                SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint
+                FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_completed'$$,
+              'every task row and every completed attempt was scheduled by exactly one task_scheduled event');
 SELECT is((SELECT count(*)::int FROM inv_reports WHERE got = 'duplicate'),
           (SELECT count(*)::int FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'result_duplicate'),
           'every duplicate report is recorded as one result_duplicate event');

@@ -185,7 +185,10 @@ SELECT ok(EXISTS (SELECT 1 FROM wf.events WHERE type = 'cancel_requested' AND pa
 SELECT is((SELECT count(*) FROM wf.runs r, jsonb_array_elements(
                (SELECT e.payload->'pending' FROM wf.events e WHERE e.run_id = r.run_id AND e.type = 'compensation_started')) p
            WHERE NOT EXISTS (SELECT 1 FROM wf.tasks t WHERE t.run_id = r.run_id AND t.step = p->>'step'
-                               AND t.visit = (p->>'visit')::int AND t.status IN ('completed', 'cancelled'))),
+                               AND t.visit = (p->>'visit')::int AND t.status IN ('completed', 'cancelled'))
+             -- a completed attempt's row is deleted (since 0.3.0): its task_completed
+             AND NOT EXISTS (SELECT 1 FROM wf.events c WHERE c.run_id = r.run_id AND c.type = 'task_completed'
+                               AND c.step = p->>'step' AND (c.payload->>'visit')::int = (p->>'visit')::int)),
           0::bigint, 'every compensation undoes a visit whose attempt completed or was lost');
 SELECT is((SELECT count(*) FROM (SELECT run_id, step, payload->'visit' FROM wf.events
                                  WHERE type = 'task_completed' GROUP BY 1, 2, 3 HAVING count(*) > 1) d), 0::bigint,

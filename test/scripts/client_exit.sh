@@ -143,20 +143,31 @@ run=$(sql "SELECT wf.start_run('exitprobe', '{}')")
 start 2 8
 if waitfor "lease of the first step" 30 \
 	"SELECT status = 'leased' FROM wf.tasks WHERE run_id = '$run' AND step = 'first'"; then
+	# the lease's time, read while the attempt has its row (a completed
+	# attempt's row is deleted since 0.3.0)
+	claimed=$(sql "SELECT claimed_at FROM wf.tasks WHERE run_id = '$run' AND step = 'first'")
 	start_late() { late=$(sql "SELECT wf.start_run('exitprobe', '{\"late\": true}')"); }
 	term_and_wait 8 start_late
 	echo "busy: exit status $status after $(secs "$elapsed_ms") s"
 	[[ $status == 0 && $elapsed_ms -le 4000 ]]
 	check $? "busy: the process exited with status 0 within 2 s of its 2 s handler's end, well within the 8 s drain timeout ($(secs "$elapsed_ms") s, status $status)"
 	no_claim_left busy
-	steps=$(sql "SELECT string_agg(step || ':' || status || '/' || deliveries, ',' ORDER BY task_id)
-	  FROM wf.tasks WHERE run_id = '$run'")
+	# each attempt: its row's status and deliveries, or, completed (no row
+	# since 0.3.0), its task_completed event and the lease expiries before it
+	steps=$(sql "SELECT string_agg(s.step || ':' || CASE WHEN c.seq IS NULL THEN t.status || '/' || t.deliveries
+	    ELSE 'completed/' || (1 + (SELECT count(*) FROM wf.events x WHERE x.run_id = s.run_id
+	                               AND x.type = 'lease_expired' AND x.step = s.step AND x.attempt = s.attempt)) END,
+	    ',' ORDER BY s.seq)
+	  FROM wf.events s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint
+	  LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed' AND c.payload->>'task_id' = s.payload->>'task_id'
+	  WHERE s.run_id = '$run' AND s.type = 'task_scheduled'")
 	[[ $steps == 'first:completed/1,second:ready/0' ]]
 	check $? "busy: the task in flight completed, the next step not claimed after SIGTERM ($steps)"
 	hist=$(sql "SELECT count(*) FROM wf.history('$run') WHERE type = 'task_completed' AND step = 'first'")
 	[[ $hist == 1 ]]
 	check $? "busy: the completion was accepted: task_completed of the first step in the run's history ($hist)"
-	fin=$(sql "SELECT extract(epoch FROM finished_at - claimed_at)::numeric(6,3) FROM wf.tasks WHERE run_id = '$run' AND step = 'first'")
+	fin=$(sql "SELECT extract(epoch FROM created_at - '$claimed'::timestamptz)::numeric(6,3) FROM wf.events
+	  WHERE run_id = '$run' AND type = 'task_completed' AND step = 'first'")
 	awk -v f="$fin" 'BEGIN { exit !(f >= 1.9) }'
 	check $? "busy: the handler held the task its 2 s ($fin s from lease to completion)"
 	other=$(sql "SELECT string_agg(status || '/' || deliveries, ',') FROM wf.tasks WHERE run_id = '$late'")

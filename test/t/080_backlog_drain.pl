@@ -68,9 +68,12 @@ SELECT wf.publish_definition('leasy', '{"steps": [{"name": "a", "queue": "lease_
 
 CREATE TABLE test_dead (task_id bigint PRIMARY KEY, fence bigint NOT NULL,
                         lease_expires_at timestamptz NOT NULL);
+-- (the claimed attempt's priority and available_at, read at the claim: a
+-- completed attempt's row is deleted since 0.3.0)
 CREATE TABLE test_claims (task_id bigint NOT NULL, fence bigint NOT NULL,
                           deliveries integer NOT NULL, queue text NOT NULL,
-                          round integer NOT NULL, PRIMARY KEY (task_id, fence));
+                          round integer NOT NULL, priority integer NOT NULL,
+                          available_at timestamptz NOT NULL, PRIMARY KEY (task_id, fence));
 CREATE TABLE test_calls (round integer NOT NULL, queue text NOT NULL,
                          claimed integer NOT NULL, ms float8 NOT NULL);
 });
@@ -144,7 +147,8 @@ BEGIN
                     extract(epoch FROM clock_timestamp() - t0) * 1000);
             IF ids IS NOT NULL THEN
                 busy := true;
-                INSERT INTO test_claims SELECT u.i, u.f, u.d, q, r FROM unnest(ids, fences, dels) u(i, f, d);
+                INSERT INTO test_claims SELECT u.i, u.f, u.d, q, r, t.priority, t.available_at
+                FROM unnest(ids, fences, dels) u(i, f, d) JOIN wf.tasks t ON t.task_id = u.i;
                 IF (SELECT count(*) FROM unnest(ids, fences) u(i, f)
                     WHERE wf.complete_task(u.i, u.f, jsonb_build_object('round', r)) <> 'accepted') > 0 THEN
                     RAISE EXCEPTION 'a completion of round % was not accepted', r;
@@ -167,9 +171,9 @@ my $drain_secs = time - $t0;
 # rank of each claimed task in claim order; batches must follow each other
 my $order_sql = q{
 WITH k AS (
-  SELECT c.queue, c.round,
-         rank() OVER (PARTITION BY c.queue ORDER BY t.priority DESC, t.available_at, t.task_id) AS rk
-  FROM test_claims c JOIN wf.tasks t USING (task_id) WHERE c.queue = '%s'),
+  SELECT t.queue, t.round,
+         rank() OVER (PARTITION BY t.queue ORDER BY t.priority DESC, t.available_at, t.task_id) AS rk
+  FROM test_claims t WHERE t.queue = '%s'),
 b AS (SELECT round, min(rk) AS lo, max(rk) AS hi FROM k GROUP BY round)
 SELECT count(*) FROM (SELECT lo, lag(hi) OVER (ORDER BY round) AS prev_hi FROM b) x WHERE lo < prev_hi
 };
@@ -181,17 +185,17 @@ for my $q ('bulk_q', 'nap_q', 'lease_q')
 is( $node->safe_psql(
 		'wf', q{
 WITH k AS (
-  SELECT c.round, rank() OVER (ORDER BY t.priority DESC, t.available_at, t.task_id) AS rk,
-         dense_rank() OVER (ORDER BY c.round) AS batch
-  FROM test_claims c JOIN wf.tasks t USING (task_id) WHERE c.queue = 'bulk_q')
+  SELECT t.round, rank() OVER (ORDER BY t.priority DESC, t.available_at, t.task_id) AS rk,
+         dense_rank() OVER (ORDER BY t.round) AS batch
+  FROM test_claims t WHERE t.queue = 'bulk_q')
 SELECT count(*) || '/' || count(*) FILTER (WHERE (rk - 1) / 100 + 1 = batch) || '/' || max(batch) FROM k}),
 	'100000/100000/1000',
 	'the 100,000 were claimed exactly in order, 100 per claim, in 1,000 claims');
 is( $node->safe_psql(
 		'wf', q{
 SELECT string_agg(priority || ':' || n, ' ' ORDER BY first_round) FROM (
-  SELECT t.priority, count(*) AS n, min(c.round) AS first_round
-  FROM test_claims c JOIN wf.tasks t USING (task_id) WHERE c.queue = 'bulk_q' GROUP BY t.priority) x}),
+  SELECT t.priority, count(*) AS n, min(t.round) AS first_round
+  FROM test_claims t WHERE t.queue = 'bulk_q' GROUP BY t.priority) x}),
 	'20:33333 10:33334 0:33333',
 	'priority 20 first, then 10, then 0');
 is( $node->safe_psql(

@@ -229,10 +229,12 @@ ok($node->poll_query_until('wf', 'SELECT test_drive()', '0'),
 	'the five runs of version 1 complete');
 is( $node->safe_psql(
 		'wf', q{
-SELECT count(*) FROM wf.tasks t JOIN wf.runs r USING (run_id)
-WHERE r.definition_name = 'order:ship:0' AND r.definition_version = 1 AND t.queue = 'pick_q' AND t.status = 'completed'}),
+SELECT count(*) FROM wf.events e JOIN wf.runs r USING (run_id)
+JOIN wf.definitions d ON d.definition_id = r.definition_id
+WHERE r.definition_name = 'order:ship:0' AND r.definition_version = 1 AND e.type = 'task_completed'
+  AND e.step || ' pick_q' = ANY (d.task_queues)}),
 	'5',
-	'on version 1 of their branches (queue pick_q)');
+	'on version 1 of their branches (queue pick_q; a completed attempt is in the history, its row deleted)');
 is( $node->safe_psql(
 		'wf', q{SELECT count(*) FILTER (WHERE wf.verify_run(run_id)) || '/' || count(*) FROM wf.runs}),
 	$node->safe_psql('wf', 'SELECT count(*) || \'/\' || count(*) FROM wf.runs'),

@@ -36,10 +36,14 @@
 #     tasks completed (the leased one with its pre-upgrade fence), the
 #     approval decided with its pre-upgrade token, the signal sent, the
 #     paused run resumed, the failed run retried, the compensations done,
-#     timers fired.  Every run verifies at the end.  Issue 31: the runs'
-#     contexts keep their input through the update (read as they are) and
-#     lose it at their next change when it is wf.runs.input; a run whose
-#     input wf.update_context changed keeps it in its context.
+#     timers fired.  Every run verifies at the end.  Issue 31: an attempt
+#     completed after the update has no row, one completed before keeps
+#     its row, and late and doubled reports and heartbeats of both get the
+#     answers of 0.2.0 (duplicate, stale, a fence never issued refused),
+#     recorded in the history; wf.queue_stats counts the completion.  The
+#     runs' contexts keep their input through the update (read as they
+#     are) and lose it at their next change when it is wf.runs.input; a
+#     run whose input wf.update_context changed keeps it in its context.
 #  5. Database "old" stays on 0.1.0: the library works there (API calls;
 #     its engine worker fires its timers), since 0.1.0 is not older than
 #     WF_MIN_SCHEMA_VERSION.  To see the refusal, its pg_extension row is
@@ -182,12 +186,31 @@ $run{acme_ready} = acme('up', q{SELECT wf.start_run('task_ready', '{"label": "ac
 $run{acme_signal} = acme('up', q{SELECT wf.start_run('signal', '{"label": "acme_signal"}')});
 $run{child} = sq('up', qq{SELECT run_id FROM wf.runs WHERE parent_run_id = '$run{parent}'});
 
+# Issue 31: a completed attempt's row is deleted (0.3.0), so the rows of
+# the attempts of database "up" are copied into test_rows, once it exists
+# (section 4: a table of its own would differ from the fresh install's
+# schema), before they complete: what wf.history's task_scheduled is
+# compared with.  The input as the row hands it out: its own, or the run's
+# as it stands (NULL, since 0.3.0).
+my $copy_rows = 0;
+sub copy_rows_sql
+{
+	my ($where) = @_;
+	return qq{INSERT INTO test_rows
+SELECT t.task_id, t.queue, t.activity, t.idempotency_key, t.available_at, COALESCE(t.input, r.context->'input', r.input)
+FROM wf.tasks t JOIN wf.runs r ON r.run_id = t.run_id WHERE $where ON CONFLICT DO NOTHING};
+}
+
 # work(db, queue, output): claims every task of queue and completes each
 sub work
 {
 	my ($db, $queue, $output, $as) = @_;
 	$output //= '{}';
 	my $sql = qq{SELECT count(wf.complete_task(task_id, fence, '$output')) FROM wf.claim_tasks('$queue', 'w', 100)};
+	$sql = qq{CREATE TEMP TABLE claimed AS SELECT task_id, fence FROM wf.claim_tasks('$queue', 'w', 100);
+} . copy_rows_sql('t.task_id IN (SELECT task_id FROM claimed)') . qq{;
+SELECT count(wf.complete_task(task_id, fence, '$output')) FROM claimed}
+	  if $copy_rows && !$as && $db eq 'up';
 	return $as ? $as->($db, $sql) : sq($db, $sql);
 }
 
@@ -213,6 +236,13 @@ sq('up', qq{SELECT wf.cancel_run('$run{cancelling}', 'customer left')});
 # a saga whose step b failed: step a's compensation is pending
 is(work('up', 'compensating_a'), '1', 'step a of the saga completes');
 sq('up', q{SELECT wf.fail_task(task_id, fence, '{"code": "declined"}', false) FROM wf.claim_tasks('compensating_b', 'w')});
+
+# an attempt completed before the upgrade (0.1.0 keeps its row 'completed'):
+# its task and fence, for the doubled report after the upgrade
+my ($done_task, $done_fence) = split /\|/,
+  sq('up', qq{SELECT task_id, fence FROM wf.tasks WHERE run_id = '$run{cancelling}' AND step = 'a'});
+my $completed_rows = sq('up', q{SELECT count(*) FROM wf.tasks WHERE status = 'completed'});
+cmp_ok($done_fence, '>', 1, 'it has an older fence than its own to report with');
 
 # where every run stands before the upgrade
 my %expect_before = (
@@ -443,6 +473,9 @@ sq('fresh', q{ALTER FUNCTION wf.current_tenant() SET work_mem = '1MB'});
 isnt(schema_dump('fresh'), $dump_up, 'the comparison notices a changed function');
 sq('fresh', q{ALTER FUNCTION wf.current_tenant() RESET work_mem});
 is(schema_dump('fresh'), $dump_fresh, 'and the undone change');
+sq('up', q{CREATE TABLE test_rows (task_id bigint PRIMARY KEY, queue text, activity text, idempotency_key text,
+                                  available_at timestamptz, input jsonb)});
+$copy_rows = 1;
 
 # ---------------------------------------------------------------------
 # 4. every run verifies and goes on to its end
@@ -470,6 +503,38 @@ $node->reload;
 
 is(sq('up', qq{SELECT wf.complete_task($leased_task, $leased_fence, '{"late": true}')}),
 	'accepted', 'the attempt leased before the upgrade reports with its fence');
+
+# Issue 31: an attempt completed from 0.3.0 on is deleted from wf.tasks
+# (its result is in the history); one completed before the update keeps
+# its row.  Late and doubled reports and heartbeats of either get the
+# answers of 0.2.0, and both are counted by wf.queue_stats.
+is(sq('up', q{SELECT count(*) FROM wf.tasks WHERE status = 'completed'}),
+	$completed_rows, 'the rows of attempts completed before the update stay');
+is(sq('up', qq{SELECT count(*) FROM wf.tasks WHERE task_id = $leased_task}),
+	'0', 'the attempt completed after the update has no row');
+is( sq('up',
+		qq{SELECT wf.complete_task($leased_task, $leased_fence, '{"again": true}') || ' '
+		   || wf.heartbeat($leased_task, $leased_fence)}),
+	'duplicate stale', 'its doubled report is a duplicate, a heartbeat stale');
+{
+	my ($ret, $out, $err) = $node->psql('up', qq{SELECT wf.complete_task($leased_task, $leased_fence + 1, '{}')});
+	like($err, qr/fence \d+ was never issued for task $leased_task/, 'a fence never issued is refused');
+}
+is( sq('up',
+		qq{SELECT wf.complete_task($done_task, $done_fence, '{"again": true}') || ' '
+		   || wf.fail_task($done_task, $done_fence - 1, '{"code": "late"}', true) || ' '
+		   || wf.heartbeat($done_task, $done_fence)}),
+	'duplicate stale stale', 'so are those of an attempt completed before the update');
+is( sq('up',
+		qq{SELECT string_agg(type || ':' || (payload->>'task_id'), ' ' ORDER BY seq) FROM wf.events
+		   WHERE type IN ('result_duplicate', 'result_stale')
+		     AND (payload->>'task_id')::bigint IN ($leased_task, $done_task)}),
+	"result_duplicate:$leased_task result_duplicate:$done_task result_stale:$done_task",
+	'each recorded in its run\'s history (heartbeats are not)');
+is( sq('up',
+		q{SELECT string_agg(queue || ' ' || completions_1m, ', ' ORDER BY queue) FROM wf.queue_stats
+		   WHERE queue IN ('task_leased_a')}),
+	'task_leased_a 1', 'wf.queue_stats counts the completion from the history');
 is(work('up', 'task_leased_b'), '1', 'and its run goes on');
 # issue 31: the attempt written before the upgrade keeps its copy of the
 # run's input; the next one holds none (NULL: the run's input) and is
@@ -482,6 +547,7 @@ is(sq('up', qq{SELECT input IS NULL FROM wf.tasks WHERE run_id = '$run{task_read
 my ($rt, $rf, $rin) =
   split /\|/, sq('up', q{SELECT task_id, fence, input FROM wf.claim_tasks('task_ready_b', 'w', 1)});
 is($rin, '{"label": "task_ready"}', 'and is claimed with the run\'s input');
+sq('up', copy_rows_sql("t.task_id = $rt"));
 is(sq('up', qq{SELECT wf.complete_task($rt, $rf, '{}')}), 'accepted', 'and its run goes on');
 is(work('up', 'task_ready_a', '{}', \&acme) . work('up', 'task_ready_b', '{}', \&acme),
 	'11', 'the ready task of tenant acme runs');
@@ -506,7 +572,11 @@ is(acme('up', qq{SELECT wf.signal('$run{acme_signal}', 'go', '{"n": 2}')}), 'con
 is(work('up', 'signal_after') . work('up', 'signal_after', '{}', \&acme), '11', 'both go on');
 is(sq('up', qq{SELECT wf.complete_task($paused_task, $paused_fence, '{"held": true}')}),
 	'accepted', 'the paused run\'s attempt in flight reports (the result is held)');
+is(sq('up', qq{SELECT status FROM wf.tasks WHERE task_id = $paused_task}), 'completed',
+	'a result held for a paused run keeps its row');
 is(sq('up', qq{SELECT wf.resume_run('$run{paused}', 'maintenance over')}), 'running', 'the paused run resumes');
+is(sq('up', qq{SELECT wf.complete_task($paused_task, $paused_fence, '{"held": true}')}),
+	'duplicate', 'a doubled report of the held result is a duplicate');
 is(work('up', 'paused_b'), '1', 'with the held result applied, it goes on');
 is(sq('up', qq{SELECT wf.retry_step('$run{failed}', 'fixed')}), 'running', 'the failed run is retried');
 is(work('up', 'failed_a') . work('up', 'failed_b'), '11', 'and completes its steps');
@@ -542,18 +612,21 @@ is(sq('up', qq{SELECT context->'input'->>'note' FROM wf.runs WHERE run_id = '$ru
 # the attempts scheduled after the update: wf.events keeps their
 # task_scheduled without what the definition and the event give, and
 # wf.history shows it as 0.2.0 wrote it, the values of the attempt's row
+# (copied into test_rows before it completed, above; the rows still
+# there copied now)
+sq('up', copy_rows_sql("t.tenant_id = 'default'"));
 my ($lean, $whole, $scheduled) = split / /, sq(
 		'up', qq{
 SELECT count(*) FILTER (WHERE NOT e.payload ? 'queue' AND NOT e.payload ? 'idempotency_key') || ' ' ||
        count(*) FILTER (WHERE h.payload->>'queue' = t.queue
                           AND h.payload->>'activity' IS NOT DISTINCT FROM t.activity
                           AND h.payload->>'idempotency_key' = t.idempotency_key
-                          AND h.payload->'input' = COALESCE(t.input, r.context->'input', r.input)
+                          AND h.payload->'input' = t.input
                           AND (h.payload->>'available_at')::timestamptz = t.available_at) || ' ' ||
        count(*)
 FROM wf.runs r CROSS JOIN LATERAL wf.history(r.run_id) h
 JOIN wf.events e ON e.run_id = r.run_id AND e.seq = h.seq
-JOIN wf.tasks t ON t.task_id = (h.payload->>'task_id')::bigint
+LEFT JOIN test_rows t ON t.task_id = (h.payload->>'task_id')::bigint
 WHERE r.tenant_id = 'default' AND h.type = 'task_scheduled' AND e.created_at > '$updated_at'});
 ok($scheduled > 5, "attempts scheduled after the update ($scheduled)");
 is($lean, $scheduled, 'wf.events keeps their task_scheduled without queue and idempotency key');
