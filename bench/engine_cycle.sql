@@ -2,7 +2,7 @@
 -- Two transactions, as a worker does them: the claim commits (the lease is
 -- durable while the work runs), then the result commits.
 -- pgbench variable: queue (-D queue=q1).  An empty claim does nothing; run.sh
--- counts cycles from the completed task rows, not from pgbench transactions.
+-- counts cycles from the task_completed events, not from pgbench transactions.
 SELECT coalesce(min(task_id), 0) AS task_id, coalesce(min(fence), 0) AS fence
   FROM wf.claim_tasks(:queue, 'w:' || :client_id, 1) \gset
 \if :task_id > 0

@@ -8,7 +8,7 @@
 -- pgbench variables: queue, and task_id = fence = 0 to start with (run.sh
 -- passes -D task_id=0 -D fence=0).  The lease a client holds is kept in its
 -- pgbench variables from one transaction to the next; run.sh counts steps
--- from the completed task rows.
+-- from the task_completed events.
 \if :task_id > 0
 SELECT coalesce(min(task_id), 0) AS task_id, coalesce(min(fence), 0) AS fence
   FROM wf.complete_and_claim(:task_id, :fence, '{"ok": true}', :queue, 'w:' || :client_id, 1) \gset

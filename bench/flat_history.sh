@@ -98,7 +98,13 @@ finish_template() {
 copy_finished() {
 	local db=$1 n=$2 stride tbase fbase bad tstart
 	tstart=$(q -d "$db" -c "SELECT min(created_at) FROM wf.runs WHERE definition_name = 'flat'")
-	stride=$(q -d "$db" -c "SELECT max(c) FROM (SELECT count(*) AS c FROM wf.tasks WHERE queue = 'flat' GROUP BY run_id) s")
+	# task ids (and fences) a run holds: in its attempts' rows and in its
+	# history (a completed attempt has no row since 0.3.0); an upper bound
+	stride=$(q -d "$db" -c "SELECT max(c) FROM (SELECT count(x) AS c FROM (
+		SELECT run_id, e.payload->>'task_id' AS x FROM wf.events e WHERE e.payload ? 'task_id'
+		UNION ALL SELECT run_id, e.payload->>'fence' FROM wf.events e WHERE e.payload ? 'fence'
+		UNION ALL SELECT run_id, t.task_id::text FROM wf.tasks t) u
+		WHERE run_id IN (SELECT run_id FROM wf.runs WHERE definition_name = 'flat' AND status = 'completed') GROUP BY run_id) s")
 	tbase=$(q -d "$db" -c "SELECT setval('wf.task_id_seq', nextval('wf.task_id_seq') + $n::bigint * $stride) - $n::bigint * $stride + 1")
 	fbase=$(q -d "$db" -c "SELECT setval('wf.fence_seq', nextval('wf.fence_seq') + $n::bigint * $stride) - $n::bigint * $stride + 1")
 	# copy k finishes 20 ms after copy k-1: 240,000 runs over 80 minutes
@@ -149,9 +155,11 @@ setup() {
 	echo "   $db: set up in $((SECONDS - t0)) s (with the work's $SUPPLY runs and VACUUM ANALYZE)"
 }
 
-# completed_since DB T: steps of 'flat' completed since time T (through the
-# finished attempts' index, so the history is neither counted nor scanned)
-completed_since() { q -d "$1" -c "SELECT count(*) FROM wf.tasks WHERE status = 'completed' AND finished_at >= '$2' AND queue = 'flat'"; }
+# completed_since DB T: steps completed since time T, from their
+# task_completed events (a completed attempt leaves wf.tasks since 0.3.0),
+# through events_completed_at_idx, so the rest of the history is neither
+# counted nor scanned; the copies' events are all older than T
+completed_since() { q -d "$1" -c "SELECT count(*) FROM wf.events WHERE type = 'task_completed' AND created_at >= '$2'"; }
 
 run_round() {
 	local db=$1 secs=$2 t0
@@ -232,6 +240,27 @@ windows() {
 	done
 	echo
 }
+
+# claim_profile DB: what one claim and one completion read, in buffers
+# (EXPLAIN (ANALYZE, BUFFERS) counts every buffer the call touches, inside
+# the engine's own statements too), after 20 warm-up steps in the session:
+# independent of the machine's load, unlike the rates above
+claim_profile() {
+	local db=$1 out
+	out=$({ for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+		echo "SELECT wf.complete_task(task_id, fence, '{\"ok\": true}') FROM wf.claim_tasks('flat', 'probe', 1);"
+	done
+	for i in 1 2 3 4 5; do
+		echo "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT task_id, fence FROM wf.claim_tasks('flat', 'probe', 1);"
+		echo "SELECT task_id AS pt, fence AS pf FROM wf.tasks WHERE worker = 'probe' AND status = 'leased' ORDER BY task_id DESC LIMIT 1 \\gset"
+		echo "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT wf.complete_task(:pt, :pf, '{\"ok\": true}');"
+	done; } | q -d "$db" 2>&1 | grep -E '^ *Buffers:' | sed -E 's/^ *Buffers: //' | paste -sd'|' -)
+	echo "   $db: claim | complete buffers, 5 pairs: $out"
+}
+echo "== buffers of one claim and one completion (after the rounds)"
+claim_profile wf_flat_empty
+claim_profile wf_flat_full
+echo "   wf.tasks of wf_flat_full: $(q -d wf_flat_full -c "SELECT n_live_tup || ' live, ' || n_dead_tup || ' dead, autovacuums ' || autovacuum_count || ', size ' || pg_size_pretty(pg_total_relation_size('wf.tasks')) FROM pg_stat_user_tables WHERE relid = 'wf.tasks'::regclass")"
 
 if ((SNAPSHOT_SECONDS > 0)); then
 	echo "== ${SNAPSHOT_SECONDS} s in 10 s windows (steps/s), wf_flat_empty"

@@ -146,8 +146,16 @@ class Template:
         self.rid = run[0]
         self.created = int(run[RUN_COLS.index("created_at")])
         self.finished = int(run[RUN_COLS.index("finished_at")])
-        self.task_rank = {int(t[0]): i for i, t in enumerate(sorted(tasks, key=lambda t: int(t[0])))}
-        self.fence_rank = {f: i for i, f in enumerate(sorted({int(t[TASK_COLS.index("fence")]) for t in tasks}))}
+        # task ids and fences: of the attempts' rows and of the events (a
+        # completed attempt has no row since 0.3.0; its history names it)
+        tids = {int(t[0]) for t in tasks}
+        fences = {int(t[TASK_COLS.index("fence")]) for t in tasks if t[TASK_COLS.index("fence")] != NULL}
+        for e in events:
+            p = dict(zip(EVENT_COLS, e))["payload"]
+            tids.update(int(x) for x in re.findall(r'"task_id": (\d+)', p))
+            fences.update(int(x) for x in re.findall(r'"fence": (\d+)', p))
+        self.task_rank = {t: i for i, t in enumerate(sorted(tids))}
+        self.fence_rank = {f: i for i, f in enumerate(sorted(fences))}
         self.tasks = tasks
         self.events = events
         # each event: (static part of the hash input, line pieces, payload parts)
@@ -252,7 +260,7 @@ def main():
             sys.exit("flat_history_copy: template run %s has a key, parent or digest: not handled" % d["run_id"])
         if "\\" in d["context"] or "\\" in d["input"]:
             sys.exit("flat_history_copy: template run %s has an escape in its context: not handled" % d["run_id"])
-        tpl = Template(r, ev_by[d["run_id"]], tk_by[d["run_id"]])
+        tpl = Template(r, ev_by[d["run_id"]], tk_by.get(d["run_id"], []))
         if len(tpl.task_rank) > tstride or len(tpl.fence_rank) > fstride:
             sys.exit("flat_history_copy: template run %s has more tasks or fences than the stride" % d["run_id"])
         # the template's own chain, recomputed, must be what the engine stored

@@ -297,7 +297,9 @@ run_cell() {
 	tps) value=$(awk -v t="$tps" -v p="$per" 'BEGIN { printf "%.1f", t * p }') ;;
 	tasks)
 		local done left
-		read -r done left < <(qdb wf -F ' ' -c "SELECT count(*) FILTER (WHERE status = 'completed'), count(*) FILTER (WHERE status = 'ready') FROM wf.tasks")
+		# completed attempts from their task_completed events (a completed
+		# attempt leaves wf.tasks since 0.3.0)
+		read -r done left < <(qdb wf -F ' ' -c "SELECT (SELECT count(*) FROM wf.events WHERE type = 'task_completed'), count(*) FILTER (WHERE status = 'ready') FROM wf.tasks")
 		echo "$cell completed=$done ready_left=$left" >>"$RAW"
 		value=$(awk -v d="$done" -v s="$secs" 'BEGIN { printf "%.1f", d / s }')
 		if [[ $left == 0 ]]; then note="${note:+$note; }supply ran out"; fi
