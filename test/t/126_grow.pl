@@ -218,8 +218,9 @@ is(r_sql("SELECT string_agg(phase, ',' ORDER BY move_id) FROM wfrouter.moves WHE
 	'cancelled,done', 'wfrouter.moves: the cancelled move and the resumed one');
 
 # a crash of the target, then of the source, while the partition is being
-# copied: the move stops with the error, the partition stays served, and
-# running the move again finishes it
+# copied: the partition stays served, and the move either goes on by itself
+# (the shard is back within the move's wait) or stops with the error and
+# running it again finishes it
 for my $victim ('target', 'source')
 {
 	$src = r_sql("SELECT wfrouter.tenant_shard('$mt')");
@@ -231,8 +232,19 @@ for my $victim ('target', 'source')
 	$node->start;
 	eval { $m->quit };
 	load_step() for 1 .. 10;
-	load_while_moving($dst);
-	is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $dst, "a move through a crash of its $victim is finished by running it again");
+	# A shard back within the move's wait does not end the move (a copy
+	# that polls an unreachable shard gives up only after wait): the move
+	# may have gone on to its end by itself, else it stopped and running
+	# it again finishes it.
+	if (r_sql("SELECT wfrouter.tenant_shard('$mt')") eq $dst)
+	{
+		pass("the move through a crash of its $victim went on to its end by itself");
+	}
+	else
+	{
+		load_while_moving($dst);
+	}
+	is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $dst, "a move through a crash of its $victim is finished, by itself or by running it again");
 }
 
 # a fourth shard and a rebalance onto it
