@@ -233,6 +233,7 @@ SELECT wf.publish_definition('flow', '{"steps": [
   {"name": "b", "queue": "work"},
   {"name": "c", "queue": "work"}]}');
 SELECT wf.publish_definition('held', '{"steps": [{"name": "h", "queue": "held"}]}');
+SELECT wf.publish_definition('longnap', '{"steps": [{"name": "z", "type": "sleep", "duration": "6s"}]}');
 });
 my @held = split /\n/, q_node('n1',
 	q{SELECT wf.start_run('held', jsonb_build_object('n', n)) FROM generate_series(1, 3) n ORDER BY n});
@@ -378,6 +379,16 @@ is(scalar(keys %{ { map { $_ => 1 } $c_task, $u_task, $d_task } }), 3, 'C, U and
 	my @now = split /\n/, q_node('n1', $asleep_q);
 	@sleeping = @now if @now;
 }
+# and one run that surely sleeps through the kill: the loops' 2 s sleeps
+# may all wake between the list above and the kill on a loaded machine
+# (seen in CI: 41 starts in the whole test, none asleep at the kill); a
+# 6 s sleep started now is due after the kill and, n2 taking seconds to be
+# promoted, can only fire there
+my $long_run = q_node('n1', q{SELECT wf.start_run('longnap', '{}')});
+my ($long_timer, $long_due) = split / /, q_node('n1', qq{
+SELECT timer_id || ' ' || extract(epoch FROM due_at) FROM wf.timers
+ WHERE run_id = '$long_run' AND kind = 'sleep'});
+push @sleeping, $long_timer;
 my $keeper_pid = $keeper{n1}->{KIDS}[0]{PID};
 my $postmaster = (split /\n/, PostgreSQL::Test::Utils::slurp_file("$pgdata{n1}/postmaster.pid"))[0];
 my @victims = ($keeper_pid, server_children($keeper_pid), $postmaster, server_children($postmaster));
@@ -390,6 +401,7 @@ eval { $u_session->finish };
 ok(poll('n1 gone', 10, sub { !grep { kill(0, $_) } $keeper_pid, $postmaster, server_children($keeper_pid) }),
 	'kill -9 of n1\'s keeper, postmaster and server processes: nothing of n1 runs');
 note(sprintf('n1 killed with %d runs asleep', scalar(@sleeping)));
+cmp_ok($t_kill, '<', $long_due, 'the kill came before the 6 s sleep started just before it was due');
 
 ok( poll('n2 promoted', 60, sub {
 		q_node('n2', 'SELECT pg_is_in_recovery()', 'postgres') eq 'f'
