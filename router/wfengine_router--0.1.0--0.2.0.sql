@@ -989,3 +989,130 @@ REVOKE ALL ON FUNCTION wfrouter._wait_copy(bigint, integer, text, text, interval
     wfrouter._move_partition(integer, text, interval, interval),
     wfrouter.move_partition(integer, text, interval, interval) FROM PUBLIC;
 -- ==== end issue 30: a deadline for every wait of a move ====
+
+-- ==== issue 30: a move run again after it finished is done, not an error ====
+-- A move whose copy waits through a shard's restart (wait, above) may go
+-- on to its end by itself; a move made through another router finishes
+-- there.  wfrouter.move_partition run again for it then raised 55000
+-- "partition <p> is on shard "<t>" already" (test/t/126_grow.pl, after a
+-- crash of the target or the source during the copy: every run), so a
+-- caller that runs a move again after any failure, as the docs say to,
+-- could not tell a move done from a move refused.  Now, when the shards
+-- show the partition on the requested target (the target's own map gives
+-- it to itself, checked with the target's move lock held) and this router
+-- has no move of it under way, wfrouter.move_partition changes nothing of
+-- the partition and returns 0 (no run moved by this call), with a NOTICE
+-- "partition <p> is on shard "<t>" already" whose DETAIL says why: its
+-- move finished (the last move of the partition in wfrouter.moves, with
+-- when), a move made through another router put it there (this router's
+-- map was older: it learns the target's map), or no move of it to that
+-- shard is recorded on this router (it was there already: nothing to
+-- move, like ALTER TABLE ... SET TABLESPACE to the table's own).  A shard
+-- whose map still gives the partition to another shard (down at the end
+-- of the move: a WARNING then) is given the target's map now.  Other
+-- routers cannot be reached from here (routers are not registered
+-- anywhere); each learns the map from the shards on its next call of a
+-- moved tenant (55W01), or on its own wfrouter.move_partition.
+CREATE OR REPLACE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds', copy_wait interval DEFAULT '1 hour')
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    from_shard text;
+    mapped text;              -- the partition's shard in this router's map, before
+    o text;
+    runs integer;
+    prev record;
+    version bigint;
+    s text;
+    det text;
+BEGIN
+    PERFORM wfrouter._superuser('move_partition');
+    -- (a partition or a shard that does not exist, a bad wait: the body
+    -- refuses it)
+    IF EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
+       AND EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
+        mapped := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
+        FOR i IN 1..3 LOOP
+            from_shard := COALESCE(
+                (SELECT m.from_shard FROM wfrouter.moves m
+                 WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL),
+                (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p));
+            PERFORM wfrouter._move_lock(p, ARRAY[from_shard, to_shard],
+                pg_catalog.format('move %s %s>%s', p, from_shard, to_shard));
+            -- a move of this router under way: it goes on from where the shards are
+            EXIT WHEN EXISTS (SELECT 1 FROM wfrouter.moves m
+                              WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL);
+            o := wfrouter._remote_owner(from_shard, p);
+            EXIT WHEN o OPERATOR(pg_catalog.=) from_shard;
+            PERFORM wfrouter._move_unlock();
+            IF o IS NULL OR wfrouter._remote_owner(o, p) IS DISTINCT FROM o THEN
+                RAISE EXCEPTION 'partition % cannot be moved now: shard "%" gave it to shard "%", which has not taken it', p, from_shard, o
+                    USING ERRCODE = 'object_in_use',
+                          DETAIL = 'A move of the partition, made through another router, has not finished.',
+                          HINT = 'Finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move, on the router that made it (wfrouter.moves there).';
+            END IF;
+            -- another router moved it: this router learns the map of the
+            -- shard that owns it (a map that gives every partition to a
+            -- shard that took it), and moves from there
+            PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._learn_map(%L)::text', o));
+            IF i OPERATOR(pg_catalog.=) 3 THEN
+                RAISE EXCEPTION 'partition % cannot be moved now: it is on shard "%", not on shard "%" as this router''s map says', p, o, from_shard
+                    USING ERRCODE = 'object_in_use',
+                          HINT = 'Look at wfrouter.shard_map() on this router and wfshard.self on the shards.';
+            END IF;
+        END LOOP;
+        -- the target owns the partition (its own map says so, and its move
+        -- lock is held) and no move of this router is under way: done
+        IF from_shard OPERATOR(pg_catalog.=) to_shard
+           AND NOT EXISTS (SELECT 1 FROM wfrouter.moves m
+                           WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL) THEN
+            BEGIN
+                version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
+                -- a shard that missed the map of the move (down at its end)
+                FOR s IN SELECT x.shard FROM wfrouter.shards x
+                         WHERE x.shard OPERATOR(pg_catalog.<>) to_shard ORDER BY x.shard LOOP
+                    BEGIN
+                        IF wfrouter._remote_owner(s, p) IS DISTINCT FROM to_shard THEN
+                            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
+                                s, wfrouter._map_with(p, to_shard), version));
+                        END IF;
+                    EXCEPTION WHEN OTHERS THEN
+                        RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
+                    END;
+                END LOOP;
+            EXCEPTION WHEN OTHERS OR query_canceled THEN
+                PERFORM wfrouter._move_unlock();
+                RAISE;
+            END;
+            PERFORM wfrouter._move_unlock();
+            SELECT * INTO prev FROM wfrouter.moves m WHERE m.partition OPERATOR(pg_catalog.=) p
+            ORDER BY m.move_id DESC LIMIT 1;
+            IF mapped OPERATOR(pg_catalog.<>) to_shard THEN
+                det := pg_catalog.format('A move made through another router put it there: this router''s map gave it to shard "%s", '
+                    'and now gives it to shard "%s" as the shards do (map version %s).', mapped, to_shard, version);
+            ELSIF FOUND AND prev.to_shard OPERATOR(pg_catalog.=) to_shard AND prev.phase OPERATOR(pg_catalog.=) 'done' THEN
+                det := pg_catalog.format('Its move from shard "%s" finished at %s (move %s in wfrouter.moves, %s runs).',
+                    prev.from_shard, prev.finished, prev.move_id, COALESCE(prev.runs::text, 'no count of'));
+            ELSE
+                det := 'No move of it to that shard is recorded on this router (wfrouter.moves): it was there already.';
+            END IF;
+            RAISE NOTICE 'partition % is on shard "%" already, nothing to move', p, to_shard
+                USING DETAIL = det;
+            RETURN 0;
+        END IF;
+    END IF;
+    BEGIN
+        runs := wfrouter._move_partition(p, to_shard, wait, copy_wait);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM wfrouter._move_unlock();
+        RAISE;
+    END;
+    PERFORM wfrouter._move_unlock();
+    RETURN runs;
+END
+$$;
+COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval, interval) IS
+'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard on logical replication (the partition stays live while it is copied; it is refused only during the cut-over), and gives it the partition on the router and every shard; returns the number of runs moved. copy_wait bounds the copy; wait bounds the catch-up, how long the cut-over waits for the tenants'' open transactions, and how long a shard may be unreachable or the copy keep failing before the move stops. One move at a time per shard, whatever router makes it (a move of the source or target under way: 55006). Progress in wfrouter.moves; run again after any failure, or cancel with wfrouter.cancel_move. A partition the shards show on to_shard already (its move finished, also through another router) is left as it is: a NOTICE says so, and 0 is returned.';
+-- ==== end issue 30: a move run again after it finished is done ====

@@ -234,17 +234,28 @@ for my $victim ('target', 'source')
 	load_step() for 1 .. 10;
 	# A shard back within the move's wait does not end the move (a copy
 	# that polls an unreachable shard gives up only after wait): the move
-	# may have gone on to its end by itself, else it stopped and running
-	# it again finishes it.
-	if (r_sql("SELECT wfrouter.tenant_shard('$mt')") eq $dst)
+	# may have gone on to its end by itself, else it stopped with the
+	# error.  Either way it is run again, as after any failure: a move
+	# that finished is done (a NOTICE, 0 runs moved by the second call),
+	# else the second call finishes it.
+	my $by_itself = r_sql("SELECT phase FROM wfrouter.moves ORDER BY move_id DESC LIMIT 1") eq 'done';
+	note "the move through a crash of its $victim " . ($by_itself ? 'went on to its end by itself' : 'stopped: ' . ($m->{stderr} // ''));
+	if ($by_itself)
 	{
-		pass("the move through a crash of its $victim went on to its end by itself");
+		is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $dst, "the move through a crash of its $victim went on to its end by itself");
+		my ($rc, $out, $err) = $router->psql('wfengine_router', "SELECT 'moved:' || wfrouter.move_partition($p, '$dst')");
+		is("$rc $out", '0 moved:0', "... and run again it is done (moved:0)") or diag $err;
+		like($err, qr/NOTICE:  partition $p is on shard "$dst" already, nothing to move\nDETAIL:  Its move from shard "$src" finished at /,
+			'... with a NOTICE that names the finished move');
 	}
 	else
 	{
 		load_while_moving($dst);
 	}
 	is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $dst, "a move through a crash of its $victim is finished, by itself or by running it again");
+	is($shard{$dst}->safe_psql($db, "SELECT shard FROM wfshard.partitions WHERE partition = $p") . ' '
+		  . $shard{$src}->safe_psql($db, "SELECT shard FROM wfshard.partitions WHERE partition = $p"),
+		"$dst $dst", "... the maps of the target and the source give the partition to the target");
 }
 
 # a fourth shard and a rebalance onto it
