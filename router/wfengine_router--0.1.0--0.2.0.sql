@@ -1116,3 +1116,322 @@ $$;
 COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval, interval) IS
 'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard on logical replication (the partition stays live while it is copied; it is refused only during the cut-over), and gives it the partition on the router and every shard; returns the number of runs moved. copy_wait bounds the copy; wait bounds the catch-up, how long the cut-over waits for the tenants'' open transactions, and how long a shard may be unreachable or the copy keep failing before the move stops. One move at a time per shard, whatever router makes it (a move of the source or target under way: 55006). Progress in wfrouter.moves; run again after any failure, or cancel with wfrouter.cancel_move. A partition the shards show on to_shard already (its move finished, also through another router) is left as it is: a NOTICE says so, and 0 is returned.';
 -- ==== end issue 30: a move run again after it finished is done ====
+
+-- ==== issue 30: a shorter cut-over ====
+-- The statements of a move's cut-over (wf.move_out_cutover on the source,
+-- each poll of the source's slot for the target's WAL position, and
+-- wf.move_in_cutover on the target) each opened a dblink connection of
+-- their own: a backend started on the shard for each, inside the window
+-- in which the partition is refused.  They now go through one connection
+-- to each shard (wfrouter._cut_conn, named "wfrouter_move_cut:<shard>"),
+-- opened before the window; wfrouter._move_unlock, which every end of a
+-- move and of a cancellation runs, closes them with the lock connections.
+
+-- a connection of this session to shard for a move's cut-over (its name;
+-- opened unless open already)
+CREATE FUNCTION wfrouter._cut_conn(shard text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    conn text := 'wfrouter_move_cut:' OPERATOR(pg_catalog.||) shard;
+BEGIN
+    IF conn OPERATOR(pg_catalog.=) ANY (COALESCE(public.dblink_get_connections(), '{}')) THEN
+        BEGIN
+            PERFORM x.v FROM public.dblink(conn, 'SELECT 1') AS x(v integer);
+            RETURN conn;
+        EXCEPTION WHEN OTHERS THEN
+            -- (the shard restarted since: a new connection)
+            PERFORM public.dblink_disconnect(conn);
+        END;
+    END IF;
+    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
+    RETURN conn;
+END
+$$;
+
+-- ends this session's move locks and cut-over connections (closes them);
+-- returns how many
+CREATE OR REPLACE FUNCTION wfrouter._move_unlock()
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c text;
+    n integer := 0;
+BEGIN
+    FOR c IN SELECT x FROM pg_catalog.unnest(public.dblink_get_connections()) x
+             WHERE x OPERATOR(pg_catalog.~~) 'wfrouter\_move\_lock:%' OR x OPERATOR(pg_catalog.~~) 'wfrouter\_move\_cut:%' LOOP
+        BEGIN
+            PERFORM public.dblink_disconnect(c);
+        EXCEPTION WHEN OTHERS THEN
+            NULL;                   -- its shard went away: so did the lock
+        END;
+        n := n OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- the body of a move, its cut-over through wfrouter._cut_conn (the rest as
+-- the copy's deadline above wrote it)
+CREATE OR REPLACE FUNCTION wfrouter._move_partition(p integer, to_shard text, wait interval, copy_wait interval)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    from_shard text;
+    mv record;
+    id bigint;
+    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
+    st jsonb;
+    verified timestamptz;
+    t0 timestamptz;
+    deadline timestamptz;
+    lag bigint;
+    version bigint;
+    runs integer;
+    s text;
+    reached text;
+    src_conn text;
+    dst_conn text;
+    t1 timestamptz;           -- the source gave the partition away
+    t2 timestamptz;           -- the target reached its WAL position
+    polls integer := 0;
+BEGIN
+    PERFORM wfrouter._superuser('move_partition');
+    IF wait IS NULL OR wait OPERATOR(pg_catalog.<=) interval '0' OR copy_wait IS NULL OR copy_wait OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'wait and copy_wait of a move must be positive intervals, not % and %', wait, copy_wait
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p) THEN
+        RAISE EXCEPTION 'partition % is not in the router''s map', p
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
+        RAISE EXCEPTION 'shard "%" does not exist', to_shard
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Add it first: wfrouter.add_shard(name, connstr).';
+    END IF;
+    SELECT * INTO mv FROM wfrouter.moves m WHERE m.finished IS NULL ORDER BY m.move_id LIMIT 1;
+    IF FOUND AND mv.partition OPERATOR(pg_catalog.<>) p THEN
+        RAISE EXCEPTION 'partition % is being moved from shard "%" to shard "%"', mv.partition, mv.from_shard, mv.to_shard
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'One move at a time: finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
+    ELSIF FOUND THEN
+        IF mv.to_shard OPERATOR(pg_catalog.<>) to_shard THEN
+            RAISE EXCEPTION 'partition % is being moved to shard "%"', p, mv.to_shard
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Finish that move with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
+        END IF;
+        from_shard := mv.from_shard;
+        id := mv.move_id;
+    ELSE
+        from_shard := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
+        IF from_shard OPERATOR(pg_catalog.=) to_shard THEN
+            RAISE EXCEPTION 'partition % is on shard "%" already', p, to_shard
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        id := wfrouter._loopback(pg_catalog.format(
+            'INSERT INTO wfrouter.moves (partition, from_shard, to_shard, phase) VALUES (%s, %L, %L, ''copying'') RETURNING move_id',
+            p, from_shard, to_shard))::bigint;
+    END IF;
+
+    -- a cut-over of a router session that died may still wait on the
+    -- target, and commit later: it ends before the owners are looked at
+    PERFORM wfrouter._end_cutover(to_shard, p);
+    IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
+        IF wfrouter._remote_owner(from_shard, p) OPERATOR(pg_catalog.=) from_shard THEN
+            -- 1. the copy, while the partition stays live on the source
+            PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.move_out_begin(%s)', p));
+            IF wfrouter._remote(to_shard, pg_catalog.format(
+                   'SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription WHERE subname = %L', sub)) OPERATOR(pg_catalog.=) '0' THEN
+                PERFORM wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.move_in_begin(%s, %L::jsonb)', p,
+                    wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.partition_definitions(%s)', p))));
+                PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format(
+                    'CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (copy_data = true, synchronous_commit = on)',
+                    sub, (SELECT x.connstr FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) from_shard)
+                         OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text), sub));
+            END IF;
+            -- every table copied, or an error that says why not (issue 30:
+            -- this wait had no end)
+            lag := wfrouter._wait_copy(id, p, from_shard, to_shard, wait, copy_wait);
+            -- statistics of what the copy wrote, for the cut-over's statements
+            PERFORM wfrouter._remote_exec(to_shard, 'ANALYZE wf.runs, wf.tasks, wfshard.moved_runs');
+            -- every copied run verifies, online; then the runs changed
+            -- meanwhile, so that the cut-over verifies few; then the
+            -- target comes within 64 kB of the source, so that the
+            -- cut-over waits for little
+            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
+            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s)', p))::timestamptz;
+            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
+            -- the target reaches the source's WAL position of now, again
+            -- until that takes under 100 ms (a source that writes steadily
+            -- never shows a small lag: the position moves on meanwhile)
+            deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
+            FOR round IN 1..5 LOOP
+                reached := wfrouter._remote(from_shard, 'SELECT pg_catalog.pg_current_wal_lsn()::text');
+                t0 := pg_catalog.clock_timestamp();
+                LOOP
+                    EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
+                        'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
+                        reached, sub))::boolean
+                        OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
+                    PERFORM pg_catalog.pg_sleep(0.01);
+                END LOOP;
+                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', wfrouter._lag(from_shard, sub)));
+                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (t0 OPERATOR(pg_catalog.+) interval '100 milliseconds')
+                       OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
+            END LOOP;
+        END IF;
+        -- 2. the cut-over: the partition is refused from the source's lock
+        -- to the target's commit.  Its statements go through a connection
+        -- to each shard opened before (a new one per statement cost a
+        -- backend start each in the dark window, tens of ms on a loaded
+        -- machine, for the lock, every poll of the WAL position and the
+        -- target's commit); wfrouter._move_unlock closes them
+        src_conn := wfrouter._cut_conn(from_shard);
+        dst_conn := wfrouter._cut_conn(to_shard);
+        deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
+        LOOP
+            PERFORM wfrouter._note(id, 'cutting over');
+            t0 := pg_catalog.clock_timestamp();
+            SELECT x.v::jsonb INTO st FROM public.dblink(src_conn,
+                pg_catalog.format('SELECT wf.move_out_cutover(%s, %L, 500)', p, to_shard)) AS x(v text);
+            EXIT WHEN st OPERATOR(pg_catalog.?) 'lsn';
+            PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note',
+                'waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for')));
+            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
+                RAISE EXCEPTION 'cannot cut partition % over to shard "%": transactions of its tenants stay open on shard "%"',
+                    p, to_shard, from_shard
+                    USING ERRCODE = 'lock_not_available',
+                          DETAIL = 'Waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for') OPERATOR(pg_catalog.||) '.',
+                          HINT = 'The partition stays live on the source and keeps streaming to the target: end those transactions and run wfrouter.move_partition again, or wfrouter.cancel_move.';
+            END IF;
+            -- not refused between tries
+            PERFORM pg_catalog.pg_sleep(0.5);
+        END LOOP;
+        IF verified IS NULL THEN
+            verified := '-infinity';
+        END IF;
+        -- the target reaches the source's WAL position
+        t1 := pg_catalog.clock_timestamp();
+        LOOP
+            polls := polls OPERATOR(pg_catalog.+) 1;
+            EXIT WHEN (SELECT x.v FROM public.dblink(src_conn, pg_catalog.format(
+                'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
+                st OPERATOR(pg_catalog.->>) 'lsn', sub)) AS x(v boolean));
+            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
+                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
+                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
+                RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
+                    USING ERRCODE = 'object_not_in_prerequisite_state',
+                          HINT = 'The partition is live on the source again; look at the subscription on the target (pg_stat_subscription) and move again.';
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.002);
+        END LOOP;
+        t2 := pg_catalog.clock_timestamp();
+        BEGIN
+            PERFORM x.v FROM public.dblink(dst_conn, pg_catalog.format('SELECT wf.move_in_cutover(%s, %L::jsonb, %L)', p, st, verified)) AS x(v text);
+        EXCEPTION WHEN OTHERS THEN
+            -- the source takes it back: it has every row; unless the
+            -- target took it (its cut-over may have gone on after the
+            -- error reached this session: it ends first)
+            PERFORM wfrouter._end_cutover(to_shard, p);
+            IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
+                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
+            END IF;
+            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) SQLERRM));
+            RAISE;
+        END;
+        -- where the dark window went, in the note
+        PERFORM wfrouter._note(id, 'cleaning up', pg_catalog.jsonb_build_object('dark_ms',
+            EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t0) OPERATOR(pg_catalog.*) 1000,
+            'note', pg_catalog.format('cut-over: the source gave the partition away in %s ms, the target reached its WAL position in %s ms (%s polls), took the partition in %s ms',
+                pg_catalog.round(EXTRACT(epoch FROM t1 OPERATOR(pg_catalog.-) t0)::numeric OPERATOR(pg_catalog.*) 1000),
+                pg_catalog.round(EXTRACT(epoch FROM t2 OPERATOR(pg_catalog.-) t1)::numeric OPERATOR(pg_catalog.*) 1000), polls,
+                pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t2)::numeric OPERATOR(pg_catalog.*) 1000))));
+    END IF;
+
+    -- 3. the router's map, at once for every session; then what is left
+    version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
+    PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._apply_map(%L, %s)::text', wfrouter._map_with(p, to_shard), version));
+    PERFORM wfrouter._note(id, 'cleaning up');
+    PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
+    PERFORM wfrouter._remote_exec(from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
+    PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
+    runs := wfrouter._remote(to_shard, pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.runs r '
+        'WHERE pg_catalog.hashtext(r.tenant_id) & %s = %s', pg_catalog.cardinality(wfrouter._map()) OPERATOR(pg_catalog.-) 1, p))::integer;
+    -- the other shards learn the map (they refuse the partition either way)
+    FOR s IN SELECT x.shard FROM wfrouter.shards x
+             WHERE x.shard OPERATOR(pg_catalog.<>) ALL (ARRAY[from_shard, to_shard]) ORDER BY x.shard LOOP
+        BEGIN
+            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
+                s, wfrouter._map_with(p, to_shard), version));
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
+        END;
+    END LOOP;
+    PERFORM wfrouter._note(id, 'done', pg_catalog.jsonb_build_object('runs', runs));
+    RETURN runs;
+END
+$$;
+
+REVOKE ALL ON FUNCTION wfrouter._cut_conn(text) FROM PUBLIC;
+-- ==== end issue 30: a shorter cut-over ====
+
+-- ==== issue 30: a call refused by the shard a move has just left ====
+-- A call routed with the map of before a move's cut-over, refused by the
+-- source (55W01) once the target had taken the partition, was answered
+-- with 40001 "tenant ... is moving to another shard" when this router's
+-- map changed meanwhile (the move's own map flip, or another session that
+-- learned it first): wfrouter._retry learned the map from the shard the
+-- new map names (not newer than the router's: nothing learned), and gave
+-- up.  The call was refused after the cut-over had ended, which made the
+-- span a client saw longer than the move's dark window.  Now a map of
+-- this router that no longer sends the tenant to the shard that refused
+-- (named in the message) is taken as learned: the call is made once more,
+-- on the shard the map names now (else the map is learned as before).
+CREATE OR REPLACE FUNCTION wfrouter._retry(tries integer, st text, msg text, det text, hnt text)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tenant text := wfrouter.current_tenant();
+    shard text := wfrouter.tenant_shard(tenant);
+    refused_by text;
+BEGIN
+    IF st OPERATOR(pg_catalog.=) '55W01' THEN
+        -- (wfengine's message: tenant "<t>" does not live on shard "<s>")
+        refused_by := pg_catalog.substring(msg, 'does not live on shard "([^"]*)"');
+        IF tries OPERATOR(pg_catalog.=) 0
+           AND (shard IS DISTINCT FROM COALESCE(refused_by, shard)
+                OR wfrouter._learn_map(shard)) THEN
+            RETURN tries OPERATOR(pg_catalog.+) 1;
+        END IF;
+        RAISE EXCEPTION 'tenant "%" is moving to another shard', tenant
+            USING ERRCODE = 'serialization_failure',
+                  DETAIL = msg OPERATOR(pg_catalog.||) COALESCE(' ' OPERATOR(pg_catalog.||) det, ''),
+                  HINT = 'Retry the call: a partition is refused only during the cut-over of its move, well under a second.';
+    END IF;
+    IF msg OPERATOR(pg_catalog.~*) '(could not connect|connection to server|PQconnectPoll|server closed the connection|terminating connection|Connection refused|No such file or directory|timeout expired|could not send|could not receive|connection not open|SSL SYSCALL)' THEN
+        RAISE EXCEPTION 'shard "%" of tenant "%" cannot be reached', shard, tenant
+            USING ERRCODE = 'connection_failure',
+                  DETAIL = msg,
+                  HINT = 'Retry the call: the shard may be failing over; the router connects again on the next call.';
+    END IF;
+    IF det IS NOT NULL AND det OPERATOR(pg_catalog.<>) '' AND hnt IS NOT NULL AND hnt OPERATOR(pg_catalog.<>) '' THEN
+        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, DETAIL = det, HINT = hnt;
+    ELSIF det IS NOT NULL AND det OPERATOR(pg_catalog.<>) '' THEN
+        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, DETAIL = det;
+    ELSIF hnt IS NOT NULL AND hnt OPERATOR(pg_catalog.<>) '' THEN
+        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, HINT = hnt;
+    END IF;
+    RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st;
+END
+$$;
+-- ==== end issue 30: a call refused by the shard a move has just left ====

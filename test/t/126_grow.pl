@@ -258,6 +258,13 @@ for my $victim ('target', 'source')
 		"$dst $dst", "... the maps of the target and the source give the partition to the target");
 }
 
+# a call refused by the shard its route named (55W01), when the router's
+# map names another shard by the time the refusal comes back (the move's
+# map flip, or another session that learned the map): made once more, not
+# refused with 40001 (the map is not newer on any shard)
+is(via_router($mt, q{SELECT wfrouter._retry(0, '55W01', 'tenant "} . $mt . q{" does not live on shard "s9"', NULL, NULL)}), '1',
+	'a refusal from a shard the router\'s map no longer names is tried again');
+
 # a fourth shard and a rebalance onto it
 my $s4connstr = sprintf('host=%s port=%d dbname=%s', $s4->host, $s4->port, $db);
 is(r_sql("SELECT wfrouter.add_shard('s4', '$s4connstr')"), '4', 'wfrouter.add_shard: s4 takes id block 4');
