@@ -22,7 +22,14 @@
 #       server that accepts connections and answers none): the move ends
 #       within wait plus the router's connect timeout (10 s) with 08006; the
 #       target thawed, the move run again finishes.
-# Each error names the partition and the shard and hints at
+#   (e) the table synchronisation of wf.signals, copied (state 'f') and
+#       waiting for the apply worker (held by a lock on wf.runs, which the
+#       load writes), loses its replication slot on the source (dropped):
+#       it can never go on.  The move restarts its copy and finishes by
+#       itself, its note saying so.  Without the restart (router before
+#       it) the move waits for copy_wait (1 hour): it does not end within
+#       this test's 90 s.
+# In (a) to (d) each error names the partition and the shard and hints at
 # wfrouter.move_partition and wfrouter.cancel_move; the move stays under way
 # (wfrouter.moves) with the partition on its source.  After each case the
 # partition is served by exactly one shard (the other refuses with 55W01,
@@ -342,6 +349,48 @@ my ($dst) = grep { $_ ne $src } @names;
 	$h->query_safe('COMMIT');
 	$h->quit;
 	resume($label, $dst);
+	check($dst, $label);
+}
+
+# (e) a table synchronisation whose slot is gone from the source (the
+# source crashed while the target dropped it, or it was dropped by hand):
+# the table stays in state 'f' and its synchronisation fails for ever
+# ("replication slot ... does not exist", not counted in
+# pg_stat_subscription_stats); the move restarts its copy by itself and
+# finishes
+($src, $dst) = ($dst, $src);
+{
+	my $label = '(e) a table synchronisation whose slot is gone';
+	# wf.signals (which the load does not write) held in 'd' while the
+	# other tables are copied
+	my $ha = hold_copy($shard{$dst}, 'wf.signals', 0);
+	my $m = start_bg("SELECT 'moved:' || wfrouter.move_partition($p, '$dst', '$wait seconds')");
+	wait_for('every other table copied', sub {
+		r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL AND phase = 'copying' AND tables_total = tables_copied + 1") eq '1'
+		  && copy_held($shard{$dst}, 'wf.signals') });
+	# the apply worker held (wf.runs, which the load writes, locked): the
+	# synchronisation of wf.signals, once copied, waits for it in state 'f'
+	my $hb = $shard{$dst}->background_psql($db, on_error_stop => 0);
+	$hb->query_safe('BEGIN; LOCK TABLE wf.runs IN SHARE MODE');
+	wait_for('the apply worker held', sub {
+		$shard{$dst}->safe_psql($db, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'logical replication worker' AND wait_event_type = 'Lock'") eq '2' });
+	$ha->query_safe('COMMIT');
+	$ha->quit;
+	wait_for('wf.signals copied', sub {
+		$shard{$dst}->safe_psql($db, "SELECT count(*) FROM pg_subscription_rel WHERE srrelid = 'wf.signals'::regclass AND srsubstate = 'f'") eq '1' });
+	# its slot (pg_<subscription oid>_sync_<table oid>_<target's system id>) dropped on the source
+	my $slot = $shard{$dst}->safe_psql($db, "SELECT format('pg_%s_sync_%s_%s', s.oid, 'wf.signals'::regclass::oid, (pg_control_system()).system_identifier) FROM pg_subscription s WHERE s.subname = 'wf_move_$p'");
+	is($shard{$src}->safe_psql($db, "SELECT count(pg_terminate_backend(active_pid, 5000)) FROM pg_replication_slots WHERE slot_name = '$slot' AND active_pid IS NOT NULL;
+SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE slot_name = '$slot'"), "0\n1", "$label: the slot $slot dropped on $src");
+	$hb->query_safe('COMMIT');
+	$hb->quit;
+	my $t0 = time;
+	my ($o, $e, $ended) = end_bg($m, 90);
+	like($o, qr/moved:\d+/, sprintf('%s: the move finishes by itself (%.1f s after the slot went)', $label, time - $t0)) or diag $e;
+	ok($shard{$dst}->log_contains(qr/replication slot "$slot" does not exist/), "$label: the target's log has the error of its table synchronisation");
+	like(r_sql("SELECT note FROM wfrouter.moves ORDER BY move_id DESC LIMIT 1"),
+		qr/the copy was restarted 1 time: the synchronisation of table wf\.signals \(copied\) on shard "$dst" cannot go on: its replication slot "$slot" is gone from shard "$src"/,
+		"$label: wfrouter.moves notes the copy restarted, and why") or diag r_sql("SELECT m::text FROM wfrouter.moves m ORDER BY move_id DESC LIMIT 1");
 	check($dst, $label);
 }
 
