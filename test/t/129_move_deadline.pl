@@ -337,6 +337,22 @@ my ($dst) = grep { $_ ne $src } @names;
 	my $h = hold_copy($shard{$dst}, 'wf.signals', 0);
 	my $m = start_bg("SELECT 'moved:' || wfrouter.move_partition($p, '$dst', '$wait seconds')");
 	wait_for('the copy held', sub { copy_held($shard{$dst}, 'wf.signals') });
+	# frozen just after the mover has begun one of its 0.5 s sleeps between
+	# polls of the copy: a statement of the router in flight on the target
+	# at the freeze would wait for ever, since dblink waits for a query's
+	# answer uninterruptibly on PostgreSQL 15 and a Unix socket has no
+	# keepalive (docs/scale-out.md; TCP connections with keepalives or
+	# tcp_user_timeout in the shard's connection string end such a wait)
+	my $mover_q = q{SELECT coalesce(max(wait_event), '-') FROM pg_stat_activity
+	                WHERE query LIKE '%wfrouter.move_partition(%' AND pid <> pg_backend_pid()};
+	my $was = r_sql($mover_q);
+	my $t_sleep = time;
+	while (time - $t_sleep < 30)
+	{
+		my $now = r_sql($mover_q);
+		last if $now eq 'PgSleep' && $was ne 'PgSleep';
+		$was = $now;
+	}
 	@frozen = server_pids($shard{$dst});
 	kill('STOP', @frozen);
 	my $t0 = time;
