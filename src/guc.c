@@ -50,6 +50,7 @@ int			wf_decide_failure_limit = 10;
 int			wf_decide_failure_window = 60;
 bool		wf_enabled = true;
 int			wf_launcher_naptime = 30;
+int			wf_metrics_databases = 64;
 int			wf_max_claim_batch = 1000;
 int			wf_max_definition_size = 64 * 1024;
 int			wf_max_payload_size = 256 * 1024;
@@ -127,6 +128,14 @@ WfGucInit(void)
 							&wf_launcher_naptime,
 							30, 1, 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wfengine.metrics_databases",
+							gettext_noop("Sets how many databases the engine counters are kept for at once."),
+							gettext_noop("An entry is taken by a database the first time it counts and given back once the database is dropped. Range 1 to 4096; takes effect at server start."),
+							&wf_metrics_databases,
+							64, 1, 4096,
+							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("wfengine.max_claim_batch",

@@ -22,6 +22,7 @@ extern int	wf_decide_failure_limit;
 extern int	wf_decide_failure_window;
 extern bool wf_enabled;
 extern int	wf_launcher_naptime;
+extern int	wf_metrics_databases;
 extern int	wf_max_claim_batch;
 extern int	wf_max_definition_size;
 extern int	wf_max_payload_size;

@@ -76,6 +76,7 @@
 
 #include "guc.h"
 #include "launcher.h"
+#include "metrics.h"
 #include "notify.h"
 #include "shmem.h"
 
@@ -254,11 +255,16 @@ launcher_database_list(void)
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tup;
+	TimestampTz read_at;
+	Oid		   *live;
+	int			nlive = 0,
+				maxlive = 64;
 
 	names = launcher_wanted_names(&filter);
-	if (filter && names == NIL)
-		return NIL;
 
+	/* every database, for the metrics entries of dropped ones (below) */
+	live = palloc(maxlive * sizeof(Oid));
+	read_at = GetCurrentTimestamp();
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	(void) GetTransactionSnapshot();
@@ -271,6 +277,14 @@ launcher_database_list(void)
 		MemoryContext oldcxt;
 		WfDbEntry  *entry;
 
+		if (nlive == maxlive)
+		{
+			maxlive *= 2;
+			live = repalloc(live, maxlive * sizeof(Oid));
+		}
+		live[nlive++] = db->oid;
+		if (filter && names == NIL)
+			continue;			/* wfengine.databases names none */
 		if (db->datistemplate || !db->datallowconn)
 			continue;
 #ifdef DATCONNLIMIT_INVALID_DB
@@ -306,6 +320,8 @@ launcher_database_list(void)
 
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(resultcxt);
+	WfMetricsForgetDropped(live, nlive, read_at);
+	pfree(live);
 	return result;
 }
 

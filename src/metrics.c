@@ -27,11 +27,14 @@
  * in a backend the first time it counts, so sessions that never use the
  * engine pay nothing.
  *
- * Per database.  The shared struct holds WF_METRICS_DBS entries, one per
- * database that counted something, claimed under a spinlock the first
- * time; a backend remembers its entry.  When every entry is taken a
- * further database counts nothing (metrics_dropped_databases says how
- * many such commits there were).  The entries hold no tenant: they are
+ * Per database.  The shared struct holds wfengine.metrics_databases
+ * entries, one per database that counted something, claimed under a
+ * spinlock the first time; a backend remembers its entry.  When every
+ * entry is taken a further database counts nothing
+ * (metrics_dropped_databases says how many such commits there were).  The
+ * launcher gives back the entries of dropped databases after each read of
+ * pg_database (WfMetricsForgetDropped): only an entry claimed before that
+ * read began, so that a database created meanwhile keeps its own.  The entries hold no tenant: they are
  * aggregates of every tenant of the database, which is why the SQL
  * functions are granted to pg_monitor only (see the install script).
  *
@@ -79,6 +82,7 @@
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
+#include "guc.h"
 #include "metrics.h"
 
 PG_FUNCTION_INFO_V1(wfengine_engine_counters);
@@ -86,7 +90,6 @@ PG_FUNCTION_INFO_V1(wfengine_timer_lag_histogram);
 PG_FUNCTION_INFO_V1(wfengine_claim_latency_histogram);
 
 /* how many databases keep counters */
-#define WF_METRICS_DBS 64
 
 /* histogram buckets: upper bounds in microseconds, the last is +Inf */
 #define WF_HIST_BUCKETS 17
@@ -132,7 +135,8 @@ typedef struct WfMetricsValues
 /* one database's entry in shared memory */
 typedef struct WfMetricsDb
 {
-	Oid			dboid;			/* InvalidOid when free; set once, under lock */
+	Oid			dboid;			/* InvalidOid when free; set under lock */
+	TimestampTz claimed_at;		/* when dboid was set (0: read from the file) */
 	pg_atomic_uint64 counters[WF_COUNTER_COUNT];
 	pg_atomic_uint64 buckets[WF_HIST_COUNT][WF_HIST_BUCKETS];
 	pg_atomic_uint64 sum_us[WF_HIST_COUNT];
@@ -143,7 +147,8 @@ typedef struct WfMetricsShared
 	slock_t		lock;			/* protects the assignment of dboid */
 	pg_atomic_uint64 dropped;	/* commits of databases that found no entry */
 	pg_atomic_uint64 woken_at[WF_QUEUE_WAIT_BUCKETS];	/* TimestampTz */
-	WfMetricsDb db[WF_METRICS_DBS];
+	int			ndb;			/* entries: wfengine.metrics_databases at start */
+	WfMetricsDb db[FLEXIBLE_ARRAY_MEMBER];
 } WfMetricsShared;
 
 /* the header of the file */
@@ -185,7 +190,8 @@ static void metrics_subxact_callback(SubXactEvent event, SubTransactionId mySubi
 Size
 WfMetricsShmemSize(void)
 {
-	return MAXALIGN(sizeof(WfMetricsShared));
+	return MAXALIGN(add_size(offsetof(WfMetricsShared, db),
+							 mul_size(wf_metrics_databases, sizeof(WfMetricsDb))));
 }
 
 /*
@@ -201,18 +207,20 @@ WfMetricsShmemStartup(void)
 				j,
 				k;
 
-	metrics = ShmemInitStruct("wfengine metrics", sizeof(WfMetricsShared), &found);
+	metrics = ShmemInitStruct("wfengine metrics", WfMetricsShmemSize(), &found);
 	if (!found)
 	{
 		SpinLockInit(&metrics->lock);
 		pg_atomic_init_u64(&metrics->dropped, 0);
 		for (i = 0; i < WF_QUEUE_WAIT_BUCKETS; i++)
 			pg_atomic_init_u64(&metrics->woken_at[i], 0);
-		for (i = 0; i < WF_METRICS_DBS; i++)
+		metrics->ndb = wf_metrics_databases;
+		for (i = 0; i < metrics->ndb; i++)
 		{
 			WfMetricsDb *d = &metrics->db[i];
 
 			d->dboid = InvalidOid;
+			d->claimed_at = 0;
 			for (j = 0; j < WF_COUNTER_COUNT; j++)
 				pg_atomic_init_u64(&d->counters[j], 0);
 			for (j = 0; j < WF_HIST_COUNT; j++)
@@ -262,14 +270,15 @@ metrics_load(void)
 	}
 	if (fread(&h, sizeof(h), 1, f) != 1 || h.magic != WF_METRICS_MAGIC ||
 		h.ncounters != WF_COUNTER_COUNT || h.nhist != WF_HIST_COUNT ||
-		h.nbuckets != WF_HIST_BUCKETS || h.nentries > WF_METRICS_DBS)
+		h.nbuckets != WF_HIST_BUCKETS)
 	{
 		ereport(LOG,
 				(errmsg("ignoring wfengine metrics file \"%s\" of another layout",
 						WF_METRICS_FILE)));
 		goto done;
 	}
-	for (i = 0; i < h.nentries; i++)
+	/* fewer entries since (wfengine.metrics_databases lowered): the first */
+	for (i = 0; i < h.nentries && i < (uint32) metrics->ndb; i++)
 	{
 		Oid			dboid;
 		WfMetricsValues v;
@@ -339,12 +348,12 @@ metrics_shutdown(int code, Datum arg)
 	h.ncounters = WF_COUNTER_COUNT;
 	h.nhist = WF_HIST_COUNT;
 	h.nbuckets = WF_HIST_BUCKETS;
-	for (i = 0; i < WF_METRICS_DBS; i++)
+	for (i = 0; i < metrics->ndb; i++)
 		if (metrics->db[i].dboid != InvalidOid)
 			h.nentries++;
 	if (fwrite(&h, sizeof(h), 1, f) != 1)
 		goto error;
-	for (i = 0; i < WF_METRICS_DBS; i++)
+	for (i = 0; i < metrics->ndb; i++)
 	{
 		WfMetricsValues v;
 
@@ -381,13 +390,15 @@ database_entry(void)
 {
 	int			i;
 	WfMetricsDb *free_entry = NULL;
+	TimestampTz now;
 
 	if (my_db != NULL)
 		return my_db;
 	if (metrics == NULL || !OidIsValid(MyDatabaseId))
 		return NULL;
+	now = GetCurrentTimestamp();
 	SpinLockAcquire(&metrics->lock);
-	for (i = 0; i < WF_METRICS_DBS; i++)
+	for (i = 0; i < metrics->ndb; i++)
 	{
 		if (metrics->db[i].dboid == MyDatabaseId)
 		{
@@ -400,10 +411,62 @@ database_entry(void)
 	if (my_db == NULL && free_entry != NULL)
 	{
 		free_entry->dboid = MyDatabaseId;
+		free_entry->claimed_at = now;
 		my_db = free_entry;
 	}
 	SpinLockRelease(&metrics->lock);
 	return my_db;
+}
+
+/*
+ * WfMetricsForgetDropped gives back the entries of databases that no
+ * longer exist.  live[0 .. nlive - 1] are the oids of every database of
+ * pg_database as read by a transaction that began at read_at; an entry
+ * whose database is not among them and that was claimed before read_at
+ * belonged to a dropped database (DROP DATABASE ends every session of it
+ * first, so no backend counts into it any more).  Its counts are cleared,
+ * then the entry is freed under the lock for the next database to claim.
+ * An entry claimed after read_at is left alone: its database may have
+ * been created after the read.  Called by the launcher; nothing else
+ * frees entries.
+ */
+void
+WfMetricsForgetDropped(const Oid *live, int nlive, TimestampTz read_at)
+{
+	int			i;
+
+	if (metrics == NULL)
+		return;
+	for (i = 0; i < metrics->ndb; i++)
+	{
+		WfMetricsDb *d = &metrics->db[i];
+		Oid			dboid = d->dboid;
+		bool		found = false;
+		int			j,
+					k;
+
+		if (!OidIsValid(dboid) || d->claimed_at >= read_at)
+			continue;
+		for (j = 0; j < nlive && !found; j++)
+			found = (live[j] == dboid);
+		if (found)
+			continue;
+		for (j = 0; j < WF_COUNTER_COUNT; j++)
+			pg_atomic_write_u64(&d->counters[j], 0);
+		for (j = 0; j < WF_HIST_COUNT; j++)
+		{
+			pg_atomic_write_u64(&d->sum_us[j], 0);
+			for (k = 0; k < WF_HIST_BUCKETS; k++)
+				pg_atomic_write_u64(&d->buckets[j][k], 0);
+		}
+		SpinLockAcquire(&metrics->lock);
+		if (d->dboid == dboid && d->claimed_at < read_at)
+		{
+			d->dboid = InvalidOid;
+			d->claimed_at = 0;
+		}
+		SpinLockRelease(&metrics->lock);
+	}
 }
 
 /*
@@ -641,7 +704,7 @@ this_database(WfMetricsValues *v)
 	int			i;
 
 	memset(v, 0, sizeof(WfMetricsValues));
-	for (i = 0; i < WF_METRICS_DBS; i++)
+	for (i = 0; i < metrics->ndb; i++)
 		if (metrics->db[i].dboid == MyDatabaseId)
 		{
 			read_values(&metrics->db[i], v);

@@ -59,5 +59,6 @@ extern void WfObserve(WfHistogram h, TimestampTz from, TimestampTz to);
 /* claim wake-ups: when a commit woke wait bucket b (notify.c, claim.c) */
 extern void WfMetricsNoteWake(uint32 bucket, TimestampTz at);
 extern TimestampTz WfMetricsWokenAt(uint32 bucket);
+extern void WfMetricsForgetDropped(const Oid *live, int nlive, TimestampTz read_at);
 
 #endif							/* WF_METRICS_H */

@@ -17,6 +17,9 @@
 #     wfengine metric the dashboard uses, with the values of the views and
 #     counters for both tenants, no run's input, and reports no failed
 #     query.
+#  4. With wfengine.metrics_databases = 2, a third database counts
+#     nothing until one of the others is dropped: the launcher gives the
+#     dropped database's entry back and the third one takes it.
 
 use strict;
 use warnings;
@@ -218,6 +221,45 @@ SELECT wf.start_run('sl');});
 	like($body, qr/^pg_exporter_user_queries_load_error\{[^}\n]*\} 0$/m, 'the queries file loads');
 	like($body, qr/^pg_exporter_last_scrape_error 0$/m, 'no query failed');
 }
+
+# ---------------------------------------------------------------------
+# 4. the entries of dropped databases are given back
+# ---------------------------------------------------------------------
+# two entries (wfengine.metrics_databases): postgres takes one, d1 the
+# other; d2 finds none and counts nothing; once d1 is dropped the launcher
+# gives its entry back at its next read of pg_database and d2 counts.
+# (An immediate stop first: the counters and their entries start empty.)
+$node->append_conf('postgresql.conf', "wfengine.metrics_databases = 2\n");
+$node->stop('immediate');
+$node->start;
+is($node->safe_psql('postgres', 'SHOW wfengine.metrics_databases'), '2', 'wfengine.metrics_databases is 2');
+$node->safe_psql('postgres', "SELECT wf.start_run('m')");
+for my $d (qw(d1 d2))
+{
+	$node->safe_psql('postgres', "CREATE DATABASE $d");
+	$node->safe_psql($d, q{CREATE EXTENSION wfengine;
+SELECT wf.publish_definition('m', '{"steps": [{"name": "a", "queue": "mq"}]}')});
+	$node->safe_psql($d, "SELECT wf.start_run('m')");
+}
+my $counts = sub {
+	my ($d) = @_;
+	return $node->safe_psql($d, q{SELECT string_agg(name || '=' || value, ',' ORDER BY name) FROM wf.engine_counters()
+	  WHERE name IN ('runs_started', 'metrics_dropped_databases')});
+};
+like($counts->('d1'), qr/runs_started=1$/, 'd1 takes the second entry and counts');
+like($counts->('d2'), qr/^metrics_dropped_databases=[1-9]\d*,runs_started=0$/,
+	'd2 finds no entry: it counts nothing, and the commits it could not count are counted');
+$node->safe_psql('postgres', 'DROP DATABASE d1 WITH (FORCE)');
+$node->safe_psql('postgres', 'SELECT wf._wake_launcher()');
+my $ok = 0;
+for (1 .. 100)
+{
+	$node->safe_psql('d2', "SELECT wf.start_run('m')");
+	if ($counts->('d2') =~ /runs_started=[1-9]/) { $ok = 1; last; }
+	usleep(200_000);
+}
+ok($ok, 'once d1 is dropped the launcher gives its entry back, and d2 counts with it');
+like($counts->('postgres'), qr/runs_started=1$/, 'the entry of postgres is kept, its counts unchanged');
 
 $node->stop;
 done_testing();
