@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "duration.h"
@@ -130,13 +131,19 @@ WfGucInit(void)
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
-	DefineCustomIntVariable("wfengine.metrics_databases",
-							gettext_noop("Sets how many databases the engine counters are kept for at once."),
-							gettext_noop("An entry is taken by a database the first time it counts and given back once the database is dropped. Range 1 to 4096; takes effect at server start."),
-							&wf_metrics_databases,
-							64, 1, 4096,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
+	/*
+	 * Sizes shared memory, so it exists only when the library is preloaded
+	 * (a PGC_POSTMASTER variable cannot be created later, and without
+	 * preload there are no counters to size).
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("wfengine.metrics_databases",
+								gettext_noop("Sets how many databases the engine counters are kept for at once."),
+								gettext_noop("An entry is taken by a database the first time it counts and given back once the database is dropped. Range 1 to 4096; takes effect at server start."),
+								&wf_metrics_databases,
+								64, 1, 4096,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
 
 	DefineCustomIntVariable("wfengine.max_claim_batch",
 							gettext_noop("Sets the largest number of tasks one claim may return."),
