@@ -316,6 +316,17 @@ sub crash_case
 		{
 			like($ao, qr/moved:\d+/, "$label: wfrouter.move_partition again finishes the move") or diag $ae;
 		}
+		elsif ($ae =~ /55000: partition $p has cut over to shard "$dst" already/)
+		{
+			# the target's part of the cut-over was under way (waiting at the
+			# lock above, the catch-up having ended first) and committed once
+			# the lock went: the move cannot be undone, and the router says
+			# so; as its hint says, the move is finished by running it again
+			like($ae, qr/HINT:  Finish the move with wfrouter.move_partition/,
+				"$label: wfrouter.cancel_move refuses a move that has cut over, saying how to finish it");
+			my ($fo, $fe) = end_bg(start_bg("SELECT 'moved:' || wfrouter.move_partition($p, '$dst')"), 'the finishing move');
+			like($fo, qr/moved:\d+/, "$label: ... and wfrouter.move_partition again finishes it") or diag $fe;
+		}
 		else
 		{
 			like($ao, qr/cancel:partition $p stays on shard "$src"/, "$label: wfrouter.cancel_move undoes the move") or diag $ae;
