@@ -383,7 +383,10 @@ error:
 
 /*
  * database_entry returns this database's entry, claiming a free one the
- * first time; NULL when every entry belongs to another database.
+ * first time; NULL when every entry belongs to another database.  A
+ * session that found none looks again only a second later: a count is on
+ * the hot path of every transition, and the entries stay full until the
+ * launcher gives back those of dropped databases (its naptime).
  */
 static WfMetricsDb *
 database_entry(void)
@@ -391,12 +394,15 @@ database_entry(void)
 	int			i;
 	WfMetricsDb *free_entry = NULL;
 	TimestampTz now;
+	static TimestampTz none_until = 0;
 
 	if (my_db != NULL)
 		return my_db;
 	if (metrics == NULL || !OidIsValid(MyDatabaseId))
 		return NULL;
 	now = GetCurrentTimestamp();
+	if (now < none_until)
+		return NULL;
 	SpinLockAcquire(&metrics->lock);
 	for (i = 0; i < metrics->ndb; i++)
 	{
@@ -415,6 +421,8 @@ database_entry(void)
 		my_db = free_entry;
 	}
 	SpinLockRelease(&metrics->lock);
+	if (my_db == NULL)
+		none_until = TimestampTzPlusMilliseconds(now, 1000);
 	return my_db;
 }
 
