@@ -2018,3 +2018,278 @@ $$;
 
 REVOKE ALL ON FUNCTION wfrouter._copy_begin(integer, text, text), wfrouter._copy_drop(integer, text, text) FROM PUBLIC;
 -- ==== end issue 30: a table synchronisation whose slot is gone restarts the copy ====
+
+-- ==== issue 30 (i30b): a poll of the copy waits at most 10 s for its answer ====
+-- The copy's polls (wfrouter._wait_copy) sent their statements with
+-- dblink(connstr, sql), which waits for the answer with no end and cannot
+-- be cancelled (PostgreSQL 15's dblink waits in libpq, not in a latch): a
+-- target or source frozen (SIGSTOP, a hung host) while a poll's statement
+-- was on its way kept the move waiting for ever.  connect_timeout bounded
+-- only the connection.  That window was not narrow: a poll is two
+-- connections and two statements, and between polls the move sleeps only
+-- 0.1 s, so on a loaded machine the move spends most of its time in them
+-- (TAP 129_move_deadline (d), the target frozen during the copy: "the
+-- move did not end in 90 s" in two make test runs, whose load made the
+-- test's timing of the freeze into a 0.1 s sleep miss).  Now each poll
+-- sends its statement without waiting (dblink_send_query) on a connection
+-- of its own, and looks for the answer every 5 ms (pg_sleep: a
+-- cancellation of the move is served meanwhile); with no answer within
+-- 10 s the connection is closed and the poll fails with 08006, as one
+-- whose connection timed out: the shard cannot be reached, and after
+-- wait without a successful poll the move stops with 08006 (so at most
+-- max(wait, 10 s) plus one poll after the freeze).
+
+-- opens connection conn of this session to shard (closed first if open)
+-- and sends it sql, then waits for the answer at most 10 s: past that,
+-- closes conn and fails with 08006 naming the shard.  The caller reads
+-- the answer with dblink_get_result(conn), then closes conn
+-- (wfrouter._poll_close).
+CREATE FUNCTION wfrouter._poll_send(conn text, shard text, sql text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz;
+BEGIN
+    PERFORM wfrouter._poll_close(conn);
+    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
+    deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) interval '10 seconds';
+    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
+        PERFORM wfrouter._poll_close(conn);
+        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
+            USING ERRCODE = 'connection_failure';
+    END IF;
+    WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
+        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline THEN
+            PERFORM wfrouter._poll_close(conn);
+            RAISE EXCEPTION 'shard "%" did not answer a statement of the move within 10 s', shard
+                USING ERRCODE = 'connection_failure';
+        END IF;
+        PERFORM pg_catalog.pg_sleep(0.005);
+    END LOOP;
+END
+$$;
+
+-- closes connection conn of this session, if open (a shard that went
+-- away: closed all the same)
+CREATE FUNCTION wfrouter._poll_close(conn text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF conn OPERATOR(pg_catalog.=) ANY (COALESCE(public.dblink_get_connections(), '{}')) THEN
+        PERFORM public.dblink_disconnect(conn);
+    END IF;
+END
+$$;
+
+-- the copy's wait, each poll through wfrouter._poll_send (the rest as the
+-- restart of the copy above wrote it)
+CREATE OR REPLACE FUNCTION wfrouter._wait_copy(id bigint, p integer, from_shard text, to_shard text, wait interval, copy_wait interval)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
+    t0 timestamptz := pg_catalog.clock_timestamp();
+    hint text := pg_catalog.format('The move stays under way and partition %s stays on shard "%s": run wfrouter.move_partition(%s, %L) again to go on '
+        'from where the copy is (the target goes on copying meanwhile), or undo the move with wfrouter.cancel_move(%s).',
+        p, from_shard, p, to_shard, p);
+    st record;
+    lag bigint;
+    tick timestamptz;
+    asking text;              -- the shard being asked
+    down_since timestamptz;   -- since when a shard cannot be reached
+    msg text;
+    det text;
+    copied integer := -1;     -- tables copied at the last poll
+    errors bigint;            -- the workers' errors counted at the last poll
+    failing_since timestamptz;  -- the first of them since a table was last copied
+    idle_since timestamptz;   -- since when no apply worker runs
+    src record;
+    gone_since timestamptz;   -- since when a slot the copy needs is gone
+    restarts integer := 0;
+    restarted text;           -- the note of the last restart
+    why text;
+    poll text := 'wfrouter_move_poll';  -- the connection of a poll
+BEGIN
+    LOOP
+        tick := pg_catalog.clock_timestamp();
+        BEGIN
+            asking := to_shard;
+            PERFORM wfrouter._poll_send(poll, to_shard, pg_catalog.format(
+                'SELECT s.oid IS NOT NULL, s.subenabled, '
+                '  EXISTS (SELECT 1 FROM pg_catalog.pg_stat_subscription w WHERE w.subid = s.oid AND w.relid IS NULL AND w.pid IS NOT NULL), '
+                '  (SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid)::integer, '
+                '  (SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid AND r.srsubstate = ''r'')::integer, '
+                '  (SELECT pg_catalog.string_agg(pg_catalog.format(''%%s (%%s)'', r.srrelid::regclass, CASE r.srsubstate WHEN ''i'' THEN ''not started'' '
+                '          WHEN ''d'' THEN ''copying'' WHEN ''f'' THEN ''copied'' WHEN ''s'' THEN ''catching up'' ELSE r.srsubstate::text END), '', '' '
+                '          ORDER BY r.srrelid::regclass::text) '
+                '   FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid AND r.srsubstate <> ''r''), '
+                '  COALESCE((SELECT x.sync_error_count + x.apply_error_count FROM pg_catalog.pg_stat_subscription_stats x WHERE x.subid = s.oid), 0), '
+                '  (SELECT COALESCE(pg_catalog.sum(c.tuples_processed), 0)::bigint FROM pg_catalog.pg_stat_progress_copy c '
+                '   WHERE c.datname = pg_catalog.current_database()), '
+                '  ARRAY(SELECT pg_catalog.format(''pg_%%s_sync_%%s_%%s'', s.oid, r.srrelid, (pg_catalog.pg_control_system()).system_identifier) '
+                '        FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid AND r.srsubstate = ''f'' ORDER BY r.srrelid), '
+                '  ARRAY(SELECT r.srrelid::regclass::text FROM pg_catalog.pg_subscription_rel r '
+                '        WHERE r.srsubid = s.oid AND r.srsubstate = ''f'' ORDER BY r.srrelid) '
+                'FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_subscription s ON s.subname = %L '
+                'AND s.subdbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())', sub));
+            SELECT * INTO st FROM public.dblink_get_result(poll)
+                AS x(found boolean, enabled boolean, applying boolean, tables_total integer, tables_copied integer,
+                     pending text, errors bigint, rows_copying bigint, sync_slots text[], sync_tables text[]);
+            asking := from_shard;
+            -- the lag, and which of the slots the copy needs (the
+            -- subscription's, its copied tables') the source has not
+            PERFORM wfrouter._poll_send(poll, from_shard, pg_catalog.format(
+                'SELECT (SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint '
+                '        FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L), '
+                '  ARRAY(SELECT x FROM pg_catalog.unnest(%L::text[]) WITH ORDINALITY AS u(x, i) '
+                '        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = u.x) ORDER BY u.i)',
+                sub, ARRAY[sub] OPERATOR(pg_catalog.||) COALESCE(st.sync_slots, '{}')));
+            SELECT * INTO src FROM public.dblink_get_result(poll) AS x(lag bigint, gone text[]);
+            PERFORM wfrouter._poll_close(poll);
+            lag := src.lag;
+            down_since := NULL;
+        EXCEPTION WHEN connection_exception OR SQLSTATE '57P01' OR SQLSTATE '57P02' OR SQLSTATE '57P03' THEN
+            -- (dblink: 08001 for a connection refused or timed out; the
+            -- shard's own SQLSTATE for a server that went away mid-query;
+            -- wfrouter._poll_send: 08006 for no answer within 10 s)
+            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+            PERFORM wfrouter._poll_close(poll);
+            down_since := COALESCE(down_since, tick);
+            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', pg_catalog.format(
+                'shard "%s" cannot be reached since %s: %s', asking, down_since, COALESCE(NULLIF(det, ''), msg))));
+            -- (now, not when the poll began: a connection attempt may
+            -- take connect_timeout)
+            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (down_since OPERATOR(pg_catalog.+) wait)
+               OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (t0 OPERATOR(pg_catalog.+) copy_wait) THEN
+                RAISE EXCEPTION 'cannot copy partition % to shard "%": shard "%" cannot be reached', p, to_shard, asking
+                    USING ERRCODE = 'connection_failure',
+                          DETAIL = pg_catalog.format('Not for %s s: %s', pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) down_since)::numeric, 1),
+                              COALESCE(NULLIF(det, ''), msg)),
+                          HINT = hint;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.5);
+            CONTINUE;
+        WHEN OTHERS OR query_canceled THEN
+            -- (an error of the shard's own, a cancellation: no connection
+            -- of the poll is left open)
+            PERFORM wfrouter._poll_close(poll);
+            RAISE;
+        END;
+        PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('tables_total', st.tables_total,
+            'tables_copied', st.tables_copied, 'rows_copied', st.rows_copying, 'lag_bytes', lag, 'note', restarted));
+        IF NOT st.found OR NOT st.enabled THEN
+            msg := pg_catalog.format('the subscription "%s" on shard "%s" %s', sub, to_shard,
+                CASE WHEN st.found THEN 'is disabled' ELSE 'does not exist' END);
+            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
+            RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = hint;
+        END IF;
+        EXIT WHEN st.tables_total OPERATOR(pg_catalog.>) 0 AND st.tables_copied OPERATOR(pg_catalog.=) st.tables_total;
+        -- a slot the copy needs gone from the source (a table's
+        -- synchronisation that has copied its table goes on from its own
+        -- slot; the subscription streams from wf_move_<p>): what needs it
+        -- fails for ever.  (A synchronisation drops its slot just before
+        -- it commits its end: gone for wait, not for a moment.)  The copy
+        -- starts again from scratch, at most 3 times in a call
+        IF pg_catalog.cardinality(src.gone) OPERATOR(pg_catalog.=) 0 THEN
+            gone_since := NULL;
+        ELSE
+            gone_since := COALESCE(gone_since, tick);
+            IF tick OPERATOR(pg_catalog.>=) (gone_since OPERATOR(pg_catalog.+) wait) THEN
+                IF src.gone[1] OPERATOR(pg_catalog.=) sub THEN
+                    why := pg_catalog.format('the replication slot "%s" of subscription "%s" on shard "%s" is gone from shard "%s"',
+                        sub, sub, to_shard, from_shard);
+                ELSE
+                    why := pg_catalog.format('the synchronisation of table %s (copied) on shard "%s" cannot go on: its replication slot "%s" is gone from shard "%s"',
+                        st.sync_tables[pg_catalog.array_position(st.sync_slots, src.gone[1])], to_shard, src.gone[1], from_shard);
+                END IF;
+                restarts := restarts OPERATOR(pg_catalog.+) 1;
+                IF restarts OPERATOR(pg_catalog.>) 3 THEN
+                    -- nothing of the move is left: run again, it starts afresh
+                    PERFORM wfrouter._copy_drop(p, from_shard, to_shard);
+                    msg := pg_catalog.format('the copy was restarted 3 times and failed again (%s); nothing of the move is left', why);
+                    PERFORM wfrouter._note(id, 'failed', pg_catalog.jsonb_build_object('note', msg));
+                    RAISE EXCEPTION 'cannot copy partition % from shard "%" to shard "%": its copy was restarted 3 times and cannot go on', p, from_shard, to_shard
+                        USING ERRCODE = 'object_not_in_prerequisite_state',
+                              DETAIL = pg_catalog.upper(pg_catalog.left(why, 1)) OPERATOR(pg_catalog.||) pg_catalog.substr(why, 2)
+                                  OPERATOR(pg_catalog.||) '. Not copied yet: ' OPERATOR(pg_catalog.||) COALESCE(st.pending, 'none') OPERATOR(pg_catalog.||) '.',
+                              HINT = pg_catalog.format('The move has ended (failed in wfrouter.moves), and partition %s stays on shard "%s": nothing of the move is left on the shards. '
+                                  'Look at the server logs of shards "%s" and "%s" (a shard that restarts again and again, replication slots dropped by hand), '
+                                  'then run wfrouter.move_partition(%s, %L) again: it starts afresh.', p, from_shard, from_shard, to_shard, p, to_shard);
+                END IF;
+                restarted := pg_catalog.format('the copy was restarted %s time%s: %s', restarts,
+                    CASE WHEN restarts OPERATOR(pg_catalog.=) 1 THEN '' ELSE 's' END, why);
+                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', restarted,
+                    'tables_copied', 0, 'rows_copied', 0));
+                PERFORM wfrouter._copy_drop(p, from_shard, to_shard);
+                PERFORM wfrouter._copy_begin(p, from_shard, to_shard);
+                gone_since := NULL;
+                copied := -1;
+                errors := NULL;
+                failing_since := NULL;
+                idle_since := NULL;
+                CONTINUE;
+            END IF;
+        END IF;
+        -- a table copied: what failed before did not stay failed
+        IF st.tables_copied OPERATOR(pg_catalog.>) copied THEN
+            copied := st.tables_copied;
+            failing_since := NULL;
+        END IF;
+        -- errors counted again: the copy fails, and goes on failing
+        -- (the counts start again from 0 after the target's crash)
+        IF errors IS NOT NULL AND st.errors OPERATOR(pg_catalog.>) errors THEN
+            failing_since := COALESCE(failing_since, tick);
+            IF tick OPERATOR(pg_catalog.>=) (failing_since OPERATOR(pg_catalog.+) wait) THEN
+                msg := pg_catalog.format('its copy keeps failing on shard "%s"', to_shard);
+                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
+                RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
+                    USING ERRCODE = 'object_not_in_prerequisite_state',
+                          DETAIL = pg_catalog.format('The workers of subscription "%s" have failed again and again for %s s (%s errors in all, '
+                              'pg_stat_subscription_stats), and no table was copied meanwhile. Not copied yet: %s.',
+                              sub, pg_catalog.round(EXTRACT(epoch FROM tick OPERATOR(pg_catalog.-) failing_since)::numeric, 1), st.errors, st.pending),
+                          HINT = pg_catalog.format('The errors are in the server log of shard "%s". ', to_shard) OPERATOR(pg_catalog.||) hint;
+            END IF;
+        END IF;
+        errors := st.errors;
+        -- no apply worker (it starts the table synchronisations): one that
+        -- failed is started again within wal_retrieve_retry_interval
+        IF st.applying THEN
+            idle_since := NULL;
+        ELSE
+            idle_since := COALESCE(idle_since, tick);
+            IF tick OPERATOR(pg_catalog.>=) (idle_since OPERATOR(pg_catalog.+) wait) THEN
+                msg := pg_catalog.format('no worker of subscription "%s" has run on shard "%s" for %s s', sub, to_shard,
+                    pg_catalog.round(EXTRACT(epoch FROM tick OPERATOR(pg_catalog.-) idle_since)::numeric, 1));
+                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
+                RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
+                    USING ERRCODE = 'object_not_in_prerequisite_state',
+                          DETAIL = pg_catalog.format('Not copied yet: %s.', st.pending),
+                          HINT = pg_catalog.format('See the server log of shard "%s" (max_logical_replication_workers, max_worker_processes). ', to_shard)
+                              OPERATOR(pg_catalog.||) hint;
+            END IF;
+        END IF;
+        IF tick OPERATOR(pg_catalog.>=) (t0 OPERATOR(pg_catalog.+) copy_wait) THEN
+            msg := pg_catalog.format('the copy did not end in %s', copy_wait);
+            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
+            RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = pg_catalog.format('%s of %s tables copied, %s rows in the copies under way; not copied yet: %s.',
+                          st.tables_copied, st.tables_total, st.rows_copying, st.pending),
+                      HINT = 'A larger partition needs a larger copy_wait (wfrouter.move_partition(p, to_shard, wait, copy_wait)). ' OPERATOR(pg_catalog.||) hint;
+        END IF;
+        PERFORM pg_catalog.pg_sleep(0.1);
+    END LOOP;
+    RETURN lag;
+END
+$$;
+
+REVOKE ALL ON FUNCTION wfrouter._poll_send(text, text, text), wfrouter._poll_close(text) FROM PUBLIC;
+-- ==== end issue 30 (i30b): a poll of the copy waits at most 10 s for its answer ====

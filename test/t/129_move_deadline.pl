@@ -19,9 +19,11 @@
 #       the move ends within wait with 55000 "its copy keeps failing",
 #       naming the table; wfrouter.cancel_move undoes it;
 #   (d) the target freezes (SIGSTOP of the postmaster and every process: a
-#       server that accepts connections and answers none): the move ends
-#       within wait plus the router's connect timeout (10 s) with 08006; the
-#       target thawed, the move run again finishes.
+#       server that accepts connections and answers none) while a poll of
+#       the copy waits there for its answer (held by a lock on the target's
+#       pg_subscription_rel): the move ends within the poll's timeout (10 s)
+#       with 08006; the target thawed, the move run again finishes.  Before
+#       the poll's timeout (router before it) the move waited for ever.
 #   (e) the table synchronisation of wf.signals, copied (state 'f') and
 #       waiting for the apply worker (held by a lock on wf.runs, which the
 #       load writes), loses its replication slot on the source (dropped):
@@ -337,22 +339,19 @@ my ($dst) = grep { $_ ne $src } @names;
 	my $h = hold_copy($shard{$dst}, 'wf.signals', 0);
 	my $m = start_bg("SELECT 'moved:' || wfrouter.move_partition($p, '$dst', '$wait seconds')");
 	wait_for('the copy held', sub { copy_held($shard{$dst}, 'wf.signals') });
-	# frozen just after the mover has begun one of its 0.5 s sleeps between
-	# polls of the copy: a statement of the router in flight on the target
-	# at the freeze would wait for ever, since dblink waits for a query's
-	# answer uninterruptibly on PostgreSQL 15 and a Unix socket has no
-	# keepalive (docs/scale-out.md; TCP connections with keepalives or
-	# tcp_user_timeout in the shard's connection string end such a wait)
-	my $mover_q = q{SELECT coalesce(max(wait_event), '-') FROM pg_stat_activity
-	                WHERE query LIKE '%wfrouter.move_partition(%' AND pid <> pg_backend_pid()};
-	my $was = r_sql($mover_q);
-	my $t_sleep = time;
-	while (time - $t_sleep < 30)
-	{
-		my $now = r_sql($mover_q);
-		last if $now eq 'PgSleep' && $was ne 'PgSleep';
-		$was = $now;
-	}
+	# frozen with a poll of the copy on its way: the target's catalog of
+	# table states locked, the mover's statement there waits for it, and
+	# then the target freezes.  (Frozen while the mover slept between its
+	# polls, the next poll's connection times out instead, after 10 s.)
+	# Before the poll's own timeout the mover waited for the answer for
+	# ever: dblink waits uninterruptibly on PostgreSQL 15 and a Unix
+	# socket has no keepalive; on a loaded machine most of its time is
+	# spent in its polls, so the window was not narrow (make test)
+	my $cat = $shard{$dst}->background_psql($db, on_error_stop => 0);
+	$cat->query_safe('BEGIN; LOCK TABLE pg_catalog.pg_subscription_rel IN ACCESS EXCLUSIVE MODE');
+	wait_for('a poll of the copy waiting on the target', sub {
+		$shard{$dst}->safe_psql($db, q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+		                              AND query LIKE '%pg_stat_subscription_stats%' AND pid <> pg_backend_pid()}) eq '1' });
 	@frozen = server_pids($shard{$dst});
 	kill('STOP', @frozen);
 	my $t0 = time;
@@ -361,7 +360,9 @@ my ($dst) = grep { $_ ne $src } @names;
 	kill('CONT', @frozen);
 	@frozen = ();
 	stopped($label, $src, $dst, $e, $ended, $took, $wait + 10 + 20,
-		qr/ERROR:  08006: cannot copy partition $p to shard "$dst": shard "$dst" cannot be reached\nDETAIL:  Not for [\d.]+ s: .*timeout expired/);
+		qr/ERROR:  08006: cannot copy partition $p to shard "$dst": shard "$dst" cannot be reached\nDETAIL:  Not for [\d.]+ s: shard "$dst" did not answer a statement of the move within 10 s/);
+	$cat->query_safe('COMMIT');
+	$cat->quit;
 	$h->query_safe('COMMIT');
 	$h->quit;
 	resume($label, $dst);
