@@ -22,8 +22,10 @@
 #       server that accepts connections and answers none) while a poll of
 #       the copy waits there for its answer (held by a lock on the target's
 #       pg_subscription_rel): the move ends within the poll's timeout (10 s)
-#       with 08006; the target thawed, the move run again finishes.  Before
-#       the poll's timeout (router before it) the move waited for ever.
+#       with 08006; run again while the target is still frozen, the move is
+#       refused after the router's connect timeout (10 s); the target
+#       thawed, the move run again finishes.  Before the poll's timeout
+#       (router before it) the move waited for ever.
 #   (e) the table synchronisation of wf.signals, copied (state 'f') and
 #       waiting for the apply worker (held by a lock on wf.runs, which the
 #       load writes), loses its replication slot on the source (dropped):
@@ -357,6 +359,14 @@ my ($dst) = grep { $_ ne $src } @names;
 	my $t0 = time;
 	my ($o, $e, $ended) = end_bg($m, 90);
 	my $took = time - $t0;
+	# run again while the target is still frozen: its connection to the
+	# target gives up after the connect timeout (10 s), nothing changed
+	my $t1 = time;
+	($rc, $out, $err) = $router->psql('wfengine_router', "SELECT wfrouter.move_partition($p, '$dst', '$wait seconds')");
+	my $took1 = time - $t1;
+	ok($rc != 0 && $err =~ /timeout expired/ && $took1 <= 10 + 20,
+		sprintf('%s: run again while the target is frozen, the move is refused after the connect timeout (%.1f s, at most 30 s)', $label, $took1))
+	  or diag $err;
 	kill('CONT', @frozen);
 	@frozen = ();
 	stopped($label, $src, $dst, $e, $ended, $took, $wait + 10 + 20,
