@@ -4,8 +4,9 @@
 One connection (through the router, as the moving tenant) starts a
 one-step run, claims its task and completes it, without pause, until
 SIGINT.  Every call refused as retryable (40001: a cut-over, 55W01, 08xxx)
-starts or extends a refused span, which the next success ends.  Writes
-"spans p50_ms p99_ms max_ms cycles" to OUT.
+starts or extends a refused span, which the next success ends.  Writes to
+OUT one line per refused span, "span START_EPOCH_S DURATION_MS", and a
+last line "cycles N".
 """
 import signal
 import sys
@@ -23,7 +24,7 @@ def on_int(*_):
 
 signal.signal(signal.SIGINT, on_int)
 conn = psycopg.connect(sys.argv[1], autocommit=True)
-spans, since, cycles = [], None, 0
+spans, since, since_wall, cycles = [], None, None, 0
 while not stop:
     try:
         conn.execute("SELECT wf.start_run('hop')")
@@ -32,21 +33,17 @@ while not stop:
             conn.execute("SELECT wf.complete_task(%s, %s, '{}')", (task_id, fence))
         cycles += 1
         if since is not None:
-            spans.append(time.monotonic() - since)
+            spans.append((since_wall, 1000 * (time.monotonic() - since)))
             since = None
     except psycopg.Error as e:
         state = e.sqlstate or ""
         if state not in ("40001", "55W01") and not state.startswith("08"):
             raise
         if since is None:
-            since = time.monotonic()
+            since, since_wall = time.monotonic(), time.time()
         time.sleep(0.001)
-spans.sort()
-
-
-def pct(q):
-    return 1000 * spans[min(len(spans) - 1, int(len(spans) * q))] if spans else 0.0
-
 
 with open(sys.argv[2], "w") as f:
-    f.write("%d %.0f %.0f %.0f %d\n" % (len(spans), pct(0.5), pct(0.99), 1000 * spans[-1] if spans else 0, cycles))
+    for start, ms in spans:
+        f.write("span %.3f %.1f\n" % (start, ms))
+    f.write("cycles %d\n" % cycles)
