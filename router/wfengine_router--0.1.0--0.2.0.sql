@@ -5,293 +5,28 @@
 
 /*
  * 0.1.0 is released (with wfengine 0.2.0): router/wfengine_router--0.1.0.sql
- * never changes again (sql/released.sha256).  Every change of the router
- * from here on is written in this file, in the order it is made.  Update
- * the routers after the shards (docs/scale-out.md, "A rolling upgrade"): a
- * shard still on wfengine 0.2.0 answers a call of a function it does not
- * have (wf.start_and_claim) with 42883.
+ * never changes again (sql/released.sha256).  0.2.0 is not released yet:
+ * until it is, this file is edited in place, each function defined once,
+ * as it is meant to end up.  Update the routers after the shards
+ * (docs/scale-out.md, "A rolling upgrade"): a shard still on wfengine 0.2.0
+ * answers a call of a function it does not have (wf.start_and_claim) with
+ * 42883.
+ *
+ * 0.2.0 routes wf.start_and_claim (issue 31), and makes partition moves
+ * safe and bounded (issue 30): moves through several routers exclude each
+ * other, every wait of a move has a deadline, a copy that cannot go on
+ * starts again, a cut-over left behind by a dead router session is ended,
+ * the cut-over is shorter, and a move run again after it finished is done.
+ *
+ * A function new here that is not in the table of docs/scale-out.md,
+ * "router privileges", is executed by no role but its owner (REVOKE ALL
+ * ... FROM PUBLIC; TAP 120_shards checks it).  A function of 0.1.0
+ * replaced here (CREATE OR REPLACE) keeps its privileges and comment.
  */
 
--- ==== issue 30: a cut-over left waiting on the target by a router session that died ====
--- The target's part of a cut-over (wf.move_in_cutover, one transaction)
--- can wait there for a lock long after the router session that sent it
--- died: PostgreSQL notices a vanished client only when it next writes to
--- it.  If it then commits, the target takes the partition.  A move run
--- again found the partition not yet taken, sent a cut-over of its own,
--- which waited for the first, and failed with "tuple concurrently
--- updated" (ALTER SUBSCRIPTION of a subscription the first had altered);
--- a wfrouter.cancel_move gave the partition back to the source, and then
--- the waiting cut-over committed: two shards owned the partition
--- (test/t/128_move_crash.pl).  wfrouter.move_partition and
--- wfrouter.cancel_move now end such a cut-over (pg_terminate_backend,
--- waiting until the backend is gone, so that its transaction is rolled
--- back or committed) before they look at who owns the partition, and so
--- does a failed cut-over before the source takes the partition back.
-
--- ends every backend on shard that runs the cut-over of partition p
--- (wf.move_in_cutover, as wfrouter.move_partition sends it), and waits
--- until each is gone; returns how many
-CREATE FUNCTION wfrouter._end_cutover(shard text, p integer)
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    ended text;
-BEGIN
-    ended := wfrouter._remote(shard, pg_catalog.format(
-        'SELECT pg_catalog.count(*) || '' '' || pg_catalog.count(*) FILTER (WHERE NOT pg_catalog.pg_terminate_backend(a.pid, 10000)) '
-        'FROM pg_catalog.pg_stat_activity a '
-        'WHERE a.query LIKE %L AND a.pid <> pg_catalog.pg_backend_pid()',
-        'SELECT wf.move\_in\_cutover(' OPERATOR(pg_catalog.||) p OPERATOR(pg_catalog.||) ',%'));
-    IF pg_catalog.split_part(ended, ' ', 2) OPERATOR(pg_catalog.<>) '0' THEN
-        RAISE EXCEPTION 'the cut-over of partition % on shard "%" did not end in 10 s', p, shard
-            USING ERRCODE = 'object_in_use',
-                  HINT = 'Look at pg_stat_activity on that shard, and run the move again.';
-    END IF;
-    RETURN pg_catalog.split_part(ended, ' ', 1)::integer;
-END
-$$;
--- internal, for the superusers who move partitions: no role but the owner
--- executes it (as every function of the router that is not in the table of
--- docs/scale-out.md, "router privileges"; TAP 120_shards checks it)
-REVOKE ALL ON FUNCTION wfrouter._end_cutover(text, integer) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds')
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    from_shard text;
-    mv record;
-    id bigint;
-    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
-    st jsonb;
-    prog record;
-    verified timestamptz;
-    t0 timestamptz;
-    deadline timestamptz;
-    lag bigint;
-    version bigint;
-    runs integer;
-    s text;
-    reached text;
-BEGIN
-    PERFORM wfrouter._superuser('move_partition');
-    IF NOT EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p) THEN
-        RAISE EXCEPTION 'partition % is not in the router''s map', p
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
-        RAISE EXCEPTION 'shard "%" does not exist', to_shard
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'Add it first: wfrouter.add_shard(name, connstr).';
-    END IF;
-    SELECT * INTO mv FROM wfrouter.moves m WHERE m.finished IS NULL ORDER BY m.move_id LIMIT 1;
-    IF FOUND AND mv.partition OPERATOR(pg_catalog.<>) p THEN
-        RAISE EXCEPTION 'partition % is being moved from shard "%" to shard "%"', mv.partition, mv.from_shard, mv.to_shard
-            USING ERRCODE = 'object_in_use',
-                  HINT = 'One move at a time: finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
-    ELSIF FOUND THEN
-        IF mv.to_shard OPERATOR(pg_catalog.<>) to_shard THEN
-            RAISE EXCEPTION 'partition % is being moved to shard "%"', p, mv.to_shard
-                USING ERRCODE = 'object_in_use',
-                      HINT = 'Finish that move with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
-        END IF;
-        from_shard := mv.from_shard;
-        id := mv.move_id;
-    ELSE
-        from_shard := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
-        IF from_shard OPERATOR(pg_catalog.=) to_shard THEN
-            RAISE EXCEPTION 'partition % is on shard "%" already', p, to_shard
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        id := wfrouter._loopback(pg_catalog.format(
-            'INSERT INTO wfrouter.moves (partition, from_shard, to_shard, phase) VALUES (%s, %L, %L, ''copying'') RETURNING move_id',
-            p, from_shard, to_shard))::bigint;
-    END IF;
-
-    -- a cut-over of a router session that died may still wait on the
-    -- target, and commit later: it ends before the owners are looked at
-    PERFORM wfrouter._end_cutover(to_shard, p);
-    IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-        IF wfrouter._remote_owner(from_shard, p) OPERATOR(pg_catalog.=) from_shard THEN
-            -- 1. the copy, while the partition stays live on the source
-            PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.move_out_begin(%s)', p));
-            IF wfrouter._remote(to_shard, pg_catalog.format(
-                   'SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription WHERE subname = %L', sub)) OPERATOR(pg_catalog.=) '0' THEN
-                PERFORM wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.move_in_begin(%s, %L::jsonb)', p,
-                    wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.partition_definitions(%s)', p))));
-                PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format(
-                    'CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (copy_data = true, synchronous_commit = on)',
-                    sub, (SELECT x.connstr FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) from_shard)
-                         OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text), sub));
-            END IF;
-            LOOP
-                SELECT * INTO prog FROM public.dblink(wfrouter._connstr(to_shard),
-                    pg_catalog.format('SELECT * FROM wf.move_progress(%s)', p))
-                    AS x(tables_total integer, tables_copied integer, rows_copying bigint);
-                lag := wfrouter._lag(from_shard, sub);
-                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('tables_total', prog.tables_total,
-                    'tables_copied', prog.tables_copied, 'rows_copied', prog.rows_copying, 'lag_bytes', lag));
-                EXIT WHEN prog.tables_total OPERATOR(pg_catalog.>) 0 AND prog.tables_copied OPERATOR(pg_catalog.=) prog.tables_total;
-                PERFORM pg_catalog.pg_sleep(0.1);
-            END LOOP;
-            -- statistics of what the copy wrote, for the cut-over's statements
-            PERFORM wfrouter._remote_exec(to_shard, 'ANALYZE wf.runs, wf.tasks, wfshard.moved_runs');
-            -- every copied run verifies, online; then the runs changed
-            -- meanwhile, so that the cut-over verifies few; then the
-            -- target comes within 64 kB of the source, so that the
-            -- cut-over waits for little
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s)', p))::timestamptz;
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
-            -- the target reaches the source's WAL position of now, again
-            -- until that takes under 100 ms (a source that writes steadily
-            -- never shows a small lag: the position moves on meanwhile)
-            deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-            FOR round IN 1..5 LOOP
-                reached := wfrouter._remote(from_shard, 'SELECT pg_catalog.pg_current_wal_lsn()::text');
-                t0 := pg_catalog.clock_timestamp();
-                LOOP
-                    EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
-                        'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                        reached, sub))::boolean
-                        OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-                    PERFORM pg_catalog.pg_sleep(0.01);
-                END LOOP;
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', wfrouter._lag(from_shard, sub)));
-                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (t0 OPERATOR(pg_catalog.+) interval '100 milliseconds')
-                       OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-            END LOOP;
-        END IF;
-        -- 2. the cut-over: the partition is refused from the source's lock
-        -- to the target's commit
-        deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-        LOOP
-            PERFORM wfrouter._note(id, 'cutting over');
-            t0 := pg_catalog.clock_timestamp();
-            st := wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.move_out_cutover(%s, %L, 500)', p, to_shard))::jsonb;
-            EXIT WHEN st OPERATOR(pg_catalog.?) 'lsn';
-            PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note',
-                'waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for')));
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": transactions of its tenants stay open on shard "%"',
-                    p, to_shard, from_shard
-                    USING ERRCODE = 'lock_not_available',
-                          DETAIL = 'Waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for') OPERATOR(pg_catalog.||) '.',
-                          HINT = 'The partition stays live on the source and keeps streaming to the target: end those transactions and run wfrouter.move_partition again, or wfrouter.cancel_move.';
-            END IF;
-            -- not refused between tries
-            PERFORM pg_catalog.pg_sleep(0.5);
-        END LOOP;
-        IF verified IS NULL THEN
-            verified := '-infinity';
-        END IF;
-        -- the target reaches the source's WAL position
-        LOOP
-            EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
-                'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                st OPERATOR(pg_catalog.->>) 'lsn', sub))::boolean;
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          HINT = 'The partition is live on the source again; look at the subscription on the target (pg_stat_subscription) and move again.';
-            END IF;
-            PERFORM pg_catalog.pg_sleep(0.002);
-        END LOOP;
-        BEGIN
-            PERFORM wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.move_in_cutover(%s, %L::jsonb, %L)', p, st, verified));
-        EXCEPTION WHEN OTHERS THEN
-            -- the source takes it back: it has every row; unless the
-            -- target took it (its cut-over may have gone on after the
-            -- error reached this session: it ends first)
-            PERFORM wfrouter._end_cutover(to_shard, p);
-            IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-            END IF;
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) SQLERRM));
-            RAISE;
-        END;
-        PERFORM wfrouter._note(id, 'cleaning up', pg_catalog.jsonb_build_object('dark_ms',
-            EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t0) OPERATOR(pg_catalog.*) 1000));
-    END IF;
-
-    -- 3. the router's map, at once for every session; then what is left
-    version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
-    PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._apply_map(%L, %s)::text', wfrouter._map_with(p, to_shard), version));
-    PERFORM wfrouter._note(id, 'cleaning up');
-    PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote_exec(from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
-    runs := wfrouter._remote(to_shard, pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.runs r '
-        'WHERE pg_catalog.hashtext(r.tenant_id) & %s = %s', pg_catalog.cardinality(wfrouter._map()) OPERATOR(pg_catalog.-) 1, p))::integer;
-    -- the other shards learn the map (they refuse the partition either way)
-    FOR s IN SELECT x.shard FROM wfrouter.shards x
-             WHERE x.shard OPERATOR(pg_catalog.<>) ALL (ARRAY[from_shard, to_shard]) ORDER BY x.shard LOOP
-        BEGIN
-            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
-                s, wfrouter._map_with(p, to_shard), version));
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
-        END;
-    END LOOP;
-    PERFORM wfrouter._note(id, 'done', pg_catalog.jsonb_build_object('runs', runs));
-    RETURN runs;
-END
-$$;
-COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval) IS
-'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard on logical replication (the partition stays live while it is copied; it is refused only during the cut-over), and gives it the partition on the router and every shard; returns the number of runs moved. wait bounds the catch-up and how long the cut-over waits for the tenants'' open transactions. Progress in wfrouter.moves; run again after any failure.';
-
-CREATE OR REPLACE FUNCTION wfrouter.cancel_move(p integer)
-RETURNS text
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    mv record;
-    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
-BEGIN
-    PERFORM wfrouter._superuser('cancel_move');
-    SELECT * INTO mv FROM wfrouter.moves m WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no move of partition % is under way', p
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    -- a cut-over still waiting on the target (its router session died)
-    -- ends first: it would take the partition after the source took it back
-    PERFORM wfrouter._end_cutover(mv.to_shard, p);
-    IF wfrouter._remote_owner(mv.to_shard, p) OPERATOR(pg_catalog.=) mv.to_shard THEN
-        RAISE EXCEPTION 'partition % has cut over to shard "%" already', p, mv.to_shard
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Finish the move with wfrouter.move_partition, then move the partition back.';
-    END IF;
-    IF wfrouter._remote_owner(mv.from_shard, p) OPERATOR(pg_catalog.<>) mv.from_shard THEN
-        PERFORM wfrouter._remote(mv.from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L)',
-            mv.from_shard, wfrouter._map_with(p, mv.from_shard)));
-    END IF;
-    -- a CREATE SUBSCRIPTION of a router session that died may still run there
-    PERFORM wfrouter._remote(mv.to_shard, pg_catalog.format(
-        'SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(a.pid, 10000))::text FROM pg_catalog.pg_stat_activity a '
-        'WHERE a.query LIKE %L AND a.pid <> pg_catalog.pg_backend_pid()', 'CREATE SUBSCRIPTION ' OPERATOR(pg_catalog.||) sub OPERATOR(pg_catalog.||) ' %'));
-    PERFORM wfrouter._remote_exec(mv.to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote(mv.to_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
-    PERFORM wfrouter._remote_exec(mv.from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
-    PERFORM wfrouter._note(mv.move_id, 'cancelled');
-    RETURN pg_catalog.format('partition %s stays on shard "%s"', p, mv.from_shard);
-END
-$$;
-COMMENT ON FUNCTION wfrouter.cancel_move(integer) IS
-'For superusers: undoes a move of partition p that has not cut over (the partition stays on its source, the target''s copy and the replication objects go).';
-
--- ==== end issue 30: a cut-over left waiting on the target ====
-
--- ==== issue 31: routed eager start ====
--- wf.start_and_claim (wfengine 0.3.0, issue 31): routed by tenant, written
--- by router/gen_api.py from the last line of router/api.txt
+-- ==== routed eager start (issue 31) ====
+-- wf.start_and_claim (wfengine 0.3.0), routed by tenant: written by
+-- router/gen_api.py from the last line of router/api.txt
 CREATE FUNCTION wfrouter."p:start_and_claim"(definition text, input jsonb, worker text, lease interval DEFAULT '00:00:30'::interval, idempotency_key text DEFAULT NULL::text)
 RETURNS TABLE(task_id bigint, run_id uuid, step text, attempt integer, fence bigint, idempotency_key text, input jsonb, lease_expires_at timestamp with time zone, queue text, activity text, deliveries integer)
 LANGUAGE plproxy AS $$
@@ -335,35 +70,123 @@ GRANT EXECUTE ON FUNCTION wfrouter."p:start_and_claim"(text, jsonb, text, interv
 REVOKE ALL ON FUNCTION wfrouter."p:start_and_claim"(text, jsonb, text, interval, text),
     wfrouter."r:start_and_claim"(text, jsonb, text, interval, text),
     wf.start_and_claim(text, jsonb, text, interval, text) FROM PUBLIC;
--- ==== end issue 31: routed eager start ====
 
--- ==== issue 30: moves of one partition through two routers at once ====
--- Router 0.1.0 kept "one move at a time" in its own wfrouter.moves only,
--- but every router has its own copy of that table (docs/scale-out.md, "One
--- map for every router").  Two routers moving the same partition at once
--- both went ahead: the loser failed somewhere in the middle (the
--- publication, subscription or replication slot of the other existed; or
--- its wfrouter._end_cutover ended the other's cut-over, and both cut-overs
--- ran), left a move under way in its table, and its wfrouter.cancel_move
--- then gave the partition back to the source although another shard owned
--- it (it did so whenever the source's map named another owner): two shards
--- served the tenant (test/t/129_move_race.pl).  Now:
---   - a move holds, for all its length, a session advisory lock (keys
---     2003202930, 0) on its source and its target, taken in name order
---     with pg_try_advisory_lock through dblink connections of its own
---     ("wfrouter_move_lock:<shard>", application_name naming the move);
---     a move or cancellation that finds one taken is refused with 55006,
---     naming the holder, before it writes anything.  The locks go with the
---     router session (its connections close), and with a shard's crash;
---   - before locking, a move checks the partition is where the router's
---     map says: if that shard's map gives it to a shard that owns it (a
---     move another router finished), the router learns that shard's map
---     and moves from there; if it gives it to a shard that has not taken
---     it (another router's move, unfinished), the move is refused (55006);
---   - wfrouter.cancel_move gives the partition back to the source only
---     when the source gave it to this move's target.
+-- ==== connections to the shards (issue 30) ====
 
--- ends this session's move locks (closes their connections); returns how many
+-- a shard's connection string, as the current user (a superuser: dblink),
+-- with a connect timeout of 10 s unless the shard's string sets one: a
+-- shard that stopped answering kept a connection attempt waiting for ever
+CREATE OR REPLACE FUNCTION wfrouter._connstr(shard text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c text := (SELECT s.connstr FROM wfrouter.shards s WHERE s.shard OPERATOR(pg_catalog.=) _connstr.shard);
+BEGIN
+    IF c IS NULL THEN
+        RAISE EXCEPTION 'shard "%" does not exist', shard
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Add it with wfrouter.add_shard(name, connstr).';
+    END IF;
+    -- (libpq takes the last of a key given twice: the shard's string wins)
+    RETURN 'connect_timeout=10 ' OPERATOR(pg_catalog.||) c OPERATOR(pg_catalog.||) ' user='
+        OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text)
+        OPERATOR(pg_catalog.||) ' options=''-c search_path=pg_catalog,pg_temp''';
+END
+$$;
+
+-- opens connection conn of this session to shard (closed first if open),
+-- sends it sql and waits for the answer at most 10 s: past that, closes
+-- conn and fails with 08006 naming the shard.  The caller reads the
+-- answer with dblink_get_result(conn), then closes conn.  dblink(connstr,
+-- sql) waits for the answer in libpq, with no end and not cancellable on
+-- PostgreSQL 15: a shard frozen while a statement was on its way held the
+-- move for ever (TAP 129_move_deadline (d)).  Here dblink_send_query, then
+-- dblink_is_busy every 5 ms (pg_sleep: a cancellation is served).
+CREATE FUNCTION wfrouter._poll_send(conn text, shard text, sql text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz;
+BEGIN
+    PERFORM wfrouter._poll_close(conn);
+    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
+    deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) interval '10 seconds';
+    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
+        PERFORM wfrouter._poll_close(conn);
+        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
+            USING ERRCODE = 'connection_failure';
+    END IF;
+    WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
+        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline THEN
+            PERFORM wfrouter._poll_close(conn);
+            RAISE EXCEPTION 'shard "%" did not answer a statement of the move within 10 s', shard
+                USING ERRCODE = 'connection_failure';
+        END IF;
+        PERFORM pg_catalog.pg_sleep(0.005);
+    END LOOP;
+END
+$$;
+
+-- closes connection conn of this session, if open (also when its shard
+-- went away)
+CREATE FUNCTION wfrouter._poll_close(conn text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF conn OPERATOR(pg_catalog.=) ANY (COALESCE(public.dblink_get_connections(), '{}')) THEN
+        PERFORM public.dblink_disconnect(conn);
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION wfrouter._poll_send(text, text, text), wfrouter._poll_close(text) FROM PUBLIC;
+
+-- the connection of this session to shard for a move's cut-over (its
+-- name; opened unless open already).  It is opened before the window in
+-- which the partition is refused: a connection per statement cost a
+-- backend start each inside it.  wfrouter._move_unlock closes it.
+CREATE FUNCTION wfrouter._cut_conn(shard text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    conn text := 'wfrouter_move_cut:' OPERATOR(pg_catalog.||) shard;
+BEGIN
+    IF conn OPERATOR(pg_catalog.=) ANY (COALESCE(public.dblink_get_connections(), '{}')) THEN
+        BEGIN
+            PERFORM x.v FROM public.dblink(conn, 'SELECT 1') AS x(v integer);
+            RETURN conn;
+        EXCEPTION WHEN OTHERS THEN
+            -- (the shard restarted since: a new connection)
+            PERFORM public.dblink_disconnect(conn);
+        END;
+    END IF;
+    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
+    RETURN conn;
+END
+$$;
+
+REVOKE ALL ON FUNCTION wfrouter._cut_conn(text) FROM PUBLIC;
+
+-- ==== move locks: one move at a time per shard, through any router (issue 30) ====
+-- Every router has its own wfrouter.moves, so "one move at a time" there
+-- did not stop two routers moving one partition at once; the loser's
+-- wfrouter.cancel_move could then give the partition back to the source
+-- while another shard owned it (TAP 129_move_race).  A move or a
+-- cancellation now holds, for all its length, a session advisory lock
+-- (keys 2003202930, 0) on its source and its target, taken through dblink
+-- connections of its own ("wfrouter_move_lock:<shard>", application_name
+-- naming the move).  The locks go with the router session or the shard.
+
+-- ends this session's move locks and cut-over connections (closes them);
+-- returns how many
 CREATE FUNCTION wfrouter._move_unlock()
 RETURNS integer
 LANGUAGE plpgsql
@@ -374,7 +197,7 @@ DECLARE
     n integer := 0;
 BEGIN
     FOR c IN SELECT x FROM pg_catalog.unnest(public.dblink_get_connections()) x
-             WHERE x OPERATOR(pg_catalog.~~) 'wfrouter\_move\_lock:%' LOOP
+             WHERE x OPERATOR(pg_catalog.~~) 'wfrouter\_move\_lock:%' OR x OPERATOR(pg_catalog.~~) 'wfrouter\_move\_cut:%' LOOP
         BEGIN
             PERFORM public.dblink_disconnect(c);
         EXCEPTION WHEN OTHERS THEN
@@ -423,1049 +246,9 @@ BEGIN
 END
 $$;
 
--- the body of a move, as router 0.2.0's first change wrote it; called by
--- wfrouter.move_partition with the move's locks held
-ALTER FUNCTION wfrouter.move_partition(integer, text, interval) RENAME TO _move_partition;
-COMMENT ON FUNCTION wfrouter._move_partition(integer, text, interval) IS
-'Internal: the move of partition p to to_shard (copy, cut-over, clean-up), run by wfrouter.move_partition with the move locks of its source and target held.';
+REVOKE ALL ON FUNCTION wfrouter._move_unlock(), wfrouter._move_lock(integer, text[], text) FROM PUBLIC;
 
-CREATE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds')
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    from_shard text;
-    o text;
-    runs integer;
-BEGIN
-    PERFORM wfrouter._superuser('move_partition');
-    -- (a partition or a shard that does not exist: the body refuses it)
-    IF EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
-       AND EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
-        FOR i IN 1..3 LOOP
-            from_shard := COALESCE(
-                (SELECT m.from_shard FROM wfrouter.moves m
-                 WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL),
-                (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p));
-            PERFORM wfrouter._move_lock(p, ARRAY[from_shard, to_shard],
-                pg_catalog.format('move %s %s>%s', p, from_shard, to_shard));
-            -- a move of this router under way: it goes on from where the shards are
-            EXIT WHEN EXISTS (SELECT 1 FROM wfrouter.moves m
-                              WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL);
-            o := wfrouter._remote_owner(from_shard, p);
-            EXIT WHEN o OPERATOR(pg_catalog.=) from_shard;
-            PERFORM wfrouter._move_unlock();
-            IF o IS NULL OR wfrouter._remote_owner(o, p) IS DISTINCT FROM o THEN
-                RAISE EXCEPTION 'partition % cannot be moved now: shard "%" gave it to shard "%", which has not taken it', p, from_shard, o
-                    USING ERRCODE = 'object_in_use',
-                          DETAIL = 'A move of the partition, made through another router, has not finished.',
-                          HINT = 'Finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move, on the router that made it (wfrouter.moves there).';
-            END IF;
-            -- another router moved it: this router learns the map of the
-            -- shard that owns it (a map that gives every partition to a
-            -- shard that took it), and moves from there
-            PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._learn_map(%L)::text', o));
-            IF i OPERATOR(pg_catalog.=) 3 THEN
-                RAISE EXCEPTION 'partition % cannot be moved now: it is on shard "%", not on shard "%" as this router''s map says', p, o, from_shard
-                    USING ERRCODE = 'object_in_use',
-                          HINT = 'Look at wfrouter.shard_map() on this router and wfshard.self on the shards.';
-            END IF;
-        END LOOP;
-    END IF;
-    BEGIN
-        runs := wfrouter._move_partition(p, to_shard, wait);
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM wfrouter._move_unlock();
-        RAISE;
-    END;
-    PERFORM wfrouter._move_unlock();
-    RETURN runs;
-END
-$$;
-COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval) IS
-'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard on logical replication (the partition stays live while it is copied; it is refused only during the cut-over), and gives it the partition on the router and every shard; returns the number of runs moved. wait bounds the catch-up and how long the cut-over waits for the tenants'' open transactions. One move at a time per shard, whatever router makes it (a move of the source or target under way: 55006). Progress in wfrouter.moves; run again after any failure.';
-
-CREATE OR REPLACE FUNCTION wfrouter.cancel_move(p integer)
-RETURNS text
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    mv record;
-    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
-    o text;
-BEGIN
-    PERFORM wfrouter._superuser('cancel_move');
-    SELECT * INTO mv FROM wfrouter.moves m WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no move of partition % is under way', p
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    -- no move of its source or target runs meanwhile, through any router
-    PERFORM wfrouter._move_lock(p, ARRAY[mv.from_shard, mv.to_shard], pg_catalog.format('cancel %s %s>%s', p, mv.from_shard, mv.to_shard));
-    BEGIN
-        -- a cut-over still waiting on the target (its router session died)
-        -- ends first: it would take the partition after the source took it back
-        PERFORM wfrouter._end_cutover(mv.to_shard, p);
-        IF wfrouter._remote_owner(mv.to_shard, p) OPERATOR(pg_catalog.=) mv.to_shard THEN
-            RAISE EXCEPTION 'partition % has cut over to shard "%" already', p, mv.to_shard
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'Finish the move with wfrouter.move_partition, then move the partition back.';
-        END IF;
-        -- the source takes the partition back only if it gave it to this
-        -- move's target (a map that names a third shard is another move's)
-        o := wfrouter._remote_owner(mv.from_shard, p);
-        IF o OPERATOR(pg_catalog.=) mv.to_shard THEN
-            PERFORM wfrouter._remote(mv.from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L)',
-                mv.from_shard, wfrouter._map_with(p, mv.from_shard)));
-        END IF;
-        -- a CREATE SUBSCRIPTION of a router session that died may still run there
-        PERFORM wfrouter._remote(mv.to_shard, pg_catalog.format(
-            'SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(a.pid, 10000))::text FROM pg_catalog.pg_stat_activity a '
-            'WHERE a.query LIKE %L AND a.pid <> pg_catalog.pg_backend_pid()', 'CREATE SUBSCRIPTION ' OPERATOR(pg_catalog.||) sub OPERATOR(pg_catalog.||) ' %'));
-        PERFORM wfrouter._remote_exec(mv.to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
-        PERFORM wfrouter._remote(mv.to_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
-        PERFORM wfrouter._remote_exec(mv.from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
-        PERFORM wfrouter._note(mv.move_id, 'cancelled');
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM wfrouter._move_unlock();
-        RAISE;
-    END;
-    PERFORM wfrouter._move_unlock();
-    IF o OPERATOR(pg_catalog.<>) mv.from_shard AND o OPERATOR(pg_catalog.<>) mv.to_shard THEN
-        RETURN pg_catalog.format('partition %s is on shard "%s"', p, o);
-    END IF;
-    RETURN pg_catalog.format('partition %s stays on shard "%s"', p, mv.from_shard);
-END
-$$;
-
-REVOKE ALL ON FUNCTION wfrouter._move_unlock(), wfrouter._move_lock(integer, text[], text),
-    wfrouter.move_partition(integer, text, interval) FROM PUBLIC;
--- ==== end issue 30: moves of one partition through two routers at once ====
-
--- ==== issue 30: a deadline for every wait of a move; a failed copy ends the wait ====
--- The copy of wfrouter.move_partition waited, 100 ms at a time, until the
--- target's subscription had every table in state 'ready', with no end: a
--- table synchronisation that failed on the target (it is tried again
--- there every wal_retrieve_retry_interval, for ever), a subscription
--- without a worker (disabled, or no worker slot free) or a target that
--- stopped answering (a frozen server or host: the router's dblink
--- connection waited for it with no timeout, and could not be cancelled)
--- kept the move waiting for ever; a target that crashed ended it with
--- dblink's bare "could not establish connection".  Now:
---   - the copy has a deadline, copy_wait (a new parameter of
---     wfrouter.move_partition, default 1 hour); at it the move stops with
---     55000, naming the tables not copied yet;
---   - a target or source that cannot be reached for `wait` (the existing
---     parameter, default 30 s; a shard that restarts within it does not
---     end the move) stops it with 08006 naming the shard;
---   - a copy that keeps failing (the subscription's table synchronisation
---     or apply workers counted errors, pg_stat_subscription_stats, for
---     `wait` with no table copied meanwhile), a subscription with no apply
---     worker for `wait`, a subscription disabled or gone: 55000 naming
---     the subscription, the tables not copied and where the errors are;
---   - every connection the router makes to a shard (wfrouter._connstr)
---     gives up after 10 s (connect_timeout; the shard's own connection
---     string may set another);
---   - each error is also noted in wfrouter.moves.  The move stays under
---     way with the partition on its source (the target owns nothing yet):
---     wfrouter.move_partition again goes on from where the copy is (the
---     target keeps copying meanwhile), wfrouter.cancel_move undoes it.
--- The other waits of a move had a deadline already (the catch-up and the
--- cut-over: wait; the target reaching the cut-over's WAL position: 10 s;
--- a cut-over left on the target: 10 s).
-
--- a shard's connection string, as the current user (a superuser: dblink),
--- with a connect timeout of 10 s unless the shard's string sets one
-CREATE OR REPLACE FUNCTION wfrouter._connstr(shard text)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    c text := (SELECT s.connstr FROM wfrouter.shards s WHERE s.shard OPERATOR(pg_catalog.=) _connstr.shard);
-BEGIN
-    IF c IS NULL THEN
-        RAISE EXCEPTION 'shard "%" does not exist', shard
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'Add it with wfrouter.add_shard(name, connstr).';
-    END IF;
-    -- (libpq takes the last of a key given twice: the shard's string wins)
-    RETURN 'connect_timeout=10 ' OPERATOR(pg_catalog.||) c OPERATOR(pg_catalog.||) ' user='
-        OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text)
-        OPERATOR(pg_catalog.||) ' options=''-c search_path=pg_catalog,pg_temp''';
-END
-$$;
-
--- waits until the subscription of the move (id) of partition p on to_shard
--- has copied every table (all 'ready'), noting the progress in
--- wfrouter.moves; returns the source's lag in bytes then.  Stops with an
--- error that names the partition, the shard and what failed, noted in
--- wfrouter.moves too, when: the copy has not ended after copy_wait
--- (55000); the target or the source cannot be reached for wait (08006);
--- the subscription is gone or disabled (55000), has had no apply worker
--- for wait (55000), or its workers keep failing (errors counted in
--- pg_stat_subscription_stats for wait, no table copied meanwhile: 55000).
--- Called by wfrouter._move_partition; nothing it does changes the shards.
-CREATE FUNCTION wfrouter._wait_copy(id bigint, p integer, from_shard text, to_shard text, wait interval, copy_wait interval)
-RETURNS bigint
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
-    t0 timestamptz := pg_catalog.clock_timestamp();
-    hint text := pg_catalog.format('The move stays under way and partition %s stays on shard "%s": run wfrouter.move_partition(%s, %L) again to go on '
-        'from where the copy is (the target goes on copying meanwhile), or undo the move with wfrouter.cancel_move(%s).',
-        p, from_shard, p, to_shard, p);
-    st record;
-    lag bigint;
-    tick timestamptz;
-    asking text;              -- the shard being asked
-    down_since timestamptz;   -- since when a shard cannot be reached
-    msg text;
-    det text;
-    copied integer := -1;     -- tables copied at the last poll
-    errors bigint;            -- the workers' errors counted at the last poll
-    failing_since timestamptz;  -- the first of them since a table was last copied
-    idle_since timestamptz;   -- since when no apply worker runs
-BEGIN
-    LOOP
-        tick := pg_catalog.clock_timestamp();
-        BEGIN
-            asking := to_shard;
-            SELECT * INTO st FROM public.dblink(wfrouter._connstr(to_shard), pg_catalog.format(
-                'SELECT s.oid IS NOT NULL, s.subenabled, '
-                '  EXISTS (SELECT 1 FROM pg_catalog.pg_stat_subscription w WHERE w.subid = s.oid AND w.relid IS NULL AND w.pid IS NOT NULL), '
-                '  (SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid)::integer, '
-                '  (SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid AND r.srsubstate = ''r'')::integer, '
-                '  (SELECT pg_catalog.string_agg(pg_catalog.format(''%%s (%%s)'', r.srrelid::regclass, CASE r.srsubstate WHEN ''i'' THEN ''not started'' '
-                '          WHEN ''d'' THEN ''copying'' WHEN ''f'' THEN ''copied'' WHEN ''s'' THEN ''catching up'' ELSE r.srsubstate::text END), '', '' '
-                '          ORDER BY r.srrelid::regclass::text) '
-                '   FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid AND r.srsubstate <> ''r''), '
-                '  COALESCE((SELECT x.sync_error_count + x.apply_error_count FROM pg_catalog.pg_stat_subscription_stats x WHERE x.subid = s.oid), 0), '
-                '  (SELECT COALESCE(pg_catalog.sum(c.tuples_processed), 0)::bigint FROM pg_catalog.pg_stat_progress_copy c '
-                '   WHERE c.datname = pg_catalog.current_database()) '
-                'FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_subscription s ON s.subname = %L '
-                'AND s.subdbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())', sub))
-                AS x(found boolean, enabled boolean, applying boolean, tables_total integer, tables_copied integer,
-                     pending text, errors bigint, rows_copying bigint);
-            asking := from_shard;
-            lag := wfrouter._lag(from_shard, sub);
-            down_since := NULL;
-        EXCEPTION WHEN connection_exception OR SQLSTATE '57P01' OR SQLSTATE '57P02' OR SQLSTATE '57P03' THEN
-            -- (dblink: 08001 for a connection refused or timed out; the
-            -- shard's own SQLSTATE for a server that went away mid-query)
-            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-            down_since := COALESCE(down_since, tick);
-            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', pg_catalog.format(
-                'shard "%s" cannot be reached since %s: %s', asking, down_since, COALESCE(NULLIF(det, ''), msg))));
-            -- (now, not when the poll began: a connection attempt may
-            -- take connect_timeout)
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (down_since OPERATOR(pg_catalog.+) wait)
-               OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (t0 OPERATOR(pg_catalog.+) copy_wait) THEN
-                RAISE EXCEPTION 'cannot copy partition % to shard "%": shard "%" cannot be reached', p, to_shard, asking
-                    USING ERRCODE = 'connection_failure',
-                          DETAIL = pg_catalog.format('Not for %s s: %s', pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) down_since)::numeric, 1),
-                              COALESCE(NULLIF(det, ''), msg)),
-                          HINT = hint;
-            END IF;
-            PERFORM pg_catalog.pg_sleep(0.5);
-            CONTINUE;
-        END;
-        PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('tables_total', st.tables_total,
-            'tables_copied', st.tables_copied, 'rows_copied', st.rows_copying, 'lag_bytes', lag, 'note', NULL));
-        IF NOT st.found OR NOT st.enabled THEN
-            msg := pg_catalog.format('the subscription "%s" on shard "%s" %s', sub, to_shard,
-                CASE WHEN st.found THEN 'is disabled' ELSE 'does not exist' END);
-            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
-            RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = hint;
-        END IF;
-        EXIT WHEN st.tables_total OPERATOR(pg_catalog.>) 0 AND st.tables_copied OPERATOR(pg_catalog.=) st.tables_total;
-        -- a table copied: what failed before did not stay failed
-        IF st.tables_copied OPERATOR(pg_catalog.>) copied THEN
-            copied := st.tables_copied;
-            failing_since := NULL;
-        END IF;
-        -- errors counted again: the copy fails, and goes on failing
-        -- (the counts start again from 0 after the target's crash)
-        IF errors IS NOT NULL AND st.errors OPERATOR(pg_catalog.>) errors THEN
-            failing_since := COALESCE(failing_since, tick);
-            IF tick OPERATOR(pg_catalog.>=) (failing_since OPERATOR(pg_catalog.+) wait) THEN
-                msg := pg_catalog.format('its copy keeps failing on shard "%s"', to_shard);
-                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
-                RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          DETAIL = pg_catalog.format('The workers of subscription "%s" have failed again and again for %s s (%s errors in all, '
-                              'pg_stat_subscription_stats), and no table was copied meanwhile. Not copied yet: %s.',
-                              sub, pg_catalog.round(EXTRACT(epoch FROM tick OPERATOR(pg_catalog.-) failing_since)::numeric, 1), st.errors, st.pending),
-                          HINT = pg_catalog.format('The errors are in the server log of shard "%s". ', to_shard) OPERATOR(pg_catalog.||) hint;
-            END IF;
-        END IF;
-        errors := st.errors;
-        -- no apply worker (it starts the table synchronisations): one that
-        -- failed is started again within wal_retrieve_retry_interval
-        IF st.applying THEN
-            idle_since := NULL;
-        ELSE
-            idle_since := COALESCE(idle_since, tick);
-            IF tick OPERATOR(pg_catalog.>=) (idle_since OPERATOR(pg_catalog.+) wait) THEN
-                msg := pg_catalog.format('no worker of subscription "%s" has run on shard "%s" for %s s', sub, to_shard,
-                    pg_catalog.round(EXTRACT(epoch FROM tick OPERATOR(pg_catalog.-) idle_since)::numeric, 1));
-                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
-                RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          DETAIL = pg_catalog.format('Not copied yet: %s.', st.pending),
-                          HINT = pg_catalog.format('See the server log of shard "%s" (max_logical_replication_workers, max_worker_processes). ', to_shard)
-                              OPERATOR(pg_catalog.||) hint;
-            END IF;
-        END IF;
-        IF tick OPERATOR(pg_catalog.>=) (t0 OPERATOR(pg_catalog.+) copy_wait) THEN
-            msg := pg_catalog.format('the copy did not end in %s', copy_wait);
-            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
-            RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      DETAIL = pg_catalog.format('%s of %s tables copied, %s rows in the copies under way; not copied yet: %s.',
-                          st.tables_copied, st.tables_total, st.rows_copying, st.pending),
-                      HINT = 'A larger partition needs a larger copy_wait (wfrouter.move_partition(p, to_shard, wait, copy_wait)). ' OPERATOR(pg_catalog.||) hint;
-        END IF;
-        PERFORM pg_catalog.pg_sleep(0.1);
-    END LOOP;
-    RETURN lag;
-END
-$$;
-
--- the body of a move, with the copy's deadline (the rest as the first
--- change of router 0.2.0 wrote it, with the move locks of the second)
-DROP FUNCTION wfrouter._move_partition(integer, text, interval);
-CREATE FUNCTION wfrouter._move_partition(p integer, to_shard text, wait interval, copy_wait interval)
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    from_shard text;
-    mv record;
-    id bigint;
-    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
-    st jsonb;
-    verified timestamptz;
-    t0 timestamptz;
-    deadline timestamptz;
-    lag bigint;
-    version bigint;
-    runs integer;
-    s text;
-    reached text;
-BEGIN
-    PERFORM wfrouter._superuser('move_partition');
-    IF wait IS NULL OR wait OPERATOR(pg_catalog.<=) interval '0' OR copy_wait IS NULL OR copy_wait OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION 'wait and copy_wait of a move must be positive intervals, not % and %', wait, copy_wait
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p) THEN
-        RAISE EXCEPTION 'partition % is not in the router''s map', p
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
-        RAISE EXCEPTION 'shard "%" does not exist', to_shard
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'Add it first: wfrouter.add_shard(name, connstr).';
-    END IF;
-    SELECT * INTO mv FROM wfrouter.moves m WHERE m.finished IS NULL ORDER BY m.move_id LIMIT 1;
-    IF FOUND AND mv.partition OPERATOR(pg_catalog.<>) p THEN
-        RAISE EXCEPTION 'partition % is being moved from shard "%" to shard "%"', mv.partition, mv.from_shard, mv.to_shard
-            USING ERRCODE = 'object_in_use',
-                  HINT = 'One move at a time: finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
-    ELSIF FOUND THEN
-        IF mv.to_shard OPERATOR(pg_catalog.<>) to_shard THEN
-            RAISE EXCEPTION 'partition % is being moved to shard "%"', p, mv.to_shard
-                USING ERRCODE = 'object_in_use',
-                      HINT = 'Finish that move with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
-        END IF;
-        from_shard := mv.from_shard;
-        id := mv.move_id;
-    ELSE
-        from_shard := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
-        IF from_shard OPERATOR(pg_catalog.=) to_shard THEN
-            RAISE EXCEPTION 'partition % is on shard "%" already', p, to_shard
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        id := wfrouter._loopback(pg_catalog.format(
-            'INSERT INTO wfrouter.moves (partition, from_shard, to_shard, phase) VALUES (%s, %L, %L, ''copying'') RETURNING move_id',
-            p, from_shard, to_shard))::bigint;
-    END IF;
-
-    -- a cut-over of a router session that died may still wait on the
-    -- target, and commit later: it ends before the owners are looked at
-    PERFORM wfrouter._end_cutover(to_shard, p);
-    IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-        IF wfrouter._remote_owner(from_shard, p) OPERATOR(pg_catalog.=) from_shard THEN
-            -- 1. the copy, while the partition stays live on the source
-            PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.move_out_begin(%s)', p));
-            IF wfrouter._remote(to_shard, pg_catalog.format(
-                   'SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription WHERE subname = %L', sub)) OPERATOR(pg_catalog.=) '0' THEN
-                PERFORM wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.move_in_begin(%s, %L::jsonb)', p,
-                    wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.partition_definitions(%s)', p))));
-                PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format(
-                    'CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (copy_data = true, synchronous_commit = on)',
-                    sub, (SELECT x.connstr FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) from_shard)
-                         OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text), sub));
-            END IF;
-            -- every table copied, or an error that says why not (issue 30:
-            -- this wait had no end)
-            lag := wfrouter._wait_copy(id, p, from_shard, to_shard, wait, copy_wait);
-            -- statistics of what the copy wrote, for the cut-over's statements
-            PERFORM wfrouter._remote_exec(to_shard, 'ANALYZE wf.runs, wf.tasks, wfshard.moved_runs');
-            -- every copied run verifies, online; then the runs changed
-            -- meanwhile, so that the cut-over verifies few; then the
-            -- target comes within 64 kB of the source, so that the
-            -- cut-over waits for little
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s)', p))::timestamptz;
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
-            -- the target reaches the source's WAL position of now, again
-            -- until that takes under 100 ms (a source that writes steadily
-            -- never shows a small lag: the position moves on meanwhile)
-            deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-            FOR round IN 1..5 LOOP
-                reached := wfrouter._remote(from_shard, 'SELECT pg_catalog.pg_current_wal_lsn()::text');
-                t0 := pg_catalog.clock_timestamp();
-                LOOP
-                    EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
-                        'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                        reached, sub))::boolean
-                        OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-                    PERFORM pg_catalog.pg_sleep(0.01);
-                END LOOP;
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', wfrouter._lag(from_shard, sub)));
-                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (t0 OPERATOR(pg_catalog.+) interval '100 milliseconds')
-                       OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-            END LOOP;
-        END IF;
-        -- 2. the cut-over: the partition is refused from the source's lock
-        -- to the target's commit
-        deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-        LOOP
-            PERFORM wfrouter._note(id, 'cutting over');
-            t0 := pg_catalog.clock_timestamp();
-            st := wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.move_out_cutover(%s, %L, 500)', p, to_shard))::jsonb;
-            EXIT WHEN st OPERATOR(pg_catalog.?) 'lsn';
-            PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note',
-                'waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for')));
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": transactions of its tenants stay open on shard "%"',
-                    p, to_shard, from_shard
-                    USING ERRCODE = 'lock_not_available',
-                          DETAIL = 'Waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for') OPERATOR(pg_catalog.||) '.',
-                          HINT = 'The partition stays live on the source and keeps streaming to the target: end those transactions and run wfrouter.move_partition again, or wfrouter.cancel_move.';
-            END IF;
-            -- not refused between tries
-            PERFORM pg_catalog.pg_sleep(0.5);
-        END LOOP;
-        IF verified IS NULL THEN
-            verified := '-infinity';
-        END IF;
-        -- the target reaches the source's WAL position
-        LOOP
-            EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
-                'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                st OPERATOR(pg_catalog.->>) 'lsn', sub))::boolean;
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          HINT = 'The partition is live on the source again; look at the subscription on the target (pg_stat_subscription) and move again.';
-            END IF;
-            PERFORM pg_catalog.pg_sleep(0.002);
-        END LOOP;
-        BEGIN
-            PERFORM wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.move_in_cutover(%s, %L::jsonb, %L)', p, st, verified));
-        EXCEPTION WHEN OTHERS THEN
-            -- the source takes it back: it has every row; unless the
-            -- target took it (its cut-over may have gone on after the
-            -- error reached this session: it ends first)
-            PERFORM wfrouter._end_cutover(to_shard, p);
-            IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-            END IF;
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) SQLERRM));
-            RAISE;
-        END;
-        PERFORM wfrouter._note(id, 'cleaning up', pg_catalog.jsonb_build_object('dark_ms',
-            EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t0) OPERATOR(pg_catalog.*) 1000));
-    END IF;
-
-    -- 3. the router's map, at once for every session; then what is left
-    version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
-    PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._apply_map(%L, %s)::text', wfrouter._map_with(p, to_shard), version));
-    PERFORM wfrouter._note(id, 'cleaning up');
-    PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote_exec(from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
-    runs := wfrouter._remote(to_shard, pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.runs r '
-        'WHERE pg_catalog.hashtext(r.tenant_id) & %s = %s', pg_catalog.cardinality(wfrouter._map()) OPERATOR(pg_catalog.-) 1, p))::integer;
-    -- the other shards learn the map (they refuse the partition either way)
-    FOR s IN SELECT x.shard FROM wfrouter.shards x
-             WHERE x.shard OPERATOR(pg_catalog.<>) ALL (ARRAY[from_shard, to_shard]) ORDER BY x.shard LOOP
-        BEGIN
-            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
-                s, wfrouter._map_with(p, to_shard), version));
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
-        END;
-    END LOOP;
-    PERFORM wfrouter._note(id, 'done', pg_catalog.jsonb_build_object('runs', runs));
-    RETURN runs;
-END
-$$;
-
-COMMENT ON FUNCTION wfrouter._move_partition(integer, text, interval, interval) IS
-'Internal: the move of partition p to to_shard (copy, cut-over, clean-up), run by wfrouter.move_partition with the move locks of its source and target held.';
-
-DROP FUNCTION wfrouter.move_partition(integer, text, interval);
-CREATE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds', copy_wait interval DEFAULT '1 hour')
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    from_shard text;
-    o text;
-    runs integer;
-BEGIN
-    PERFORM wfrouter._superuser('move_partition');
-    -- (a partition or a shard that does not exist: the body refuses it)
-    IF EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
-       AND EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
-        FOR i IN 1..3 LOOP
-            from_shard := COALESCE(
-                (SELECT m.from_shard FROM wfrouter.moves m
-                 WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL),
-                (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p));
-            PERFORM wfrouter._move_lock(p, ARRAY[from_shard, to_shard],
-                pg_catalog.format('move %s %s>%s', p, from_shard, to_shard));
-            -- a move of this router under way: it goes on from where the shards are
-            EXIT WHEN EXISTS (SELECT 1 FROM wfrouter.moves m
-                              WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL);
-            o := wfrouter._remote_owner(from_shard, p);
-            EXIT WHEN o OPERATOR(pg_catalog.=) from_shard;
-            PERFORM wfrouter._move_unlock();
-            IF o IS NULL OR wfrouter._remote_owner(o, p) IS DISTINCT FROM o THEN
-                RAISE EXCEPTION 'partition % cannot be moved now: shard "%" gave it to shard "%", which has not taken it', p, from_shard, o
-                    USING ERRCODE = 'object_in_use',
-                          DETAIL = 'A move of the partition, made through another router, has not finished.',
-                          HINT = 'Finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move, on the router that made it (wfrouter.moves there).';
-            END IF;
-            -- another router moved it: this router learns the map of the
-            -- shard that owns it (a map that gives every partition to a
-            -- shard that took it), and moves from there
-            PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._learn_map(%L)::text', o));
-            IF i OPERATOR(pg_catalog.=) 3 THEN
-                RAISE EXCEPTION 'partition % cannot be moved now: it is on shard "%", not on shard "%" as this router''s map says', p, o, from_shard
-                    USING ERRCODE = 'object_in_use',
-                          HINT = 'Look at wfrouter.shard_map() on this router and wfshard.self on the shards.';
-            END IF;
-        END LOOP;
-    END IF;
-    BEGIN
-        runs := wfrouter._move_partition(p, to_shard, wait, copy_wait);
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM wfrouter._move_unlock();
-        RAISE;
-    END;
-    PERFORM wfrouter._move_unlock();
-    RETURN runs;
-END
-$$;
-COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval, interval) IS
-'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard on logical replication (the partition stays live while it is copied; it is refused only during the cut-over), and gives it the partition on the router and every shard; returns the number of runs moved. copy_wait bounds the copy; wait bounds the catch-up, how long the cut-over waits for the tenants'' open transactions, and how long a shard may be unreachable or the copy keep failing before the move stops. One move at a time per shard, whatever router makes it (a move of the source or target under way: 55006). Progress in wfrouter.moves; run again after any failure, or cancel with wfrouter.cancel_move.';
-
-REVOKE ALL ON FUNCTION wfrouter._wait_copy(bigint, integer, text, text, interval, interval),
-    wfrouter._move_partition(integer, text, interval, interval),
-    wfrouter.move_partition(integer, text, interval, interval) FROM PUBLIC;
--- ==== end issue 30: a deadline for every wait of a move ====
-
--- ==== issue 30: a move run again after it finished is done, not an error ====
--- A move whose copy waits through a shard's restart (wait, above) may go
--- on to its end by itself; a move made through another router finishes
--- there.  wfrouter.move_partition run again for it then raised 55000
--- "partition <p> is on shard "<t>" already" (test/t/126_grow.pl, after a
--- crash of the target or the source during the copy: every run), so a
--- caller that runs a move again after any failure, as the docs say to,
--- could not tell a move done from a move refused.  Now, when the shards
--- show the partition on the requested target (the target's own map gives
--- it to itself, checked with the target's move lock held) and this router
--- has no move of it under way, wfrouter.move_partition changes nothing of
--- the partition and returns 0 (no run moved by this call), with a NOTICE
--- "partition <p> is on shard "<t>" already" whose DETAIL says why: its
--- move finished (the last move of the partition in wfrouter.moves, with
--- when), a move made through another router put it there (this router's
--- map was older: it learns the target's map), or no move of it to that
--- shard is recorded on this router (it was there already: nothing to
--- move, like ALTER TABLE ... SET TABLESPACE to the table's own).  A shard
--- whose map still gives the partition to another shard (down at the end
--- of the move: a WARNING then) is given the target's map now.  Other
--- routers cannot be reached from here (routers are not registered
--- anywhere); each learns the map from the shards on its next call of a
--- moved tenant (55W01), or on its own wfrouter.move_partition.
-CREATE OR REPLACE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds', copy_wait interval DEFAULT '1 hour')
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    from_shard text;
-    mapped text;              -- the partition's shard in this router's map, before
-    o text;
-    runs integer;
-    prev record;
-    version bigint;
-    s text;
-    det text;
-BEGIN
-    PERFORM wfrouter._superuser('move_partition');
-    -- (a partition or a shard that does not exist, a bad wait: the body
-    -- refuses it)
-    IF EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
-       AND EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
-        mapped := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
-        FOR i IN 1..3 LOOP
-            from_shard := COALESCE(
-                (SELECT m.from_shard FROM wfrouter.moves m
-                 WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL),
-                (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p));
-            PERFORM wfrouter._move_lock(p, ARRAY[from_shard, to_shard],
-                pg_catalog.format('move %s %s>%s', p, from_shard, to_shard));
-            -- a move of this router under way: it goes on from where the shards are
-            EXIT WHEN EXISTS (SELECT 1 FROM wfrouter.moves m
-                              WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL);
-            o := wfrouter._remote_owner(from_shard, p);
-            EXIT WHEN o OPERATOR(pg_catalog.=) from_shard;
-            PERFORM wfrouter._move_unlock();
-            IF o IS NULL OR wfrouter._remote_owner(o, p) IS DISTINCT FROM o THEN
-                RAISE EXCEPTION 'partition % cannot be moved now: shard "%" gave it to shard "%", which has not taken it', p, from_shard, o
-                    USING ERRCODE = 'object_in_use',
-                          DETAIL = 'A move of the partition, made through another router, has not finished.',
-                          HINT = 'Finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move, on the router that made it (wfrouter.moves there).';
-            END IF;
-            -- another router moved it: this router learns the map of the
-            -- shard that owns it (a map that gives every partition to a
-            -- shard that took it), and moves from there
-            PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._learn_map(%L)::text', o));
-            IF i OPERATOR(pg_catalog.=) 3 THEN
-                RAISE EXCEPTION 'partition % cannot be moved now: it is on shard "%", not on shard "%" as this router''s map says', p, o, from_shard
-                    USING ERRCODE = 'object_in_use',
-                          HINT = 'Look at wfrouter.shard_map() on this router and wfshard.self on the shards.';
-            END IF;
-        END LOOP;
-        -- the target owns the partition (its own map says so, and its move
-        -- lock is held) and no move of this router is under way: done
-        IF from_shard OPERATOR(pg_catalog.=) to_shard
-           AND NOT EXISTS (SELECT 1 FROM wfrouter.moves m
-                           WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL) THEN
-            BEGIN
-                version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
-                -- a shard that missed the map of the move (down at its end)
-                FOR s IN SELECT x.shard FROM wfrouter.shards x
-                         WHERE x.shard OPERATOR(pg_catalog.<>) to_shard ORDER BY x.shard LOOP
-                    BEGIN
-                        IF wfrouter._remote_owner(s, p) IS DISTINCT FROM to_shard THEN
-                            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
-                                s, wfrouter._map_with(p, to_shard), version));
-                        END IF;
-                    EXCEPTION WHEN OTHERS THEN
-                        RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
-                    END;
-                END LOOP;
-            EXCEPTION WHEN OTHERS OR query_canceled THEN
-                PERFORM wfrouter._move_unlock();
-                RAISE;
-            END;
-            PERFORM wfrouter._move_unlock();
-            SELECT * INTO prev FROM wfrouter.moves m WHERE m.partition OPERATOR(pg_catalog.=) p
-            ORDER BY m.move_id DESC LIMIT 1;
-            IF mapped OPERATOR(pg_catalog.<>) to_shard THEN
-                det := pg_catalog.format('A move made through another router put it there: this router''s map gave it to shard "%s", '
-                    'and now gives it to shard "%s" as the shards do (map version %s).', mapped, to_shard, version);
-            ELSIF FOUND AND prev.to_shard OPERATOR(pg_catalog.=) to_shard AND prev.phase OPERATOR(pg_catalog.=) 'done' THEN
-                det := pg_catalog.format('Its move from shard "%s" finished at %s (move %s in wfrouter.moves, %s runs).',
-                    prev.from_shard, prev.finished, prev.move_id, COALESCE(prev.runs::text, 'no count of'));
-            ELSE
-                det := 'No move of it to that shard is recorded on this router (wfrouter.moves): it was there already.';
-            END IF;
-            RAISE NOTICE 'partition % is on shard "%" already, nothing to move', p, to_shard
-                USING DETAIL = det;
-            RETURN 0;
-        END IF;
-    END IF;
-    BEGIN
-        runs := wfrouter._move_partition(p, to_shard, wait, copy_wait);
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM wfrouter._move_unlock();
-        RAISE;
-    END;
-    PERFORM wfrouter._move_unlock();
-    RETURN runs;
-END
-$$;
-COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval, interval) IS
-'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard on logical replication (the partition stays live while it is copied; it is refused only during the cut-over), and gives it the partition on the router and every shard; returns the number of runs moved. copy_wait bounds the copy; wait bounds the catch-up, how long the cut-over waits for the tenants'' open transactions, and how long a shard may be unreachable or the copy keep failing before the move stops. One move at a time per shard, whatever router makes it (a move of the source or target under way: 55006). Progress in wfrouter.moves; run again after any failure, or cancel with wfrouter.cancel_move. A partition the shards show on to_shard already (its move finished, also through another router) is left as it is: a NOTICE says so, and 0 is returned.';
--- ==== end issue 30: a move run again after it finished is done ====
-
--- ==== issue 30: a shorter cut-over ====
--- The statements of a move's cut-over (wf.move_out_cutover on the source,
--- each poll of the source's slot for the target's WAL position, and
--- wf.move_in_cutover on the target) each opened a dblink connection of
--- their own: a backend started on the shard for each, inside the window
--- in which the partition is refused.  They now go through one connection
--- to each shard (wfrouter._cut_conn, named "wfrouter_move_cut:<shard>"),
--- opened before the window; wfrouter._move_unlock, which every end of a
--- move and of a cancellation runs, closes them with the lock connections.
-
--- a connection of this session to shard for a move's cut-over (its name;
--- opened unless open already)
-CREATE FUNCTION wfrouter._cut_conn(shard text)
-RETURNS text
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    conn text := 'wfrouter_move_cut:' OPERATOR(pg_catalog.||) shard;
-BEGIN
-    IF conn OPERATOR(pg_catalog.=) ANY (COALESCE(public.dblink_get_connections(), '{}')) THEN
-        BEGIN
-            PERFORM x.v FROM public.dblink(conn, 'SELECT 1') AS x(v integer);
-            RETURN conn;
-        EXCEPTION WHEN OTHERS THEN
-            -- (the shard restarted since: a new connection)
-            PERFORM public.dblink_disconnect(conn);
-        END;
-    END IF;
-    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
-    RETURN conn;
-END
-$$;
-
--- ends this session's move locks and cut-over connections (closes them);
--- returns how many
-CREATE OR REPLACE FUNCTION wfrouter._move_unlock()
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    c text;
-    n integer := 0;
-BEGIN
-    FOR c IN SELECT x FROM pg_catalog.unnest(public.dblink_get_connections()) x
-             WHERE x OPERATOR(pg_catalog.~~) 'wfrouter\_move\_lock:%' OR x OPERATOR(pg_catalog.~~) 'wfrouter\_move\_cut:%' LOOP
-        BEGIN
-            PERFORM public.dblink_disconnect(c);
-        EXCEPTION WHEN OTHERS THEN
-            NULL;                   -- its shard went away: so did the lock
-        END;
-        n := n OPERATOR(pg_catalog.+) 1;
-    END LOOP;
-    RETURN n;
-END
-$$;
-
--- the body of a move, its cut-over through wfrouter._cut_conn (the rest as
--- the copy's deadline above wrote it)
-CREATE OR REPLACE FUNCTION wfrouter._move_partition(p integer, to_shard text, wait interval, copy_wait interval)
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    from_shard text;
-    mv record;
-    id bigint;
-    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
-    st jsonb;
-    verified timestamptz;
-    t0 timestamptz;
-    deadline timestamptz;
-    lag bigint;
-    version bigint;
-    runs integer;
-    s text;
-    reached text;
-    src_conn text;
-    dst_conn text;
-    t1 timestamptz;           -- the source gave the partition away
-    t2 timestamptz;           -- the target reached its WAL position
-    polls integer := 0;
-BEGIN
-    PERFORM wfrouter._superuser('move_partition');
-    IF wait IS NULL OR wait OPERATOR(pg_catalog.<=) interval '0' OR copy_wait IS NULL OR copy_wait OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION 'wait and copy_wait of a move must be positive intervals, not % and %', wait, copy_wait
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p) THEN
-        RAISE EXCEPTION 'partition % is not in the router''s map', p
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
-        RAISE EXCEPTION 'shard "%" does not exist', to_shard
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'Add it first: wfrouter.add_shard(name, connstr).';
-    END IF;
-    SELECT * INTO mv FROM wfrouter.moves m WHERE m.finished IS NULL ORDER BY m.move_id LIMIT 1;
-    IF FOUND AND mv.partition OPERATOR(pg_catalog.<>) p THEN
-        RAISE EXCEPTION 'partition % is being moved from shard "%" to shard "%"', mv.partition, mv.from_shard, mv.to_shard
-            USING ERRCODE = 'object_in_use',
-                  HINT = 'One move at a time: finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
-    ELSIF FOUND THEN
-        IF mv.to_shard OPERATOR(pg_catalog.<>) to_shard THEN
-            RAISE EXCEPTION 'partition % is being moved to shard "%"', p, mv.to_shard
-                USING ERRCODE = 'object_in_use',
-                      HINT = 'Finish that move with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
-        END IF;
-        from_shard := mv.from_shard;
-        id := mv.move_id;
-    ELSE
-        from_shard := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
-        IF from_shard OPERATOR(pg_catalog.=) to_shard THEN
-            RAISE EXCEPTION 'partition % is on shard "%" already', p, to_shard
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        id := wfrouter._loopback(pg_catalog.format(
-            'INSERT INTO wfrouter.moves (partition, from_shard, to_shard, phase) VALUES (%s, %L, %L, ''copying'') RETURNING move_id',
-            p, from_shard, to_shard))::bigint;
-    END IF;
-
-    -- a cut-over of a router session that died may still wait on the
-    -- target, and commit later: it ends before the owners are looked at
-    PERFORM wfrouter._end_cutover(to_shard, p);
-    IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-        IF wfrouter._remote_owner(from_shard, p) OPERATOR(pg_catalog.=) from_shard THEN
-            -- 1. the copy, while the partition stays live on the source
-            PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.move_out_begin(%s)', p));
-            IF wfrouter._remote(to_shard, pg_catalog.format(
-                   'SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription WHERE subname = %L', sub)) OPERATOR(pg_catalog.=) '0' THEN
-                PERFORM wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.move_in_begin(%s, %L::jsonb)', p,
-                    wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.partition_definitions(%s)', p))));
-                PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format(
-                    'CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (copy_data = true, synchronous_commit = on)',
-                    sub, (SELECT x.connstr FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) from_shard)
-                         OPERATOR(pg_catalog.||) ' user=' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text), sub));
-            END IF;
-            -- every table copied, or an error that says why not (issue 30:
-            -- this wait had no end)
-            lag := wfrouter._wait_copy(id, p, from_shard, to_shard, wait, copy_wait);
-            -- statistics of what the copy wrote, for the cut-over's statements
-            PERFORM wfrouter._remote_exec(to_shard, 'ANALYZE wf.runs, wf.tasks, wfshard.moved_runs');
-            -- every copied run verifies, online; then the runs changed
-            -- meanwhile, so that the cut-over verifies few; then the
-            -- target comes within 64 kB of the source, so that the
-            -- cut-over waits for little
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s)', p))::timestamptz;
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
-            -- the target reaches the source's WAL position of now, again
-            -- until that takes under 100 ms (a source that writes steadily
-            -- never shows a small lag: the position moves on meanwhile)
-            deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-            FOR round IN 1..5 LOOP
-                reached := wfrouter._remote(from_shard, 'SELECT pg_catalog.pg_current_wal_lsn()::text');
-                t0 := pg_catalog.clock_timestamp();
-                LOOP
-                    EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
-                        'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                        reached, sub))::boolean
-                        OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-                    PERFORM pg_catalog.pg_sleep(0.01);
-                END LOOP;
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', wfrouter._lag(from_shard, sub)));
-                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (t0 OPERATOR(pg_catalog.+) interval '100 milliseconds')
-                       OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-            END LOOP;
-        END IF;
-        -- 2. the cut-over: the partition is refused from the source's lock
-        -- to the target's commit.  Its statements go through a connection
-        -- to each shard opened before (a new one per statement cost a
-        -- backend start each in the dark window, tens of ms on a loaded
-        -- machine, for the lock, every poll of the WAL position and the
-        -- target's commit); wfrouter._move_unlock closes them
-        src_conn := wfrouter._cut_conn(from_shard);
-        dst_conn := wfrouter._cut_conn(to_shard);
-        deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-        LOOP
-            PERFORM wfrouter._note(id, 'cutting over');
-            t0 := pg_catalog.clock_timestamp();
-            SELECT x.v::jsonb INTO st FROM public.dblink(src_conn,
-                pg_catalog.format('SELECT wf.move_out_cutover(%s, %L, 500)', p, to_shard)) AS x(v text);
-            EXIT WHEN st OPERATOR(pg_catalog.?) 'lsn';
-            PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note',
-                'waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for')));
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": transactions of its tenants stay open on shard "%"',
-                    p, to_shard, from_shard
-                    USING ERRCODE = 'lock_not_available',
-                          DETAIL = 'Waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for') OPERATOR(pg_catalog.||) '.',
-                          HINT = 'The partition stays live on the source and keeps streaming to the target: end those transactions and run wfrouter.move_partition again, or wfrouter.cancel_move.';
-            END IF;
-            -- not refused between tries
-            PERFORM pg_catalog.pg_sleep(0.5);
-        END LOOP;
-        IF verified IS NULL THEN
-            verified := '-infinity';
-        END IF;
-        -- the target reaches the source's WAL position
-        t1 := pg_catalog.clock_timestamp();
-        LOOP
-            polls := polls OPERATOR(pg_catalog.+) 1;
-            EXIT WHEN (SELECT x.v FROM public.dblink(src_conn, pg_catalog.format(
-                'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                st OPERATOR(pg_catalog.->>) 'lsn', sub)) AS x(v boolean));
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          HINT = 'The partition is live on the source again; look at the subscription on the target (pg_stat_subscription) and move again.';
-            END IF;
-            PERFORM pg_catalog.pg_sleep(0.002);
-        END LOOP;
-        t2 := pg_catalog.clock_timestamp();
-        BEGIN
-            PERFORM x.v FROM public.dblink(dst_conn, pg_catalog.format('SELECT wf.move_in_cutover(%s, %L::jsonb, %L)', p, st, verified)) AS x(v text);
-        EXCEPTION WHEN OTHERS THEN
-            -- the source takes it back: it has every row; unless the
-            -- target took it (its cut-over may have gone on after the
-            -- error reached this session: it ends first)
-            PERFORM wfrouter._end_cutover(to_shard, p);
-            IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-            END IF;
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) SQLERRM));
-            RAISE;
-        END;
-        -- where the dark window went, in the note
-        PERFORM wfrouter._note(id, 'cleaning up', pg_catalog.jsonb_build_object('dark_ms',
-            EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t0) OPERATOR(pg_catalog.*) 1000,
-            'note', pg_catalog.format('cut-over: the source gave the partition away in %s ms, the target reached its WAL position in %s ms (%s polls), took the partition in %s ms',
-                pg_catalog.round(EXTRACT(epoch FROM t1 OPERATOR(pg_catalog.-) t0)::numeric OPERATOR(pg_catalog.*) 1000),
-                pg_catalog.round(EXTRACT(epoch FROM t2 OPERATOR(pg_catalog.-) t1)::numeric OPERATOR(pg_catalog.*) 1000), polls,
-                pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t2)::numeric OPERATOR(pg_catalog.*) 1000))));
-    END IF;
-
-    -- 3. the router's map, at once for every session; then what is left
-    version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
-    PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._apply_map(%L, %s)::text', wfrouter._map_with(p, to_shard), version));
-    PERFORM wfrouter._note(id, 'cleaning up');
-    PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote_exec(from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
-    runs := wfrouter._remote(to_shard, pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.runs r '
-        'WHERE pg_catalog.hashtext(r.tenant_id) & %s = %s', pg_catalog.cardinality(wfrouter._map()) OPERATOR(pg_catalog.-) 1, p))::integer;
-    -- the other shards learn the map (they refuse the partition either way)
-    FOR s IN SELECT x.shard FROM wfrouter.shards x
-             WHERE x.shard OPERATOR(pg_catalog.<>) ALL (ARRAY[from_shard, to_shard]) ORDER BY x.shard LOOP
-        BEGIN
-            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
-                s, wfrouter._map_with(p, to_shard), version));
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
-        END;
-    END LOOP;
-    PERFORM wfrouter._note(id, 'done', pg_catalog.jsonb_build_object('runs', runs));
-    RETURN runs;
-END
-$$;
-
-REVOKE ALL ON FUNCTION wfrouter._cut_conn(text) FROM PUBLIC;
--- ==== end issue 30: a shorter cut-over ====
-
--- ==== issue 30: a call refused by the shard a move has just left ====
--- A call routed with the map of before a move's cut-over, refused by the
--- source (55W01) once the target had taken the partition, was answered
--- with 40001 "tenant ... is moving to another shard" when this router's
--- map changed meanwhile (the move's own map flip, or another session that
--- learned it first): wfrouter._retry learned the map from the shard the
--- new map names (not newer than the router's: nothing learned), and gave
--- up.  The call was refused after the cut-over had ended, which made the
--- span a client saw longer than the move's dark window.  Now a map of
--- this router that no longer sends the tenant to the shard that refused
--- (named in the message) is taken as learned: the call is made once more,
--- on the shard the map names now (else the map is learned as before).
-CREATE OR REPLACE FUNCTION wfrouter._retry(tries integer, st text, msg text, det text, hnt text)
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    tenant text := wfrouter.current_tenant();
-    shard text := wfrouter.tenant_shard(tenant);
-    refused_by text;
-BEGIN
-    IF st OPERATOR(pg_catalog.=) '55W01' THEN
-        -- (wfengine's message: tenant "<t>" does not live on shard "<s>")
-        refused_by := pg_catalog.substring(msg, 'does not live on shard "([^"]*)"');
-        IF tries OPERATOR(pg_catalog.=) 0
-           AND (shard IS DISTINCT FROM COALESCE(refused_by, shard)
-                OR wfrouter._learn_map(shard)) THEN
-            RETURN tries OPERATOR(pg_catalog.+) 1;
-        END IF;
-        RAISE EXCEPTION 'tenant "%" is moving to another shard', tenant
-            USING ERRCODE = 'serialization_failure',
-                  DETAIL = msg OPERATOR(pg_catalog.||) COALESCE(' ' OPERATOR(pg_catalog.||) det, ''),
-                  HINT = 'Retry the call: a partition is refused only during the cut-over of its move, well under a second.';
-    END IF;
-    IF msg OPERATOR(pg_catalog.~*) '(could not connect|connection to server|PQconnectPoll|server closed the connection|terminating connection|Connection refused|No such file or directory|timeout expired|could not send|could not receive|connection not open|SSL SYSCALL)' THEN
-        RAISE EXCEPTION 'shard "%" of tenant "%" cannot be reached', shard, tenant
-            USING ERRCODE = 'connection_failure',
-                  DETAIL = msg,
-                  HINT = 'Retry the call: the shard may be failing over; the router connects again on the next call.';
-    END IF;
-    IF det IS NOT NULL AND det OPERATOR(pg_catalog.<>) '' AND hnt IS NOT NULL AND hnt OPERATOR(pg_catalog.<>) '' THEN
-        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, DETAIL = det, HINT = hnt;
-    ELSIF det IS NOT NULL AND det OPERATOR(pg_catalog.<>) '' THEN
-        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, DETAIL = det;
-    ELSIF hnt IS NOT NULL AND hnt OPERATOR(pg_catalog.<>) '' THEN
-        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, HINT = hnt;
-    END IF;
-    RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st;
-END
-$$;
--- ==== end issue 30: a call refused by the shard a move has just left ====
-
--- ==== issue 30: a table synchronisation whose slot is gone restarts the copy ====
--- A table synchronisation of a move's subscription that has copied its
--- table (state 'f' in pg_subscription_rel) goes on from its replication
--- slot on the source, pg_<subscription oid>_sync_<table oid>_<target's
--- system identifier> (PostgreSQL 15, tablesync.c).  When that slot is gone
--- (the source crashed while the target dropped it at the end of the
--- synchronisation, which the target then rolled back; or someone dropped
--- it), the synchronisation can never go on: its worker fails with
--- "replication slot ... does not exist" every wal_retrieve_retry_interval,
--- for ever, and these errors (raised where the stream starts) are not
--- counted in pg_stat_subscription_stats, so "its copy keeps failing" did
--- not fire either: the move waited the whole copy_wait, and run again it
--- waited on the same stuck subscription (test/t/126_grow.pl, a crash of
--- the source during the copy, 1 run in 3: 169 failures in 3 minutes, 6
--- counted).  The same holds for the subscription's own slot, wf_move_<p>.
--- Now wfrouter._wait_copy asks the source, at each poll, for the slots
--- of the tables in state 'f' and for the subscription's: one missing for
--- `wait` restarts the copy from scratch (the partition is live on the
--- source all along: nothing is lost): the subscription, the target's
--- rows of the partition, the publication and every slot of the
--- subscription go (wfrouter._copy_drop, which also drops a subscription
--- whose slot is gone: DROP SUBSCRIPTION fails there), and are made again
--- (wfrouter._copy_begin).  Noted in wfrouter.moves ("the copy was
--- restarted <n> time(s): <why>", kept in the note of the cut-over).  At
--- the fourth such failure in one call the move gives up: everything of it
--- goes, it ends as 'failed', and the error (55000) names the partition,
--- the shards and the table; wfrouter.move_partition run again starts a
--- new move, from scratch.  wfrouter.cancel_move drops through
--- wfrouter._copy_drop too (its DROP SUBSCRIPTION failed when the
--- subscription's slot was gone from the source).
+-- ==== the copy of a move (issue 30) ====
 
 -- makes the publication of partition p on from_shard, and the target's
 -- subscription to it on to_shard (the target's rows of p an earlier copy
@@ -1493,10 +276,11 @@ $$;
 
 -- drops what the copy of partition p from from_shard to to_shard made:
 -- the subscription on to_shard (a CREATE SUBSCRIPTION of a router session
--- that died ends first; a subscription whose slot is gone from the source
--- is dropped without it), the target's rows of p, and on from_shard the
+-- that died ends first), the target's rows of p, and on from_shard the
 -- subscription's slots (its own, its table synchronisations') and the
--- publication.  The target must not own p (wf.drop_partition refuses).
+-- publication.  A subscription whose slot is gone from the source, which
+-- DROP SUBSCRIPTION cannot drop, is dropped without it.  The target must
+-- not own p (wf.drop_partition refuses).
 CREATE FUNCTION wfrouter._copy_drop(p integer, from_shard text, to_shard text)
 RETURNS void
 LANGUAGE plpgsql
@@ -1553,541 +337,27 @@ BEGIN
 END
 $$;
 
+REVOKE ALL ON FUNCTION wfrouter._copy_begin(integer, text, text), wfrouter._copy_drop(integer, text, text) FROM PUBLIC;
+
 -- waits until the subscription of the move (id) of partition p on to_shard
 -- has copied every table (all 'ready'), noting the progress in
--- wfrouter.moves; returns the source's lag in bytes then.  A slot the copy
--- needs gone from the source for wait (the subscription's, or that of a
--- table whose synchronisation has copied it) restarts the copy from
--- scratch (wfrouter._copy_drop, wfrouter._copy_begin; noted "the copy was
--- restarted <n> time(s): <why>"); at the fourth time the move ends as
--- 'failed' with nothing of it left, and 55000 says so.  Stops with an
--- error that names the partition, the shard and what failed, noted in
--- wfrouter.moves too, when: the copy has not ended after copy_wait (55000,
--- restarts included); the target or the source cannot be reached for wait
--- (08006); the subscription is gone or disabled (55000), has had no apply
--- worker for wait (55000), or its workers keep failing (errors counted in
--- pg_stat_subscription_stats for wait, no table copied meanwhile: 55000).
--- Called by wfrouter._move_partition.
-CREATE OR REPLACE FUNCTION wfrouter._wait_copy(id bigint, p integer, from_shard text, to_shard text, wait interval, copy_wait interval)
-RETURNS bigint
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
-    t0 timestamptz := pg_catalog.clock_timestamp();
-    hint text := pg_catalog.format('The move stays under way and partition %s stays on shard "%s": run wfrouter.move_partition(%s, %L) again to go on '
-        'from where the copy is (the target goes on copying meanwhile), or undo the move with wfrouter.cancel_move(%s).',
-        p, from_shard, p, to_shard, p);
-    st record;
-    lag bigint;
-    tick timestamptz;
-    asking text;              -- the shard being asked
-    down_since timestamptz;   -- since when a shard cannot be reached
-    msg text;
-    det text;
-    copied integer := -1;     -- tables copied at the last poll
-    errors bigint;            -- the workers' errors counted at the last poll
-    failing_since timestamptz;  -- the first of them since a table was last copied
-    idle_since timestamptz;   -- since when no apply worker runs
-    src record;
-    gone_since timestamptz;   -- since when a slot the copy needs is gone
-    restarts integer := 0;
-    restarted text;           -- the note of the last restart
-    why text;
-BEGIN
-    LOOP
-        tick := pg_catalog.clock_timestamp();
-        BEGIN
-            asking := to_shard;
-            SELECT * INTO st FROM public.dblink(wfrouter._connstr(to_shard), pg_catalog.format(
-                'SELECT s.oid IS NOT NULL, s.subenabled, '
-                '  EXISTS (SELECT 1 FROM pg_catalog.pg_stat_subscription w WHERE w.subid = s.oid AND w.relid IS NULL AND w.pid IS NOT NULL), '
-                '  (SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid)::integer, '
-                '  (SELECT pg_catalog.count(*) FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid AND r.srsubstate = ''r'')::integer, '
-                '  (SELECT pg_catalog.string_agg(pg_catalog.format(''%%s (%%s)'', r.srrelid::regclass, CASE r.srsubstate WHEN ''i'' THEN ''not started'' '
-                '          WHEN ''d'' THEN ''copying'' WHEN ''f'' THEN ''copied'' WHEN ''s'' THEN ''catching up'' ELSE r.srsubstate::text END), '', '' '
-                '          ORDER BY r.srrelid::regclass::text) '
-                '   FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid AND r.srsubstate <> ''r''), '
-                '  COALESCE((SELECT x.sync_error_count + x.apply_error_count FROM pg_catalog.pg_stat_subscription_stats x WHERE x.subid = s.oid), 0), '
-                '  (SELECT COALESCE(pg_catalog.sum(c.tuples_processed), 0)::bigint FROM pg_catalog.pg_stat_progress_copy c '
-                '   WHERE c.datname = pg_catalog.current_database()), '
-                '  ARRAY(SELECT pg_catalog.format(''pg_%%s_sync_%%s_%%s'', s.oid, r.srrelid, (pg_catalog.pg_control_system()).system_identifier) '
-                '        FROM pg_catalog.pg_subscription_rel r WHERE r.srsubid = s.oid AND r.srsubstate = ''f'' ORDER BY r.srrelid), '
-                '  ARRAY(SELECT r.srrelid::regclass::text FROM pg_catalog.pg_subscription_rel r '
-                '        WHERE r.srsubid = s.oid AND r.srsubstate = ''f'' ORDER BY r.srrelid) '
-                'FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_subscription s ON s.subname = %L '
-                'AND s.subdbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())', sub))
-                AS x(found boolean, enabled boolean, applying boolean, tables_total integer, tables_copied integer,
-                     pending text, errors bigint, rows_copying bigint, sync_slots text[], sync_tables text[]);
-            asking := from_shard;
-            -- the lag, and which of the slots the copy needs (the
-            -- subscription's, its copied tables') the source has not
-            SELECT * INTO src FROM public.dblink(wfrouter._connstr(from_shard), pg_catalog.format(
-                'SELECT (SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint '
-                '        FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L), '
-                '  ARRAY(SELECT x FROM pg_catalog.unnest(%L::text[]) WITH ORDINALITY AS u(x, i) '
-                '        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = u.x) ORDER BY u.i)',
-                sub, ARRAY[sub] OPERATOR(pg_catalog.||) COALESCE(st.sync_slots, '{}')))
-                AS x(lag bigint, gone text[]);
-            lag := src.lag;
-            down_since := NULL;
-        EXCEPTION WHEN connection_exception OR SQLSTATE '57P01' OR SQLSTATE '57P02' OR SQLSTATE '57P03' THEN
-            -- (dblink: 08001 for a connection refused or timed out; the
-            -- shard's own SQLSTATE for a server that went away mid-query)
-            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-            down_since := COALESCE(down_since, tick);
-            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', pg_catalog.format(
-                'shard "%s" cannot be reached since %s: %s', asking, down_since, COALESCE(NULLIF(det, ''), msg))));
-            -- (now, not when the poll began: a connection attempt may
-            -- take connect_timeout)
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (down_since OPERATOR(pg_catalog.+) wait)
-               OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (t0 OPERATOR(pg_catalog.+) copy_wait) THEN
-                RAISE EXCEPTION 'cannot copy partition % to shard "%": shard "%" cannot be reached', p, to_shard, asking
-                    USING ERRCODE = 'connection_failure',
-                          DETAIL = pg_catalog.format('Not for %s s: %s', pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) down_since)::numeric, 1),
-                              COALESCE(NULLIF(det, ''), msg)),
-                          HINT = hint;
-            END IF;
-            PERFORM pg_catalog.pg_sleep(0.5);
-            CONTINUE;
-        END;
-        PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('tables_total', st.tables_total,
-            'tables_copied', st.tables_copied, 'rows_copied', st.rows_copying, 'lag_bytes', lag, 'note', restarted));
-        IF NOT st.found OR NOT st.enabled THEN
-            msg := pg_catalog.format('the subscription "%s" on shard "%s" %s', sub, to_shard,
-                CASE WHEN st.found THEN 'is disabled' ELSE 'does not exist' END);
-            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
-            RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = hint;
-        END IF;
-        EXIT WHEN st.tables_total OPERATOR(pg_catalog.>) 0 AND st.tables_copied OPERATOR(pg_catalog.=) st.tables_total;
-        -- a slot the copy needs gone from the source (a table's
-        -- synchronisation that has copied its table goes on from its own
-        -- slot; the subscription streams from wf_move_<p>): what needs it
-        -- fails for ever.  (A synchronisation drops its slot just before
-        -- it commits its end: gone for wait, not for a moment.)  The copy
-        -- starts again from scratch, at most 3 times in a call
-        IF pg_catalog.cardinality(src.gone) OPERATOR(pg_catalog.=) 0 THEN
-            gone_since := NULL;
-        ELSE
-            gone_since := COALESCE(gone_since, tick);
-            IF tick OPERATOR(pg_catalog.>=) (gone_since OPERATOR(pg_catalog.+) wait) THEN
-                IF src.gone[1] OPERATOR(pg_catalog.=) sub THEN
-                    why := pg_catalog.format('the replication slot "%s" of subscription "%s" on shard "%s" is gone from shard "%s"',
-                        sub, sub, to_shard, from_shard);
-                ELSE
-                    why := pg_catalog.format('the synchronisation of table %s (copied) on shard "%s" cannot go on: its replication slot "%s" is gone from shard "%s"',
-                        st.sync_tables[pg_catalog.array_position(st.sync_slots, src.gone[1])], to_shard, src.gone[1], from_shard);
-                END IF;
-                restarts := restarts OPERATOR(pg_catalog.+) 1;
-                IF restarts OPERATOR(pg_catalog.>) 3 THEN
-                    -- nothing of the move is left: run again, it starts afresh
-                    PERFORM wfrouter._copy_drop(p, from_shard, to_shard);
-                    msg := pg_catalog.format('the copy was restarted 3 times and failed again (%s); nothing of the move is left', why);
-                    PERFORM wfrouter._note(id, 'failed', pg_catalog.jsonb_build_object('note', msg));
-                    RAISE EXCEPTION 'cannot copy partition % from shard "%" to shard "%": its copy was restarted 3 times and cannot go on', p, from_shard, to_shard
-                        USING ERRCODE = 'object_not_in_prerequisite_state',
-                              DETAIL = pg_catalog.upper(pg_catalog.left(why, 1)) OPERATOR(pg_catalog.||) pg_catalog.substr(why, 2)
-                                  OPERATOR(pg_catalog.||) '. Not copied yet: ' OPERATOR(pg_catalog.||) COALESCE(st.pending, 'none') OPERATOR(pg_catalog.||) '.',
-                              HINT = pg_catalog.format('The move has ended (failed in wfrouter.moves), and partition %s stays on shard "%s": nothing of the move is left on the shards. '
-                                  'Look at the server logs of shards "%s" and "%s" (a shard that restarts again and again, replication slots dropped by hand), '
-                                  'then run wfrouter.move_partition(%s, %L) again: it starts afresh.', p, from_shard, from_shard, to_shard, p, to_shard);
-                END IF;
-                restarted := pg_catalog.format('the copy was restarted %s time%s: %s', restarts,
-                    CASE WHEN restarts OPERATOR(pg_catalog.=) 1 THEN '' ELSE 's' END, why);
-                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', restarted,
-                    'tables_copied', 0, 'rows_copied', 0));
-                PERFORM wfrouter._copy_drop(p, from_shard, to_shard);
-                PERFORM wfrouter._copy_begin(p, from_shard, to_shard);
-                gone_since := NULL;
-                copied := -1;
-                errors := NULL;
-                failing_since := NULL;
-                idle_since := NULL;
-                CONTINUE;
-            END IF;
-        END IF;
-        -- a table copied: what failed before did not stay failed
-        IF st.tables_copied OPERATOR(pg_catalog.>) copied THEN
-            copied := st.tables_copied;
-            failing_since := NULL;
-        END IF;
-        -- errors counted again: the copy fails, and goes on failing
-        -- (the counts start again from 0 after the target's crash)
-        IF errors IS NOT NULL AND st.errors OPERATOR(pg_catalog.>) errors THEN
-            failing_since := COALESCE(failing_since, tick);
-            IF tick OPERATOR(pg_catalog.>=) (failing_since OPERATOR(pg_catalog.+) wait) THEN
-                msg := pg_catalog.format('its copy keeps failing on shard "%s"', to_shard);
-                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
-                RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          DETAIL = pg_catalog.format('The workers of subscription "%s" have failed again and again for %s s (%s errors in all, '
-                              'pg_stat_subscription_stats), and no table was copied meanwhile. Not copied yet: %s.',
-                              sub, pg_catalog.round(EXTRACT(epoch FROM tick OPERATOR(pg_catalog.-) failing_since)::numeric, 1), st.errors, st.pending),
-                          HINT = pg_catalog.format('The errors are in the server log of shard "%s". ', to_shard) OPERATOR(pg_catalog.||) hint;
-            END IF;
-        END IF;
-        errors := st.errors;
-        -- no apply worker (it starts the table synchronisations): one that
-        -- failed is started again within wal_retrieve_retry_interval
-        IF st.applying THEN
-            idle_since := NULL;
-        ELSE
-            idle_since := COALESCE(idle_since, tick);
-            IF tick OPERATOR(pg_catalog.>=) (idle_since OPERATOR(pg_catalog.+) wait) THEN
-                msg := pg_catalog.format('no worker of subscription "%s" has run on shard "%s" for %s s', sub, to_shard,
-                    pg_catalog.round(EXTRACT(epoch FROM tick OPERATOR(pg_catalog.-) idle_since)::numeric, 1));
-                PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
-                RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          DETAIL = pg_catalog.format('Not copied yet: %s.', st.pending),
-                          HINT = pg_catalog.format('See the server log of shard "%s" (max_logical_replication_workers, max_worker_processes). ', to_shard)
-                              OPERATOR(pg_catalog.||) hint;
-            END IF;
-        END IF;
-        IF tick OPERATOR(pg_catalog.>=) (t0 OPERATOR(pg_catalog.+) copy_wait) THEN
-            msg := pg_catalog.format('the copy did not end in %s', copy_wait);
-            PERFORM wfrouter._note(id, 'copying', pg_catalog.jsonb_build_object('note', msg));
-            RAISE EXCEPTION 'cannot copy partition % to shard "%": %', p, to_shard, msg
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      DETAIL = pg_catalog.format('%s of %s tables copied, %s rows in the copies under way; not copied yet: %s.',
-                          st.tables_copied, st.tables_total, st.rows_copying, st.pending),
-                      HINT = 'A larger partition needs a larger copy_wait (wfrouter.move_partition(p, to_shard, wait, copy_wait)). ' OPERATOR(pg_catalog.||) hint;
-        END IF;
-        PERFORM pg_catalog.pg_sleep(0.1);
-    END LOOP;
-    RETURN lag;
-END
-$$;
-
--- the body of a move, its copy made by wfrouter._copy_begin and the note
--- of a restart of the copy kept in the cut-over's (the rest as the shorter
--- cut-over above wrote it)
-CREATE OR REPLACE FUNCTION wfrouter._move_partition(p integer, to_shard text, wait interval, copy_wait interval)
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    from_shard text;
-    mv record;
-    id bigint;
-    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
-    st jsonb;
-    verified timestamptz;
-    t0 timestamptz;
-    deadline timestamptz;
-    lag bigint;
-    version bigint;
-    runs integer;
-    s text;
-    reached text;
-    src_conn text;
-    dst_conn text;
-    t1 timestamptz;           -- the source gave the partition away
-    t2 timestamptz;           -- the target reached its WAL position
-    polls integer := 0;
-    restarted text;           -- the note of a restart of the copy
-BEGIN
-    PERFORM wfrouter._superuser('move_partition');
-    IF wait IS NULL OR wait OPERATOR(pg_catalog.<=) interval '0' OR copy_wait IS NULL OR copy_wait OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION 'wait and copy_wait of a move must be positive intervals, not % and %', wait, copy_wait
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p) THEN
-        RAISE EXCEPTION 'partition % is not in the router''s map', p
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
-        RAISE EXCEPTION 'shard "%" does not exist', to_shard
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'Add it first: wfrouter.add_shard(name, connstr).';
-    END IF;
-    SELECT * INTO mv FROM wfrouter.moves m WHERE m.finished IS NULL ORDER BY m.move_id LIMIT 1;
-    IF FOUND AND mv.partition OPERATOR(pg_catalog.<>) p THEN
-        RAISE EXCEPTION 'partition % is being moved from shard "%" to shard "%"', mv.partition, mv.from_shard, mv.to_shard
-            USING ERRCODE = 'object_in_use',
-                  HINT = 'One move at a time: finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
-    ELSIF FOUND THEN
-        IF mv.to_shard OPERATOR(pg_catalog.<>) to_shard THEN
-            RAISE EXCEPTION 'partition % is being moved to shard "%"', p, mv.to_shard
-                USING ERRCODE = 'object_in_use',
-                      HINT = 'Finish that move with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
-        END IF;
-        from_shard := mv.from_shard;
-        id := mv.move_id;
-    ELSE
-        from_shard := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
-        IF from_shard OPERATOR(pg_catalog.=) to_shard THEN
-            RAISE EXCEPTION 'partition % is on shard "%" already', p, to_shard
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        id := wfrouter._loopback(pg_catalog.format(
-            'INSERT INTO wfrouter.moves (partition, from_shard, to_shard, phase) VALUES (%s, %L, %L, ''copying'') RETURNING move_id',
-            p, from_shard, to_shard))::bigint;
-    END IF;
-
-    -- a cut-over of a router session that died may still wait on the
-    -- target, and commit later: it ends before the owners are looked at
-    PERFORM wfrouter._end_cutover(to_shard, p);
-    IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-        IF wfrouter._remote_owner(from_shard, p) OPERATOR(pg_catalog.=) from_shard THEN
-            -- 1. the copy, while the partition stays live on the source
-            PERFORM wfrouter._copy_begin(p, from_shard, to_shard);
-            -- every table copied, or an error that says why not (issue 30:
-            -- this wait had no end); a copy that cannot go on is started
-            -- again, and the note says so: it is kept in the cut-over's
-            lag := wfrouter._wait_copy(id, p, from_shard, to_shard, wait, copy_wait);
-            restarted := (SELECT m.note FROM wfrouter.moves m WHERE m.move_id OPERATOR(pg_catalog.=) id
-                          AND m.note OPERATOR(pg_catalog.~~) 'the copy was restarted %');
-            -- statistics of what the copy wrote, for the cut-over's statements
-            PERFORM wfrouter._remote_exec(to_shard, 'ANALYZE wf.runs, wf.tasks, wfshard.moved_runs');
-            -- every copied run verifies, online; then the runs changed
-            -- meanwhile, so that the cut-over verifies few; then the
-            -- target comes within 64 kB of the source, so that the
-            -- cut-over waits for little
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s)', p))::timestamptz;
-            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
-            -- the target reaches the source's WAL position of now, again
-            -- until that takes under 100 ms (a source that writes steadily
-            -- never shows a small lag: the position moves on meanwhile)
-            deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-            FOR round IN 1..5 LOOP
-                reached := wfrouter._remote(from_shard, 'SELECT pg_catalog.pg_current_wal_lsn()::text');
-                t0 := pg_catalog.clock_timestamp();
-                LOOP
-                    EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
-                        'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                        reached, sub))::boolean
-                        OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-                    PERFORM pg_catalog.pg_sleep(0.01);
-                END LOOP;
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', wfrouter._lag(from_shard, sub)));
-                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (t0 OPERATOR(pg_catalog.+) interval '100 milliseconds')
-                       OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
-            END LOOP;
-        END IF;
-        -- 2. the cut-over: the partition is refused from the source's lock
-        -- to the target's commit.  Its statements go through a connection
-        -- to each shard opened before (a new one per statement cost a
-        -- backend start each in the dark window, tens of ms on a loaded
-        -- machine, for the lock, every poll of the WAL position and the
-        -- target's commit); wfrouter._move_unlock closes them
-        src_conn := wfrouter._cut_conn(from_shard);
-        dst_conn := wfrouter._cut_conn(to_shard);
-        deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-        LOOP
-            PERFORM wfrouter._note(id, 'cutting over');
-            t0 := pg_catalog.clock_timestamp();
-            SELECT x.v::jsonb INTO st FROM public.dblink(src_conn,
-                pg_catalog.format('SELECT wf.move_out_cutover(%s, %L, 500)', p, to_shard)) AS x(v text);
-            EXIT WHEN st OPERATOR(pg_catalog.?) 'lsn';
-            PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note',
-                'waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for')));
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": transactions of its tenants stay open on shard "%"',
-                    p, to_shard, from_shard
-                    USING ERRCODE = 'lock_not_available',
-                          DETAIL = 'Waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for') OPERATOR(pg_catalog.||) '.',
-                          HINT = 'The partition stays live on the source and keeps streaming to the target: end those transactions and run wfrouter.move_partition again, or wfrouter.cancel_move.';
-            END IF;
-            -- not refused between tries
-            PERFORM pg_catalog.pg_sleep(0.5);
-        END LOOP;
-        IF verified IS NULL THEN
-            verified := '-infinity';
-        END IF;
-        -- the target reaches the source's WAL position
-        t1 := pg_catalog.clock_timestamp();
-        LOOP
-            polls := polls OPERATOR(pg_catalog.+) 1;
-            EXIT WHEN (SELECT x.v FROM public.dblink(src_conn, pg_catalog.format(
-                'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                st OPERATOR(pg_catalog.->>) 'lsn', sub)) AS x(v boolean));
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          HINT = 'The partition is live on the source again; look at the subscription on the target (pg_stat_subscription) and move again.';
-            END IF;
-            PERFORM pg_catalog.pg_sleep(0.002);
-        END LOOP;
-        t2 := pg_catalog.clock_timestamp();
-        BEGIN
-            PERFORM x.v FROM public.dblink(dst_conn, pg_catalog.format('SELECT wf.move_in_cutover(%s, %L::jsonb, %L)', p, st, verified)) AS x(v text);
-        EXCEPTION WHEN OTHERS THEN
-            -- the source takes it back: it has every row; unless the
-            -- target took it (its cut-over may have gone on after the
-            -- error reached this session: it ends first)
-            PERFORM wfrouter._end_cutover(to_shard, p);
-            IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-            END IF;
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) SQLERRM));
-            RAISE;
-        END;
-        -- where the dark window went, in the note
-        PERFORM wfrouter._note(id, 'cleaning up', pg_catalog.jsonb_build_object('dark_ms',
-            EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t0) OPERATOR(pg_catalog.*) 1000,
-            'note', pg_catalog.format('cut-over: the source gave the partition away in %s ms, the target reached its WAL position in %s ms (%s polls), took the partition in %s ms',
-                pg_catalog.round(EXTRACT(epoch FROM t1 OPERATOR(pg_catalog.-) t0)::numeric OPERATOR(pg_catalog.*) 1000),
-                pg_catalog.round(EXTRACT(epoch FROM t2 OPERATOR(pg_catalog.-) t1)::numeric OPERATOR(pg_catalog.*) 1000), polls,
-                pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t2)::numeric OPERATOR(pg_catalog.*) 1000))
-                OPERATOR(pg_catalog.||) COALESCE('; ' OPERATOR(pg_catalog.||) restarted, '')));
-    END IF;
-
-    -- 3. the router's map, at once for every session; then what is left
-    version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
-    PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._apply_map(%L, %s)::text', wfrouter._map_with(p, to_shard), version));
-    PERFORM wfrouter._note(id, 'cleaning up');
-    PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote_exec(from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
-    PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
-    runs := wfrouter._remote(to_shard, pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.runs r '
-        'WHERE pg_catalog.hashtext(r.tenant_id) & %s = %s', pg_catalog.cardinality(wfrouter._map()) OPERATOR(pg_catalog.-) 1, p))::integer;
-    -- the other shards learn the map (they refuse the partition either way)
-    FOR s IN SELECT x.shard FROM wfrouter.shards x
-             WHERE x.shard OPERATOR(pg_catalog.<>) ALL (ARRAY[from_shard, to_shard]) ORDER BY x.shard LOOP
-        BEGIN
-            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
-                s, wfrouter._map_with(p, to_shard), version));
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
-        END;
-    END LOOP;
-    PERFORM wfrouter._note(id, 'done', pg_catalog.jsonb_build_object('runs', runs));
-    RETURN runs;
-END
-$$;
-
--- wfrouter.cancel_move, dropping what the copy made through
--- wfrouter._copy_drop (the rest as the moves through two routers above
--- wrote it)
-CREATE OR REPLACE FUNCTION wfrouter.cancel_move(p integer)
-RETURNS text
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    mv record;
-    o text;
-BEGIN
-    PERFORM wfrouter._superuser('cancel_move');
-    SELECT * INTO mv FROM wfrouter.moves m WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no move of partition % is under way', p
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    -- no move of its source or target runs meanwhile, through any router
-    PERFORM wfrouter._move_lock(p, ARRAY[mv.from_shard, mv.to_shard], pg_catalog.format('cancel %s %s>%s', p, mv.from_shard, mv.to_shard));
-    BEGIN
-        -- a cut-over still waiting on the target (its router session died)
-        -- ends first: it would take the partition after the source took it back
-        PERFORM wfrouter._end_cutover(mv.to_shard, p);
-        IF wfrouter._remote_owner(mv.to_shard, p) OPERATOR(pg_catalog.=) mv.to_shard THEN
-            RAISE EXCEPTION 'partition % has cut over to shard "%" already', p, mv.to_shard
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'Finish the move with wfrouter.move_partition, then move the partition back.';
-        END IF;
-        -- the source takes the partition back only if it gave it to this
-        -- move's target (a map that names a third shard is another move's)
-        o := wfrouter._remote_owner(mv.from_shard, p);
-        IF o OPERATOR(pg_catalog.=) mv.to_shard THEN
-            PERFORM wfrouter._remote(mv.from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L)',
-                mv.from_shard, wfrouter._map_with(p, mv.from_shard)));
-        END IF;
-        -- the subscription (also one whose slot is gone from the source),
-        -- the target's copy, the slots and the publication
-        PERFORM wfrouter._copy_drop(p, mv.from_shard, mv.to_shard);
-        PERFORM wfrouter._note(mv.move_id, 'cancelled');
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM wfrouter._move_unlock();
-        RAISE;
-    END;
-    PERFORM wfrouter._move_unlock();
-    IF o OPERATOR(pg_catalog.<>) mv.from_shard AND o OPERATOR(pg_catalog.<>) mv.to_shard THEN
-        RETURN pg_catalog.format('partition %s is on shard "%s"', p, o);
-    END IF;
-    RETURN pg_catalog.format('partition %s stays on shard "%s"', p, mv.from_shard);
-END
-$$;
-
-REVOKE ALL ON FUNCTION wfrouter._copy_begin(integer, text, text), wfrouter._copy_drop(integer, text, text) FROM PUBLIC;
--- ==== end issue 30: a table synchronisation whose slot is gone restarts the copy ====
-
--- ==== issue 30 (i30b): a poll of the copy waits at most 10 s for its answer ====
--- The copy's polls (wfrouter._wait_copy) sent their statements with
--- dblink(connstr, sql), which waits for the answer with no end and cannot
--- be cancelled (PostgreSQL 15's dblink waits in libpq, not in a latch): a
--- target or source frozen (SIGSTOP, a hung host) while a poll's statement
--- was on its way kept the move waiting for ever.  connect_timeout bounded
--- only the connection.  That window was not narrow: a poll is two
--- connections and two statements, and between polls the move sleeps only
--- 0.1 s, so on a loaded machine the move spends most of its time in them
--- (TAP 129_move_deadline (d), the target frozen during the copy: "the
--- move did not end in 90 s" in two make test runs, whose load made the
--- test's timing of the freeze into a 0.1 s sleep miss).  Now each poll
--- sends its statement without waiting (dblink_send_query) on a connection
--- of its own, and looks for the answer every 5 ms (pg_sleep: a
--- cancellation of the move is served meanwhile); with no answer within
--- 10 s the connection is closed and the poll fails with 08006, as one
--- whose connection timed out: the shard cannot be reached, and after
--- wait without a successful poll the move stops with 08006 (so at most
--- max(wait, 10 s) plus one poll after the freeze).
-
--- opens connection conn of this session to shard (closed first if open)
--- and sends it sql, then waits for the answer at most 10 s: past that,
--- closes conn and fails with 08006 naming the shard.  The caller reads
--- the answer with dblink_get_result(conn), then closes conn
--- (wfrouter._poll_close).
-CREATE FUNCTION wfrouter._poll_send(conn text, shard text, sql text)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deadline timestamptz;
-BEGIN
-    PERFORM wfrouter._poll_close(conn);
-    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
-    deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) interval '10 seconds';
-    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
-        PERFORM wfrouter._poll_close(conn);
-        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
-            USING ERRCODE = 'connection_failure';
-    END IF;
-    WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
-        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline THEN
-            PERFORM wfrouter._poll_close(conn);
-            RAISE EXCEPTION 'shard "%" did not answer a statement of the move within 10 s', shard
-                USING ERRCODE = 'connection_failure';
-        END IF;
-        PERFORM pg_catalog.pg_sleep(0.005);
-    END LOOP;
-END
-$$;
-
--- closes connection conn of this session, if open (a shard that went
--- away: closed all the same)
-CREATE FUNCTION wfrouter._poll_close(conn text)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF conn OPERATOR(pg_catalog.=) ANY (COALESCE(public.dblink_get_connections(), '{}')) THEN
-        PERFORM public.dblink_disconnect(conn);
-    END IF;
-END
-$$;
-
--- the copy's wait, each poll through wfrouter._poll_send (the rest as the
--- restart of the copy above wrote it)
-CREATE OR REPLACE FUNCTION wfrouter._wait_copy(id bigint, p integer, from_shard text, to_shard text, wait interval, copy_wait interval)
+-- wfrouter.moves; returns the source's lag in bytes then.  Each poll goes
+-- through wfrouter._poll_send.  Stops with an error that names the
+-- partition, the shard and what failed, noted in wfrouter.moves too, when:
+-- the copy has not ended after copy_wait (55000); the target or the source
+-- cannot be reached for wait (08006); the subscription is gone or disabled
+-- (55000), has had no apply worker for wait (55000), or its workers keep
+-- failing (errors counted in pg_stat_subscription_stats for wait, no table
+-- copied meanwhile: 55000).  This wait used to have no end.
+-- A slot the copy needs (the subscription's, or that of a table whose
+-- synchronisation has copied it) gone from the source for wait makes the
+-- copy fail for ever, uncounted in pg_stat_subscription_stats (TAP
+-- 126_grow, the source crashing during the copy): the copy restarts from
+-- scratch (wfrouter._copy_drop, wfrouter._copy_begin; the partition is
+-- live on the source all along), noted "the copy was restarted <n>
+-- time(s): <why>"; at the fourth time the move ends as 'failed' with
+-- nothing of it left (55000), and run again starts afresh.
+CREATE FUNCTION wfrouter._wait_copy(id bigint, p integer, from_shard text, to_shard text, wait interval, copy_wait interval)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -2291,5 +561,473 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION wfrouter._poll_send(text, text, text), wfrouter._poll_close(text) FROM PUBLIC;
--- ==== end issue 30 (i30b): a poll of the copy waits at most 10 s for its answer ====
+REVOKE ALL ON FUNCTION wfrouter._wait_copy(bigint, integer, text, text, interval, interval) FROM PUBLIC;
+
+-- ==== a cut-over left waiting on the target (issue 30) ====
+-- The target's part of a cut-over (wf.move_in_cutover, one transaction)
+-- can wait there for a lock long after the router session that sent it
+-- died, and then commit: with a move run again or a cancellation
+-- meanwhile, two shards owned the partition (TAP 128_move_crash).  A move,
+-- a cancellation and a failed cut-over now end it (and wait until it is
+-- gone) before they look at who owns the partition.
+
+-- ends every backend on shard that runs the cut-over of partition p
+-- (wf.move_in_cutover, as wfrouter._move_partition sends it), and waits
+-- until each is gone; returns how many
+CREATE FUNCTION wfrouter._end_cutover(shard text, p integer)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended text;
+BEGIN
+    ended := wfrouter._remote(shard, pg_catalog.format(
+        'SELECT pg_catalog.count(*) || '' '' || pg_catalog.count(*) FILTER (WHERE NOT pg_catalog.pg_terminate_backend(a.pid, 10000)) '
+        'FROM pg_catalog.pg_stat_activity a '
+        'WHERE a.query LIKE %L AND a.pid <> pg_catalog.pg_backend_pid()',
+        'SELECT wf.move\_in\_cutover(' OPERATOR(pg_catalog.||) p OPERATOR(pg_catalog.||) ',%'));
+    IF pg_catalog.split_part(ended, ' ', 2) OPERATOR(pg_catalog.<>) '0' THEN
+        RAISE EXCEPTION 'the cut-over of partition % on shard "%" did not end in 10 s', p, shard
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Look at pg_stat_activity on that shard, and run the move again.';
+    END IF;
+    RETURN pg_catalog.split_part(ended, ' ', 1)::integer;
+END
+$$;
+
+REVOKE ALL ON FUNCTION wfrouter._end_cutover(text, integer) FROM PUBLIC;
+
+-- ==== moving a partition (issue 30) ====
+
+-- 0.1.0's wfrouter.move_partition(p, to_shard, wait): 0.2.0's has
+-- copy_wait too, and its body is wfrouter._move_partition
+DROP FUNCTION wfrouter.move_partition(integer, text, interval);
+
+-- the move itself (copy, catch-up, cut-over, clean-up), run by
+-- wfrouter.move_partition with the move locks of its source and target
+-- held.  Its cut-over goes through the connections of wfrouter._cut_conn;
+-- the note of the cut-over tells where its dark window went, and keeps the
+-- note of a restart of the copy.
+CREATE FUNCTION wfrouter._move_partition(p integer, to_shard text, wait interval, copy_wait interval)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    from_shard text;
+    mv record;
+    id bigint;
+    sub text := 'wf_move_' OPERATOR(pg_catalog.||) p;
+    st jsonb;
+    verified timestamptz;
+    t0 timestamptz;
+    deadline timestamptz;
+    lag bigint;
+    version bigint;
+    runs integer;
+    s text;
+    reached text;
+    src_conn text;
+    dst_conn text;
+    t1 timestamptz;           -- the source gave the partition away
+    t2 timestamptz;           -- the target reached its WAL position
+    polls integer := 0;
+    restarted text;           -- the note of a restart of the copy
+BEGIN
+    PERFORM wfrouter._superuser('move_partition');
+    IF wait IS NULL OR wait OPERATOR(pg_catalog.<=) interval '0' OR copy_wait IS NULL OR copy_wait OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'wait and copy_wait of a move must be positive intervals, not % and %', wait, copy_wait
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p) THEN
+        RAISE EXCEPTION 'partition % is not in the router''s map', p
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
+        RAISE EXCEPTION 'shard "%" does not exist', to_shard
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Add it first: wfrouter.add_shard(name, connstr).';
+    END IF;
+    SELECT * INTO mv FROM wfrouter.moves m WHERE m.finished IS NULL ORDER BY m.move_id LIMIT 1;
+    IF FOUND AND mv.partition OPERATOR(pg_catalog.<>) p THEN
+        RAISE EXCEPTION 'partition % is being moved from shard "%" to shard "%"', mv.partition, mv.from_shard, mv.to_shard
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'One move at a time: finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
+    ELSIF FOUND THEN
+        IF mv.to_shard OPERATOR(pg_catalog.<>) to_shard THEN
+            RAISE EXCEPTION 'partition % is being moved to shard "%"', p, mv.to_shard
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Finish that move with wfrouter.move_partition, or cancel it with wfrouter.cancel_move.';
+        END IF;
+        from_shard := mv.from_shard;
+        id := mv.move_id;
+    ELSE
+        from_shard := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
+        IF from_shard OPERATOR(pg_catalog.=) to_shard THEN
+            RAISE EXCEPTION 'partition % is on shard "%" already', p, to_shard
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        id := wfrouter._loopback(pg_catalog.format(
+            'INSERT INTO wfrouter.moves (partition, from_shard, to_shard, phase) VALUES (%s, %L, %L, ''copying'') RETURNING move_id',
+            p, from_shard, to_shard))::bigint;
+    END IF;
+
+    -- a cut-over of a router session that died may still wait on the
+    -- target, and commit later: it ends before the owners are looked at
+    PERFORM wfrouter._end_cutover(to_shard, p);
+    IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
+        IF wfrouter._remote_owner(from_shard, p) OPERATOR(pg_catalog.=) from_shard THEN
+            -- 1. the copy, while the partition stays live on the source
+            PERFORM wfrouter._copy_begin(p, from_shard, to_shard);
+            -- every table copied, or an error that says why not (issue 30:
+            -- this wait had no end); a copy that cannot go on is started
+            -- again, and the note says so: it is kept in the cut-over's
+            lag := wfrouter._wait_copy(id, p, from_shard, to_shard, wait, copy_wait);
+            restarted := (SELECT m.note FROM wfrouter.moves m WHERE m.move_id OPERATOR(pg_catalog.=) id
+                          AND m.note OPERATOR(pg_catalog.~~) 'the copy was restarted %');
+            -- statistics of what the copy wrote, for the cut-over's statements
+            PERFORM wfrouter._remote_exec(to_shard, 'ANALYZE wf.runs, wf.tasks, wfshard.moved_runs');
+            -- every copied run verifies, online; then the runs changed
+            -- meanwhile, so that the cut-over verifies few; then the
+            -- target comes within 64 kB of the source, so that the
+            -- cut-over waits for little
+            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', lag));
+            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s)', p))::timestamptz;
+            verified := wfrouter._remote(to_shard, pg_catalog.format('SELECT wf.verify_partition(%s, %L)', p, verified))::timestamptz;
+            -- the target reaches the source's WAL position of now, again
+            -- until that takes under 100 ms (a source that writes steadily
+            -- never shows a small lag: the position moves on meanwhile)
+            deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
+            FOR round IN 1..5 LOOP
+                reached := wfrouter._remote(from_shard, 'SELECT pg_catalog.pg_current_wal_lsn()::text');
+                t0 := pg_catalog.clock_timestamp();
+                LOOP
+                    EXIT WHEN wfrouter._remote(from_shard, pg_catalog.format(
+                        'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
+                        reached, sub))::boolean
+                        OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
+                    PERFORM pg_catalog.pg_sleep(0.01);
+                END LOOP;
+                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('lag_bytes', wfrouter._lag(from_shard, sub)));
+                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (t0 OPERATOR(pg_catalog.+) interval '100 milliseconds')
+                       OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline;
+            END LOOP;
+        END IF;
+        -- 2. the cut-over: the partition is refused from the source's lock
+        -- to the target's commit.  Its statements go through a connection
+        -- to each shard opened before (a new one per statement cost a
+        -- backend start each in the dark window, tens of ms on a loaded
+        -- machine, for the lock, every poll of the WAL position and the
+        -- target's commit); wfrouter._move_unlock closes them
+        src_conn := wfrouter._cut_conn(from_shard);
+        dst_conn := wfrouter._cut_conn(to_shard);
+        deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
+        LOOP
+            PERFORM wfrouter._note(id, 'cutting over');
+            t0 := pg_catalog.clock_timestamp();
+            SELECT x.v::jsonb INTO st FROM public.dblink(src_conn,
+                pg_catalog.format('SELECT wf.move_out_cutover(%s, %L, 500)', p, to_shard)) AS x(v text);
+            EXIT WHEN st OPERATOR(pg_catalog.?) 'lsn';
+            PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note',
+                'waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for')));
+            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
+                RAISE EXCEPTION 'cannot cut partition % over to shard "%": transactions of its tenants stay open on shard "%"',
+                    p, to_shard, from_shard
+                    USING ERRCODE = 'lock_not_available',
+                          DETAIL = 'Waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for') OPERATOR(pg_catalog.||) '.',
+                          HINT = 'The partition stays live on the source and keeps streaming to the target: end those transactions and run wfrouter.move_partition again, or wfrouter.cancel_move.';
+            END IF;
+            -- not refused between tries
+            PERFORM pg_catalog.pg_sleep(0.5);
+        END LOOP;
+        IF verified IS NULL THEN
+            verified := '-infinity';
+        END IF;
+        -- the target reaches the source's WAL position
+        t1 := pg_catalog.clock_timestamp();
+        LOOP
+            polls := polls OPERATOR(pg_catalog.+) 1;
+            EXIT WHEN (SELECT x.v FROM public.dblink(src_conn, pg_catalog.format(
+                'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
+                st OPERATOR(pg_catalog.->>) 'lsn', sub)) AS x(v boolean));
+            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
+                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
+                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
+                RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
+                    USING ERRCODE = 'object_not_in_prerequisite_state',
+                          HINT = 'The partition is live on the source again; look at the subscription on the target (pg_stat_subscription) and move again.';
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.002);
+        END LOOP;
+        t2 := pg_catalog.clock_timestamp();
+        BEGIN
+            PERFORM x.v FROM public.dblink(dst_conn, pg_catalog.format('SELECT wf.move_in_cutover(%s, %L::jsonb, %L)', p, st, verified)) AS x(v text);
+        EXCEPTION WHEN OTHERS THEN
+            -- the source takes it back: it has every row; unless the
+            -- target took it (its cut-over may have gone on after the
+            -- error reached this session: it ends first)
+            PERFORM wfrouter._end_cutover(to_shard, p);
+            IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
+                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
+            END IF;
+            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) SQLERRM));
+            RAISE;
+        END;
+        -- where the dark window went, in the note
+        PERFORM wfrouter._note(id, 'cleaning up', pg_catalog.jsonb_build_object('dark_ms',
+            EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t0) OPERATOR(pg_catalog.*) 1000,
+            'note', pg_catalog.format('cut-over: the source gave the partition away in %s ms, the target reached its WAL position in %s ms (%s polls), took the partition in %s ms',
+                pg_catalog.round(EXTRACT(epoch FROM t1 OPERATOR(pg_catalog.-) t0)::numeric OPERATOR(pg_catalog.*) 1000),
+                pg_catalog.round(EXTRACT(epoch FROM t2 OPERATOR(pg_catalog.-) t1)::numeric OPERATOR(pg_catalog.*) 1000), polls,
+                pg_catalog.round(EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t2)::numeric OPERATOR(pg_catalog.*) 1000))
+                OPERATOR(pg_catalog.||) COALESCE('; ' OPERATOR(pg_catalog.||) restarted, '')));
+    END IF;
+
+    -- 3. the router's map, at once for every session; then what is left
+    version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
+    PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._apply_map(%L, %s)::text', wfrouter._map_with(p, to_shard), version));
+    PERFORM wfrouter._note(id, 'cleaning up');
+    PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
+    PERFORM wfrouter._remote_exec(from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
+    PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
+    runs := wfrouter._remote(to_shard, pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.runs r '
+        'WHERE pg_catalog.hashtext(r.tenant_id) & %s = %s', pg_catalog.cardinality(wfrouter._map()) OPERATOR(pg_catalog.-) 1, p))::integer;
+    -- the other shards learn the map (they refuse the partition either way)
+    FOR s IN SELECT x.shard FROM wfrouter.shards x
+             WHERE x.shard OPERATOR(pg_catalog.<>) ALL (ARRAY[from_shard, to_shard]) ORDER BY x.shard LOOP
+        BEGIN
+            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
+                s, wfrouter._map_with(p, to_shard), version));
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
+        END;
+    END LOOP;
+    PERFORM wfrouter._note(id, 'done', pg_catalog.jsonb_build_object('runs', runs));
+    RETURN runs;
+END
+$$;
+
+COMMENT ON FUNCTION wfrouter._move_partition(integer, text, interval, interval) IS
+'Internal: the move of partition p to to_shard (copy, cut-over, clean-up), run by wfrouter.move_partition with the move locks of its source and target held.';
+REVOKE ALL ON FUNCTION wfrouter._move_partition(integer, text, interval, interval) FROM PUBLIC;
+
+-- takes the move locks of the partition's source and target, then runs
+-- wfrouter._move_partition.  Before that it checks the partition is where
+-- this router's map says: if that shard gave it to a shard that took it
+-- (a move made through another router), this router learns that shard's
+-- map and moves from there; if it gave it to a shard that has not taken
+-- it (another router's move, unfinished), the move is refused (55006).
+-- A partition the shards show on the target already, with no move of it
+-- under way here, is done (a move that finished by itself, or through
+-- another router): shards that missed the move's map get it, and it
+-- returns 0 with a NOTICE saying why, instead of 55000 "is on shard ...
+-- already", so that a caller that runs a move again after any failure can
+-- tell a move done from a move refused (TAP 126_grow).
+CREATE FUNCTION wfrouter.move_partition(p integer, to_shard text, wait interval DEFAULT '30 seconds', copy_wait interval DEFAULT '1 hour')
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    from_shard text;
+    mapped text;              -- the partition's shard in this router's map, before
+    o text;
+    runs integer;
+    prev record;
+    version bigint;
+    s text;
+    det text;
+BEGIN
+    PERFORM wfrouter._superuser('move_partition');
+    -- (a partition or a shard that does not exist, a bad wait: the body
+    -- refuses it)
+    IF EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)
+       AND EXISTS (SELECT 1 FROM wfrouter.shards x WHERE x.shard OPERATOR(pg_catalog.=) to_shard) THEN
+        mapped := (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p);
+        FOR i IN 1..3 LOOP
+            from_shard := COALESCE(
+                (SELECT m.from_shard FROM wfrouter.moves m
+                 WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL),
+                (SELECT m.shard FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p));
+            PERFORM wfrouter._move_lock(p, ARRAY[from_shard, to_shard],
+                pg_catalog.format('move %s %s>%s', p, from_shard, to_shard));
+            -- a move of this router under way: it goes on from where the shards are
+            EXIT WHEN EXISTS (SELECT 1 FROM wfrouter.moves m
+                              WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL);
+            o := wfrouter._remote_owner(from_shard, p);
+            EXIT WHEN o OPERATOR(pg_catalog.=) from_shard;
+            PERFORM wfrouter._move_unlock();
+            IF o IS NULL OR wfrouter._remote_owner(o, p) IS DISTINCT FROM o THEN
+                RAISE EXCEPTION 'partition % cannot be moved now: shard "%" gave it to shard "%", which has not taken it', p, from_shard, o
+                    USING ERRCODE = 'object_in_use',
+                          DETAIL = 'A move of the partition, made through another router, has not finished.',
+                          HINT = 'Finish it with wfrouter.move_partition, or cancel it with wfrouter.cancel_move, on the router that made it (wfrouter.moves there).';
+            END IF;
+            -- another router moved it: this router learns the map of the
+            -- shard that owns it (a map that gives every partition to a
+            -- shard that took it), and moves from there
+            PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._learn_map(%L)::text', o));
+            IF i OPERATOR(pg_catalog.=) 3 THEN
+                RAISE EXCEPTION 'partition % cannot be moved now: it is on shard "%", not on shard "%" as this router''s map says', p, o, from_shard
+                    USING ERRCODE = 'object_in_use',
+                          HINT = 'Look at wfrouter.shard_map() on this router and wfshard.self on the shards.';
+            END IF;
+        END LOOP;
+        -- the target owns the partition (its own map says so, and its move
+        -- lock is held) and no move of this router is under way: done
+        IF from_shard OPERATOR(pg_catalog.=) to_shard
+           AND NOT EXISTS (SELECT 1 FROM wfrouter.moves m
+                           WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL) THEN
+            BEGIN
+                version := wfrouter._remote(to_shard, 'SELECT s.map_version FROM wfshard.self s')::bigint;
+                -- a shard that missed the map of the move (down at its end)
+                FOR s IN SELECT x.shard FROM wfrouter.shards x
+                         WHERE x.shard OPERATOR(pg_catalog.<>) to_shard ORDER BY x.shard LOOP
+                    BEGIN
+                        IF wfrouter._remote_owner(s, p) IS DISTINCT FROM to_shard THEN
+                            PERFORM wfrouter._remote(s, pg_catalog.format('SELECT wf.configure_shard(%L, %L, NULL, %s)',
+                                s, wfrouter._map_with(p, to_shard), version));
+                        END IF;
+                    EXCEPTION WHEN OTHERS THEN
+                        RAISE WARNING 'shard "%" did not take map version %: %', s, version, SQLERRM;
+                    END;
+                END LOOP;
+            EXCEPTION WHEN OTHERS OR query_canceled THEN
+                PERFORM wfrouter._move_unlock();
+                RAISE;
+            END;
+            PERFORM wfrouter._move_unlock();
+            SELECT * INTO prev FROM wfrouter.moves m WHERE m.partition OPERATOR(pg_catalog.=) p
+            ORDER BY m.move_id DESC LIMIT 1;
+            IF mapped OPERATOR(pg_catalog.<>) to_shard THEN
+                det := pg_catalog.format('A move made through another router put it there: this router''s map gave it to shard "%s", '
+                    'and now gives it to shard "%s" as the shards do (map version %s).', mapped, to_shard, version);
+            ELSIF FOUND AND prev.to_shard OPERATOR(pg_catalog.=) to_shard AND prev.phase OPERATOR(pg_catalog.=) 'done' THEN
+                det := pg_catalog.format('Its move from shard "%s" finished at %s (move %s in wfrouter.moves, %s runs).',
+                    prev.from_shard, prev.finished, prev.move_id, COALESCE(prev.runs::text, 'no count of'));
+            ELSE
+                det := 'No move of it to that shard is recorded on this router (wfrouter.moves): it was there already.';
+            END IF;
+            RAISE NOTICE 'partition % is on shard "%" already, nothing to move', p, to_shard
+                USING DETAIL = det;
+            RETURN 0;
+        END IF;
+    END IF;
+    BEGIN
+        runs := wfrouter._move_partition(p, to_shard, wait, copy_wait);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM wfrouter._move_unlock();
+        RAISE;
+    END;
+    PERFORM wfrouter._move_unlock();
+    RETURN runs;
+END
+$$;
+
+COMMENT ON FUNCTION wfrouter.move_partition(integer, text, interval, interval) IS
+'For superusers: moves partition p''s tenants, with all their runs, to shard to_shard on logical replication (the partition stays live while it is copied; it is refused only during the cut-over), and gives it the partition on the router and every shard; returns the number of runs moved. copy_wait bounds the copy; wait bounds the catch-up, how long the cut-over waits for the tenants'' open transactions, and how long a shard may be unreachable or the copy keep failing before the move stops. One move at a time per shard, whatever router makes it (a move of the source or target under way: 55006). Progress in wfrouter.moves; run again after any failure, or cancel with wfrouter.cancel_move. A partition the shards show on to_shard already (its move finished, also through another router) is left as it is: a NOTICE says so, and 0 is returned.';
+REVOKE ALL ON FUNCTION wfrouter.move_partition(integer, text, interval, interval) FROM PUBLIC;
+
+-- undoes a move that has not cut over, with the move locks of its source
+-- and target held; the source takes the partition back only if it gave it
+-- to this move's target (a map that names a third shard is another
+-- move's), and what the copy made goes through wfrouter._copy_drop
+CREATE OR REPLACE FUNCTION wfrouter.cancel_move(p integer)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    mv record;
+    o text;
+BEGIN
+    PERFORM wfrouter._superuser('cancel_move');
+    SELECT * INTO mv FROM wfrouter.moves m WHERE m.partition OPERATOR(pg_catalog.=) p AND m.finished IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no move of partition % is under way', p
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- no move of its source or target runs meanwhile, through any router
+    PERFORM wfrouter._move_lock(p, ARRAY[mv.from_shard, mv.to_shard], pg_catalog.format('cancel %s %s>%s', p, mv.from_shard, mv.to_shard));
+    BEGIN
+        -- a cut-over still waiting on the target (its router session died)
+        -- ends first: it would take the partition after the source took it back
+        PERFORM wfrouter._end_cutover(mv.to_shard, p);
+        IF wfrouter._remote_owner(mv.to_shard, p) OPERATOR(pg_catalog.=) mv.to_shard THEN
+            RAISE EXCEPTION 'partition % has cut over to shard "%" already', p, mv.to_shard
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Finish the move with wfrouter.move_partition, then move the partition back.';
+        END IF;
+        -- the source takes the partition back only if it gave it to this
+        -- move's target (a map that names a third shard is another move's)
+        o := wfrouter._remote_owner(mv.from_shard, p);
+        IF o OPERATOR(pg_catalog.=) mv.to_shard THEN
+            PERFORM wfrouter._remote(mv.from_shard, pg_catalog.format('SELECT wf.configure_shard(%L, %L)',
+                mv.from_shard, wfrouter._map_with(p, mv.from_shard)));
+        END IF;
+        -- the subscription (also one whose slot is gone from the source),
+        -- the target's copy, the slots and the publication
+        PERFORM wfrouter._copy_drop(p, mv.from_shard, mv.to_shard);
+        PERFORM wfrouter._note(mv.move_id, 'cancelled');
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM wfrouter._move_unlock();
+        RAISE;
+    END;
+    PERFORM wfrouter._move_unlock();
+    IF o OPERATOR(pg_catalog.<>) mv.from_shard AND o OPERATOR(pg_catalog.<>) mv.to_shard THEN
+        RETURN pg_catalog.format('partition %s is on shard "%s"', p, o);
+    END IF;
+    RETURN pg_catalog.format('partition %s stays on shard "%s"', p, mv.from_shard);
+END
+$$;
+
+COMMENT ON FUNCTION wfrouter.cancel_move(integer) IS
+'For superusers: undoes a move of partition p that has not cut over (the partition stays on its source, the target''s copy and the replication objects go).';
+
+-- ==== a call refused by the shard a move has just left (issue 30) ====
+-- A call routed with the map of before a cut-over, refused by the source
+-- (55W01), was answered with 40001 when this router's map had changed
+-- meanwhile: the map then learned from the shard it names was not newer,
+-- and the call gave up.  A map that no longer sends the tenant to the
+-- shard that refused (named in its message) is now taken as learned: the
+-- call is made once more, on the shard the map names now.
+CREATE OR REPLACE FUNCTION wfrouter._retry(tries integer, st text, msg text, det text, hnt text)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tenant text := wfrouter.current_tenant();
+    shard text := wfrouter.tenant_shard(tenant);
+    refused_by text;
+BEGIN
+    IF st OPERATOR(pg_catalog.=) '55W01' THEN
+        -- (wfengine's message: tenant "<t>" does not live on shard "<s>")
+        refused_by := pg_catalog.substring(msg, 'does not live on shard "([^"]*)"');
+        IF tries OPERATOR(pg_catalog.=) 0
+           AND (shard IS DISTINCT FROM COALESCE(refused_by, shard)
+                OR wfrouter._learn_map(shard)) THEN
+            RETURN tries OPERATOR(pg_catalog.+) 1;
+        END IF;
+        RAISE EXCEPTION 'tenant "%" is moving to another shard', tenant
+            USING ERRCODE = 'serialization_failure',
+                  DETAIL = msg OPERATOR(pg_catalog.||) COALESCE(' ' OPERATOR(pg_catalog.||) det, ''),
+                  HINT = 'Retry the call: a partition is refused only during the cut-over of its move, well under a second.';
+    END IF;
+    IF msg OPERATOR(pg_catalog.~*) '(could not connect|connection to server|PQconnectPoll|server closed the connection|terminating connection|Connection refused|No such file or directory|timeout expired|could not send|could not receive|connection not open|SSL SYSCALL)' THEN
+        RAISE EXCEPTION 'shard "%" of tenant "%" cannot be reached', shard, tenant
+            USING ERRCODE = 'connection_failure',
+                  DETAIL = msg,
+                  HINT = 'Retry the call: the shard may be failing over; the router connects again on the next call.';
+    END IF;
+    IF det IS NOT NULL AND det OPERATOR(pg_catalog.<>) '' AND hnt IS NOT NULL AND hnt OPERATOR(pg_catalog.<>) '' THEN
+        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, DETAIL = det, HINT = hnt;
+    ELSIF det IS NOT NULL AND det OPERATOR(pg_catalog.<>) '' THEN
+        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, DETAIL = det;
+    ELSIF hnt IS NOT NULL AND hnt OPERATOR(pg_catalog.<>) '' THEN
+        RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st, HINT = hnt;
+    END IF;
+    RAISE EXCEPTION USING MESSAGE = msg, ERRCODE = st;
+END
+$$;
