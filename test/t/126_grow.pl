@@ -197,6 +197,27 @@ sub wait_phase
 		usleep(20_000);
 	}
 }
+# a session on the target that locks wf.signals (SHARE, which the load
+# never writes) as soon as the move's subscription exists, in a
+# transaction left open: that table's synchronisation waits for it, so the
+# move stays in phase copying until release_copy (a small partition is
+# otherwise copied before a poll of wfrouter.moves sees the phase: a fast
+# machine's make test, "no move reached phase copying")
+sub hold_copy
+{
+	my ($node) = @_;
+	my $h = $node->background_psql($db, on_error_stop => 0);
+	$h->query_until(qr/holding/, "\\echo holding\nBEGIN;\n"
+		  . "DO \$\$ BEGIN LOOP EXIT WHEN EXISTS (SELECT FROM pg_subscription WHERE subname = 'wf_move_$p'); PERFORM pg_sleep(0.005); END LOOP;\n"
+		  . "LOCK TABLE wf.signals IN SHARE MODE; END \$\$;\n");
+	return $h;
+}
+sub release_copy
+{
+	my ($h) = @_;
+	eval { $h->query_safe('COMMIT'); $h->quit; };
+	eval { $h->{run}->kill_kill } if $@;
+}
 sub kill_mover_in
 {
 	my ($phase, $also, $quiet) = @_;
@@ -206,9 +227,11 @@ sub kill_mover_in
 }
 my $src = r_sql("SELECT wfrouter.tenant_shard('$mt')");
 my ($dst) = grep { $_ ne $src } sort keys %shard;
+my $held = hold_copy($shard{$dst});
 my $m = start_move($dst);
 kill_mover_in('copying');
 eval { $m->quit };
+release_copy($held);
 load_step() for 1 .. 10;
 is(r_sql("SELECT wfrouter.tenant_shard('$mt')"), $src, 'a move whose router session died leaves the partition on its source');
 like(r_sql("SELECT wfrouter.cancel_move($p)"), qr/stays on shard "$src"/, 'wfrouter.cancel_move undoes it');
@@ -243,10 +266,12 @@ for my $victim ('target', 'source')
 	$src = r_sql("SELECT wfrouter.tenant_shard('$mt')");
 	($dst) = grep { $_ ne $src } sort keys %shard;
 	my $node = $shard{ $victim eq 'target' ? $dst : $src };
+	$held = hold_copy($shard{$dst});
 	$m = start_move($dst);
 	wait_phase('copying');
 	$node->stop('immediate');
 	$node->start;
+	release_copy($held);
 	eval { $m->quit };
 	load_step() for 1 .. 10;
 	# A shard back within the move's wait does not end the move (a copy
