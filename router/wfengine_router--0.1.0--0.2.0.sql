@@ -72,10 +72,50 @@ REVOKE ALL ON FUNCTION wfrouter."p:start_and_claim"(text, jsonb, text, interval,
     wf.start_and_claim(text, jsonb, text, interval, text) FROM PUBLIC;
 
 -- ==== connections to the shards (issue 30) ====
+-- Every statement the router sends a shard waits for its answer only as
+-- long as the shard is alive.  PostgreSQL 15's dblink waits for an answer
+-- in libpq, uninterruptibly and without end, and a Unix socket has no
+-- keepalive: a shard that accepts connections and answers nothing (a
+-- SIGSTOP, a hung host) kept a move (or a router session learning a map
+-- from it) waiting for ever.  Each statement is now sent without waiting
+-- (dblink_send_query) and its answer looked for at growing intervals
+-- (0.2 ms to 5 ms; pg_sleep, so that a cancellation is served); each time
+-- wfrouter.shard_timeout passes without it (default 10 s: a setting of
+-- the session, role or database), the shard is asked for a SELECT 1 on a
+-- new connection, and with no answer to that within the timeout either
+-- the statement's connection is closed and it fails with 08006 naming the
+-- shard.  The timeout is the connect timeout too.
+
+-- wfrouter.shard_timeout of this session, checked
+CREATE FUNCTION wfrouter._shard_timeout()
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s text := pg_catalog.current_setting('wfrouter.shard_timeout', true);
+    v interval;
+BEGIN
+    IF s IS NULL OR s OPERATOR(pg_catalog.=) '' THEN
+        RETURN interval '10 seconds';
+    END IF;
+    BEGIN
+        v := s::interval;
+    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow THEN
+        v := NULL;
+    END;
+    IF v IS NULL OR v OPERATOR(pg_catalog.<) interval '1 second' OR v OPERATOR(pg_catalog.>) interval '1 day' THEN
+        RAISE EXCEPTION 'invalid value for wfrouter.shard_timeout: "%"', s
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'An interval from 1 second to 1 day, such as ''10s'' (how long the router waits for a shard''s answer).';
+    END IF;
+    RETURN v;
+END
+$$;
 
 -- a shard's connection string, as the current user (a superuser: dblink),
--- with a connect timeout of 10 s unless the shard's string sets one: a
--- shard that stopped answering kept a connection attempt waiting for ever
+-- with a connect timeout of wfrouter.shard_timeout (whole seconds, at
+-- least 2: libpq's) unless the shard's string sets one
 CREATE OR REPLACE FUNCTION wfrouter._connstr(shard text)
 RETURNS text
 LANGUAGE plpgsql STABLE
@@ -90,45 +130,21 @@ BEGIN
                   HINT = 'Add it with wfrouter.add_shard(name, connstr).';
     END IF;
     -- (libpq takes the last of a key given twice: the shard's string wins)
-    RETURN 'connect_timeout=10 ' OPERATOR(pg_catalog.||) c OPERATOR(pg_catalog.||) ' user='
+    RETURN 'connect_timeout=' OPERATOR(pg_catalog.||) wfrouter._connect_timeout() OPERATOR(pg_catalog.||) ' '
+        OPERATOR(pg_catalog.||) c OPERATOR(pg_catalog.||) ' user='
         OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text)
         OPERATOR(pg_catalog.||) ' options=''-c search_path=pg_catalog,pg_temp''';
 END
 $$;
 
--- opens connection conn of this session to shard (closed first if open),
--- sends it sql and waits for the answer at most 10 s: past that, closes
--- conn and fails with 08006 naming the shard.  The caller reads the
--- answer with dblink_get_result(conn), then closes conn.  dblink(connstr,
--- sql) waits for the answer in libpq, with no end and not cancellable on
--- PostgreSQL 15: a shard frozen while a statement was on its way held the
--- move for ever (TAP 129_move_deadline (d)).  Here dblink_send_query, then
--- dblink_is_busy every 5 ms (pg_sleep: a cancellation is served).
-CREATE FUNCTION wfrouter._poll_send(conn text, shard text, sql text)
-RETURNS void
-LANGUAGE plpgsql
+-- libpq's connect_timeout (whole seconds, at least 2) for
+-- wfrouter.shard_timeout
+CREATE FUNCTION wfrouter._connect_timeout()
+RETURNS integer
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    deadline timestamptz;
-BEGIN
-    PERFORM wfrouter._poll_close(conn);
-    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
-    deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) interval '10 seconds';
-    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
-        PERFORM wfrouter._poll_close(conn);
-        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
-            USING ERRCODE = 'connection_failure';
-    END IF;
-    WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
-        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline THEN
-            PERFORM wfrouter._poll_close(conn);
-            RAISE EXCEPTION 'shard "%" did not answer a statement of the move within 10 s', shard
-                USING ERRCODE = 'connection_failure';
-        END IF;
-        PERFORM pg_catalog.pg_sleep(0.005);
-    END LOOP;
-END
+SELECT GREATEST(2, pg_catalog.ceil(EXTRACT(epoch FROM wfrouter._shard_timeout())))::integer
 $$;
 
 -- closes connection conn of this session, if open (also when its shard
@@ -145,7 +161,252 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION wfrouter._poll_send(text, text, text), wfrouter._poll_close(text) FROM PUBLIC;
+-- whether shard answers a new connection's SELECT 1 within timeout
+CREATE FUNCTION wfrouter._alive(shard text, timeout interval)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    conn text := 'wfrouter_probe';
+    deadline timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+BEGIN
+    PERFORM wfrouter._poll_close(conn);
+    BEGIN
+        PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
+        IF public.dblink_send_query(conn, 'SELECT 1') OPERATOR(pg_catalog.=) 1 THEN
+            WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
+                IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline THEN
+                    PERFORM wfrouter._poll_close(conn);
+                    RETURN false;
+                END IF;
+                PERFORM pg_catalog.pg_sleep(0.005);
+            END LOOP;
+            PERFORM wfrouter._poll_close(conn);
+            RETURN true;
+        END IF;
+    EXCEPTION WHEN query_canceled THEN
+        PERFORM wfrouter._poll_close(conn);
+        RAISE;
+    WHEN OTHERS THEN
+        NULL;                       -- (no connection: not alive)
+    END;
+    PERFORM wfrouter._poll_close(conn);
+    RETURN false;
+END
+$$;
+
+-- waits for the answer of the statement sent on conn (dblink_send_query)
+-- to shard, as long as the shard is alive: each time wfrouter.shard_timeout
+-- passes without the answer, it asks the shard for a SELECT 1 on a new
+-- connection (wfrouter._alive); with no answer to that either within
+-- wfrouter.shard_timeout, closes conn and fails with 08006 naming the
+-- shard.  A long statement (the verification of a large partition, the
+-- copy's start waiting for the source's transactions) goes on while its
+-- shard answers.
+CREATE FUNCTION wfrouter._await(conn text, shard text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    timeout interval := wfrouter._shard_timeout();
+    next_look timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+    nap double precision := 0.0002;
+BEGIN
+    WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
+        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) next_look THEN
+            IF NOT wfrouter._alive(shard, timeout) THEN
+                PERFORM wfrouter._poll_close(conn);
+                RAISE EXCEPTION 'shard "%" did not answer within %', shard, timeout
+                    USING ERRCODE = 'connection_failure',
+                          HINT = 'It accepts no connection, or answers none (a stopped or overloaded server?); wfrouter.shard_timeout sets how long the router waits.';
+            END IF;
+            next_look := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+        END IF;
+        PERFORM pg_catalog.pg_sleep(nap);
+        nap := LEAST(nap OPERATOR(pg_catalog.*) 2, 0.005);
+    END LOOP;
+END
+$$;
+
+-- sql on the open connection conn to shard, its answer waited for at most
+-- wfrouter.shard_timeout; its first value as text (a command: its status)
+CREATE FUNCTION wfrouter._on(conn text, shard text, sql text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v text;
+BEGIN
+    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
+        PERFORM wfrouter._poll_close(conn);
+        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
+            USING ERRCODE = 'connection_failure';
+    END IF;
+    PERFORM wfrouter._await(conn, shard);
+    SELECT x.v INTO v FROM public.dblink_get_result(conn) AS x(v text);
+    -- (the end of the answers: the connection takes a statement again)
+    PERFORM 1 FROM public.dblink_get_result(conn, false) AS x(v text);
+    RETURN v;
+END
+$$;
+
+-- opens connection conn of this session to shard (closed first if open)
+-- and sends it sql, waiting for the answer as wfrouter._await does; the
+-- caller reads the answer with dblink_get_result(conn) (in a row type of
+-- its own), then closes conn (wfrouter._poll_close)
+CREATE FUNCTION wfrouter._poll_send(conn text, shard text, sql text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM wfrouter._poll_close(conn);
+    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
+    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
+        PERFORM wfrouter._poll_close(conn);
+        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
+            USING ERRCODE = 'connection_failure';
+    END IF;
+    PERFORM wfrouter._await(conn, shard);
+END
+$$;
+
+-- one statement on a shard, on a connection of its own (a transaction of
+-- its own); its first value as text
+CREATE OR REPLACE FUNCTION wfrouter._remote(shard text, sql text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    conn text := 'wfrouter_remote';
+    v text;
+BEGIN
+    PERFORM wfrouter._poll_close(conn);
+    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
+    -- (closed on every way out, a cancellation too: wfrouter._learn_map
+    -- runs this in the sessions of the tenants, who may run dblink on a
+    -- named connection left open)
+    BEGIN
+        v := wfrouter._on(conn, shard, sql);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM wfrouter._poll_close(conn);
+        RAISE;
+    END;
+    PERFORM public.dblink_disconnect(conn);
+    RETURN v;
+END
+$$;
+
+-- a command that cannot run in a transaction block (CREATE SUBSCRIPTION);
+-- its status
+CREATE OR REPLACE FUNCTION wfrouter._remote_exec(shard text, sql text)
+RETURNS text
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT wfrouter._remote(shard, sql)
+$$;
+
+REVOKE ALL ON FUNCTION wfrouter._shard_timeout(), wfrouter._connect_timeout(), wfrouter._alive(text, interval), wfrouter._await(text, text),
+    wfrouter._on(text, text, text), wfrouter._poll_send(text, text, text), wfrouter._poll_close(text) FROM PUBLIC;
+
+-- the two functions of 0.1.0 that asked a shard with dblink(connstr, sql)
+-- directly, now through wfrouter._remote and wfrouter._on (a router
+-- session learning a newer map from a shard that refused its call, and
+-- wfrouter.add_shard asking the new database what it is): the rest as
+-- 0.1.0 wrote them
+CREATE OR REPLACE FUNCTION wfrouter._learn_map(shard text)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v bigint;
+    m text[];
+BEGIN
+    IF shard IS NULL THEN
+        RETURN false;
+    END IF;
+    SELECT x.v, x.m INTO v, m
+    FROM pg_catalog.jsonb_to_record(wfrouter._remote(shard,
+        'SELECT pg_catalog.json_build_object(''v'', s.map_version, ''m'', (SELECT pg_catalog.array_agg(p.shard ORDER BY p.partition) FROM wfshard.partitions p)) FROM wfshard.self s')::jsonb)
+        AS x(v bigint, m text[]);
+    RETURN wfrouter._apply_map(m, v);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION wfrouter.add_shard(name text, connstr text)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    known record;
+    block integer;
+    missing text;
+    defs text;
+    src text;
+BEGIN
+    PERFORM wfrouter._superuser('add_shard');
+    IF name IS NULL OR connstr IS NULL OR EXISTS (SELECT 1 FROM wfrouter.shards s WHERE s.shard OPERATOR(pg_catalog.=) name) THEN
+        RAISE EXCEPTION 'shard "%" exists already, or has no name or connection string', name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM wfrouter.partitions) THEN
+        RAISE EXCEPTION 'the router has no shards'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Set up the first ones with wfrouter.configure(shards, partitions).';
+    END IF;
+    -- a shard another router added already: take it as it is
+    PERFORM wfrouter._poll_close('wfrouter_remote');
+    PERFORM public.dblink_connect('wfrouter_remote', 'connect_timeout=' OPERATOR(pg_catalog.||) wfrouter._connect_timeout()
+        OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) connstr OPERATOR(pg_catalog.||) ' user='
+        OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text) OPERATOR(pg_catalog.||) ' options=''-c search_path=pg_catalog,pg_temp''');
+    BEGIN
+        SELECT * INTO known FROM pg_catalog.jsonb_to_record(wfrouter._on('wfrouter_remote', name,
+            'SELECT pg_catalog.json_build_object(''shard'', (SELECT s.shard FROM wfshard.self s), ''block'', wf._id_block())')::jsonb)
+            AS x(shard text, block integer);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM wfrouter._poll_close('wfrouter_remote');
+        RAISE;
+    END;
+    PERFORM wfrouter._poll_close('wfrouter_remote');
+    IF known.shard IS NOT NULL AND known.shard OPERATOR(pg_catalog.<>) name THEN
+        RAISE EXCEPTION 'the database at "%" is shard "%" already', connstr, known.shard
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF known.shard IS NOT NULL THEN
+        block := known.block;
+    ELSE
+        block := (SELECT COALESCE(pg_catalog.max(s.id_block), 0) OPERATOR(pg_catalog.+) 1 FROM wfrouter.shards s);
+    END IF;
+    INSERT INTO wfrouter.shards (shard, connstr, id_block) VALUES (name, connstr, block);
+    IF known.shard IS NULL THEN
+        -- every tenant of the router is a role there
+        SELECT pg_catalog.string_agg(r.rolname, ', ' ORDER BY r.rolname) INTO missing
+        FROM pg_catalog.pg_roles r
+        WHERE r.rolname OPERATOR(pg_catalog.~~) 'wf\_tenant\_%'
+          AND wfrouter._remote(name, pg_catalog.format('SELECT pg_catalog.count(*) FROM pg_catalog.pg_roles WHERE rolname = %L', r.rolname)) OPERATOR(pg_catalog.=) '0';
+        IF missing IS NOT NULL THEN
+            RAISE EXCEPTION 'shard "%" lacks the roles of tenants: %', name, missing
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Create every tenant (wf.create_tenant) and its logins on the new shard first, as on the others.';
+        END IF;
+        PERFORM wfrouter._push_map(name);
+    END IF;
+    -- every tenant's definitions, from the first shard; also when the shard
+    -- was configured already (by another router, or by an add_shard that
+    -- failed after configuring it): what it has stays
+    src := (SELECT s.shard FROM wfrouter.shards s WHERE s.shard OPERATOR(pg_catalog.<>) name ORDER BY s.shard COLLATE "C" LIMIT 1);
+    defs := wfrouter._remote(src, 'SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(d) ORDER BY d.definition_id), ''[]'') FROM wf.definitions d');
+    PERFORM wfrouter._remote(name, pg_catalog.format('SELECT wf.copy_definitions(%L::jsonb)::text', defs));
+    RETURN block;
+END
+$$;
 
 -- the connection of this session to shard for a move's cut-over (its
 -- name; opened unless open already).  It is opened before the window in
@@ -161,11 +422,11 @@ DECLARE
 BEGIN
     IF conn OPERATOR(pg_catalog.=) ANY (COALESCE(public.dblink_get_connections(), '{}')) THEN
         BEGIN
-            PERFORM x.v FROM public.dblink(conn, 'SELECT 1') AS x(v integer);
+            PERFORM wfrouter._on(conn, shard, 'SELECT 1');
             RETURN conn;
         EXCEPTION WHEN OTHERS THEN
             -- (the shard restarted since: a new connection)
-            PERFORM public.dblink_disconnect(conn);
+            PERFORM wfrouter._poll_close(conn);
         END;
     END IF;
     PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
@@ -228,14 +489,13 @@ BEGIN
         PERFORM public.dblink_connect(conn, wfrouter._connstr(s) OPERATOR(pg_catalog.||) ' application_name='
             OPERATOR(pg_catalog.||) pg_catalog.quote_literal(pg_catalog.format('wfrouter %s, %s pid %s',
                 what, pg_catalog.current_database(), pg_catalog.pg_backend_pid())));
-        IF NOT (SELECT x.ok FROM public.dblink(conn, 'SELECT pg_catalog.pg_try_advisory_lock(2003202930, 0)') AS x(ok boolean)) THEN
-            SELECT x.v INTO holder FROM public.dblink(conn,
+        IF NOT wfrouter._on(conn, s, 'SELECT pg_catalog.pg_try_advisory_lock(2003202930, 0)')::boolean THEN
+            holder := wfrouter._on(conn, s,
                 'SELECT pg_catalog.string_agg(pg_catalog.format(''%s (pid %s)'', a.application_name, a.pid), '', '') '
                 'FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid '
                 'WHERE l.locktype OPERATOR(pg_catalog.=) ''advisory'' AND l.granted AND l.classid OPERATOR(pg_catalog.=) 2003202930 '
                 'AND l.objid OPERATOR(pg_catalog.=) 0 AND l.objsubid OPERATOR(pg_catalog.=) 2 '
-                'AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())')
-                AS x(v text);
+                'AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())');
             PERFORM wfrouter._move_unlock();
             RAISE EXCEPTION 'partition % cannot be moved now: shard "%" is in another move', p, s
                 USING ERRCODE = 'object_in_use',
@@ -634,6 +894,8 @@ DECLARE
     t2 timestamptz;           -- the target reached its WAL position
     polls integer := 0;
     restarted text;           -- the note of a restart of the copy
+    msg text;                 -- the error of a cut-over
+    owner text;               -- who owns the partition, says the target
 BEGIN
     PERFORM wfrouter._superuser('move_partition');
     IF wait IS NULL OR wait OPERATOR(pg_catalog.<=) interval '0' OR copy_wait IS NULL OR copy_wait OPERATOR(pg_catalog.<=) interval '0' THEN
@@ -723,55 +985,82 @@ BEGIN
         src_conn := wfrouter._cut_conn(from_shard);
         dst_conn := wfrouter._cut_conn(to_shard);
         deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-        LOOP
-            PERFORM wfrouter._note(id, 'cutting over');
-            t0 := pg_catalog.clock_timestamp();
-            SELECT x.v::jsonb INTO st FROM public.dblink(src_conn,
-                pg_catalog.format('SELECT wf.move_out_cutover(%s, %L, 500)', p, to_shard)) AS x(v text);
-            EXIT WHEN st OPERATOR(pg_catalog.?) 'lsn';
-            PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note',
-                'waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for')));
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": transactions of its tenants stay open on shard "%"',
-                    p, to_shard, from_shard
-                    USING ERRCODE = 'lock_not_available',
-                          DETAIL = 'Waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for') OPERATOR(pg_catalog.||) '.',
-                          HINT = 'The partition stays live on the source and keeps streaming to the target: end those transactions and run wfrouter.move_partition again, or wfrouter.cancel_move.';
+        -- (every statement waits at most wfrouter.shard_timeout: a source
+        -- that stops answering here may give the partition away when it
+        -- answers again, and the move run again then finishes it)
+        BEGIN
+            LOOP
+                PERFORM wfrouter._note(id, 'cutting over');
+                t0 := pg_catalog.clock_timestamp();
+                st := wfrouter._on(src_conn, from_shard,
+                    pg_catalog.format('SELECT wf.move_out_cutover(%s, %L, 500)', p, to_shard))::jsonb;
+                EXIT WHEN st OPERATOR(pg_catalog.?) 'lsn';
+                PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note',
+                    'waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for')));
+                IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) deadline THEN
+                    RAISE EXCEPTION 'cannot cut partition % over to shard "%": transactions of its tenants stay open on shard "%"',
+                        p, to_shard, from_shard
+                        USING ERRCODE = 'lock_not_available',
+                              DETAIL = 'Waiting for ' OPERATOR(pg_catalog.||) (st OPERATOR(pg_catalog.->>) 'waiting_for') OPERATOR(pg_catalog.||) '.',
+                              HINT = 'The partition stays live on the source and keeps streaming to the target: end those transactions and run wfrouter.move_partition again, or wfrouter.cancel_move.';
+                END IF;
+                -- not refused between tries
+                PERFORM pg_catalog.pg_sleep(0.5);
+            END LOOP;
+            IF verified IS NULL THEN
+                verified := '-infinity';
             END IF;
-            -- not refused between tries
-            PERFORM pg_catalog.pg_sleep(0.5);
-        END LOOP;
-        IF verified IS NULL THEN
-            verified := '-infinity';
-        END IF;
-        -- the target reaches the source's WAL position
-        t1 := pg_catalog.clock_timestamp();
-        LOOP
-            polls := polls OPERATOR(pg_catalog.+) 1;
-            EXIT WHEN (SELECT x.v FROM public.dblink(src_conn, pg_catalog.format(
-                'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
-                st OPERATOR(pg_catalog.->>) 'lsn', sub)) AS x(v boolean));
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
-                PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
-                PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
-                RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
-                    USING ERRCODE = 'object_not_in_prerequisite_state',
-                          HINT = 'The partition is live on the source again; look at the subscription on the target (pg_stat_subscription) and move again.';
-            END IF;
-            PERFORM pg_catalog.pg_sleep(0.002);
-        END LOOP;
+            -- the target reaches the source's WAL position
+            t1 := pg_catalog.clock_timestamp();
+            LOOP
+                polls := polls OPERATOR(pg_catalog.+) 1;
+                EXIT WHEN wfrouter._on(src_conn, from_shard, pg_catalog.format(
+                    'SELECT COALESCE(pg_catalog.bool_or(s.confirmed_flush_lsn >= %L::pg_lsn), false) FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = %L',
+                    st OPERATOR(pg_catalog.->>) 'lsn', sub))::boolean;
+                IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (t0 OPERATOR(pg_catalog.+) interval '10 seconds') THEN
+                    PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
+                    PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'the target did not catch up in 10 s'));
+                    RAISE EXCEPTION 'cannot cut partition % over to shard "%": it did not reach the source''s WAL position % in 10 s', p, to_shard, st OPERATOR(pg_catalog.->>) 'lsn'
+                        USING ERRCODE = 'object_not_in_prerequisite_state',
+                              HINT = 'The partition is live on the source again; look at the subscription on the target (pg_stat_subscription) and move again.';
+                END IF;
+                PERFORM pg_catalog.pg_sleep(0.002);
+            END LOOP;
+        EXCEPTION WHEN connection_exception THEN
+            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+            PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note', 'the source does not answer: ' OPERATOR(pg_catalog.||) msg));
+            RAISE EXCEPTION 'cannot cut partition % over to shard "%": shard "%" does not answer', p, to_shard, from_shard
+                USING ERRCODE = 'connection_failure',
+                      DETAIL = pg_catalog.format('Whether shard "%s" gave the partition away is known only once it answers; until then it may refuse the partition. %s',
+                          from_shard, msg),
+                      HINT = pg_catalog.format('Run wfrouter.move_partition(%s, %L) again once shard "%s" answers: it finishes the move, or wfrouter.cancel_move(%s) if the source still owns the partition.',
+                          p, to_shard, from_shard, p);
+        END;
         t2 := pg_catalog.clock_timestamp();
         BEGIN
-            PERFORM x.v FROM public.dblink(dst_conn, pg_catalog.format('SELECT wf.move_in_cutover(%s, %L::jsonb, %L)', p, st, verified)) AS x(v text);
+            PERFORM wfrouter._on(dst_conn, to_shard, pg_catalog.format('SELECT wf.move_in_cutover(%s, %L::jsonb, %L)', p, st, verified));
         EXCEPTION WHEN OTHERS THEN
             -- the source takes it back: it has every row; unless the
             -- target took it (its cut-over may have gone on after the
-            -- error reached this session: it ends first)
-            PERFORM wfrouter._end_cutover(to_shard, p);
-            IF wfrouter._remote_owner(to_shard, p) IS DISTINCT FROM to_shard THEN
+            -- error reached this session: it ends first).  A target that
+            -- does not answer may still take it: the partition stays
+            -- refused by both until it answers (two owners are worse)
+            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+            BEGIN
+                PERFORM wfrouter._end_cutover(to_shard, p);
+                owner := wfrouter._remote_owner(to_shard, p);
+            EXCEPTION WHEN connection_exception THEN
+                PERFORM wfrouter._note(id, 'cutting over', pg_catalog.jsonb_build_object('note', 'the target does not answer: ' OPERATOR(pg_catalog.||) msg));
+                RAISE EXCEPTION 'cannot cut partition % over to shard "%": shard "%" does not answer', p, to_shard, to_shard
+                    USING ERRCODE = 'connection_failure',
+                          DETAIL = pg_catalog.format('Shard "%s" gave the partition away; whether shard "%s" took it is known only once it answers, and until then both refuse the partition. %s',
+                              from_shard, to_shard, msg),
+                          HINT = pg_catalog.format('Run wfrouter.move_partition(%s, %L) again once shard "%s" answers: it finishes the move.', p, to_shard, to_shard);
+            END;
+            IF owner IS DISTINCT FROM to_shard THEN
                 PERFORM wfrouter._give_back(from_shard, p, (st OPERATOR(pg_catalog.->>) 'map_version')::bigint);
             END IF;
-            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) SQLERRM));
+            PERFORM wfrouter._note(id, 'catching up', pg_catalog.jsonb_build_object('note', 'cut-over failed: ' OPERATOR(pg_catalog.||) msg));
             RAISE;
         END;
         -- where the dark window went, in the note
@@ -840,6 +1129,7 @@ DECLARE
     det text;
 BEGIN
     PERFORM wfrouter._superuser('move_partition');
+    PERFORM wfrouter._shard_timeout();   -- (a bad setting: refused first)
     -- (a partition or a shard that does not exist, a bad wait: the body
     -- refuses it)
     IF EXISTS (SELECT 1 FROM wfrouter.partitions m WHERE m.partition OPERATOR(pg_catalog.=) p)

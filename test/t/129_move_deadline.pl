@@ -21,7 +21,8 @@
 #   (d) the target freezes (SIGSTOP of the postmaster and every process: a
 #       server that accepts connections and answers none) while a poll of
 #       the copy waits there for its answer (held by a lock on the target's
-#       pg_subscription_rel): the move ends within the poll's timeout (10 s)
+#       pg_subscription_rel), wfrouter.shard_timeout 4 s: the poll's shard
+#       answers no SELECT 1 on a new connection either, and the move ends
 #       with 08006; run again while the target is still frozen, the move is
 #       refused after the router's connect timeout (10 s); the target
 #       thawed, the move run again finishes.  Before the poll's timeout
@@ -33,6 +34,12 @@
 #       itself, its note saying so.  Without the restart (router before
 #       it) the move waits for copy_wait (1 hour): it does not end within
 #       this test's 90 s.
+#   (f) the target freezes in the cut-over (its wf.move_in_cutover waiting
+#       for a lock there), wfrouter.shard_timeout 3 s: the move ends with
+#       08006 saying that both shards refuse the partition until the target
+#       answers; the target thawed, the move run again finishes.  Before
+#       wfrouter.shard_timeout the move waited for ever.  Bad values of the
+#       setting are refused first.
 # In (a) to (d) each error names the partition and the shard and hints at
 # wfrouter.move_partition and wfrouter.cancel_move; the move stays under way
 # (wfrouter.moves) with the partition on its source.  After each case the
@@ -150,13 +157,13 @@ sub start_bg
 # (stdout, stderr, whether it ended)
 sub end_bg
 {
-	my ($m, $limit) = @_;
+	my ($m, $limit, $no_load) = @_;
 	my $t0 = time;
 	while (time - $t0 < $limit)
 	{
 		eval { $m->{run}->pump_nb };
 		last if ($m->{stdout} // '') =~ /finished/ || !$m->{run}->pumpable;
-		load_step();
+		load_step() unless $no_load;
 		usleep(20_000);
 	}
 	my ($o, $e) = ($m->{stdout} // '', $m->{stderr} // '');
@@ -339,12 +346,12 @@ my ($dst) = grep { $_ ne $src } @names;
 {
 	my $label = '(d) the target frozen during the copy';
 	my $h = hold_copy($shard{$dst}, 'wf.signals', 0);
-	my $m = start_bg("SELECT 'moved:' || wfrouter.move_partition($p, '$dst', '$wait seconds')");
+	my $m = start_bg("SET wfrouter.shard_timeout = '4s';\nSELECT 'moved:' || wfrouter.move_partition($p, '$dst', '$wait seconds')");
 	wait_for('the copy held', sub { copy_held($shard{$dst}, 'wf.signals') });
 	# frozen with a poll of the copy on its way: the target's catalog of
 	# table states locked, the mover's statement there waits for it, and
 	# then the target freezes.  (Frozen while the mover slept between its
-	# polls, the next poll's connection times out instead, after 10 s.)
+	# polls, the next poll's connection times out instead, after 4 s.)
 	# Before the poll's own timeout the mover waited for the answer for
 	# ever: dblink waits uninterruptibly on PostgreSQL 15 and a Unix
 	# socket has no keepalive; on a loaded machine most of its time is
@@ -370,7 +377,7 @@ my ($dst) = grep { $_ ne $src } @names;
 	kill('CONT', @frozen);
 	@frozen = ();
 	stopped($label, $src, $dst, $e, $ended, $took, $wait + 10 + 20,
-		qr/ERROR:  08006: cannot copy partition $p to shard "$dst": shard "$dst" cannot be reached\nDETAIL:  Not for [\d.]+ s: shard "$dst" did not answer a statement of the move within 10 s/);
+		qr/ERROR:  08006: cannot copy partition $p to shard "$dst": shard "$dst" cannot be reached\nDETAIL:  Not for [\d.]+ s: shard "$dst" did not answer within 00:00:04/);
 	$cat->query_safe('COMMIT');
 	$cat->quit;
 	$h->query_safe('COMMIT');
@@ -418,6 +425,54 @@ SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHER
 	like(r_sql("SELECT note FROM wfrouter.moves ORDER BY move_id DESC LIMIT 1"),
 		qr/the copy was restarted 1 time: the synchronisation of table wf\.signals \(copied\) on shard "$dst" cannot go on: its replication slot "$slot" is gone from shard "$src"/,
 		"$label: wfrouter.moves notes the copy restarted, and why") or diag r_sql("SELECT m::text FROM wfrouter.moves m ORDER BY move_id DESC LIMIT 1");
+	check($dst, $label);
+}
+
+# (f) the target freezes in the cut-over, with wfrouter.shard_timeout set
+# to 3 s: the source has given the partition away and the target's
+# wf.move_in_cutover waits (for a lock a session there holds on
+# wfshard.moved_runs, which it truncates) when the target freezes.  The
+# move ends within the timeout twice over (the statement, then the end of
+# the cut-over it tries on the target) plus 20 s, with 08006 saying that
+# the partition is refused by both shards until the target answers; the
+# target thawed and the lock gone, the move run again finishes.  Before
+# the timeout (router before it) the move waited for ever.  No load runs
+# while the target is frozen: its calls would wait for the frozen target
+# as long as their own statement_timeout lets them (the load has none).
+($src, $dst) = ($dst, $src);
+{
+	my $label = '(f) the target frozen in the cut-over';
+	($rc, $out, $err) = $router->psql('wfengine_router', "SET wfrouter.shard_timeout = 'banana'; SELECT wfrouter.move_partition($p, '$src')");
+	like($err, qr/invalid value for wfrouter.shard_timeout: "banana"/, "$label: a wfrouter.shard_timeout that is no interval is refused");
+	($rc, $out, $err) = $router->psql('wfengine_router', "SET wfrouter.shard_timeout = '100ms'; SELECT wfrouter.move_partition($p, '$src')");
+	like($err, qr/invalid value for wfrouter.shard_timeout: "100ms"/, "$label: a wfrouter.shard_timeout under 1 s is refused");
+	is(r_sql("SELECT count(*) FROM wfrouter.moves WHERE finished IS NULL"), '0', "$label: neither started a move");
+	my $h = $shard{$dst}->background_psql($db, on_error_stop => 0);
+	$h->query_until(qr/holding/, "\\echo holding\nBEGIN;\n"
+		  . "DO \$\$ BEGIN LOOP EXIT WHEN EXISTS (SELECT FROM pg_subscription s WHERE s.subname = 'wf_move_$p'\n"
+		  . "  AND (SELECT count(*) FILTER (WHERE r.srsubstate = 'r') = count(*) AND count(*) > 0 FROM pg_subscription_rel r WHERE r.srsubid = s.oid));\n"
+		  . "  PERFORM pg_sleep(0.005); END LOOP;\n"
+		  . "LOCK TABLE wfshard.moved_runs IN ACCESS SHARE MODE; END \$\$;\n\\echo held\n");
+	my $m = start_bg("SET wfrouter.shard_timeout = '3s';\nSELECT 'moved:' || wfrouter.move_partition($p, '$dst', '$wait seconds')");
+	wait_for('the cut-over waiting on the target', sub {
+		$shard{$dst}->safe_psql($db, q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+		                              AND query LIKE 'SELECT wf.move\_in\_cutover(%'}) eq '1' });
+	@frozen = server_pids($shard{$dst});
+	kill('STOP', @frozen);
+	my $t0 = time;
+	my ($o, $e, $ended) = end_bg($m, 90, 1);
+	my $took = time - $t0;
+	ok($ended && $took <= 3 + 3 + 20, sprintf('%s: the move ends, %.1f s after the freeze (at most 26 s)', $label, $took))
+	  or diag "the move did not end in time: $e";
+	like($e, qr/ERROR:  08006: cannot cut partition $p over to shard "$dst": shard "$dst" does not answer\nDETAIL:  Shard "$src" gave the partition away; whether shard "$dst" took it is known only once it answers, and until then both refuse the partition\. shard "$dst" did not answer within 00:00:03\nHINT:  Run wfrouter.move_partition\($p, '$dst'\) again once shard "$dst" answers: it finishes the move\./,
+		"$label: with 08006 naming the partition and the shard, and saying that the partition is refused meanwhile") or diag $e;
+	is(owner_in($shard{$src}), $dst, "$label: the source gave the partition away");
+	is(r_sql("SELECT phase FROM wfrouter.moves WHERE finished IS NULL"), 'cutting over', "$label: the move stays under way in wfrouter.moves, cutting over");
+	kill('CONT', @frozen);
+	@frozen = ();
+	$h->query_safe('COMMIT');
+	$h->quit;
+	resume($label, $dst);
 	check($dst, $label);
 }
 
