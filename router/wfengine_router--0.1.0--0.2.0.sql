@@ -1078,6 +1078,12 @@ BEGIN
     PERFORM wfrouter._loopback(pg_catalog.format('SELECT wfrouter._apply_map(%L, %s)::text', wfrouter._map_with(p, to_shard), version));
     PERFORM wfrouter._note(id, 'cleaning up');
     PERFORM wfrouter._remote_exec(to_shard, pg_catalog.format('DROP SUBSCRIPTION IF EXISTS %I', sub));
+    -- the list of the runs the copy wrote, which the cut-over verified:
+    -- emptied here, not in the cut-over (a TRUNCATE there waited for an
+    -- autovacuum of the list, deadlock_timeout, in the dark window); a
+    -- table held for 2 s (a pg_dump) is left to the next move's start
+    PERFORM wfrouter._remote(to_shard, 'DO $t$ BEGIN SET LOCAL lock_timeout = ''2s''; TRUNCATE wfshard.moved_runs; '
+        'EXCEPTION WHEN lock_not_available THEN NULL; END $t$');
     PERFORM wfrouter._remote_exec(from_shard, pg_catalog.format('DROP PUBLICATION IF EXISTS %I', sub));
     PERFORM wfrouter._remote(from_shard, pg_catalog.format('SELECT wf.drop_partition(%s)::text', p));
     runs := wfrouter._remote(to_shard, pg_catalog.format('SELECT pg_catalog.count(*) FROM wf.runs r '

@@ -12,9 +12,9 @@
 #       source crashes; the target crashes;
 #   (b) after the source has given the partition away in its map, while the
 #       target's wf.move_in_cutover is held back (a session on the target
-#       holds wfshard.moved_runs in ACCESS SHARE mode: the cut-over's
-#       TRUNCATE of that table waits for it, the subscription's inserts do
-#       not): the target crashes (then the move is run again, and once
+#       holds wfshard.partitions in SHARE mode: the cut-over's last step,
+#       wf.configure_shard rewriting the map, waits for it; the calls of
+#       tenants, which read the map, do not): the target crashes (then the move is run again, and once
 #       cancelled); the source crashes; the router's session running
 #       wfrouter.move_partition is killed (SIGKILL; then the move is run
 #       again, and once cancelled, while the target's cut-over still waits).
@@ -234,11 +234,12 @@ sub crash_case
 	}
 	else
 	{
-		# once the target's copy has begun (wf.move_in_begin truncated
-		# wfshard.moved_runs), hold the table: the cut-over's TRUNCATE waits
+		# once the target's copy has begun, hold the target's map: the
+		# cut-over's last step (wf.configure_shard, rewriting
+		# wfshard.partitions) waits
 		wait_for('the copy', sub { move_phase('copying') });
 		$holder = $shard{$dst}->background_psql($db, on_error_stop => 0);
-		$holder->query_safe('BEGIN; LOCK TABLE wfshard.moved_runs IN ACCESS SHARE MODE');
+		$holder->query_safe('BEGIN; LOCK TABLE wfshard.partitions IN SHARE MODE');
 		wait_for('the source giving the partition away and the target\'s cut-over waiting',
 			sub {
 				owner_in($shard{$src}) eq $dst && owner_in($shard{$dst}) eq $src

@@ -431,7 +431,8 @@ SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHER
 # (f) the target freezes in the cut-over, with wfrouter.shard_timeout set
 # to 3 s: the source has given the partition away and the target's
 # wf.move_in_cutover waits (for a lock a session there holds on
-# wfshard.moved_runs, which it truncates) when the target freezes.  The
+# wfshard.partitions, whose map its last step rewrites) when the target
+# freezes.  The
 # move ends within the timeout twice over (the statement, then the end of
 # the cut-over it tries on the target) plus 20 s, with 08006 saying that
 # the partition is refused by both shards until the target answers; the
@@ -452,7 +453,7 @@ SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHER
 		  . "DO \$\$ BEGIN LOOP EXIT WHEN EXISTS (SELECT FROM pg_subscription s WHERE s.subname = 'wf_move_$p'\n"
 		  . "  AND (SELECT count(*) FILTER (WHERE r.srsubstate = 'r') = count(*) AND count(*) > 0 FROM pg_subscription_rel r WHERE r.srsubid = s.oid));\n"
 		  . "  PERFORM pg_sleep(0.005); END LOOP;\n"
-		  . "LOCK TABLE wfshard.moved_runs IN ACCESS SHARE MODE; END \$\$;\n\\echo held\n");
+		  . "LOCK TABLE wfshard.partitions IN SHARE MODE; END \$\$;\n\\echo held\n");
 	my $m = start_bg("SET wfrouter.shard_timeout = '3s';\nSELECT 'moved:' || wfrouter.move_partition($p, '$dst', '$wait seconds')");
 	wait_for('the cut-over waiting on the target', sub {
 		$shard{$dst}->safe_psql($db, q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
