@@ -157,11 +157,25 @@ WF_TEST_APPROVAL_KEY=ab112233445566778899aabbccddeeff00112233445566778899aabbccd
 # SIGPIPE is ignored for it (`make demo | head`): otherwise the signal also
 # hits pg_virtualenv's own cleanup trap while it prints "Dropping cluster",
 # and the cluster is left running; ignored, writes just fail with EPIPE.
+# free_port: a TCP port of localhost nobody listens on, from 54330 up (for
+# a second pg_virtualenv beside the first, which takes 5432 or the next
+# free one)
+free_port() {
+	local port
+	for ((port = 54330; port < 54400; port++)); do
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "$port"
+			return 0
+		fi
+	done
+	echo 54399
+}
+
 wf_virtualenv() {
 	(
 		trap '' PIPE
 		exec env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD \
-			-u PGDATABASE -u PGSERVICE -u PGCLUSTER \
+			-u PGDATABASE -u PGSERVICE -u PGCLUSTER ${WF_VENV_PORT:+PGPORT=$WF_VENV_PORT} \
 			pg_virtualenv -t -v "$WF_PG_MAJOR" \
 			-o "shared_preload_libraries=wfengine,pg_cron" \
 			-o "cron.database_name=postgres" \

@@ -2,12 +2,19 @@
 # test.sh — what `make test` runs: install missing packages, build, install,
 # then every test suite, counting results per individual test:
 #
-#   inside one throw-away cluster (pg_virtualenv, wfengine + pg_cron preloaded):
+#   in throw-away clusters (pg_virtualenv, wfengine + pg_cron preloaded),
+#   group a in one:
 #     regress     pg_regress over the Makefile's REGRESS list
 #     isolation   pg_isolation_regress over test/isolation/specs/*.spec
 #     pgtap       pg_prove over test/pgtap/*.sql
 #     schema      test/definitions/check.py: the JSON Schema of definitions
 #                 against the C validator, one test per definition file
+#     apifuzz     test/apifuzz/apifuzz.py: the model-based API fuzzer with a
+#                 fixed seed (APIFUZZ_SEED, default 1), APIFUZZ_SEQUENCES
+#                 (default 200) sequences of APIFUZZ_STEPS (default 30)
+#                 steps, in a database of its own; TAP, one test per
+#                 sequence
+#   group b in a second one, at the same time (these mostly wait):
 #     docs        test/scripts/doctest.pl: the ```sql blocks of README.md and
 #                 docs/*.md, each file in a fresh database, output compared
 #                 with the ```text block after each; one test per block
@@ -15,20 +22,15 @@
 #                 library in clients/ (python, c, node, go), one test per
 #                 language; a language whose toolchain is missing is
 #                 skipped (named in the note), not passed
-#     apifuzz     test/apifuzz/apifuzz.py: the model-based API fuzzer with a
-#                 fixed seed (APIFUZZ_SEED, default 1), APIFUZZ_SEQUENCES
-#                 (default 200) sequences of APIFUZZ_STEPS (default 30)
-#                 steps, in a database of its own; TAP, one test per
-#                 sequence
-#   outside it:
+#   outside them, started first and run in the background while the groups
+#   run (their output shown when they are done):
 #     fuzz        test/scripts/fuzz.sh: each libFuzzer target (definition,
-#                 duration, cron, mapping, envelope) for FUZZ_SECONDS (default 10) in
-#                 a scratch cluster of its own; one test per target
-#   outside it, as a non-root user, started first and run in the background
-#   while everything above runs (its output shown when it is done):
-#     tap         prove -j2 over test/t/*.pl, the slowest first
-#                 (TAP_SLOW_FIRST; PostgreSQL::Test::Cluster runs its own
-#                 clusters, and initdb refuses root)
+#                 duration, cron, mapping, envelope, jsonset, jsontext) for
+#                 FUZZ_SECONDS (default 10) in a scratch cluster of its own;
+#                 one test per target
+#     tap         as a non-root user: prove -j2 over test/t/*.pl, the
+#                 slowest first (TAP_SLOW_FIRST; PostgreSQL::Test::Cluster
+#                 runs its own clusters, and initdb refuses root)
 #
 # `make installcheck` stops at its first failing half, so regress and
 # isolation are run as two invocations of it (ISOLATION= / REGRESS= on the
@@ -90,14 +92,18 @@ python_with_psycopg() {
 }
 
 # Suites run inside pg_virtualenv, in order.
-virtualenv_suites() {
-	echo regress
-	if have_isolation; then echo isolation; fi
-	if have_pgtap; then echo pgtap; fi
-	echo schema
-	if have_docs; then echo docs; fi
-	if have_clients; then echo clients; fi
-	if have_apifuzz; then echo apifuzz; fi
+virtualenv_suites() { # virtualenv_suites [GROUP]: the suites of group a, b, or both
+	if [[ ${1:-a} == a ]]; then
+		echo regress
+		if have_isolation; then echo isolation; fi
+		if have_pgtap; then echo pgtap; fi
+		echo schema
+		if have_apifuzz; then echo apifuzz; fi
+	fi
+	if [[ ${1:-b} == b ]]; then
+		if have_docs; then echo docs; fi
+		if have_clients; then echo clients; fi
+	fi
 }
 
 # Seconds a suite may take: its cap, bounded by what is left of the budget.
@@ -319,11 +325,24 @@ stop_leftover_nodes() {
 
 # ---------------------------------------------------------------------------
 # Inside pg_virtualenv (re-invoked by main): regress, isolation, pgtap.
-in_virtualenv() {
+in_virtualenv() { # in_virtualenv GROUP: the suites of that group (virtualenv_suites)
+	local group=$1
 	: "${WF_DEADLINE:=$(($(date +%s) + ${WF_TEST_BUDGET:-1500}))}"
-	: >"$STARTED"
-	echo "cluster: PostgreSQL $(psql -XAtqc 'SHOW server_version') on $PGHOST:$PGPORT," \
+	: >"$STARTED.$group"
+	echo "cluster ($group): PostgreSQL $(psql -XAtqc 'SHOW server_version') on $PGHOST:$PGPORT," \
 		"shared_preload_libraries=$(psql -XAtqc 'SHOW shared_preload_libraries')"
+	if [[ $group == b ]]; then
+		in_virtualenv_b
+	else
+		in_virtualenv_a
+	fi
+	# A failure makes pg_virtualenv print the tail of the server log.
+	! awk -F '\t' -v g="$(virtualenv_suites "$group" | tr '\n' ' ')" \
+		'index(" " g, " " $1 " ") && $3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
+}
+
+# group a: pg_regress, isolation, pgTAP, the schema check, the API fuzzer
+in_virtualenv_a() {
 	rm -rf "$WF_ROOT/results" "$WF_ROOT/output_iso" "$WF_ROOT/regression.diffs" \
 		"$WF_ROOT/regression.out"
 
@@ -352,15 +371,6 @@ in_virtualenv() {
 	# under test/definitions/ through both (TAP, one test per file).
 	timed_suite schema tap $CAP_SCHEMA \
 		prove --exec python3 "$WF_ROOT/test/definitions/check.py"
-	if have_docs; then
-		# Each documentation file in a database of its own (doctest.pl makes
-		# and drops them), as the superuser pg_virtualenv gives us.
-		timed_suite docs doctest $CAP_DOCS perl "$WF_ROOT/test/scripts/doctest.pl"
-	fi
-	if have_clients; then
-		# The worker libraries of clients/, each driving the order workflow.
-		timed_suite clients clients $CAP_CLIENTS bash "$WF_ROOT/test/scripts/clients.sh"
-	fi
 	if have_apifuzz; then
 		# The model-based API fuzzer, a fixed seed: TAP through prove, one
 		# test per sequence.  It needs python3 with psycopg 3 (deps.sh).
@@ -372,9 +382,20 @@ in_virtualenv() {
 			--sequences "${APIFUZZ_SEQUENCES:-200}" --steps "${APIFUZZ_STEPS:-30}" \
 			--save "$WF_TMP/apifuzz-findings"
 	fi
+}
 
-	# A failure makes pg_virtualenv print the tail of the server log.
-	! awk -F '\t' '$3 > 0 { bad = 1 } END { exit !bad }' "$RESULTS"
+# group b, in a cluster of its own beside group a's (these suites mostly
+# wait: on notifications, on workers draining): the docs and the clients
+in_virtualenv_b() {
+	if have_docs; then
+		# Each documentation file in a database of its own (doctest.pl makes
+		# and drops them), as the superuser pg_virtualenv gives us.
+		timed_suite docs doctest $CAP_DOCS perl "$WF_ROOT/test/scripts/doctest.pl"
+	fi
+	if have_clients; then
+		# The worker libraries of clients/, each driving the order workflow.
+		timed_suite clients clients $CAP_CLIENTS bash "$WF_ROOT/test/scripts/clients.sh"
+	fi
 }
 
 # check_released: every released install or upgrade script listed in
@@ -500,23 +521,40 @@ main() {
 			tap_pid=$!
 		fi
 
-		wf_log "pg_virtualenv: regress, isolation, pgtap, docs, clients, apifuzz"
-		rm -f "$STARTED"
+		# The libFuzzer targets, in their own cluster without wfengine
+		# preloaded, also in the background (fails when clang is missing)
+		local fuzz_pid
+		timed_suite fuzz fuzz $CAP_FUZZ bash "$WF_ROOT/test/scripts/fuzz.sh" >"$WF_TMP/fuzz.out" 2>&1 &
+		fuzz_pid=$!
+
+		# The other suites in two clusters side by side (group b's suites
+		# mostly wait); group b's output is shown when group a is done
+		local b_pid brc=0
+		rm -f "$STARTED".*
 		export WF_WORKER_ENABLED=off
-		wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv || vrc=$?
+		WF_VENV_PORT=$(free_port) wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv b \
+			>"$WF_TMP/virtualenv-b.out" 2>&1 &
+		b_pid=$!
+		wf_log "pg_virtualenv: regress, isolation, pgtap, schema, apifuzz (docs and clients beside them)"
+		wf_bg wf_virtualenv bash "$WF_ROOT/test/scripts/test.sh" --in-virtualenv a || vrc=$?
+		wait "$b_pid" || brc=$?
+		wf_log "pg_virtualenv: docs, clients (run beside the suites above)"
+		cat "$WF_TMP/virtualenv-b.out"
 		for s in $(virtualenv_suites); do
 			recorded "$s" && continue
-			if [[ ! -e $STARTED ]]; then
-				record "$s" 0 1 "not run: server did not start (pg_virtualenv exit $vrc)"
+			local g=a rc=$vrc
+			if [[ $(virtualenv_suites b) == *$s* ]]; then g=b rc=$brc; fi
+			if [[ ! -e $STARTED.$g ]]; then
+				record "$s" 0 1 "not run: server did not start (pg_virtualenv exit $rc)"
 			else
-				record "$s" 0 1 "not run: test.sh --in-virtualenv exited with status $vrc"
+				record "$s" 0 1 "not run: test.sh --in-virtualenv $g exited with status $rc"
 			fi
 		done
 
-		# Its own cluster, without wfengine preloaded; fails when clang is
-		# missing.
-		wf_log "fuzz: libFuzzer targets, ${FUZZ_SECONDS:-10} s each"
-		timed_suite fuzz fuzz $CAP_FUZZ bash "$WF_ROOT/test/scripts/fuzz.sh"
+		wf_log "fuzz: libFuzzer targets, ${FUZZ_SECONDS:-10} s each (run beside the suites above)"
+		wait "$fuzz_pid" || true
+		cat "$WF_TMP/fuzz.out"
+		recorded fuzz || record fuzz 0 1 "not run: the background fuzz run ended without a result"
 
 		if [[ -n $tap_pid ]]; then
 			wf_log "TAP tests (started before the other suites, in the background)"
@@ -557,7 +595,7 @@ on_signal() {
 trap on_signal INT TERM HUP
 
 case ${1:-} in
---in-virtualenv) in_virtualenv ;;
+--in-virtualenv) in_virtualenv "${2:-a}" ;;
 "") main ;;
 *)
 	echo "usage: $0" >&2
