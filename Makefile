@@ -135,6 +135,7 @@ REGRESS = \
 	397_row_writer \
 	398_list_runs \
 	399_start_and_claim \
+	401_lookup_plans \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

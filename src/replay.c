@@ -82,28 +82,31 @@ static const WfPlanSpec replay_plan_specs[] = {
 	 * that index holds a dead entry per step until vacuum (and for as long
 	 * as any snapshot is held): 54 ms a run on a shard of a million runs
 	 * (wf.verify_partition of a move, 15 hours), 0.4 ms through
-	 * tasks_attempt_key and a sort of the run's few rows.
+	 * tasks_attempt_key and a sort of the run's few rows.  The per-run
+	 * statements are lookups (spi_util.c): a kept plan made while wf.tasks
+	 * was tiny read the whole table for every run, 4 ms a run once the
+	 * table had grown (regress 401_lookup_plans).
 	 */
 	[PLAN_TASKS_OF_RUN] = {
 		"tasks_of_run",
 		"SELECT t.task_id, t.step, t.attempt, t.status, t.fence, t.output, t.error "
 		"FROM wf.tasks t WHERE t.run_id OPERATOR(pg_catalog.=) $1 "
 		"ORDER BY t.task_id OPERATOR(pg_catalog.+) 0",
-		1, {UUIDOID}
+		1, {UUIDOID}, false, true
 	},
 	[PLAN_RUN_IDENTITY] = {
 		"run_identity",
 		"SELECT r.definition_name, r.definition_version, r.input, r.idempotency_key, r.created_at,"
 		" pg_catalog.encode(r.input_digest, 'hex') "
 		"FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) $1",
-		1, {UUIDOID}
+		1, {UUIDOID}, false, true
 	},
 	[PLAN_EVENTS_GET] = {
 		"events_get",
 		"SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at,"
 		" e.hash, e.tenant_id FROM wf.events e "
 		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
-		1, {UUIDOID}
+		1, {UUIDOID}, false, true
 	},
 	[PLAN_CHAIN_HEADS] = {
 		"chain_heads",
@@ -116,7 +119,7 @@ static const WfPlanSpec replay_plan_specs[] = {
 		"history_run",
 		"SELECT 1 FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) $1"
 		" AND r.tenant_id OPERATOR(pg_catalog.=) $2",
-		2, {UUIDOID, TEXTOID}
+		2, {UUIDOID, TEXTOID}, false, true
 	},
 	[PLAN_HISTORY_EVENTS] = {
 		"history_events",
@@ -124,7 +127,7 @@ static const WfPlanSpec replay_plan_specs[] = {
 		" pg_catalog.encode(e.hash, 'hex') FROM wf.events e "
 		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.tenant_id OPERATOR(pg_catalog.=) $2"
 		" ORDER BY e.seq",
-		2, {UUIDOID, TEXTOID}
+		2, {UUIDOID, TEXTOID}, false, true
 	},
 };
 

@@ -34,6 +34,8 @@ typedef struct WfPlanSpec
 	int			nargs;
 	Oid			argtypes[WF_MAX_PLAN_ARGS];
 	bool		generic;		/* always use the generic plan */
+	bool		lookup;			/* planned with enable_seqscan off (a lookup
+								 * by key: see WfPlanExec) */
 } WfPlanSpec;
 
 typedef struct WfPlanTable
