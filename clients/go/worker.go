@@ -120,7 +120,8 @@ type Task struct {
 	Activity       *string
 	Deliveries     int32
 
-	cancel context.CancelFunc
+	cancel    context.CancelFunc
+	abandoned bool // the drain ended with it running: left to its lease
 }
 
 // Handler does the work of a task and returns its output (marshalled to
@@ -634,6 +635,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Lock()
 		for _, t := range w.inFlight {
 			w.Logger.Printf("wfengine worker: task %d still running at shutdown; its lease will expire", t.TaskID)
+			t.abandoned = true
 			t.cancel()
 		}
 		w.mu.Unlock()
@@ -738,6 +740,16 @@ func (w *Worker) execute(stop context.Context, t *Task) *Task {
 	w.mu.Unlock()
 
 	output, herr := w.runHandler(ctx, t)
+	// a handler that returns because the drain ended (its ctx cancelled)
+	// reports nothing: the task is left to its lease, as the process says
+	// when it gives up on it (a failure reported now would be "cancelled",
+	// which the task was not)
+	w.mu.Lock()
+	abandoned := t.abandoned
+	w.mu.Unlock()
+	if abandoned {
+		return nil
+	}
 	var next []*Task
 	report := func(pool *pgxpool.Pool, eager bool) (Answer, error) {
 		var f *TaskFailure
