@@ -28,7 +28,7 @@
 #                 duration, cron, mapping, envelope, jsonset, jsontext) for
 #                 FUZZ_SECONDS (default 10) in a scratch cluster of its own;
 #                 one test per target
-#     tap         as a non-root user: prove -j2 over test/t/*.pl, the
+#     tap         as a non-root user: prove -j3 over test/t/*.pl, the
 #                 slowest first (TAP_SLOW_FIRST; PostgreSQL::Test::Cluster
 #                 runs its own clusters, and initdb refuses root)
 #
@@ -42,7 +42,7 @@
 # The last line printed is exactly "N passed, N failed"; the exit status is
 # non-zero when anything failed.
 #
-# Environment knobs: TAP_JOBS (TAP test files run at once, default 2),
+# Environment knobs: TAP_JOBS (TAP test files run at once, default 3),
 # WF_TEST_BUDGET (seconds for the whole run, default 1500),
 # WF_KEEP_TMP=1 (keep the scratch directory with the logs).
 set -euo pipefail
@@ -467,7 +467,7 @@ tap_test_order() {
 	done
 }
 
-# run_tap_suite: the TAP suite, as a non-root user, two test files at a
+# run_tap_suite: the TAP suite, as a non-root user, three test files at a
 # time (TAP_JOBS), the slowest first (tap_test_order), then any node left
 # running is stopped.  main() runs it in the background while the other
 # suites run.
@@ -477,10 +477,10 @@ run_tap_suite() {
 	who=$(id -un)
 	if ((EUID == 0)); then who=postgres; fi
 	tests=$(tap_test_order | tr '\n' ' ')
-	wf_log "TAP tests as $who in $(wf_unpriv_tree), ${TAP_JOBS:-2} at a time"
+	wf_log "TAP tests as $who in $(wf_unpriv_tree), ${TAP_JOBS:-3} at a time"
 	timed_suite tap tap $CAP_TAP \
 		as_unpriv make --no-print-directory PG_CONFIG="$PG_CONFIG" prove_installcheck \
-		PROVE_FLAGS="-j${TAP_JOBS:-2} --timer" PROVE_TESTS="${tests% }"
+		PROVE_FLAGS="-j${TAP_JOBS:-3} --timer" PROVE_TESTS="${tests% }"
 	stop_leftover_nodes
 }
 
@@ -514,7 +514,7 @@ main() {
 
 	if ((built)); then
 		# The TAP tests run their own clusters: they start first, in the
-		# background (two files at a time), while the other suites run, and
+		# background (three files at a time), while the other suites run, and
 		# their output is shown when they are done (run_tap_suite).
 		local tap_pid=""
 		if have_tap; then
