@@ -161,6 +161,28 @@ BEGIN
 END
 $$;
 
+-- whether the statement sent on conn (dblink_send_query) has its answer
+-- by until, looking at growing intervals (0.2 ms to 5 ms; pg_sleep, so
+-- that a cancellation is served)
+CREATE FUNCTION wfrouter._answered_by(conn text, until timestamptz)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    nap double precision := 0.0002;
+BEGIN
+    WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
+        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) until THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_catalog.pg_sleep(nap);
+        nap := LEAST(nap OPERATOR(pg_catalog.*) 2, 0.005);
+    END LOOP;
+    RETURN true;
+END
+$$;
+
 -- whether shard answers a new connection's SELECT 1 within timeout
 CREATE FUNCTION wfrouter._alive(shard text, timeout interval)
 RETURNS boolean
@@ -170,29 +192,21 @@ AS $$
 DECLARE
     conn text := 'wfrouter_probe';
     deadline timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+    ok boolean := false;
 BEGIN
     PERFORM wfrouter._poll_close(conn);
     BEGIN
         PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
-        IF public.dblink_send_query(conn, 'SELECT 1') OPERATOR(pg_catalog.=) 1 THEN
-            WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
-                IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline THEN
-                    PERFORM wfrouter._poll_close(conn);
-                    RETURN false;
-                END IF;
-                PERFORM pg_catalog.pg_sleep(0.005);
-            END LOOP;
-            PERFORM wfrouter._poll_close(conn);
-            RETURN true;
-        END IF;
+        ok := public.dblink_send_query(conn, 'SELECT 1') OPERATOR(pg_catalog.=) 1
+              AND wfrouter._answered_by(conn, deadline);
     EXCEPTION WHEN query_canceled THEN
         PERFORM wfrouter._poll_close(conn);
         RAISE;
     WHEN OTHERS THEN
-        NULL;                       -- (no connection: not alive)
+        ok := false;                -- (no connection: not alive)
     END;
     PERFORM wfrouter._poll_close(conn);
-    RETURN false;
+    RETURN ok;
 END
 $$;
 
@@ -211,21 +225,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     timeout interval := wfrouter._shard_timeout();
-    next_look timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
-    nap double precision := 0.0002;
 BEGIN
-    WHILE public.dblink_is_busy(conn) OPERATOR(pg_catalog.=) 1 LOOP
-        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) next_look THEN
-            IF NOT wfrouter._alive(shard, timeout) THEN
-                PERFORM wfrouter._poll_close(conn);
-                RAISE EXCEPTION 'shard "%" did not answer within %', shard, timeout
-                    USING ERRCODE = 'connection_failure',
-                          HINT = 'It accepts no connection, or answers none (a stopped or overloaded server?); wfrouter.shard_timeout sets how long the router waits.';
-            END IF;
-            next_look := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+    WHILE NOT wfrouter._answered_by(conn, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout) LOOP
+        IF NOT wfrouter._alive(shard, timeout) THEN
+            PERFORM wfrouter._poll_close(conn);
+            RAISE EXCEPTION 'shard "%" did not answer within %', shard, timeout
+                USING ERRCODE = 'connection_failure',
+                      HINT = 'It accepts no connection, or answers none (a stopped or overloaded server?); wfrouter.shard_timeout sets how long the router waits.';
         END IF;
-        PERFORM pg_catalog.pg_sleep(nap);
-        nap := LEAST(nap OPERATOR(pg_catalog.*) 2, 0.005);
     END LOOP;
 END
 $$;
@@ -311,7 +318,8 @@ AS $$
 SELECT wfrouter._remote(shard, sql)
 $$;
 
-REVOKE ALL ON FUNCTION wfrouter._shard_timeout(), wfrouter._connect_timeout(), wfrouter._alive(text, interval), wfrouter._await(text, text),
+REVOKE ALL ON FUNCTION wfrouter._shard_timeout(), wfrouter._connect_timeout(), wfrouter._answered_by(text, timestamptz),
+    wfrouter._alive(text, interval), wfrouter._await(text, text),
     wfrouter._on(text, text, text), wfrouter._poll_send(text, text, text), wfrouter._poll_close(text) FROM PUBLIC;
 
 -- the two functions of 0.1.0 that asked a shard with dblink(connstr, sql)
