@@ -129,6 +129,20 @@ BEGIN
             USING ERRCODE = 'undefined_object',
                   HINT = 'Add it with wfrouter.add_shard(name, connstr).';
     END IF;
+    RETURN wfrouter._connstr_of(c);
+END
+$$;
+
+-- connection string c (a shard's, or one wfrouter.add_shard is given) as
+-- the router connects with it: the connect timeout, the current user, the
+-- pinned search_path (the statements sent run as a superuser and are not
+-- all schema-qualified)
+CREATE FUNCTION wfrouter._connstr_of(c text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     -- (libpq takes the last of a key given twice: the shard's string wins)
     RETURN 'connect_timeout=' OPERATOR(pg_catalog.||) wfrouter._connect_timeout() OPERATOR(pg_catalog.||) ' '
         OPERATOR(pg_catalog.||) c OPERATOR(pg_catalog.||) ' user='
@@ -237,8 +251,25 @@ BEGIN
 END
 $$;
 
--- sql on the open connection conn to shard, its answer waited for at most
--- wfrouter.shard_timeout; its first value as text (a command: its status)
+-- sends sql on the open connection conn to shard and waits for its
+-- answer (wfrouter._await); the caller reads it with dblink_get_result
+CREATE FUNCTION wfrouter._send(conn text, shard text, sql text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
+        PERFORM wfrouter._poll_close(conn);
+        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
+            USING ERRCODE = 'connection_failure';
+    END IF;
+    PERFORM wfrouter._await(conn, shard);
+END
+$$;
+
+-- sql on the open connection conn to shard, waited for while the shard is
+-- alive (wfrouter._await); its first value as text (a command: its status)
 CREATE FUNCTION wfrouter._on(conn text, shard text, sql text)
 RETURNS text
 LANGUAGE plpgsql
@@ -247,12 +278,7 @@ AS $$
 DECLARE
     v text;
 BEGIN
-    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
-        PERFORM wfrouter._poll_close(conn);
-        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
-            USING ERRCODE = 'connection_failure';
-    END IF;
-    PERFORM wfrouter._await(conn, shard);
+    PERFORM wfrouter._send(conn, shard, sql);
     SELECT x.v INTO v FROM public.dblink_get_result(conn) AS x(v text);
     -- (the end of the answers: the connection takes a statement again)
     PERFORM 1 FROM public.dblink_get_result(conn, false) AS x(v text);
@@ -272,18 +298,13 @@ AS $$
 BEGIN
     PERFORM wfrouter._poll_close(conn);
     PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
-    IF public.dblink_send_query(conn, sql) OPERATOR(pg_catalog.<>) 1 THEN
-        PERFORM wfrouter._poll_close(conn);
-        RAISE EXCEPTION 'could not send a statement to shard "%"', shard
-            USING ERRCODE = 'connection_failure';
-    END IF;
-    PERFORM wfrouter._await(conn, shard);
+    PERFORM wfrouter._send(conn, shard, sql);
 END
 $$;
 
--- one statement on a shard, on a connection of its own (a transaction of
--- its own); its first value as text
-CREATE OR REPLACE FUNCTION wfrouter._remote(shard text, sql text)
+-- one statement on the database of connection string connstr (shard
+-- names it in errors), on a connection of its own; its first value as text
+CREATE FUNCTION wfrouter._remote_at(connstr text, shard text, sql text)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -293,7 +314,7 @@ DECLARE
     v text;
 BEGIN
     PERFORM wfrouter._poll_close(conn);
-    PERFORM public.dblink_connect(conn, wfrouter._connstr(shard));
+    PERFORM public.dblink_connect(conn, connstr);
     -- (closed on every way out, a cancellation too: wfrouter._learn_map
     -- runs this in the sessions of the tenants, who may run dblink on a
     -- named connection left open)
@@ -308,6 +329,16 @@ BEGIN
 END
 $$;
 
+-- one statement on a shard, on a connection of its own (a transaction of
+-- its own); its first value as text
+CREATE OR REPLACE FUNCTION wfrouter._remote(shard text, sql text)
+RETURNS text
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT wfrouter._remote_at(wfrouter._connstr(shard), shard, sql)
+$$;
+
 -- a command that cannot run in a transaction block (CREATE SUBSCRIPTION);
 -- its status
 CREATE OR REPLACE FUNCTION wfrouter._remote_exec(shard text, sql text)
@@ -318,12 +349,13 @@ AS $$
 SELECT wfrouter._remote(shard, sql)
 $$;
 
-REVOKE ALL ON FUNCTION wfrouter._shard_timeout(), wfrouter._connect_timeout(), wfrouter._answered_by(text, timestamptz),
-    wfrouter._alive(text, interval), wfrouter._await(text, text),
-    wfrouter._on(text, text, text), wfrouter._poll_send(text, text, text), wfrouter._poll_close(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wfrouter._shard_timeout(), wfrouter._connect_timeout(), wfrouter._connstr_of(text),
+    wfrouter._answered_by(text, timestamptz), wfrouter._alive(text, interval), wfrouter._await(text, text),
+    wfrouter._send(text, text, text), wfrouter._on(text, text, text), wfrouter._remote_at(text, text, text),
+    wfrouter._poll_send(text, text, text), wfrouter._poll_close(text) FROM PUBLIC;
 
 -- the two functions of 0.1.0 that asked a shard with dblink(connstr, sql)
--- directly, now through wfrouter._remote and wfrouter._on (a router
+-- directly, now through wfrouter._remote and wfrouter._remote_at (a router
 -- session learning a newer map from a shard that refused its call, and
 -- wfrouter.add_shard asking the new database what it is): the rest as
 -- 0.1.0 wrote them
@@ -370,19 +402,9 @@ BEGIN
                   HINT = 'Set up the first ones with wfrouter.configure(shards, partitions).';
     END IF;
     -- a shard another router added already: take it as it is
-    PERFORM wfrouter._poll_close('wfrouter_remote');
-    PERFORM public.dblink_connect('wfrouter_remote', 'connect_timeout=' OPERATOR(pg_catalog.||) wfrouter._connect_timeout()
-        OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) connstr OPERATOR(pg_catalog.||) ' user='
-        OPERATOR(pg_catalog.||) pg_catalog.quote_literal(CURRENT_USER::text) OPERATOR(pg_catalog.||) ' options=''-c search_path=pg_catalog,pg_temp''');
-    BEGIN
-        SELECT * INTO known FROM pg_catalog.jsonb_to_record(wfrouter._on('wfrouter_remote', name,
-            'SELECT pg_catalog.json_build_object(''shard'', (SELECT s.shard FROM wfshard.self s), ''block'', wf._id_block())')::jsonb)
-            AS x(shard text, block integer);
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM wfrouter._poll_close('wfrouter_remote');
-        RAISE;
-    END;
-    PERFORM wfrouter._poll_close('wfrouter_remote');
+    SELECT * INTO known FROM pg_catalog.jsonb_to_record(wfrouter._remote_at(wfrouter._connstr_of(connstr), name,
+        'SELECT pg_catalog.json_build_object(''shard'', (SELECT s.shard FROM wfshard.self s), ''block'', wf._id_block())')::jsonb)
+        AS x(shard text, block integer);
     IF known.shard IS NOT NULL AND known.shard OPERATOR(pg_catalog.<>) name THEN
         RAISE EXCEPTION 'the database at "%" is shard "%" already', connstr, known.shard
             USING ERRCODE = 'invalid_parameter_value';

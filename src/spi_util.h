@@ -35,7 +35,7 @@ typedef struct WfPlanSpec
 	Oid			argtypes[WF_MAX_PLAN_ARGS];
 	bool		generic;		/* always use the generic plan */
 	bool		lookup;			/* planned with enable_seqscan off (a lookup
-								 * by key: see WfPlanExec) */
+								 * by key: see lookup_begin) */
 } WfPlanSpec;
 
 typedef struct WfPlanTable

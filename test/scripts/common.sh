@@ -147,16 +147,6 @@ WF_TEST_APPROVAL_KEY=ab112233445566778899aabbccddeeff00112233445566778899aabbccd
 # WF_WORKER_ENABLED=off keeps the engine workers idle (wfengine.enabled):
 # pg_regress, isolation and pgTAP drive timers with wf.tick(), so that no
 # background worker races them (TAP tests start their own nodes).
-# wf_virtualenv CMD...: CMD must be a program (pg_virtualenv execs it), not a
-# shell function; test.sh and demo.sh re-invoke themselves for that.
-# -t keeps the cluster in a temporary directory even as root (nothing is
-# written to /etc/postgresql, and a leftover 15/regress cluster from an
-# interrupted run can't block us).  pg_virtualenv exports PGHOST, PGPORT,
-# PGUSER, PGPASSWORD and PGDATABASE for CMD and drops the cluster afterwards;
-# stale PG* variables from the caller must not leak into it.
-# SIGPIPE is ignored for it (`make demo | head`): otherwise the signal also
-# hits pg_virtualenv's own cleanup trap while it prints "Dropping cluster",
-# and the cluster is left running; ignored, writes just fail with EPIPE.
 # free_port: a TCP port of localhost nobody listens on, from 54330 up (for
 # a second pg_virtualenv beside the first, which takes 5432 or the next
 # free one)
@@ -171,6 +161,17 @@ free_port() {
 	echo 54399
 }
 
+# wf_virtualenv CMD...: CMD must be a program (pg_virtualenv execs it), not a
+# shell function; test.sh and demo.sh re-invoke themselves for that.
+# -t keeps the cluster in a temporary directory even as root (nothing is
+# written to /etc/postgresql, and a leftover 15/regress cluster from an
+# interrupted run can't block us).  pg_virtualenv exports PGHOST, PGPORT,
+# PGUSER, PGPASSWORD and PGDATABASE for CMD and drops the cluster afterwards;
+# stale PG* variables from the caller must not leak into it (WF_VENV_PORT,
+# when set, is the port for the cluster: a second one beside the first).
+# SIGPIPE is ignored for it (`make demo | head`): otherwise the signal also
+# hits pg_virtualenv's own cleanup trap while it prints "Dropping cluster",
+# and the cluster is left running; ignored, writes just fail with EPIPE.
 wf_virtualenv() {
 	(
 		trap '' PIPE

@@ -324,7 +324,8 @@ stop_leftover_nodes() {
 }
 
 # ---------------------------------------------------------------------------
-# Inside pg_virtualenv (re-invoked by main): regress, isolation, pgtap.
+# Inside pg_virtualenv (re-invoked by main, once per group): the suites of
+# virtualenv_suites GROUP.
 in_virtualenv() { # in_virtualenv GROUP: the suites of that group (virtualenv_suites)
 	local group=$1
 	: "${WF_DEADLINE:=$(($(date +%s) + ${WF_TEST_BUDGET:-1500}))}"
@@ -544,7 +545,7 @@ main() {
 		for s in $(virtualenv_suites); do
 			recorded "$s" && continue
 			local g=a rc=$vrc
-			if [[ $(virtualenv_suites b) == *$s* ]]; then g=b rc=$brc; fi
+			if virtualenv_suites b | grep -qx -- "$s"; then g=b rc=$brc; fi
 			if [[ ! -e $STARTED.$g ]]; then
 				record "$s" 0 1 "not run: server did not start (pg_virtualenv exit $rc)"
 			else
