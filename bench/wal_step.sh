@@ -25,7 +25,7 @@ runs=$(( (STEPS + WARMUP) / 20 + 100 ))
 psql() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 psql -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
-psql -d "$DB" -v n1=0 -v n20="$runs" -v small=0 -v noav=0 -v freeze=0 -v taskff=100 -v runff=100 \
+psql -d "$DB" -v n1=0 -v n20="$runs" -v small=0 -v noav=0 -v freeze=0 -v taskff="${TASKFF:-100}" -v runff="${RUNFF:-100}" \
 	-f "$here/peers/wf/reset.sql" >/dev/null
 walk() { # walk N: N eager steps, one client
 	{

@@ -125,10 +125,21 @@ CREATE INDEX events_task_completed_idx ON wf.events
     WHERE type OPERATOR(pg_catalog.=) 'task_completed';
 COMMENT ON INDEX wf.events_task_completed_idx IS
 'The run of a completed attempt by its task id (its task_completed event): late and doubled reports name only the task and fence.';
-CREATE INDEX events_completed_at_idx ON wf.events (created_at)
+-- By time, a BRIN index: the history is appended in time order, and an
+-- event added to a block range not yet summarized (the table's last, until
+-- a VACUUM summarizes it once full) writes nothing to the index, where a
+-- btree entry was 64 bytes of every step's WAL.  A scan reads the ranges
+-- whose summary overlaps the minutes asked for, and those not yet
+-- summarized: the newest, which is where the last minutes are.  With
+-- autosummarize, a range is summarized (by autovacuum, within about a
+-- minute) once the history has grown past it, so the ranges not yet
+-- summarized stay the last minute's few, not everything appended since the
+-- table's last VACUUM.
+CREATE INDEX events_completed_at_idx ON wf.events USING brin (created_at)
+    WITH (autosummarize = on)
     WHERE type OPERATOR(pg_catalog.=) 'task_completed';
 COMMENT ON INDEX wf.events_completed_at_idx IS
-'Completed attempts by time (their task_completed events): the last minutes of wf.queue_stats and wf.run_stats.';
+'Completed attempts by time (their task_completed events; BRIN: nothing written while the table grows at its end): the last minutes of wf.queue_stats and wf.run_stats.';
 
 -- The queues of a definition's task steps and compensations, for
 -- wf.queue_stats: it counts completed attempts by their task_completed

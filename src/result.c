@@ -294,9 +294,15 @@ report_result(const WfReport *rep, bool lenient, const WfLeaseOffer *offer,
 	 * read both under the locks: from here on nothing can change either.  An
 	 * attempt that completed has no row any more (since 0.3.0): its run is
 	 * found through the history's task_completed, which says what the row
-	 * said (completed, under which fence), and locked.
+	 * said (completed, under which fence), and locked.  A completion of
+	 * a leased attempt under its fence takes the row instead of locking it
+	 * (deleted as read, WfTakeTaskAndLockRun): its transition almost always
+	 * completes the attempt, and the row is put back (end_attempt,
+	 * WfPutBackTask) when it does not.
 	 */
-	if (!WfLockTaskAndRun(rep->task_id, tenant, &run, &task, NULL) &&
+	if (!(rep->is_failure ?
+		  WfLockTaskAndRun(rep->task_id, tenant, &run, &task, NULL) :
+		  WfTakeTaskAndLockRun(rep->task_id, rep->fence, tenant, &run, &task)) &&
 		!WfLockCompletedTask(rep->task_id, tenant, &run, &task))
 	{
 		if (lenient)
@@ -352,6 +358,7 @@ report_result(const WfReport *rep, bool lenient, const WfLeaseOffer *offer,
 		if (!suppressed)
 			WfTransitionWrite(&tr);
 	}
+	WfPutBackTask();
 	WfCount(verdict[0] == 'a' ? WF_CNT_RESULTS_ACCEPTED :
 			verdict[0] == 'c' ? WF_CNT_RESULTS_CANCEL_REQUESTED :
 			verdict[0] == 'd' ? WF_CNT_RESULTS_DUPLICATE : WF_CNT_RESULTS_STALE, 1);

@@ -665,46 +665,28 @@ lock_taken(TM_Result res)
 }
 
 /*
- * WfRowLock finds the row whose primary key is key and locks it as SELECT
- * ... FOR UPDATE does (ExecLockRows): read with the snapshot a statement
- * would take, locked in its latest version under READ COMMITTED (waiting
- * for a transaction that holds it; or, while lock waits are forbidden
- * (WfSetLockWait), failing at once as FOR UPDATE NOWAIT does), and a serialization failure under
- * REPEATABLE READ or SERIALIZABLE when another transaction changed it
- * since the snapshot.  The table's columns go to values/nulls, copied
- * into the current memory context.  False when there is no such row, or
- * it belongs to another tenant than tenant (when not NULL) or than the one
- * row security lets the current role see: such a row is not locked.
+ * find_row finds, with snap, the row of t whose primary key is key into
+ * slot, and applies the filter a statement applies before it locks: the
+ * tenant (tenant when not NULL, and the one row security lets the current
+ * role see).  False when there is no such row of the tenant.
  */
-bool
-WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nulls)
+static bool
+find_row(WfRowTable *t, Datum key, const char *tenant, Relation rel, TupleTableSlot *slot,
+		 Snapshot snap)
 {
-	Relation	rel;
 	Relation	index;
 	IndexScanDesc scan;
 	ScanKeyData skey;
-	TupleTableSlot *slot;
-	Snapshot	snap;
 	bool		found;
 
-	CommandCounterIncrement();
-	if (!OidIsValid(t->relid))
-		resolve_table(t);
-	if (!OidIsValid(t->key_eq))
-		elog(ERROR, "wfengine finds no rows of wf.%s by key", t->relname);
-	rel = table_open(t->relid, RowShareLock);
 	index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
-	slot = table_slot_create(rel, NULL);
-	PushActiveSnapshot(GetTransactionSnapshot());
-	snap = GetActiveSnapshot();
-
 	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, t->key_eq, key);
 	scan = index_beginscan(rel, index, snap, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
+	index_close(index, NoLock);
 
-	/* the filter a statement applies before it locks: the tenant */
 	if (found && t->tenant_column >= 0)
 	{
 		bool		isnull;
@@ -720,6 +702,68 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 			found = current != NULL && strcmp(owner, current) == 0;
 		}
 	}
+	return found;
+}
+
+/*
+ * copy_row copies the table's columns of the row in slot to values/nulls,
+ * into the current memory context.
+ */
+static void
+copy_row(WfRowTable *t, Relation rel, TupleTableSlot *slot, Datum *values, bool *nulls)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			i;
+
+	slot_getallattrs(slot);
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		int			a = t->attnums[i] - 1;
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		nulls[i] = slot->tts_isnull[a];
+		values[i] = nulls[i] ? (Datum) 0 :
+			datumCopy(slot->tts_values[a], att->attbyval, att->attlen);
+	}
+}
+
+/*
+ * open_for_row opens t for a row of WfRowLock or WfRowTake (lockmode) and
+ * pushes the snapshot a statement would take.
+ */
+static Relation
+open_for_row(WfRowTable *t, LOCKMODE lockmode)
+{
+	CommandCounterIncrement();
+	if (!OidIsValid(t->relid))
+		resolve_table(t);
+	if (!OidIsValid(t->key_eq))
+		elog(ERROR, "wfengine finds no rows of wf.%s by key", t->relname);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	return table_open(t->relid, lockmode);
+}
+
+/*
+ * WfRowLock finds the row whose primary key is key and locks it as SELECT
+ * ... FOR UPDATE does (ExecLockRows): read with the snapshot a statement
+ * would take, locked in its latest version under READ COMMITTED (waiting
+ * for a transaction that holds it; or, while lock waits are forbidden
+ * (WfSetLockWait), failing at once as FOR UPDATE NOWAIT does), and a serialization failure under
+ * REPEATABLE READ or SERIALIZABLE when another transaction changed it
+ * since the snapshot.  The table's columns go to values/nulls, copied
+ * into the current memory context.  False when there is no such row, or
+ * it belongs to another tenant than tenant (when not NULL) or than the one
+ * row security lets the current role see: such a row is not locked.
+ */
+bool
+WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nulls)
+{
+	Relation	rel = open_for_row(t, RowShareLock);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	Snapshot	snap = GetActiveSnapshot();
+	bool		found;
+
+	found = find_row(t, key, tenant, rel, slot, snap);
 	if (found)
 	{
 		TM_FailureData tmfd;
@@ -734,29 +778,67 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 	}
 	if (found)
 	{
-		TupleDesc	desc = RelationGetDescr(rel);
-		int			i;
-
 		/* where the row is, for WfRowFind in this transaction */
 		t->locked_tid = slot->tts_tid;
 		t->locked_lxid = MyProc->lxid;
-		slot_getallattrs(slot);
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			int			a = t->attnums[i] - 1;
-			Form_pg_attribute att = TupleDescAttr(desc, a);
+		copy_row(t, rel, slot, values, nulls);
+	}
 
-			nulls[i] = slot->tts_isnull[a];
-			values[i] = nulls[i] ? (Datum) 0 :
-				datumCopy(slot->tts_values[a], att->attbyval, att->attlen);
+	PopActiveSnapshot();
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
+ * WfRowTake is WfRowLock for a row its caller will delete if it accepts it:
+ * the row is read as WfRowLock reads it and, when accept (with arg)
+ * accepts its columns, deleted at once, its deletion taking the place of
+ * the lock, so that no lock record is written before the delete (a lock
+ * and a delete were two WAL records of every step, issue 31).  The row
+ * deleted is the version read, so the columns accepted are the ones
+ * deleted.  WF_ROW_TAKEN: deleted, its columns in values/nulls (the caller
+ * puts it back with WfRowInsert if it keeps it after all);
+ * WF_ROW_ABSENT: no such row of the tenant; WF_ROW_KEPT: nothing done,
+ * because accept refused the row, or it could not be deleted as read (a
+ * transaction changed or holds it: waited for when lock waits are
+ * allowed, else not; or the table has DELETE triggers, which this does
+ * not fire), and the caller locks it with WfRowLock as usual (which then
+ * waits, fails or reads the latest version, as for any row).
+ */
+WfRowTaken
+WfRowTake(WfRowTable *t, Datum key, const char *tenant, WfRowAccept accept, void *arg,
+		  Datum *values, bool *nulls)
+{
+	Relation	rel = open_for_row(t, RowExclusiveLock);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	Snapshot	snap = GetActiveSnapshot();
+	WfRowTaken	taken = WF_ROW_KEPT;
+
+	if (!find_row(t, key, tenant, rel, slot, snap))
+		taken = WF_ROW_ABSENT;
+	else if (rel->trigdesc == NULL ||
+			 (!rel->trigdesc->trig_delete_before_row && !rel->trigdesc->trig_delete_after_row &&
+			  !rel->trigdesc->trig_delete_after_statement))
+	{
+		copy_row(t, rel, slot, values, nulls);
+		if (accept(values, nulls, arg))
+		{
+			TM_FailureData tmfd;
+			TM_Result	res;
+
+			CheckCmdReplicaIdentity(rel, CMD_DELETE);
+			res = table_tuple_delete(rel, &slot->tts_tid, GetCurrentCommandId(true), snap,
+									 InvalidSnapshot, WfLockWaitAllowed(), &tmfd, false);
+			if (res == TM_Ok)
+				taken = WF_ROW_TAKEN;
 		}
 	}
 
 	PopActiveSnapshot();
 	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, NoLock);
 	table_close(rel, NoLock);
-	return found;
+	return taken;
 }
 
 /*

@@ -71,6 +71,20 @@ extern void WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls);
 extern bool WfRowLock(WfRowTable *table, Datum key, const char *tenant,
 					  Datum *values, bool *nulls);
 extern bool WfRowFind(WfRowWriter *w, Datum key);
+
+/* does WfRowTake delete the row of these columns? */
+typedef bool (*WfRowAccept) (const Datum *values, const bool *nulls, void *arg);
+
+/* what WfRowTake did */
+typedef enum WfRowTaken
+{
+	WF_ROW_ABSENT,				/* no such row */
+	WF_ROW_KEPT,				/* left as it was: lock it as usual */
+	WF_ROW_TAKEN				/* deleted as read */
+} WfRowTaken;
+
+extern WfRowTaken WfRowTake(WfRowTable *table, Datum key, const char *tenant,
+							WfRowAccept accept, void *arg, Datum *values, bool *nulls);
 extern bool WfRowRead(WfRowTable *table, Datum key, int column, int ncolumns,
 					  Datum *values, bool *isnull);
 

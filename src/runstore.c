@@ -41,11 +41,13 @@
 #include "commands/sequence.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -489,7 +491,9 @@ static const char *const task_columns[] = {
 	/* written by end_attempt only */
 	"output", "error", "finished_at",
 	/* read by WfLockTaskAndRun only */
-	"last_heartbeat_at"
+	"last_heartbeat_at",
+	/* put back by put_back_task only */
+	"heartbeat_details"
 };
 static WfRowTable tasks_table = WF_ROW_TABLE("tasks", task_columns, F_INT8EQ);
 
@@ -518,8 +522,31 @@ enum
 	TASK_ERROR,
 	TASK_FINISHED_AT,
 	TASK_LAST_HEARTBEAT_AT,
+	TASK_HEARTBEAT_DETAILS,
 	TASK_NCOLUMNS
 };
+
+/*
+ * The live attempt a result report took (WfTakeTaskAndLockRun): its row,
+ * deleted when read instead of locked, until the report's transition
+ * deletes it for good (the attempt completed), or puts it back
+ * (end_attempt, WfPutBackTask).  lxid 0: none.
+ */
+static struct
+{
+	LocalTransactionId lxid;
+	int64		task_id;
+	Datum	   *values;
+	bool	   *nulls;
+} taken_task;
+
+/* is task_id the attempt that this transaction's report took? */
+static bool
+task_taken(int64 task_id)
+{
+	return taken_task.lxid != InvalidLocalTransactionId &&
+		taken_task.lxid == MyProc->lxid && taken_task.task_id == task_id;
+}
 
 /* the columns of WF_RUN_COLUMNS, in its order (WfRunColumn - 1) */
 static const char *const run_columns[] = {
@@ -548,6 +575,92 @@ completed_in_history(const WfTransition *tr, int64 task_id)
 }
 
 /*
+ * put_back_task inserts the row of the attempt the report took
+ * (taken_task) again, with the columns that replace[i] says taken from
+ * values[i] (replace NULL: as it was), and forgets it.
+ */
+static void
+put_back_task(WfRowWriter *tasks, const Datum *values, const bool *nulls, const bool *replace)
+{
+	Datum		row[TASK_NCOLUMNS];
+	bool		rownulls[TASK_NCOLUMNS];
+	int			i;
+
+	for (i = 0; i < TASK_NCOLUMNS; i++)
+	{
+		bool		r = replace != NULL && replace[i];
+
+		row[i] = r ? values[i] : taken_task.values[i];
+		rownulls[i] = r ? nulls[i] : taken_task.nulls[i];
+	}
+	taken_task.lxid = InvalidLocalTransactionId;
+	WfRowInsert(tasks, row, rownulls);
+}
+
+/*
+ * end_taken_attempt is end_attempt for the attempt the report took
+ * (WfTakeTaskAndLockRun deleted its row when it read it, a leased attempt
+ * whose fence the report holds): completed, with its result in the
+ * transition's task_completed, it stays deleted; otherwise (a result held
+ * for a paused run, a failure) its row is put back as end_attempt would
+ * have updated it.  An input the transition's context_updated replaced is
+ * kept in it, as keep_task_inputs does for the rows it finds.
+ */
+static bool
+end_taken_attempt(WfTransition *tr, WfRowWriter *tasks, const char *status,
+				  Jsonb *output, Jsonb *error, int32 expirations)
+{
+	Datum		values[TASK_NCOLUMNS];
+	bool		nulls[TASK_NCOLUMNS];
+	bool		replace[TASK_NCOLUMNS];
+
+	if (strcmp(status, "completed") == 0 && completed_in_history(tr, taken_task.task_id))
+	{
+		taken_task.lxid = InvalidLocalTransactionId;
+		return true;
+	}
+	memset(nulls, false, sizeof(nulls));
+	memset(replace, false, sizeof(replace));
+	replace[TASK_STATUS] = replace[TASK_FINISHED_AT] = true;
+	replace[TASK_DEADLINE_AT] = replace[TASK_LEASE_EXPIRATIONS] = true;
+	values[TASK_STATUS] = CStringGetTextDatum(status);
+	values[TASK_FINISHED_AT] = TimestampTzGetDatum(tr->now);
+	nulls[TASK_DEADLINE_AT] = true;
+	values[TASK_LEASE_EXPIRATIONS] =
+		Int32GetDatum(Max(DatumGetInt32(taken_task.values[TASK_LEASE_EXPIRATIONS]), expirations));
+	replace[TASK_OUTPUT] = output != NULL;
+	values[TASK_OUTPUT] = JsonbPGetDatum(output);
+	replace[TASK_ERROR] = error != NULL;
+	values[TASK_ERROR] = JsonbPGetDatum(error);
+	if (taken_task.nulls[TASK_INPUT] && tr->input_before != NULL)
+	{
+		replace[TASK_INPUT] = true;
+		values[TASK_INPUT] = JsonbPGetDatum(tr->input_before);
+	}
+	put_back_task(tasks, values, nulls, replace);
+	return true;
+}
+
+/*
+ * WfPutBackTask puts back, as it was, the row of the attempt that this
+ * transaction's report took (WfTakeTaskAndLockRun), when the report's
+ * transition did not end it (a lost report, or none written); nothing
+ * when there is none.  The report's entry points call it before they
+ * return.
+ */
+void
+WfPutBackTask(void)
+{
+	WfRowWriter tasks;
+
+	if (!task_taken(taken_task.task_id))
+		return;
+	WfRowWriterOpen(&tasks, &tasks_table);
+	put_back_task(&tasks, NULL, NULL, NULL);
+	WfRowWriterClose(&tasks);
+}
+
+/*
  * end_attempt records how the live attempt task_id ends: status, and its
  * output or error where not NULL (the result a transition accepts:
  * tr->finish_task), or "cancelled" (the attempt it withdraws:
@@ -572,6 +685,8 @@ end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *sta
 	bool		isnull;
 	char	   *old_status;
 
+	if (task_taken(task_id))
+		return end_taken_attempt(tr, tasks, status, output, error, expirations);
 	if (!WfRowFind(tasks, Int64GetDatum(task_id)))
 		return false;
 	old_status = TextDatumGetCString(WfRowGet(tasks, TASK_STATUS, &isnull));
@@ -728,7 +843,7 @@ insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
 	values[TASK_PRIORITY] = Int32GetDatum(tr->task.priority);
 	values[TASK_LEASE_EXPIRATIONS] = Int32GetDatum(0);
 	nulls[TASK_OUTPUT] = nulls[TASK_ERROR] = nulls[TASK_FINISHED_AT] = true;
-	nulls[TASK_LAST_HEARTBEAT_AT] = true;
+	nulls[TASK_LAST_HEARTBEAT_AT] = nulls[TASK_HEARTBEAT_DETAILS] = true;
 
 	/*
 	 * The run's input is not copied (WfRunInputOf), but a schema before
@@ -1175,6 +1290,34 @@ task_time_plus(const Datum *values, const bool *nulls, int time, int interval)
 }
 
 /*
+ * locked_task reads a task row's columns (tv/tn) into *task, and its
+ * deadlines into *times when that is not NULL; run is the task's run.
+ */
+static void
+locked_task(const Datum *tv, const bool *tn, const WfRunState *run, WfLockedTask *task,
+			WfTaskTimes *times)
+{
+	task->status = TextDatumGetCString(tv[TASK_STATUS]);
+	task->fence = DatumGetInt64(tv[TASK_FENCE]);
+	task->step = TextDatumGetCString(tv[TASK_STEP]);
+	task->visit = DatumGetInt32(tv[TASK_VISIT]);
+	task->attempt = DatumGetInt32(tv[TASK_ATTEMPT]);
+	task->worker = tn[TASK_WORKER] ? NULL : TextDatumGetCString(tv[TASK_WORKER]);
+	task->input = tn[TASK_INPUT] ? WfRunInputOf(run->context, NULL) : DatumGetJsonbP(tv[TASK_INPUT]);
+	if (times != NULL)
+	{
+		times->deadline = task_time(tv, tn, TASK_DEADLINE_AT);
+		times->lease_end = task_time(tv, tn, TASK_LEASE_EXPIRES_AT);
+		times->close_at = task_time(tv, tn, TASK_TIMEOUT_AT);
+		times->heartbeat_at = task_time_plus(tv, tn, tn[TASK_LAST_HEARTBEAT_AT] ?
+											 TASK_CLAIMED_AT : TASK_LAST_HEARTBEAT_AT,
+											 TASK_HEARTBEAT_TIMEOUT);
+		times->start_at = task_time_plus(tv, tn, TASK_CREATED_AT, TASK_SCHEDULE_TO_START);
+		times->expirations = DatumGetInt32(tv[TASK_LEASE_EXPIRATIONS]);
+	}
+}
+
+/*
  * WfLockTaskAndRun locks task task_id of tenant and then its run (the lock
  * order of this file) as SELECT ... FOR UPDATE would (WfRowLock), and
  * reads both into *run and *task, and the task's deadlines into *times
@@ -1197,24 +1340,60 @@ WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTas
 		!WfRowLock(&runs_table, tv[TASK_RUN_ID], tenant, rv, rn))
 		return false;
 	run_state_from(run, locked_column, &r);
-	task->status = TextDatumGetCString(tv[TASK_STATUS]);
-	task->fence = DatumGetInt64(tv[TASK_FENCE]);
-	task->step = TextDatumGetCString(tv[TASK_STEP]);
-	task->visit = DatumGetInt32(tv[TASK_VISIT]);
-	task->attempt = DatumGetInt32(tv[TASK_ATTEMPT]);
-	task->worker = tn[TASK_WORKER] ? NULL : TextDatumGetCString(tv[TASK_WORKER]);
-	task->input = tn[TASK_INPUT] ? WfRunInputOf(run->context, NULL) : DatumGetJsonbP(tv[TASK_INPUT]);
-	if (times != NULL)
-	{
-		times->deadline = task_time(tv, tn, TASK_DEADLINE_AT);
-		times->lease_end = task_time(tv, tn, TASK_LEASE_EXPIRES_AT);
-		times->close_at = task_time(tv, tn, TASK_TIMEOUT_AT);
-		times->heartbeat_at = task_time_plus(tv, tn, tn[TASK_LAST_HEARTBEAT_AT] ?
-											 TASK_CLAIMED_AT : TASK_LAST_HEARTBEAT_AT,
-											 TASK_HEARTBEAT_TIMEOUT);
-		times->start_at = task_time_plus(tv, tn, TASK_CREATED_AT, TASK_SCHEDULE_TO_START);
-		times->expirations = DatumGetInt32(tv[TASK_LEASE_EXPIRATIONS]);
-	}
+	locked_task(tv, tn, run, task, times);
+	return true;
+}
+
+/* WfRowTake's test of WfTakeTaskAndLockRun: leased, under the fence */
+static bool
+leased_under(const Datum *values, const bool *nulls, void *arg)
+{
+	return DatumGetInt64(values[TASK_FENCE]) == *(const int64 *) arg &&
+		strcmp(TextDatumGetCString(values[TASK_STATUS]), "leased") == 0;
+}
+
+/*
+ * WfTakeTaskAndLockRun is WfLockTaskAndRun for a result report under
+ * fence: when the task is leased under that fence (the report wins unless
+ * its run says otherwise, and then almost always completes it), its row is
+ * deleted as it is read instead of locked (WfRowTake: one WAL record
+ * fewer), and stays deleted when the report's transition completes the
+ * attempt; end_attempt and WfPutBackTask put it back otherwise.  Else, and
+ * when the row is held or changed by another transaction, it locks as
+ * WfLockTaskAndRun does.  The lock order is the same: the task's row,
+ * then its run's.
+ */
+bool
+WfTakeTaskAndLockRun(int64 task_id, int64 fence, const char *tenant, WfRunState *run,
+					 WfLockedTask *task)
+{
+	Datum	   *tv;
+	bool	   *tn;
+	Datum		rv[lengthof(run_columns)];
+	bool		rn[lengthof(run_columns)];
+	WfLockedRow r = {rv, rn};
+	MemoryContext old;
+	WfRowTaken	taken;
+
+	if (tenant == NULL)
+		return false;
+	old = MemoryContextSwitchTo(CurTransactionContext);
+	tv = palloc(sizeof(Datum) * TASK_NCOLUMNS);
+	tn = palloc(sizeof(bool) * TASK_NCOLUMNS);
+	taken = WfRowTake(&tasks_table, Int64GetDatum(task_id), tenant, leased_under, &fence, tv, tn);
+	MemoryContextSwitchTo(old);
+	if (taken == WF_ROW_ABSENT)
+		return false;
+	if (taken == WF_ROW_KEPT)
+		return WfLockTaskAndRun(task_id, tenant, run, task, NULL);
+	taken_task.lxid = MyProc->lxid;
+	taken_task.task_id = task_id;
+	taken_task.values = tv;
+	taken_task.nulls = tn;
+	if (!WfRowLock(&runs_table, tv[TASK_RUN_ID], tenant, rv, rn))
+		elog(ERROR, "task %lld has no run", (long long) task_id);
+	run_state_from(run, locked_column, &r);
+	locked_task(tv, tn, run, task, NULL);
 	return true;
 }
 

@@ -228,6 +228,9 @@ typedef struct WfTaskTimes
 /* locking, in the lock order: task row, then run row */
 extern bool WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run,
 							 WfLockedTask *task, WfTaskTimes *times);
+extern bool WfTakeTaskAndLockRun(int64 task_id, int64 fence, const char *tenant,
+								 WfRunState *run, WfLockedTask *task);
+extern void WfPutBackTask(void);
 extern bool WfFindCompletedTask(int64 task_id, const char *tenant, WfLockedTask *task,
 								pg_uuid_t *run_id);
 extern bool WfLockCompletedTask(int64 task_id, const char *tenant, WfRunState *run,
