@@ -508,6 +508,19 @@ WfRowFind(WfRowWriter *w, Datum key)
 			index = w->rri->ri_IndexRelationDescs[i];
 	if (index == NULL)
 		elog(ERROR, "relation wf.%s has no primary key", w->table->relname);
+	if (w->table->locked_lxid == MyProc->lxid && w->table->read_unlocked &&
+		DatumGetBool(OidFunctionCall2(w->table->key_eq, w->table->unlocked_key, key)))
+	{
+		/* the row WfRowReadToUpdate read: that version, or a refusal */
+		if (locked_row(w, index, key))
+			return true;
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update of a row of wf.%s",
+						w->table->relname),
+				 errdetail("Another transaction changed the row after this one read it."),
+				 errhint("Run the call again.")));
+	}
 	if (w->table->locked_lxid == MyProc->lxid && locked_row(w, index, key))
 		return true;
 	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, w->table->key_eq, key);
@@ -781,9 +794,69 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 		/* where the row is, for WfRowFind in this transaction */
 		t->locked_tid = slot->tts_tid;
 		t->locked_lxid = MyProc->lxid;
+		t->read_unlocked = false;
 		copy_row(t, rel, slot, values, nulls);
 	}
 
+	PopActiveSnapshot();
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
+ * WfRowReadToUpdate reads the row whose primary key is key as WfRowLock
+ * does (the same snapshot and tenant filter, values/nulls alike), but does
+ * not lock it: for a caller whose other lock keeps every other writer of
+ * the row waiting (a report that took its run's live task: every writer of
+ * a run with a live attempt takes that attempt's row first), where the
+ * lock would only be one more WAL record (issue 31).  It is still checked:
+ * WfRowFind then finds exactly the version read, and when another
+ * transaction has changed the row since, refuses with a serialization
+ * failure instead of writing over that change.  A row that another
+ * transaction is changing when it is read, or changed after the snapshot,
+ * is locked with WfRowLock instead.  (Should a writer that ignores the
+ * lock order change the row between the read and the update, the update
+ * waits for it and fails with ExecSimpleRelationUpdate's "tuple
+ * concurrently updated".)  False when there is no such row of the tenant.
+ */
+bool
+WfRowReadToUpdate(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nulls)
+{
+	Relation	rel = open_for_row(t, AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	SnapshotData dirty;
+	bool		found;
+
+	found = find_row(t, key, tenant, rel, slot, GetActiveSnapshot());
+
+	/*
+	 * A version that another transaction is changing, or has changed since
+	 * the snapshot, is locked after all, as WfRowLock does: that waits for
+	 * the other transaction and reads the latest version (or, under
+	 * REPEATABLE READ, fails).
+	 */
+	InitDirtySnapshot(dirty);
+	if (found && (!table_tuple_satisfies_snapshot(rel, slot, &dirty) ||
+				  TransactionIdIsValid(dirty.xmax)))
+	{
+		PopActiveSnapshot();
+		ExecDropSingleTupleTableSlot(slot);
+		table_close(rel, NoLock);
+		return WfRowLock(t, key, tenant, values, nulls);
+	}
+	if (found)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), t->attnums[0] - 1);
+		MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
+
+		t->locked_tid = slot->tts_tid;
+		t->locked_lxid = MyProc->lxid;
+		t->read_unlocked = true;
+		t->unlocked_key = datumCopy(key, att->attbyval, att->attlen);
+		MemoryContextSwitchTo(old);
+		copy_row(t, rel, slot, values, nulls);
+	}
 	PopActiveSnapshot();
 	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, NoLock);
@@ -1062,6 +1135,9 @@ WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls, const bool *
 		check_tenant(w, slot->tts_values[t->attnums[t->tenant_column] - 1],
 					 slot->tts_isnull[t->attnums[t->tenant_column] - 1]);
 	ExecSimpleRelationUpdate(w->rri, w->estate, NULL, w->found, slot);
+	/* updated by this transaction: from now on as locked */
+	if (t->read_unlocked && ItemPointerEquals(&t->locked_tid, &w->found->tts_tid))
+		t->read_unlocked = false;
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(w->found);
 }
@@ -1089,6 +1165,8 @@ WfRowDelete(WfRowWriter *w)
 		check_tenant(w, d, isnull);
 	}
 	ExecSimpleRelationDelete(w->rri, w->estate, NULL, w->found);
+	if (t->read_unlocked && ItemPointerEquals(&t->locked_tid, &w->found->tts_tid))
+		t->read_unlocked = false;
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(w->found);
 }

@@ -48,6 +48,9 @@ typedef struct WfRowTable
 	/* the row WfRowLock locked last, for WfRowFind (lxid 0: none) */
 	ItemPointerData locked_tid;
 	LocalTransactionId locked_lxid;
+	/* that row was read by WfRowReadToUpdate, not locked; its key */
+	bool		read_unlocked;
+	Datum		unlocked_key;
 } WfRowTable;
 
 #define WF_ROW_TABLE(name, columns, key_eq) \
@@ -70,6 +73,8 @@ extern void WfRowWriterOpen(WfRowWriter *w, WfRowTable *table);
 extern void WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls);
 extern bool WfRowLock(WfRowTable *table, Datum key, const char *tenant,
 					  Datum *values, bool *nulls);
+extern bool WfRowReadToUpdate(WfRowTable *table, Datum key, const char *tenant,
+							  Datum *values, bool *nulls);
 extern bool WfRowFind(WfRowWriter *w, Datum key);
 
 /* does WfRowTake delete the row of these columns? */

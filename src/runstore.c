@@ -1358,10 +1358,11 @@ leased_under(const Datum *values, const bool *nulls, void *arg)
  * its run says otherwise, and then almost always completes it), its row is
  * deleted as it is read instead of locked (WfRowTake: one WAL record
  * fewer), and stays deleted when the report's transition completes the
- * attempt; end_attempt and WfPutBackTask put it back otherwise.  Else, and
- * when the row is held or changed by another transaction, it locks as
- * WfLockTaskAndRun does.  The lock order is the same: the task's row,
- * then its run's.
+ * attempt; end_attempt and WfPutBackTask put it back otherwise.  Its run
+ * row is then read without a lock record either (WfRowReadToUpdate).
+ * Else, and when the task row is held or changed by another transaction,
+ * it locks as WfLockTaskAndRun does.  The order is the same: the task's
+ * row, then its run's.
  */
 bool
 WfTakeTaskAndLockRun(int64 task_id, int64 fence, const char *tenant, WfRunState *run,
@@ -1390,7 +1391,14 @@ WfTakeTaskAndLockRun(int64 task_id, int64 fence, const char *tenant, WfRunState 
 	taken_task.task_id = task_id;
 	taken_task.values = tv;
 	taken_task.nulls = tn;
-	if (!WfRowLock(&runs_table, tv[TASK_RUN_ID], tenant, rv, rn))
+
+	/*
+	 * The run row is read, not locked: every writer of a run that has a
+	 * live attempt takes that attempt's row first (the lock order of this
+	 * file), and this transaction holds it deleted; the update finds the
+	 * version read, or fails if it changed after all (WfRowReadToUpdate).
+	 */
+	if (!WfRowReadToUpdate(&runs_table, tv[TASK_RUN_ID], tenant, rv, rn))
 		elog(ERROR, "task %lld has no run", (long long) task_id);
 	run_state_from(run, locked_column, &r);
 	locked_task(tv, tn, run, task, NULL);
