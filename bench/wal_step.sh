@@ -12,7 +12,10 @@
 # records and full-page images apart, and divided by STEPS.
 #
 # Environment: PGDATA (required), DB (default wal_step), STEPS (2000),
-# WARMUP (1000), PG_CONFIG.
+# WARMUP (1000), BATCH (1: wf.complete_and_claim; N > 1: batches of N
+# with wf.complete_tasks_and_claim, as the wf_eagerb10step20 cell),
+# TASKFF and RUNFF (the fillfactor of wf.tasks and wf.runs; 0, the default:
+# the extension's), PG_CONFIG.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PG_CONFIG=${PG_CONFIG:-pg_config}
@@ -20,14 +23,24 @@ bin=$("$PG_CONFIG" --bindir)
 DB=${DB:-wal_step}
 STEPS=${STEPS:-2000}
 WARMUP=${WARMUP:-1000}
+BATCH=${BATCH:-1}
 : "${PGDATA:?set PGDATA to the data directory of the server}"
 runs=$(( (STEPS + WARMUP) / 20 + 100 ))
 psql() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 psql -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
-psql -d "$DB" -v n1=0 -v n20="$runs" -v small=0 -v noav=0 -v freeze=0 -v taskff="${TASKFF:-100}" -v runff="${RUNFF:-100}" \
+psql -d "$DB" -v n1=0 -v n20="$runs" -v small=0 -v noav=0 -v freeze=0 -v taskff="${TASKFF:-0}" -v runff="${RUNFF:-0}" \
 	-f "$here/peers/wf/reset.sql" >/dev/null
-walk() { # walk N: N eager steps, one client
+walk() { # walk N: N eager steps, one client (BATCH > 1: N / BATCH batches)
+	if ((BATCH > 1)); then
+		{
+			echo "SELECT string_agg(task_id::text, ',') AS tids, string_agg(fence::text, ',') AS fs FROM wf.claim_tasks('bench20', 'w1', $BATCH, '60 seconds') \\gset"
+			for ((i = 0; i < $1 / BATCH; i++)); do
+				echo "SELECT string_agg(task_id::text, ',') AS tids, string_agg(fence::text, ',') AS fs FROM wf.complete_tasks_and_claim(ARRAY[:tids]::bigint[], ARRAY[:fs]::bigint[], NULL, 'bench20', 'w1', $BATCH, '60 seconds') \\gset"
+			done
+		} | psql -d "$DB" >/dev/null
+		return
+	fi
 	{
 		echo "SELECT task_id AS tid, fence AS f FROM wf.claim_tasks('bench20', 'w1', 1, '60 seconds') \\gset"
 		for ((i = 0; i < $1; i++)); do
@@ -43,7 +56,7 @@ end=$(psql -d "$DB" -At -c 'SELECT pg_current_wal_insert_lsn()')
 declare -A rel
 while IFS='|' read -r node name; do rel[$node]=$name; done < <(psql -d "$DB" -At -F '|' -c \
 	"SELECT relfilenode, relname FROM pg_class WHERE relnamespace = 'wf'::regnamespace AND relfilenode <> 0")
-echo "WAL of $STEPS eager steps ($start .. $end), per step:"
+echo "WAL of $STEPS eager steps, batches of $BATCH ($start .. $end), per step:"
 "$bin/pg_waldump" -p "$PGDATA/pg_wal" -s "$start" -e "$end" 2>/dev/null |
 	awk -v steps="$STEPS" -v map="$(for k in "${!rel[@]}"; do printf '%s=%s,' "$k" "${rel[$k]}"; done)" '
 	BEGIN { n = split(map, kv, ","); for (i = 1; i <= n; i++) { split(kv[i], p, "="); name[p[1]] = p[2] } }

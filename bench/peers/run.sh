@@ -235,7 +235,7 @@ run_cell() {
 	echo "=== $cell round $round $(date -u +%T)" >>"$RAW"
 	if [[ $setup != - ]]; then
 		file=${setup%%:*}
-		psqlvars=(-v n1=0 -v n20=0 -v small=0 -v noav=0 -v freeze=0 -v taskff=100 -v runff=100)
+		psqlvars=(-v n1=0 -v n20=0 -v small=0 -v noav=0 -v freeze=0 -v taskff=0 -v runff=0)
 		if [[ $setup == *:* ]]; then
 			IFS=, read -r -a vars <<<"${setup#*:}"
 			for v in "${vars[@]}"; do psqlvars+=(-v "$v"); done
@@ -332,7 +332,7 @@ held_windows() {
 	# held_windows CELL SECONDS HOLD(0|1): prints the 10 s rates, space-separated
 	local cell=$1 secs=$2 hold=$3 db=${C_DB[$1]} setup=${C_SETUP[$1]} script=${C_SCRIPT[$1]}
 	local opts=${C_OPTS[$1]} per=${C_PER[$1]} holder="" file v out w n0 n1 jobs
-	local -a psqlvars=(-v n1=0 -v n20=0 -v small=0 -v noav=0 -v freeze=0 -v taskff=100 -v runff=100)
+	local -a psqlvars=(-v n1=0 -v n20=0 -v small=0 -v noav=0 -v freeze=0 -v taskff=0 -v runff=0)
 	if [[ $setup != - ]]; then
 		file=${setup%%:*}
 		IFS=, read -r -a vars <<<"${setup#*:}"
