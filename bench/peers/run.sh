@@ -40,6 +40,8 @@
 #   BENCH_PEERS_GW_JOBS  jobs graphile-worker drains per cell (default
 #                        2,000 per second of BENCH_PEERS_SECONDS)
 #   BENCH_PEERS_INSTALL  0 = do not build and install wfengine first
+#   BENCH_PEERS_SETTLE   1 (default) = sync(1) before each cell, so that no
+#                        cell pays for the write-back of the one before
 #   BENCH_PEERS_HELD     SECONDS: the held-snapshot comparison instead of the
 #                        rounds (see held_windows below); its cells are
 #                        BENCH_PEERS_HELD_CELLS (default ceil_step_2call
@@ -257,6 +259,10 @@ run_cell() {
 			note="no engine worker"
 		fi
 	fi
+	# every cell starts on a quiet disk: what the set-up and the cells
+	# before it wrote is flushed first, not written back by the kernel
+	# while this cell waits for its WAL flushes (BENCH_PEERS_SETTLE=0: not)
+	if [[ ${BENCH_PEERS_SETTLE:-1} == 1 ]]; then sync; fi
 	if [[ $rate == node ]]; then
 		out=$(cd "$PEERS_DIR" && PGDATABASE="${DBP}_$db" node "${script%%:*}" "${script#*:}" "$GW_JOBS" "$CLIENTS" "$SECS" 2>&1) || rc=$?
 		echo "$out" >>"$RAW"
