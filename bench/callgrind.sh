@@ -28,7 +28,9 @@
 #        pgmq.delete of the same payload (needs PGMQ_SQL, pgmq's SQL, as
 #        for make bench-peers)
 # Environment: PG_CONFIG, CG_N1 (50), CG_N2 (250), CG_PRE (SQL run first,
-# e.g. to try a schema change), CG_KEEP=1 keeps the scratch directory.
+# e.g. to try a schema change), CG_STMT and CG_ACCEPT (the statement of a
+# cycle instead of the mode's, and what its output shows once per accepted
+# cycle), CG_KEEP=1 keeps the scratch directory.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -92,6 +94,9 @@ SELECT wf.complete_task(t.task_id, t.fence, '{\"ok\": true}') FROM wf.tasks t WH
 else
 	STMT="SELECT wf.complete_task(t.task_id, t.fence, '{\"ok\": true}') FROM (SELECT * FROM wf.claim_tasks('q20', 'w', 1)) t;"
 fi
+# CG_STMT replaces the mode's statement (CG_ACCEPT: what its output shows
+# once per accepted cycle), e.g. to compare two forms of one call
+if [[ -n ${CG_STMT:-} ]]; then STMT=$CG_STMT; ACCEPT=${CG_ACCEPT:-$ACCEPT}; fi
 
 count() {
 	local n=$1 d=$DIR/run$1
