@@ -52,7 +52,7 @@ SELECT function_returns('wf', 'current_tenant', ARRAY[]::text[], 'text');
 SELECT function_returns('wf', 'preloaded', ARRAY[]::text[], 'boolean');
 SELECT function_returns('wf', 'publish_definition', ARRAY['text', 'jsonb'], 'integer');
 SELECT function_returns('wf', 'start_run', ARRAY['text', 'jsonb', 'text', 'integer', 'text'], 'uuid');
-SELECT function_returns('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval', 'interval'], 'setof record');
+SELECT function_returns('wf', 'claim_tasks', ARRAY['text', 'text', 'integer', 'interval', 'interval'], 'setof wf.claimed_task');
 SELECT function_returns('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'], 'text');
 SELECT function_returns('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boolean'], 'text');
 SELECT function_returns('wf', 'run_status', ARRAY['uuid'], 'text');
@@ -85,7 +85,11 @@ SELECT volatility_is('wf', 'complete_task', ARRAY['bigint', 'bigint', 'jsonb'], 
 SELECT volatility_is('wf', 'fail_task', ARRAY['bigint', 'bigint', 'jsonb', 'boolean'], 'volatile');
 
 -- the output columns of the set-returning functions, in order
-SELECT is((SELECT proargnames[6:] FROM pg_proc WHERE oid = 'wf.claim_tasks(text, text, integer, interval, interval)'::regprocedure),
+-- (wf.claim_tasks returns rows of wf.claimed_task since 0.3.0: its columns)
+SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+           WHERE a.attrelid = (SELECT t.typrelid FROM pg_proc p JOIN pg_type t ON t.oid = p.prorettype
+                               WHERE p.oid = 'wf.claim_tasks(text, text, integer, interval, interval)'::regprocedure)
+             AND a.attnum > 0 AND NOT a.attisdropped),
           ARRAY['task_id', 'run_id', 'step', 'attempt', 'fence', 'idempotency_key', 'input',
                 'lease_expires_at', 'queue', 'activity', 'deliveries']::text[],
           'wf.claim_tasks() returns task_id, run_id, step, attempt, fence, idempotency_key, input, lease_expires_at, queue, activity, deliveries');
