@@ -111,3 +111,36 @@ SELECT wf.verify_run(:'prun');
 SELECT t.relname, (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attnum > 0
                    AND NOT a.attisdropped ORDER BY a.attnum DESC LIMIT 1) AS last_column
 FROM pg_class t WHERE t.oid IN ('wf.runs'::regclass, 'wf.tasks'::regclass) ORDER BY 1;
+
+-- scenario: a completion takes its task row (deletes it as it reads it)
+-- and reads its run row without a lock (issue 31, WfRowTake and
+-- WfRowReadToUpdate).  A report that fails after it took the row (here a
+-- CHECK constraint refuses the run's next step), its error caught by an
+-- exception block, takes its delete with it: the attempt's row is there,
+-- leased, and the next reports of the attempt in the same transaction
+-- behave as ever (a failure updates the row, a completion after it is a
+-- duplicate).
+SELECT wf.publish_definition('taken', '{"steps": [
+  {"name": "one", "queue": "taken_q"}, {"name": "two", "queue": "taken_q"}]}');
+SELECT wf.start_run('taken', '{}') AS trun \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('taken_q', 'w') \gset
+ALTER TABLE wf.runs ADD CONSTRAINT regress_not_two
+    CHECK (current_step IS DISTINCT FROM 'two');
+BEGIN;
+SELECT set_config('regress.t', :'t', true) IS NOT NULL AS t_set,
+       set_config('regress.f', :'f', true) IS NOT NULL AS f_set;
+DO $$
+BEGIN
+    PERFORM wf.complete_task(current_setting('regress.t')::bigint,
+                             current_setting('regress.f')::bigint, '{"n": 1}');
+EXCEPTION WHEN check_violation THEN
+    RAISE NOTICE 'the report failed: %', SQLERRM;
+END
+$$;
+SELECT count(*) AS rows_of_the_attempt, min(status) AS status FROM wf.tasks WHERE task_id = :t;
+SELECT wf.fail_task(:t, :f, '{"code": "boom"}', false);
+SELECT count(*) AS rows_of_the_attempt, min(status) AS status FROM wf.tasks WHERE task_id = :t;
+SELECT wf.complete_task(:t, :f, '{"n": 2}');
+COMMIT;
+ALTER TABLE wf.runs DROP CONSTRAINT regress_not_two;
+SELECT status, wf.verify_run(run_id) AS verified FROM wf.runs WHERE run_id = :'trun';

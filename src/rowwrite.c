@@ -804,6 +804,33 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 	return found;
 }
 
+/* the subtransaction callback of WfRowReadToUpdate is registered */
+static bool unlocked_callback = false;
+
+/*
+ * unlocked_subxact follows the subtransaction that read a row with
+ * WfRowReadToUpdate: when it rolls back (an error caught by a savepoint or
+ * an exception block), the read no longer stands for anything, and a
+ * later WfRowFind of the row must not take it for the version to update;
+ * when it commits, the read belongs to its parent.
+ */
+static void
+unlocked_subxact(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	WfRowTable *t;
+
+	for (t = resolved_tables; t != NULL; t = t->next)
+	{
+		if (!t->read_unlocked || t->unlocked_subid != mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			t->read_unlocked = false;
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			t->unlocked_subid = parentSubid;
+	}
+}
+
 /*
  * WfRowReadToUpdate reads the row whose primary key is key as WfRowLock
  * does (the same snapshot and tenant filter, values/nulls alike), but does
@@ -850,9 +877,15 @@ WfRowReadToUpdate(WfRowTable *t, Datum key, const char *tenant, Datum *values, b
 		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), t->attnums[0] - 1);
 		MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
 
+		if (!unlocked_callback)
+		{
+			RegisterSubXactCallback(unlocked_subxact, NULL);
+			unlocked_callback = true;
+		}
 		t->locked_tid = slot->tts_tid;
 		t->locked_lxid = MyProc->lxid;
 		t->read_unlocked = true;
+		t->unlocked_subid = GetCurrentSubTransactionId();
 		t->unlocked_key = datumCopy(key, att->attbyval, att->attlen);
 		MemoryContextSwitchTo(old);
 		copy_row(t, rel, slot, values, nulls);

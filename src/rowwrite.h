@@ -48,9 +48,11 @@ typedef struct WfRowTable
 	/* the row WfRowLock locked last, for WfRowFind (lxid 0: none) */
 	ItemPointerData locked_tid;
 	LocalTransactionId locked_lxid;
-	/* that row was read by WfRowReadToUpdate, not locked; its key */
+	/* that row was read by WfRowReadToUpdate, not locked; its key, and the
+	 * subtransaction that read it */
 	bool		read_unlocked;
 	Datum		unlocked_key;
+	SubTransactionId unlocked_subid;
 } WfRowTable;
 
 #define WF_ROW_TABLE(name, columns, key_eq) \

@@ -37,6 +37,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/spi.h"
@@ -535,10 +536,31 @@ enum
 static struct
 {
 	LocalTransactionId lxid;
+	SubTransactionId subid;		/* the subtransaction that took it */
 	int64		task_id;
 	Datum	   *values;
 	bool	   *nulls;
 } taken_task;
+
+/* the subtransaction callback of taken_task is registered */
+static bool taken_callback = false;
+
+/*
+ * taken_subxact follows the subtransaction that took a task row: when it
+ * rolls back, so does the delete, and the row is no longer taken; when it
+ * commits, the delete belongs to its parent.
+ */
+static void
+taken_subxact(SubXactEvent event, SubTransactionId mySubid,
+			  SubTransactionId parentSubid, void *arg)
+{
+	if (taken_task.lxid == InvalidLocalTransactionId || taken_task.subid != mySubid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		taken_task.lxid = InvalidLocalTransactionId;
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		taken_task.subid = parentSubid;
+}
 
 /* is task_id the attempt that this transaction's report took? */
 static bool
@@ -1387,7 +1409,13 @@ WfTakeTaskAndLockRun(int64 task_id, int64 fence, const char *tenant, WfRunState 
 		return false;
 	if (taken == WF_ROW_KEPT)
 		return WfLockTaskAndRun(task_id, tenant, run, task, NULL);
+	if (!taken_callback)
+	{
+		RegisterSubXactCallback(taken_subxact, NULL);
+		taken_callback = true;
+	}
 	taken_task.lxid = MyProc->lxid;
+	taken_task.subid = GetCurrentSubTransactionId();
 	taken_task.task_id = task_id;
 	taken_task.values = tv;
 	taken_task.nulls = tn;
