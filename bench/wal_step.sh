@@ -13,7 +13,9 @@
 #
 # Environment: PGDATA (required), DB (default wal_step), STEPS (2000),
 # WARMUP (1000), BATCH (1: wf.complete_and_claim; N > 1: batches of N
-# with wf.complete_tasks_and_claim, as the wf_eagerb10step20 cell),
+# with wf.complete_tasks_and_claim, as the wf_eagerb10step20 cell), MODE
+# (eager; cycle: the wf_cycle_b1 cell's start_run + claim_tasks +
+# complete_task of a 1-step run, three transactions, per cycle),
 # TASKFF and RUNFF (the fillfactor of wf.tasks and wf.runs; 0, the default:
 # the extension's), PG_CONFIG.
 set -euo pipefail
@@ -24,6 +26,7 @@ DB=${DB:-wal_step}
 STEPS=${STEPS:-2000}
 WARMUP=${WARMUP:-1000}
 BATCH=${BATCH:-1}
+MODE=${MODE:-eager}
 : "${PGDATA:?set PGDATA to the data directory of the server}"
 runs=$(( (STEPS + WARMUP) / 20 + 100 ))
 psql() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
@@ -32,6 +35,16 @@ psql -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
 psql -d "$DB" -v n1=0 -v n20="$runs" -v small=0 -v noav=0 -v freeze=0 -v taskff="${TASKFF:-0}" -v runff="${RUNFF:-0}" \
 	-f "$here/peers/wf/reset.sql" >/dev/null
 walk() { # walk N: N eager steps, one client (BATCH > 1: N / BATCH batches)
+	if [[ $MODE == cycle ]]; then
+		{
+			for ((i = 0; i < $1; i++)); do
+				echo "SELECT wf.start_run('bench1', '{\"step\":\"charge_card\",\"attempt\":1,\"worker\":\"worker-07\",\"output\":{\"status\":\"ok\",\"amount_cents\":12999,\"currency\":\"EUR\",\"provider_ref\":\"ch_3NfA9e2eZvKYlo2C1x8QxYzA\",\"captured\":true},\"duration_ms\":42}'::jsonb) IS NOT NULL AS started \\gset"
+				echo "SELECT task_id AS tid, fence AS f FROM wf.claim_tasks('bench1', 'w1', 1, '60 seconds') \\gset"
+				echo "SELECT wf.complete_task(:tid, :f, '{\"ok\": true}') IS NOT NULL AS done \\gset"
+			done
+		} | psql -d "$DB" >/dev/null
+		return
+	fi
 	if ((BATCH > 1)); then
 		{
 			echo "SELECT string_agg(task_id::text, ',') AS tids, string_agg(fence::text, ',') AS fs FROM wf.claim_tasks('bench20', 'w1', $BATCH, '60 seconds') \\gset"
@@ -56,7 +69,7 @@ end=$(psql -d "$DB" -At -c 'SELECT pg_current_wal_insert_lsn()')
 declare -A rel
 while IFS='|' read -r node name; do rel[$node]=$name; done < <(psql -d "$DB" -At -F '|' -c \
 	"SELECT relfilenode, relname FROM pg_class WHERE relnamespace = 'wf'::regnamespace AND relfilenode <> 0")
-echo "WAL of $STEPS eager steps, batches of $BATCH ($start .. $end), per step:"
+if [[ $MODE == cycle ]]; then echo "WAL of $STEPS cycles ($start .. $end), per cycle:"; else echo "WAL of $STEPS eager steps, batches of $BATCH ($start .. $end), per step:"; fi
 "$bin/pg_waldump" -p "$PGDATA/pg_wal" -s "$start" -e "$end" 2>/dev/null |
 	awk -v steps="$STEPS" -v map="$(for k in "${!rel[@]}"; do printf '%s=%s,' "$k" "${rel[$k]}"; done)" '
 	BEGIN { n = split(map, kv, ","); for (i = 1; i <= n; i++) { split(kv[i], p, "="); name[p[1]] = p[2] } }
