@@ -92,6 +92,7 @@
 #include "batch.h"
 #include "claim.h"
 #include "result.h"
+#include "rowwrite.h"
 #include "run.h"
 
 PG_FUNCTION_INFO_V1(wfengine_complete_and_claim);
@@ -428,38 +429,55 @@ apply_reports(const char *function, BatchReports *b, const WfLeaseOffer *offer,
 	errcallback.arg = &ctx;
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
-	for (i = 0; i < n; i++)
-	{
-		int			p = order[i].position;
-		Jsonb	   *payload;
-		bool		retryable = true;
-		WfScheduledTask next;
 
-		ctx.position = p + 1;
-		ctx.task_id = order[i].task_id;
-		if (!payloads->nulls[p])
-			payload = DatumGetJsonbP(payloads->elems[p]);
-		else
+	/*
+	 * The reports write the same tables one after the other: their writers
+	 * stay open from one to the next (rowwrite.c), and an error forgets
+	 * them (the abort releases what they hold).
+	 */
+	WfRowWritersKeep();
+	PG_TRY();
+	{
+		for (i = 0; i < n; i++)
 		{
-			/* a completion without output: JSON null, as wf.complete_task */
-			if (json_null == NULL)
-				json_null = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-															   CStringGetDatum("null")));
-			payload = json_null;
-		}
-		if (b->is_failure && !b->retryables.nulls[p])
-			retryable = DatumGetBool(b->retryables.elems[p]);
-		verdicts[p] = WfReportTaskResult(order[i].task_id, DatumGetInt64(b->fences.elems[p]),
-										 b->is_failure, payload, retryable, true,
-										 nleased < max_leased ? offer : NULL,
-										 continuations != NULL ? &next : NULL);
-		if (continuations != NULL && next.task_id != 0)
-		{
-			continuations[(*ncontinuations)++] = next;
-			if (next.leased)
-				nleased++;
+			int			p = order[i].position;
+			Jsonb	   *payload;
+			bool		retryable = true;
+			WfScheduledTask next;
+
+			ctx.position = p + 1;
+			ctx.task_id = order[i].task_id;
+			if (!payloads->nulls[p])
+				payload = DatumGetJsonbP(payloads->elems[p]);
+			else
+			{
+				/* a completion without output: JSON null, as wf.complete_task */
+				if (json_null == NULL)
+					json_null = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+																   CStringGetDatum("null")));
+				payload = json_null;
+			}
+			if (b->is_failure && !b->retryables.nulls[p])
+				retryable = DatumGetBool(b->retryables.elems[p]);
+			verdicts[p] = WfReportTaskResult(order[i].task_id, DatumGetInt64(b->fences.elems[p]),
+											 b->is_failure, payload, retryable, true,
+											 nleased < max_leased ? offer : NULL,
+											 continuations != NULL ? &next : NULL);
+			if (continuations != NULL && next.task_id != 0)
+			{
+				continuations[(*ncontinuations)++] = next;
+				if (next.leased)
+					nleased++;
+			}
 		}
 	}
+	PG_CATCH();
+	{
+		WfRowWritersForget();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	WfRowWritersRelease();
 	error_context_stack = errcallback.previous;
 	return verdicts;
 }

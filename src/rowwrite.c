@@ -330,6 +330,105 @@ open_indexes(WfRowWriter *w)
 }
 
 /*
+ * Writers kept open across the transitions of one call.  A batch of
+ * reports (wf.complete_tasks_and_claim and its kin, batch.c) writes the
+ * same three tables for each report; opening a table with its indexes and
+ * an executor state, and closing them again, was about a sixth of each
+ * report's instructions.  Between WfRowWritersKeep and WfRowWritersRelease
+ * the first writer of each table stays open (in keep_cxt, its relations
+ * held by the transaction's resource owner), and each WfRowWriterOpen of
+ * that table takes it again: the command counter still advances at each
+ * open and close, and each use is its own frame of AFTER triggers, so what
+ * one transition writes the next sees, as with writers of their own.  An
+ * error inside the scope must WfRowWritersForget them (the caller's
+ * PG_CATCH): the abort releases what they hold.
+ */
+#define WF_KEPT_WRITERS 4
+
+typedef struct KeptWriter
+{
+	WfRowTable *table;
+	WfRowWriter w;
+	bool		in_use;
+} KeptWriter;
+
+static KeptWriter kept_writers[WF_KEPT_WRITERS];
+static int	nkept = 0;
+static int	keep_depth = 0;
+static LocalTransactionId keep_lxid = InvalidLocalTransactionId;
+static MemoryContext keep_cxt = NULL;
+
+static void close_writer(WfRowWriter *w);
+
+/*
+ * WfRowWritersKeep begins a scope in which writers stay open (nested
+ * scopes count).
+ */
+void
+WfRowWritersKeep(void)
+{
+	if (keep_depth > 0 && keep_lxid != MyProc->lxid)
+		WfRowWritersForget();
+	if (keep_depth++ > 0)
+		return;
+	keep_lxid = MyProc->lxid;
+	nkept = 0;
+	keep_cxt = AllocSetContextCreate(CurTransactionContext, "wfengine kept writers",
+									 ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * WfRowWritersRelease ends the scope: the outermost closes the writers
+ * kept open.
+ */
+void
+WfRowWritersRelease(void)
+{
+	int			i;
+
+	if (keep_depth <= 0 || --keep_depth > 0)
+		return;
+	for (i = 0; i < nkept; i++)
+	{
+		if (kept_writers[i].in_use)
+			elog(ERROR, "wfengine writer of wf.%s still in use at the end of its scope",
+				 kept_writers[i].table->relname);
+		close_writer(&kept_writers[i].w);
+	}
+	nkept = 0;
+	MemoryContextDelete(keep_cxt);
+	keep_cxt = NULL;
+}
+
+/*
+ * WfRowWritersForget drops the scope without closing its writers: after
+ * an error, whose abort releases their relations and memory.
+ */
+void
+WfRowWritersForget(void)
+{
+	keep_depth = 0;
+	nkept = 0;
+	keep_cxt = NULL;
+	keep_lxid = InvalidLocalTransactionId;
+}
+
+/*
+ * found_slot makes the slot of the rows a writer finds, in the executor
+ * state's memory: a writer kept open (WfRowWritersKeep) outlives the memory
+ * of the call that first needed it.
+ */
+static void
+found_slot(WfRowWriter *w)
+{
+	MemoryContext old = MemoryContextSwitchTo(w->estate->es_query_cxt);
+
+	w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
+									  table_slot_callbacks(w->rel));
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * WfRowWriterOpen opens the table for writes: the relation with its
  * indexes (RowExclusiveLock, kept to the end of the transaction, as a
  * statement keeps it), and an executor state for its constraints,
@@ -339,9 +438,29 @@ void
 WfRowWriterOpen(WfRowWriter *w, WfRowTable *table)
 {
 	RangeTblEntry *rte;
+	MemoryContext old = NULL;
+	int			i;
 
 	/* see what the statements before wrote, and write after them */
 	CommandCounterIncrement();
+	if (keep_depth > 0 && keep_lxid != MyProc->lxid)
+		WfRowWritersForget();	/* left by a transaction that failed */
+	for (i = 0; i < nkept && keep_depth > 0; i++)
+	{
+		KeptWriter *k = &kept_writers[i];
+
+		if (k->table != table || k->in_use)
+			continue;
+		*w = k->w;
+		w->estate->es_output_cid = GetCurrentCommandId(true);
+		w->estate->es_snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : InvalidSnapshot;
+		if (w->after_triggers)
+			AfterTriggerBeginQuery();
+		k->in_use = true;
+		return;
+	}
+	if (keep_depth > 0 && nkept < WF_KEPT_WRITERS)
+		old = MemoryContextSwitchTo(keep_cxt);
 	if (!OidIsValid(table->relid))
 		resolve_table(table);
 	w->table = table;
@@ -388,6 +507,15 @@ WfRowWriterOpen(WfRowWriter *w, WfRowTable *table)
 		AfterTriggerBeginQuery();
 	w->check_tenant = table->tenant_column >= 0 &&
 		check_enable_rls(table->relid, InvalidOid, false) == RLS_ENABLED;
+	w->kept = 0;
+	if (old != NULL)
+	{
+		/* kept open until WfRowWritersRelease, in keep_cxt */
+		MemoryContextSwitchTo(old);
+		kept_writers[nkept].table = table;
+		kept_writers[nkept].in_use = true;
+		w->kept = ++nkept;
+	}
 }
 
 /*
@@ -447,8 +575,7 @@ index_lookup(WfRowWriter *w, Relation index, Snapshot snapshot, ScanKey skeys, i
 	bool		found;
 
 	if (w->found == NULL)
-		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
-										  table_slot_callbacks(w->rel));
+		found_slot(w);
 	scan = index_beginscan(w->rel, index, snapshot, nkeys, 0);
 	index_rescan(scan, skeys, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, w->found);
@@ -476,8 +603,7 @@ locked_row(WfRowWriter *w, Relation index, Datum key)
 	if (!ItemPointerIsValid(&tid))
 		return false;
 	if (w->found == NULL)
-		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
-										  table_slot_callbacks(w->rel));
+		found_slot(w);
 	if (!table_tuple_fetch_row_version(w->rel, &tid, SnapshotSelf, w->found))
 		return false;
 	d = slot_getattr(w->found, index->rd_index->indkey.values[0], &isnull);
@@ -1010,8 +1136,7 @@ WfRowScanBegin(WfRowScan *s, WfRowWriter *w, const char *index_name, int nkeys,
 	s->snapshot = GetActiveSnapshot();
 	s->entries = 0;
 	if (w->found == NULL)
-		w->found = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel),
-										  table_slot_callbacks(w->rel));
+		found_slot(w);
 	s->scan = index_beginscan(w->rel, index, s->snapshot, nkeys, 0);
 	index_rescan(s->scan, skeys, nkeys, NULL, 0);
 }
@@ -1214,6 +1339,29 @@ WfRowWriterClose(WfRowWriter *w)
 {
 	if (w->after_triggers)
 		AfterTriggerEndQuery(w->estate);
+	if (w->kept > 0 && keep_depth > 0 && keep_lxid == MyProc->lxid)
+	{
+		/* kept open for the next transition of the call */
+		KeptWriter *k = &kept_writers[w->kept - 1];
+
+		ResetPerTupleExprContext(w->estate);
+		k->w = *w;
+		k->in_use = false;
+		w->estate = NULL;
+		w->rel = NULL;
+		CommandCounterIncrement();
+		return;
+	}
+	close_writer(w);
+}
+
+/*
+ * close_writer releases a writer's indexes, executor state and table (the
+ * lock stays), and advances the command counter.
+ */
+static void
+close_writer(WfRowWriter *w)
+{
 	/* its indexes, and what the triggers opened */
 	ExecCloseResultRelations(w->estate);
 	ExecResetTupleTable(w->estate->es_tupleTable, false);

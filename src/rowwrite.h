@@ -69,6 +69,8 @@ typedef struct WfRowWriter
 	TupleTableSlot *found;		/* the row WfRowFind found */
 	bool		after_triggers; /* AFTER ROW triggers: a query frame */
 	bool		check_tenant;	/* row security applies: tenant_id checked */
+	int			kept;			/* 1 + its place among the writers kept open
+								 * (WfRowWritersKeep); 0: not kept */
 } WfRowWriter;
 
 extern void WfRowWriterOpen(WfRowWriter *w, WfRowTable *table);
@@ -134,6 +136,9 @@ extern void WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls,
 						const bool *replace);
 extern void WfRowDelete(WfRowWriter *w);
 extern void WfRowWriterClose(WfRowWriter *w);
+extern void WfRowWritersKeep(void);
+extern void WfRowWritersRelease(void);
+extern void WfRowWritersForget(void);
 extern void WfRowWriteReset(void);
 
 #endif							/* WF_ROWWRITE_H */
