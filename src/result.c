@@ -291,7 +291,9 @@ report_result(const WfReport *rep, bool lenient, const WfLeaseOffer *offer,
 
 	/*
 	 * Lock the task row, then its run row (the lock order of runstore.c), and
-	 * read both under the locks: from here on nothing can change either.  An
+	 * read both under the locks: from here on nothing can change either (a
+	 * run row read without a lock, below, is refused at its update if it
+	 * changed after all).  An
 	 * attempt that completed has no row any more (since 0.3.0): its run is
 	 * found through the history's task_completed, which says what the row
 	 * said (completed, under which fence), and locked.  A completion of

@@ -566,8 +566,7 @@ taken_subxact(SubXactEvent event, SubTransactionId mySubid,
 static bool
 task_taken(int64 task_id)
 {
-	return taken_task.lxid != InvalidLocalTransactionId &&
-		taken_task.lxid == MyProc->lxid && taken_task.task_id == task_id;
+	return taken_task.lxid == MyProc->lxid && taken_task.task_id == task_id;
 }
 
 /* the columns of WF_RUN_COLUMNS, in its order (WfRunColumn - 1) */
@@ -620,50 +619,6 @@ put_back_task(WfRowWriter *tasks, const Datum *values, const bool *nulls, const 
 }
 
 /*
- * end_taken_attempt is end_attempt for the attempt the report took
- * (WfTakeTaskAndLockRun deleted its row when it read it, a leased attempt
- * whose fence the report holds): completed, with its result in the
- * transition's task_completed, it stays deleted; otherwise (a result held
- * for a paused run, a failure) its row is put back as end_attempt would
- * have updated it.  An input the transition's context_updated replaced is
- * kept in it, as keep_task_inputs does for the rows it finds.
- */
-static bool
-end_taken_attempt(WfTransition *tr, WfRowWriter *tasks, const char *status,
-				  Jsonb *output, Jsonb *error, int32 expirations)
-{
-	Datum		values[TASK_NCOLUMNS];
-	bool		nulls[TASK_NCOLUMNS];
-	bool		replace[TASK_NCOLUMNS];
-
-	if (strcmp(status, "completed") == 0 && completed_in_history(tr, taken_task.task_id))
-	{
-		taken_task.lxid = InvalidLocalTransactionId;
-		return true;
-	}
-	memset(nulls, false, sizeof(nulls));
-	memset(replace, false, sizeof(replace));
-	replace[TASK_STATUS] = replace[TASK_FINISHED_AT] = true;
-	replace[TASK_DEADLINE_AT] = replace[TASK_LEASE_EXPIRATIONS] = true;
-	values[TASK_STATUS] = CStringGetTextDatum(status);
-	values[TASK_FINISHED_AT] = TimestampTzGetDatum(tr->now);
-	nulls[TASK_DEADLINE_AT] = true;
-	values[TASK_LEASE_EXPIRATIONS] =
-		Int32GetDatum(Max(DatumGetInt32(taken_task.values[TASK_LEASE_EXPIRATIONS]), expirations));
-	replace[TASK_OUTPUT] = output != NULL;
-	values[TASK_OUTPUT] = JsonbPGetDatum(output);
-	replace[TASK_ERROR] = error != NULL;
-	values[TASK_ERROR] = JsonbPGetDatum(error);
-	if (taken_task.nulls[TASK_INPUT] && tr->input_before != NULL)
-	{
-		replace[TASK_INPUT] = true;
-		values[TASK_INPUT] = JsonbPGetDatum(tr->input_before);
-	}
-	put_back_task(tasks, values, nulls, replace);
-	return true;
-}
-
-/*
  * WfPutBackTask puts back, as it was, the row of the attempt that this
  * transaction's report took (WfTakeTaskAndLockRun), when the report's
  * transition did not end it (a lost report, or none written); nothing
@@ -695,7 +650,8 @@ WfPutBackTask(void)
  * 31: the finished row's update and its new index entries were an eighth
  * of a step's WAL).  A result held for a paused run (result_held), a
  * failure, an approval's notification and a withdrawn attempt keep their
- * row.
+ * row; for the attempt a report took (its row deleted when read,
+ * WfTakeTaskAndLockRun) that row is put back so updated.
  */
 static bool
 end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *status,
@@ -705,19 +661,33 @@ end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *sta
 	bool		nulls[TASK_NCOLUMNS];
 	bool		replace[TASK_NCOLUMNS];
 	bool		isnull;
-	char	   *old_status;
+	bool		taken = task_taken(task_id);
+	int32		old_expirations;
 
-	if (task_taken(task_id))
-		return end_taken_attempt(tr, tasks, status, output, error, expirations);
-	if (!WfRowFind(tasks, Int64GetDatum(task_id)))
-		return false;
-	old_status = TextDatumGetCString(WfRowGet(tasks, TASK_STATUS, &isnull));
-	if (strcmp(old_status, "ready") != 0 && strcmp(old_status, "leased") != 0)
-		return false;
+	/*
+	 * The attempt the report took (WfTakeTaskAndLockRun) was leased, and
+	 * its row is in taken_task; any other is found and must still be live.
+	 */
+	if (taken)
+		old_expirations = DatumGetInt32(taken_task.values[TASK_LEASE_EXPIRATIONS]);
+	else
+	{
+		char	   *old_status;
+
+		if (!WfRowFind(tasks, Int64GetDatum(task_id)))
+			return false;
+		old_status = TextDatumGetCString(WfRowGet(tasks, TASK_STATUS, &isnull));
+		if (strcmp(old_status, "ready") != 0 && strcmp(old_status, "leased") != 0)
+			return false;
+		old_expirations = DatumGetInt32(WfRowGet(tasks, TASK_LEASE_EXPIRATIONS, &isnull));
+	}
 	if (strcmp(status, "completed") == 0 &&
 		completed_in_history(tr, task_id))
 	{
-		WfRowDelete(tasks);
+		if (taken)
+			taken_task.lxid = InvalidLocalTransactionId;	/* stays deleted */
+		else
+			WfRowDelete(tasks);
 		return true;
 	}
 
@@ -728,14 +698,28 @@ end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *sta
 	values[TASK_STATUS] = CStringGetTextDatum(status);
 	values[TASK_FINISHED_AT] = TimestampTzGetDatum(tr->now);
 	nulls[TASK_DEADLINE_AT] = true;
-	values[TASK_LEASE_EXPIRATIONS] =
-		Int32GetDatum(Max(DatumGetInt32(WfRowGet(tasks, TASK_LEASE_EXPIRATIONS, &isnull)),
-						  expirations));
+	values[TASK_LEASE_EXPIRATIONS] = Int32GetDatum(Max(old_expirations, expirations));
 	replace[TASK_OUTPUT] = output != NULL;
 	values[TASK_OUTPUT] = JsonbPGetDatum(output);
 	replace[TASK_ERROR] = error != NULL;
 	values[TASK_ERROR] = JsonbPGetDatum(error);
-	WfRowUpdate(tasks, values, nulls, replace);
+	if (!taken)
+	{
+		WfRowUpdate(tasks, values, nulls, replace);
+		return true;
+	}
+
+	/*
+	 * The taken row goes back, updated so.  An input the transition's
+	 * context_updated replaced is kept in it, as keep_task_inputs does for
+	 * the rows it finds (it could not find this one).
+	 */
+	if (taken_task.nulls[TASK_INPUT] && tr->input_before != NULL)
+	{
+		replace[TASK_INPUT] = true;
+		values[TASK_INPUT] = JsonbPGetDatum(tr->input_before);
+	}
+	put_back_task(tasks, values, nulls, replace);
 	return true;
 }
 
@@ -1405,10 +1389,12 @@ WfTakeTaskAndLockRun(int64 task_id, int64 fence, const char *tenant, WfRunState 
 	tn = palloc(sizeof(bool) * TASK_NCOLUMNS);
 	taken = WfRowTake(&tasks_table, Int64GetDatum(task_id), tenant, leased_under, &fence, tv, tn);
 	MemoryContextSwitchTo(old);
-	if (taken == WF_ROW_ABSENT)
-		return false;
-	if (taken == WF_ROW_KEPT)
-		return WfLockTaskAndRun(task_id, tenant, run, task, NULL);
+	if (taken != WF_ROW_TAKEN)
+	{
+		pfree(tv);
+		pfree(tn);
+		return taken == WF_ROW_KEPT && WfLockTaskAndRun(task_id, tenant, run, task, NULL);
+	}
 	if (!taken_callback)
 	{
 		RegisterSubXactCallback(taken_subxact, NULL);
