@@ -546,6 +546,32 @@ LEFT JOIN tries tr ON tr.tenant_id OPERATOR(pg_catalog.=) v.tenant_id
 ALTER TABLE wf.runs SET (fillfactor = 70);
 -- ==== end issue 31: room on the pages of wf.runs ====
 
+-- ==== issue 31: one unique index of attempts instead of two ====
+-- tasks_attempt_key, unique on (run_id, step, visit, attempt), and
+-- tasks_one_live_attempt, unique on (run_id, step) of the live attempts,
+-- were two entries in every attempt's insert and two more in its claim
+-- (an update that is not HOT: the status is in the indexes' predicates).
+-- One index holds both rules: a live attempt's key is (run_id, step, 0, 0),
+-- so a step of a run has at most one; a finished one's is (run_id, step,
+-- visit, attempt), so an attempt of a visit is numbered once.  A live
+-- attempt leaves the slot when it fails or is withdrawn (its row takes its
+-- own key then, which must still be free) or is deleted, completed.  Built
+-- on the rows as they are, the index cannot fail: the two it replaces held
+-- them unique already, and no finished attempt has visit 0.
+-- bench/wal_step.sh: 87 bytes of WAL less per eager step; bench/callgrind.sh:
+-- 643,222 -> 629,827 instructions per eager step, 1,307,919 -> 1,280,202 per
+-- start + claim + complete cycle.
+DROP INDEX wf.tasks_one_live_attempt;
+DROP INDEX wf.tasks_attempt_key;
+CREATE UNIQUE INDEX tasks_attempt_key ON wf.tasks (run_id, step,
+    (CASE WHEN status OPERATOR(pg_catalog.=) 'ready' OR status OPERATOR(pg_catalog.=) 'leased'
+          THEN 0 ELSE visit END),
+    (CASE WHEN status OPERATOR(pg_catalog.=) 'ready' OR status OPERATOR(pg_catalog.=) 'leased'
+          THEN 0 ELSE attempt END));
+COMMENT ON INDEX wf.tasks_attempt_key IS
+'At most one live (ready or leased) attempt per step of a run, whose key is (run_id, step, 0, 0); every finished attempt of a visit once, (run_id, step, visit, attempt).';
+-- ==== end issue 31: one unique index of attempts instead of two ====
+
 -- ==== issue 30: the cut-over takes no lock that waits for a vacuum ====
 -- wf.move_in_cutover, which runs while the partition is refused, emptied
 -- wfshard.moved_runs with TRUNCATE: an ACCESS EXCLUSIVE lock, which waits

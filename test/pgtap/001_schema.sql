@@ -191,16 +191,25 @@ SELECT is((SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i
            WHERE i.indexrelid = 'wf.tasks_claim_idx'::regclass),
           '(status = ''ready''::text)',
           'the claim index covers only ready tasks');
-SELECT has_index('wf', 'tasks', 'tasks_attempt_key', ARRAY['run_id', 'step', 'visit', 'attempt'],
-                 'attempt key index on wf.tasks');
+-- One unique index holds both rules of attempts (0.3.0): a live attempt's
+-- key is (run_id, step, 0, 0), a finished one's (run_id, step, visit,
+-- attempt).  What it refuses is checked on rows of a run of its own.
 SELECT index_is_unique('wf', 'tasks', 'tasks_attempt_key', 'tasks_attempt_key is unique');
-SELECT has_index('wf', 'tasks', 'tasks_one_live_attempt', ARRAY['run_id', 'step'],
-                 'one-live-attempt index on wf.tasks');
-SELECT index_is_unique('wf', 'tasks', 'tasks_one_live_attempt', 'tasks_one_live_attempt is unique');
-SELECT is((SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i
-           WHERE i.indexrelid = 'wf.tasks_one_live_attempt'::regclass),
-          '(status = ANY (ARRAY[''ready''::text, ''leased''::text]))',
-          'tasks_one_live_attempt is partial on ready and leased tasks');
+SELECT hasnt_index('wf', 'tasks', 'tasks_one_live_attempt',
+                   'tasks_one_live_attempt is folded into tasks_attempt_key');
+SELECT wf.publish_definition('schema_one', '{"steps": [{"name": "only", "queue": "schema_attempts_q"}]}') IS NOT NULL AS published \gset
+CREATE TEMP TABLE schema_run AS SELECT wf.start_run('schema_one', '{}') AS run_id;
+SELECT throws_ok($$INSERT INTO wf.tasks SELECT (jsonb_populate_record(t, jsonb_build_object('task_id', nextval('wf.task_id_seq'), 'attempt', 2))).*
+                     FROM wf.tasks t WHERE t.run_id = (SELECT run_id FROM schema_run)$$,
+                 '23505', NULL, 'a second live attempt of a step is refused by the database');
+UPDATE wf.tasks SET status = 'failed', finished_at = now() WHERE run_id = (SELECT run_id FROM schema_run);
+SELECT throws_ok($$INSERT INTO wf.tasks SELECT (jsonb_populate_record(t, jsonb_build_object('task_id', nextval('wf.task_id_seq')))).*
+                     FROM wf.tasks t WHERE t.run_id = (SELECT run_id FROM schema_run)$$,
+                 '23505', NULL, 'an attempt of a visit is numbered once');
+SELECT lives_ok($$INSERT INTO wf.tasks SELECT (jsonb_populate_record(t, jsonb_build_object('task_id', nextval('wf.task_id_seq'), 'attempt', 2,
+                                                                                  'status', 'ready', 'finished_at', NULL))).*
+                    FROM wf.tasks t WHERE t.run_id = (SELECT run_id FROM schema_run)$$,
+                'the next attempt of a step with a failed one is live beside it');
 SELECT has_index('wf', 'runs', 'runs_status_idx', ARRAY['tenant_id', 'status', 'created_at'],
                  'status index on wf.runs');
 

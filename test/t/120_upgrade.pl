@@ -404,6 +404,19 @@ my $updated_at = sq('up', 'SELECT clock_timestamp()');
 is(sq('up', q{SELECT extversion FROM pg_extension WHERE extname = 'wfengine'}),
 	$lib_version, "ALTER EXTENSION wfengine UPDATE brings up to $lib_version");
 
+# Issue 31: the two unique indexes of attempts became one, built on the
+# rows in flight; it still refuses a second live attempt of a step.
+ok(sq('up', q{SELECT count(*) FROM wf.tasks WHERE status IN ('ready', 'leased')}) > 0,
+	'live attempts were in flight across the update');
+{
+	my ($ret, $out, $err) = $node->psql('up',
+		q{INSERT INTO wf.tasks SELECT (jsonb_populate_record(t, jsonb_build_object(
+		     'task_id', nextval('wf.task_id_seq'), 'attempt', t.attempt + 1))).*
+		  FROM wf.tasks t WHERE t.status IN ('ready', 'leased') LIMIT 1});
+	like($err, qr/duplicate key value violates unique constraint "tasks_attempt_key"/,
+		'after the update a second live attempt of a step is refused');
+}
+
 # ---------------------------------------------------------------------
 # 3. the upgraded schema equals a fresh install
 # ---------------------------------------------------------------------
