@@ -572,6 +572,21 @@ COMMENT ON INDEX wf.tasks_attempt_key IS
 'At most one live (ready or leased) attempt per step of a run, whose key is (run_id, step, 0, 0); every finished attempt of a visit once, (run_id, step, visit, attempt).';
 -- ==== end issue 31: one unique index of attempts instead of two ====
 
+-- ==== issue 31: idempotency keys indexed only where there is one ====
+-- The unique constraint on wf.runs (tenant_id, idempotency_key) gave every
+-- run an entry, those started without a key too (NULLs are distinct), and
+-- another at each update of the run that is not HOT (its end, when its
+-- status changes): 144 bytes of WAL of a start + claim + complete cycle of
+-- a run without a key.  A unique index partial on the key being there
+-- refuses the same duplicates and serves the same lookups (an equality on
+-- the key implies it is not null; src/rowwrite.c, WfRowExists).
+ALTER TABLE wf.runs DROP CONSTRAINT runs_tenant_id_idempotency_key_key;
+CREATE UNIQUE INDEX runs_tenant_id_idempotency_key_key ON wf.runs (tenant_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+COMMENT ON INDEX wf.runs_tenant_id_idempotency_key_key IS
+'A tenant''s runs by idempotency key, once each; runs started without one are not in it.';
+-- ==== end issue 31: idempotency keys indexed only where there is one ====
+
 -- ==== issue 30: the cut-over takes no lock that waits for a vacuum ====
 -- wf.move_in_cutover, which runs while the partition is refused, emptied
 -- wfshard.moved_runs with TRUNCATE: an ACCESS EXCLUSIVE lock, which waits

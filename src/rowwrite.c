@@ -708,11 +708,46 @@ WfRowRead(WfRowTable *table, Datum key, int column, int ncolumns,
 }
 
 /*
+ * holds_every_key: does the unique index r hold every row whose first
+ * ncolumns key columns are all not null?  A whole index does; so does one
+ * partial on nothing but some of those columns being NOT NULL.
+ */
+static bool
+holds_every_key(Relation r, int ncolumns)
+{
+	List	   *pred;
+	ListCell   *lc;
+
+	if (heap_attisnull(r->rd_indextuple, Anum_pg_index_indpred, NULL))
+		return true;
+	pred = RelationGetIndexPredicate(r);
+	foreach(lc, pred)
+	{
+		NullTest   *nt = (NullTest *) lfirst(lc);
+		Var		   *var;
+		int			k;
+
+		if (!IsA(nt, NullTest) || nt->nulltesttype != IS_NOT_NULL ||
+			nt->argisrow || !IsA(nt->arg, Var))
+			return false;
+		var = (Var *) nt->arg;
+		for (k = 0; k < ncolumns; k++)
+			if (r->rd_index->indkey.values[k] == var->varattno)
+				break;
+		if (k == ncolumns)
+			return false;
+	}
+	return true;
+}
+
+/*
  * WfRowExists: is there a row whose columns (indexes into the table's
  * columns, ncolumns of them) equal keys, in its latest version
  * (SnapshotSelf: committed by anyone by now, or written by this
  * transaction)?  It looks through the unique index on exactly those
- * columns, which the table must have.
+ * columns, which the table must have: a whole one, or one partial on some
+ * of them being NOT NULL (the keys are never null, so such an index holds
+ * every row they can match).
  */
 bool
 WfRowExists(WfRowWriter *w, int ncolumns, const int *columns, const Datum *keys)
@@ -731,8 +766,8 @@ WfRowExists(WfRowWriter *w, int ncolumns, const int *columns, const Datum *keys)
 		Form_pg_index form = r->rd_index;
 
 		if (!form->indisunique || !form->indimmediate || form->indnkeyatts != ncolumns ||
-			!heap_attisnull(r->rd_indextuple, Anum_pg_index_indpred, NULL) ||
-			r->rd_rel->relam != BTREE_AM_OID)
+			r->rd_rel->relam != BTREE_AM_OID ||
+			!holds_every_key(r, ncolumns))
 			continue;
 		for (k = 0; k < ncolumns; k++)
 			if (form->indkey.values[k] != t->attnums[columns[k]])

@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS wfengine;
 
-SELECT plan(242);
+SELECT plan(243);
 
 -- ---------------------------------------------------------------------
 -- extension and schema
@@ -180,8 +180,8 @@ SELECT col_is_unique('wf', 'definitions', ARRAY['tenant_id', 'name', 'version'],
                      'a definition version is unique per tenant and name');
 SELECT col_is_unique('wf', 'definitions', ARRAY['tenant_id', 'name', 'digest'],
                      'a definition digest is unique per tenant and name');
-SELECT col_is_unique('wf', 'runs', ARRAY['tenant_id', 'idempotency_key'],
-                     'a run idempotency key is unique per tenant');
+SELECT index_is_unique('wf', 'runs', 'runs_tenant_id_idempotency_key_key',
+                       'a run idempotency key is unique per tenant (an index of the runs that have one)');
 SELECT fk_ok('wf', 'runs', 'definition_id', 'wf', 'definitions', 'definition_id');
 
 -- indexes
@@ -256,6 +256,9 @@ SELECT wf.start_run('schema_t', '{"k": 1}', 'schema-key-1') AS r1,
        wf.start_run('schema_t', '{"k": 2}', NULL, 1) AS r3;
 SELECT is(r1, r2, 'wf.start_run() with the same idempotency key and input returns the same run') FROM schema_runs;
 SELECT isnt(r1, r3, 'a start without a key is a new run') FROM schema_runs;
+SELECT throws_ok($$INSERT INTO wf.runs SELECT (jsonb_populate_record(r, jsonb_build_object('run_id', gen_random_uuid()))).*
+                     FROM wf.runs r, schema_runs WHERE r.run_id = r1$$,
+                 '23505', NULL, 'a second run of a tenant with the same idempotency key is refused by the database');
 SELECT is((SELECT definition_version FROM wf.runs, schema_runs WHERE run_id = r3), 1,
           'wf.start_run(..., version => 1) pins version 1');
 SELECT is((SELECT definition_version FROM wf.runs, schema_runs WHERE run_id = r1), 2,
