@@ -144,3 +144,26 @@ SELECT wf.complete_task(:t, :f, '{"n": 2}');
 COMMIT;
 ALTER TABLE wf.runs DROP CONSTRAINT regress_not_two;
 SELECT status, wf.verify_run(run_id) AS verified FROM wf.runs WHERE run_id = :'trun';
+
+-- One backend compresses context after context with one kept LZ4 stream
+-- (WfRowCompress): each value must read back alone, referring to no data
+-- compressed before it.  Five runs, each completed with an output of its
+-- own, then each read and compared with what was reported.
+SELECT count(wf.start_run('packed', jsonb_build_object('order', 'B-' || g))) AS started_runs FROM generate_series(1, 5) g;
+CREATE TEMP TABLE packed_sent (task_id bigint, output jsonb);
+DO $$
+DECLARE c record; o jsonb;
+BEGIN
+  FOR c IN SELECT * FROM wf.claim_tasks('packed_q', 'w', 10) LOOP
+    o := jsonb_build_object('lines', (SELECT jsonb_agg(jsonb_build_object('sku', md5(c.task_id::text || g), 'qty', g))
+                                      FROM generate_series(1, 15) g));
+    INSERT INTO packed_sent VALUES (c.task_id, o);
+    PERFORM wf.complete_task(c.task_id, c.fence, o);
+  END LOOP;
+END $$;
+SELECT count(*) AS sent,
+       count(*) FILTER (WHERE r.context->'steps'->'one'->'output' = s.output) AS read_back,
+       count(*) FILTER (WHERE pg_column_compression(r.context) IS NOT NULL) AS compressed,
+       bool_and(wf.verify_run(r.run_id)) AS verified
+FROM packed_sent s JOIN wf.events e ON e.type = 'task_completed' AND (e.payload->>'task_id')::bigint = s.task_id
+JOIN wf.runs r ON r.run_id = e.run_id;
