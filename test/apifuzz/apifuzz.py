@@ -2024,13 +2024,25 @@ class Sequence:
             return
         time.sleep(0.003)
         deadline = time.time() + 30
+        # What an open transaction holds is not the worker's to handle (it
+        # never waits on a client's lock), as the model's due_timers and
+        # due_deadlines leave it out: a run the transaction locked, with its
+        # timers and tasks, and a task it locked (a report of an attempt
+        # whose lease has run out, its row taken, not yet committed).
+        m = self.model
+        held_runs = sorted({m.runs[u].id for txn in m.txns.values() for u in txn.runs
+                            if u in m.runs and m.runs[u].id is not None})
+        held_tasks = sorted({m.tasks[u].id for txn in m.txns.values() for u in txn.tasks
+                             if u in m.tasks and m.tasks[u].id is not None})
         while True:
             res = self.fz.admin.run(None,
                                     "SELECT (SELECT count(*) FROM wf.timers WHERE tenant_id = ANY(%s) "
-                                    "AND status = 'pending' AND fire_at <= clock_timestamp())"
+                                    "AND status = 'pending' AND fire_at <= clock_timestamp() "
+                                    "AND NOT run_id = ANY(%s::uuid[]))"
                                     " + (SELECT count(*) FROM wf.tasks WHERE tenant_id = ANY(%s) "
-                                    "AND status IN ('ready', 'leased') AND deadline_at <= clock_timestamp())",
-                                    [self.tnames, self.tnames])
+                                    "AND status IN ('ready', 'leased') AND deadline_at <= clock_timestamp() "
+                                    "AND NOT run_id = ANY(%s::uuid[]) AND NOT task_id = ANY(%s::bigint[]))",
+                                    [self.tnames, held_runs, self.tnames, held_runs, held_tasks])
             if res.err:
                 raise Mismatch("driver", "settle: %r" % res)
             if res.one() == 0:
