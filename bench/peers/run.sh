@@ -343,9 +343,11 @@ held_windows() {
 		file=${setup%%:*}
 		IFS=, read -r -a vars <<<"${setup#*:}"
 		for v in "${vars[@]}"; do
-			# enough supply for the whole run: 20-step runs, and the floor's
+			# enough supply for the whole run: 20-step runs (300 a second: 6,000
+			# steps/s; at 150 a run of 60 s ran out in its last window at 3,500
+			# steps/s), and the floor's
 			case $v in
-			n20=*) v="n20=$((secs * 150))" ;;
+			n20=*) v="n20=$((secs * 300))" ;;
 			esac
 			psqlvars+=(-v "$v")
 		done
