@@ -935,8 +935,8 @@ WfTransitionWrite(WfTransition *tr)
 
 	/*
 	 * The old attempt is finished before the new one is inserted, which the
-	 * unique index of live attempts (tasks_one_live_attempt) would refuse
-	 * otherwise.
+	 * unique index of attempts (tasks_attempt_key, whose key of a live
+	 * attempt is (run_id, step, 0, 0)) would refuse otherwise.
 	 */
 	if (tr->input_before != NULL)
 		keep_task_inputs(tr);
