@@ -29,7 +29,7 @@ SELECT wf.start_run('signup', '{"email": "c@example.com"}', 'signup:c') AS run2 
 SELECT wf.start_run('signup', '{"email": "c@example.com"}', 'signup:c') = :'run2' AS same_run;
 SELECT count(*) AS runs_with_key FROM wf.runs WHERE idempotency_key = 'signup:c';
 SELECT count(*) AS tasks_of_run FROM wf.tasks WHERE run_id = :'run2';
-SELECT count(*) AS events_of_run FROM wf.events WHERE run_id = :'run2';
+SELECT count(*) AS events_of_run FROM wf.history(:'run2');
 -- the same key for a different request is refused
 SELECT wf.start_run('signup', '{"email": "other@example.com"}', 'signup:c');
 SELECT wf.publish_definition('other', '{"steps": [{"name": "x", "queue": "q"}]}');

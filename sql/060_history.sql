@@ -10,9 +10,16 @@ SELECT wf.complete_task(:t, :f, '{"x": 1}');
 SELECT seq, type, step, attempt, actor = current_user AS actor_is_me, length(hash) AS hash_hex_len
 FROM wf.history(:'run');
 -- every hash differs and the snapshot keeps the last one
-SELECT count(DISTINCT hash) = count(*) AS distinct_hashes FROM wf.events WHERE run_id = :'run';
-SELECT r.last_hash = e.hash AS snapshot_has_last_hash
-FROM wf.runs r JOIN wf.events e ON e.run_id = r.run_id AND e.seq = r.seq WHERE r.run_id = :'run';
+SELECT count(DISTINCT hash) = count(*) AS distinct_hashes FROM wf.history(:'run');
+SELECT encode(r.last_hash, 'hex') = (SELECT h.hash FROM wf.history(r.run_id) h ORDER BY h.seq DESC LIMIT 1)
+       AS snapshot_has_last_hash
+FROM wf.runs r WHERE r.run_id = :'run';
+-- layout (since 0.3.0): a task_scheduled rides in the row of the event
+-- before it, which stores the hash of its last event
+SELECT e.seq, e.type, e.more->0->>'type' AS more, e.hash = r.last_hash AS stores_last_hash
+FROM wf.events e JOIN wf.runs r ON r.run_id = e.run_id WHERE e.run_id = :'run' ORDER BY e.seq;
+SELECT h.seq, h.hash = encode(e.hash, 'hex') AS stored_hash
+FROM wf.history(:'run') h LEFT JOIN wf.events e ON e.run_id = :'run' AND e.seq = h.seq ORDER BY h.seq;
 SELECT wf.verify_run(:'run');
 
 -- events cannot be changed or removed
@@ -33,20 +40,29 @@ UPDATE wf.events SET actor = 'someone_else' WHERE run_id = :'run' AND seq = 3;
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
-DELETE FROM wf.events WHERE run_id = :'run' AND seq = 2;
+-- an event taken out of the row that holds it
+UPDATE wf.events SET more = NULL WHERE run_id = :'run' AND seq = 1;
+SELECT wf.verify_run(:'run');
+ROLLBACK;
+BEGIN;
+UPDATE wf.events SET more = more || more WHERE run_id = :'run' AND seq = 3;
+SELECT wf.verify_run(:'run');
+ROLLBACK;
+BEGIN;
+DELETE FROM wf.events WHERE run_id = :'run' AND seq = 1;
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
 -- removing the tail and fixing the snapshot's seq is still caught: last_hash
-DELETE FROM wf.events WHERE run_id = :'run' AND seq = 4;
-UPDATE wf.runs SET seq = 3 WHERE run_id = :'run';
+DELETE FROM wf.events WHERE run_id = :'run' AND seq = 3;
+UPDATE wf.runs SET seq = 2 WHERE run_id = :'run';
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
--- swapping two events
-UPDATE wf.events SET seq = seq + 100 WHERE run_id = :'run' AND seq IN (3, 4);
-UPDATE wf.events SET seq = 4 WHERE run_id = :'run' AND seq = 103;
-UPDATE wf.events SET seq = 3 WHERE run_id = :'run' AND seq = 104;
+-- swapping two rows
+UPDATE wf.events SET seq = seq + 100 WHERE run_id = :'run' AND seq IN (1, 3);
+UPDATE wf.events SET seq = 3 WHERE run_id = :'run' AND seq = 101;
+UPDATE wf.events SET seq = 1 WHERE run_id = :'run' AND seq = 103;
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 ALTER TABLE wf.events ENABLE TRIGGER events_append_only;
@@ -133,9 +149,15 @@ INSERT INTO pg_temp.fill_rows SELECT t.task_id, t.queue, t.activity, t.idempoten
 FROM wf.tasks t JOIN wf.runs r ON r.run_id = t.run_id WHERE t.run_id = :'fill' ON CONFLICT DO NOTHING;
 -- the rows left: completed attempts (a, b's second) have none
 SELECT step, attempt, status FROM wf.tasks WHERE run_id = :'fill' ORDER BY task_id;
--- what wf.events keeps of each task_scheduled (layout: the keys left)
-SELECT seq, step, attempt, (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(payload) k) AS stored_keys
-FROM wf.events WHERE run_id = :'fill' AND type = 'task_scheduled' ORDER BY seq;
+-- what wf.events keeps of each task_scheduled (layout: the keys left, and
+-- the event whose row holds it, column more)
+CREATE TEMP VIEW fill_stored AS
+SELECT e.seq, e.type, e.step, e.attempt, e.payload, NULL::text AS in_row_of FROM wf.events e WHERE e.run_id = :'fill'
+UNION ALL
+SELECT e.seq + m.n::int, m.x->>'type', m.x->>'step', (m.x->>'attempt')::int, m.x->'payload', e.type
+FROM wf.events e, jsonb_array_elements(e.more) WITH ORDINALITY m(x, n) WHERE e.run_id = :'fill';
+SELECT seq, step, attempt, (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(payload) k) AS stored_keys, in_row_of
+FROM pg_temp.fill_stored WHERE type = 'task_scheduled' ORDER BY seq;
 -- what wf.history shows: every key, the values the attempt's row was
 -- written with (copied above; an input NULL there is the run's input as it
 -- stands, since 0.3.0)
@@ -149,8 +171,13 @@ SELECT h.step, h.attempt, h.payload->>'queue' AS queue, h.payload->>'activity' A
          AND h.payload->>'visit' = t.visit::text AS as_its_row
 FROM wf.history(:'fill') h LEFT JOIN pg_temp.fill_rows t ON t.task_id = (h.payload->>'task_id')::bigint
 WHERE h.type = 'task_scheduled' ORDER BY h.seq;
--- the other events are shown as stored; the chain covers what is stored
-SELECT count(*) AS others_as_stored FROM wf.history(:'fill') h JOIN wf.events e ON e.run_id = :'fill' AND e.seq = h.seq
-WHERE h.type <> 'task_scheduled' AND h.payload = e.payload AND h.hash = encode(e.hash, 'hex');
-SELECT count(*) AS events FROM wf.events WHERE run_id = :'fill';
+-- the other events are shown as stored; the chain covers what is stored,
+-- and each row's hash is that of its last event
+SELECT count(*) AS others_as_stored FROM wf.history(:'fill') h JOIN pg_temp.fill_stored e ON e.seq = h.seq
+WHERE h.type <> 'task_scheduled' AND h.type = e.type AND h.payload = e.payload;
+SELECT count(*) AS rows_hash_of_last FROM wf.events e JOIN wf.history(:'fill') h
+  ON h.seq = e.seq + coalesce(jsonb_array_length(e.more), 0) AND h.hash = encode(e.hash, 'hex')
+WHERE e.run_id = :'fill';
+SELECT count(*) AS rows, sum(1 + coalesce(jsonb_array_length(more), 0)) AS events
+FROM wf.events WHERE run_id = :'fill';
 SELECT wf.verify_run(:'fill');

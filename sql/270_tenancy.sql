@@ -83,7 +83,7 @@ SELECT pg_temp.err(format('SELECT wf.pause_run(%L, %L)', :'globex_run', 'not min
 SELECT count(*) FROM wf.cancel_runs('all of them', '{"definition": "order"}');
 RESET SESSION AUTHORIZATION;
 SELECT r.input->>'secret' AS run, r.status, e.type, e.actor
-FROM wf.runs r JOIN wf.events e USING (run_id) WHERE r.tenant_id = 'acme' ORDER BY 1, e.seq;
+FROM wf.runs r CROSS JOIN LATERAL wf._run_events(r.run_id, r.tenant_id) e WHERE r.tenant_id = 'acme' ORDER BY 1, e.seq;
 SELECT tenant_id, status FROM wf.runs ORDER BY tenant_id, status;
 
 -- each tenant has its own LISTEN channels, which name no tenant and which

@@ -144,8 +144,8 @@ SELECT seq AS events_before FROM wf.runs WHERE run_id = :'aprun';
 SELECT max_events_per_run FROM wf.set_tenant_policy('default', '{"max_events_per_run": 20}');
 SELECT answer, count(*) FROM (SELECT wf.decide(:'tok', 'approve', 'alice') AS answer
                               FROM generate_series(1, 200)) x GROUP BY answer;
-SELECT seq AS events, (SELECT count(*) FROM wf.events e WHERE e.run_id = :'aprun') AS rows
-FROM wf.runs WHERE run_id = :'aprun';
+SELECT seq AS events, (SELECT count(*) FROM wf._run_events(r.run_id, r.tenant_id)) AS stored
+FROM wf.runs r WHERE run_id = :'aprun';
 SELECT type, count, first_at <= last_at AS ordered FROM wf.suppressed_events WHERE run_id = :'aprun';
 SELECT count(*) AS attempts_recorded FROM wf.approval_attempts WHERE run_id = :'aprun';
 SELECT wf.verify_run(:'aprun');
@@ -168,7 +168,7 @@ SELECT wf.complete_task(:t2, :f2, '{}') FROM generate_series(1, 3);
 SELECT r.run_id = :'trun' AS first_run, s.type, s.count
 FROM wf.suppressed_events s JOIN wf.runs r USING (run_id)
 WHERE r.definition_name = 'lim_t' ORDER BY 1 DESC, 2;
-SELECT seq, (SELECT count(*) FROM wf.events e WHERE e.run_id = r.run_id) AS rows
+SELECT seq, (SELECT count(*) FROM wf._run_events(r.run_id, r.tenant_id)) AS stored
 FROM wf.runs r WHERE definition_name = 'lim_t' ORDER BY created_at;
 SELECT wf.verify_run(:'trun') AND wf.verify_run(:'srun') AS verified;
 

@@ -19,7 +19,7 @@ CREATE FUNCTION pg_temp.shape(r uuid) RETURNS text LANGUAGE sql AS $$
                                           'idempotency_key', 'input_digest', 'timer_id', 'fire_at',
                                           'next_attempt_at'])::text,
                     E'\n' ORDER BY e.seq)
-  FROM wf.events e WHERE e.run_id = r
+  FROM wf._run_events(r, (SELECT x.tenant_id FROM wf.runs x WHERE x.run_id = r)) e
 $$;
 
 -- scenario: eager dispatch; the next step of the same run on the same queue

@@ -81,8 +81,8 @@ SELECT * FROM pg_temp.added();
 -- the trace context
 SELECT wf.run_traceparent(:'run');
 SELECT payload->>'traceparent' AS recorded FROM wf.history(:'run') WHERE type = 'run_started';
-SELECT r.step, wf.run_traceparent(r.run_id) FROM wf.events r
-WHERE r.run_id = :'run' AND r.type = 'task_scheduled' ORDER BY seq;
+SELECT r.step, wf.run_traceparent(:'run') FROM wf.history(:'run') r
+WHERE r.type = 'task_scheduled' ORDER BY seq;
 SELECT wf.verify_run(:'run');
 SELECT wf.run_traceparent(wf.start_run('met_flow')) IS NULL AS none_given;
 SELECT wf.start_run('met_flow', '{}', traceparent => NULL) IS NOT NULL AS null_is_none;

@@ -22,7 +22,7 @@ SELECT status, worker, deliveries, fence = :f AS same_fence FROM wf.tasks WHERE 
 SELECT count(*) AS left_to_claim FROM wf.claim_tasks('sc_q', 'w2', 10)
 WHERE run_id = :'r';
 -- no event for the lease: the history is that of wf.start_run
-SELECT seq, type, step FROM wf.events WHERE run_id = :'r' ORDER BY seq;
+SELECT seq, type, step FROM wf.history(:'r') ORDER BY seq;
 -- the lease is the worker's: it completes under the fence, and the run goes on
 SELECT wf.complete_task(:t, :f, '{"done": 1}');
 SELECT current_step, status FROM wf.runs WHERE run_id = :'r';

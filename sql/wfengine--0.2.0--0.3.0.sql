@@ -587,6 +587,158 @@ COMMENT ON INDEX wf.runs_tenant_id_idempotency_key_key IS
 'A tenant''s runs by idempotency key, once each; runs started without one are not in it.';
 -- ==== end issue 31: idempotency keys indexed only where there is one ====
 
+-- ==== issue 31: one row of history per step ====
+-- A task_scheduled or run_completed event appended right after another
+-- event of the same transition is stored in that event's row, in the new
+-- column "more" (a jsonb array of {"type", "step", "attempt", "payload"};
+-- its k-th element is event seq + k, with the row's actor and created_at),
+-- rather than in a row of its own (src/state.c, WfEventRidesAlong): a
+-- step's completion and its next attempt are one row and one events_pkey
+-- entry.  The row's hash is that of its last event, the chain running
+-- through the events it holds as if each had its own row; wf.history and
+-- wf.verify_run read every event with its seq and hash as before.  Rows
+-- written before the update have no "more".  Adding a column that may be
+-- NULL rewrites nothing.
+ALTER TABLE wf.events ADD COLUMN more jsonb;
+COMMENT ON COLUMN wf.events.more IS
+'The events that follow this row''s event in the same transition and share its row (task_scheduled, run_completed): a jsonb array of {"type", "step", "attempt", "payload"}, the k-th element event seq + k, with this row''s actor and created_at; NULL: none.  wf.history shows them as events of their own.';
+
+-- Every event, one row each, those a row holds in "more" too: for whoever
+-- reads the history across runs by type (a task_scheduled or run_completed
+-- is not a row of wf.events of its own any more).  As the caller
+-- (security_invoker): the row-level security of wf.events applies.
+CREATE VIEW wf.event_log WITH (security_invoker = true) AS
+SELECT e.run_id, e.tenant_id, e.seq, e.type, e.step, e.attempt, e.payload, e.actor,
+       e.created_at, e.seq AS row_seq
+FROM wf.events e
+UNION ALL
+SELECT e.run_id, e.tenant_id, e.seq OPERATOR(pg_catalog.+) m.n::pg_catalog.int4,
+       m.x OPERATOR(pg_catalog.->>) 'type', m.x OPERATOR(pg_catalog.->>) 'step',
+       (m.x OPERATOR(pg_catalog.->>) 'attempt')::pg_catalog.int4,
+       m.x OPERATOR(pg_catalog.->) 'payload', e.actor, e.created_at, e.seq
+FROM wf.events e
+     CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(e.more) WITH ORDINALITY m(x, n)
+WHERE e.more IS NOT NULL;
+COMMENT ON VIEW wf.event_log IS
+'Every event of the runs the caller may see, one row each: the rows of wf.events and the events their column more holds (row_seq: the seq of the row that holds the event).  Payloads as stored; wf.history(run) shows one run''s as 0.2.0 stored them.';
+GRANT SELECT ON wf.event_log TO wfengine_app, wfengine_worker, wfengine_approver,
+    wfengine_operator, wfengine_admin;
+
+-- The events of a run of tenant, for wf.run_graph (its owner's body names
+-- the tenant).
+CREATE FUNCTION wf._run_events(run uuid, tenant text)
+RETURNS TABLE (seq integer, type text, step text, attempt integer, payload jsonb,
+               actor text, created_at timestamptz)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at
+FROM wf.event_log e
+WHERE e.run_id OPERATOR(pg_catalog.=) run AND e.tenant_id OPERATOR(pg_catalog.=) tenant
+$$;
+COMMENT ON FUNCTION wf._run_events(uuid, text) IS
+'Internal: the events of a run of a tenant (wf.event_log), unordered; for wf.run_graph.';
+REVOKE ALL ON FUNCTION wf._run_events(uuid, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION wf._run_graph(run uuid, format text DEFAULT 'mermaid')
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r        wf.runs;
+    spec     jsonb;
+    path     jsonb;
+    ev       wf.events;
+    exit_to  text;
+    current  text;
+    stopped  text;
+BEGIN
+    IF format IS NULL OR format NOT IN ('mermaid', 'dot') THEN
+        RAISE EXCEPTION 'unsupported graph format "%"', format
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use format => ''mermaid'' or format => ''dot''.';
+    END IF;
+    SELECT * INTO r FROM wf.runs x
+    WHERE x.run_id OPERATOR(pg_catalog.=) run
+      AND x.tenant_id OPERATOR(pg_catalog.=) wf.current_tenant();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % does not exist', run USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT d.spec INTO spec FROM wf.definitions d
+    WHERE d.definition_id OPERATOR(pg_catalog.=) r.definition_id
+      AND d.tenant_id OPERATOR(pg_catalog.=) r.tenant_id;
+
+    -- Each visit of a step, in the order the run entered them: the first
+    -- of its entering events (task_scheduled of attempt 1, sleep_started,
+    -- approval_requested, choice_made, wait_started) per step and visit
+    -- (an approval step also schedules its notification task).  With the
+    -- branch a choice took, and whether an approval expired.  Since 0.3.0
+    -- a task_scheduled may ride in the row of the event before it
+    -- (wf._run_events unpacks them).
+    SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+               'step', v.step,
+               'choice', v.payload->'output'->'choice',
+               'expired', EXISTS (SELECT 1 FROM wf.events a
+                                  WHERE a.run_id OPERATOR(pg_catalog.=) run
+                                    AND a.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                                    AND a.step OPERATOR(pg_catalog.=) v.step
+                                    AND (a.payload->'visit') OPERATOR(pg_catalog.=) (v.payload->'visit')
+                                    AND ((a.type OPERATOR(pg_catalog.=) 'approval_completed'
+                                          AND a.payload->'output'->>'outcome' OPERATOR(pg_catalog.=) 'expired')
+                                         OR a.type OPERATOR(pg_catalog.=) 'wait_timed_out')))
+               ORDER BY v.seq)
+    INTO path
+    FROM (SELECT DISTINCT ON (e.step, COALESCE(e.payload->'visit', pg_catalog.to_jsonb(-e.seq)))
+                 e.seq, e.step, e.payload
+          FROM wf._run_events(run, r.tenant_id) e
+          WHERE e.step IS NOT NULL
+            AND e.step NOT LIKE 'compensate:%'
+            AND (e.type IN ('sleep_started', 'approval_requested', 'choice_made', 'wait_started',
+                            'children_started')
+                 OR (e.type OPERATOR(pg_catalog.=) 'task_scheduled' AND e.attempt OPERATOR(pg_catalog.=) 1))
+          ORDER BY e.step, COALESCE(e.payload->'visit', pg_catalog.to_jsonb(-e.seq)), e.seq) v;
+
+    IF r.status IN ('running', 'paused') THEN
+        current := r.current_step;
+    ELSIF r.status OPERATOR(pg_catalog.=) 'completed' THEN
+        exit_to := 'end';
+    ELSE
+        SELECT * INTO ev FROM wf.events e
+        WHERE e.run_id OPERATOR(pg_catalog.=) run
+          AND e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+          AND e.type IN ('run_failed', 'run_terminated', 'cancel_requested',
+                         'compensation_requested')
+        ORDER BY e.seq DESC LIMIT 1;
+        -- a cancelled run stopped where wf.cancel_run found it
+        stopped := COALESCE(ev.payload->>'step', r.current_step);
+        IF stopped LIKE 'compensate:%' THEN
+            stopped := NULL;
+        END IF;
+        IF ev.payload->>'reason' OPERATOR(pg_catalog.=) 'approval_expired'
+           OR (ev.payload->>'reason' OPERATOR(pg_catalog.=) 'step_timeout'
+               AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(spec->'steps') st
+                           WHERE st->>'name' OPERATOR(pg_catalog.=) (ev.payload->>'step')
+                             AND st->>'type' OPERATOR(pg_catalog.=) 'wait_event')) THEN
+            exit_to := 'fail';
+        END IF;
+        -- a run can fail while it enters a step (an approval step that
+        -- finds no approvers): the run still went there
+        IF stopped IS NOT NULL AND (path IS NULL OR (path->-1->>'step') IS DISTINCT FROM stopped) THEN
+            path := COALESCE(path, '[]'::jsonb)
+                 || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('step', stopped));
+        END IF;
+    END IF;
+
+    RETURN wf._graph_render(
+        r.definition_name || ' v' || r.definition_version || ' run ' || r.run_id,
+        spec, format,
+        pg_catalog.jsonb_build_object('path', COALESCE(path, '[]'::jsonb), 'exit', exit_to,
+                                      'current', current, 'stopped', stopped));
+END
+$$;
+-- ==== end issue 31: one row of history per step ====
+
 -- ==== issue 30: the cut-over takes no lock that waits for a vacuum ====
 -- wf.move_in_cutover, which runs while the partition is refused, emptied
 -- wfshard.moved_runs with TRUNCATE: an ACCESS EXCLUSIVE lock, which waits

@@ -48,6 +48,7 @@
 #include "stepkind.h"
 #include "tenant.h"
 #include "waits.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(wfengine_explain);
 
@@ -55,6 +56,7 @@ PG_FUNCTION_INFO_V1(wfengine_explain);
 enum
 {
 	PLAN_EXPLAIN_FINISHED = 0,
+	PLAN_EXPLAIN_FINISHED_02,
 	PLAN_EXPLAIN_PAUSED,
 	PLAN_EXPLAIN_QUOTA_REFUSED,
 	PLAN_EXPLAIN_HELD,
@@ -64,7 +66,24 @@ enum
 static const WfPlanSpec explain_plan_specs[] = {
 	[PLAN_EXPLAIN_FINISHED] = {
 		"explain_finished",
-		/* how the run ended: its last ending event */
+		/*
+		 * how the run ended: its last ending event (wf.event_log: a
+		 * run_completed rides in the row of the event before it, state.c)
+		 */
+		"SELECT pg_catalog.jsonb_build_object('finished_at', r.finished_at,"
+		" 'reason', e.payload OPERATOR(pg_catalog.->) 'reason',"
+		" 'at_step', e.payload OPERATOR(pg_catalog.->) 'step') "
+		"FROM wf.runs r LEFT JOIN LATERAL (SELECT v.payload FROM wf.event_log v"
+		" WHERE v.run_id OPERATOR(pg_catalog.=) r.run_id"
+		"  AND v.type OPERATOR(pg_catalog.=) ANY (ARRAY['run_completed', 'run_failed',"
+		"   'run_terminated', 'run_cancelled', 'compensation_failed', 'run_compensated'])"
+		" ORDER BY v.seq DESC LIMIT 1) e ON true "
+		"WHERE r.run_id OPERATOR(pg_catalog.=) $1",
+		1, {UUIDOID}
+	},
+	/* the same on a schema not yet updated to 0.3.0: a row per event */
+	[PLAN_EXPLAIN_FINISHED_02] = {
+		"explain_finished_02",
 		"SELECT pg_catalog.jsonb_build_object('finished_at', r.finished_at,"
 		" 'reason', e.payload OPERATOR(pg_catalog.->) 'reason',"
 		" 'at_step', e.payload OPERATOR(pg_catalog.->) 'step') "
@@ -418,7 +437,9 @@ wfengine_explain(PG_FUNCTION_ARGS)
 		default:
 			/* it has ended */
 			values[0] = UUIDPGetDatum(&run.run_id);
-			ex.details = one_object(PLAN_EXPLAIN_FINISHED, values, NULL);
+			ex.details = one_object(WfSchemaVersionAtLeast("0.3.0", NULL) ?
+									PLAN_EXPLAIN_FINISHED : PLAN_EXPLAIN_FINISHED_02,
+									values, NULL);
 			break;
 	}
 	commands = list_concat(commands, ex.commands);

@@ -58,6 +58,7 @@
 #include "state.h"
 #include "tenant.h"
 #include "transition.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(wfengine_verify_run);
 PG_FUNCTION_INFO_V1(wfengine_verify_run_anchor);
@@ -69,6 +70,7 @@ enum
 	PLAN_TASKS_OF_RUN = 0,
 	PLAN_RUN_IDENTITY,
 	PLAN_EVENTS_GET,
+	PLAN_EVENTS_GET_02,
 	PLAN_CHAIN_HEADS,
 	PLAN_HISTORY_RUN,
 	PLAN_HISTORY_EVENTS
@@ -104,14 +106,27 @@ static const WfPlanSpec replay_plan_specs[] = {
 	[PLAN_EVENTS_GET] = {
 		"events_get",
 		"SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at,"
-		" e.hash, e.tenant_id FROM wf.events e "
+		" e.hash, e.tenant_id, e.more FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
+		1, {UUIDOID}, false, true
+	},
+	/* the same on a schema not yet updated to 0.3.0: no column more */
+	[PLAN_EVENTS_GET_02] = {
+		"events_get_02",
+		"SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at,"
+		" e.hash, e.tenant_id, NULL::pg_catalog.jsonb FROM wf.events e "
 		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
 		1, {UUIDOID}, false, true
 	},
 	[PLAN_CHAIN_HEADS] = {
 		"chain_heads",
-		"SELECT r.run_id, e.seq, e.hash FROM wf.runs r JOIN wf.events e"
-		" ON e.run_id OPERATOR(pg_catalog.=) r.run_id AND e.seq OPERATOR(pg_catalog.=) r.seq"
+		/*
+		 * the hash of the run's last event is that of its last row, which
+		 * holds it (column more) when it rides along with the one before
+		 */
+		"SELECT r.run_id, r.seq, e.hash FROM wf.runs r CROSS JOIN LATERAL"
+		" (SELECT x.hash FROM wf.events x WHERE x.run_id OPERATOR(pg_catalog.=) r.run_id"
+		"  AND x.seq OPERATOR(pg_catalog.<=) r.seq ORDER BY x.seq DESC LIMIT 1) e"
 		" WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 ORDER BY r.run_id",
 		1, {TEXTOID}
 	},
@@ -124,7 +139,7 @@ static const WfPlanSpec replay_plan_specs[] = {
 	[PLAN_HISTORY_EVENTS] = {
 		"history_events",
 		"SELECT e.seq, e.type, e.step, e.attempt, e.payload, e.actor, e.created_at,"
-		" pg_catalog.encode(e.hash, 'hex') FROM wf.events e "
+		" e.hash, e.more FROM wf.events e "
 		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.tenant_id OPERATOR(pg_catalog.=) $2"
 		" ORDER BY e.seq",
 		2, {UUIDOID, TEXTOID}, false, true
@@ -175,7 +190,8 @@ enum
 	EVENTS_GET_COL_ACTOR,
 	EVENTS_GET_COL_CREATED_AT,
 	EVENTS_GET_COL_HASH,
-	EVENTS_GET_COL_TENANT_ID
+	EVENTS_GET_COL_TENANT_ID,
+	EVENTS_GET_COL_MORE
 };
 
 
@@ -339,57 +355,88 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 	state->tenant_id = stored->tenant_id;
 
 	values[0] = UUIDPGetDatum(&stored->run_id);
-	n = WfPlanExec(&WfReplayPlans, PLAN_EVENTS_GET, values, NULL, true, 0, SPI_OK_SELECT);
+	n = WfPlanExec(&WfReplayPlans,
+				   WfSchemaVersionAtLeast("0.3.0", NULL) ? PLAN_EVENTS_GET : PLAN_EVENTS_GET_02,
+				   values, NULL, true, 0, SPI_OK_SELECT);
 	if (n == 0)
 		return "The run has no events";
 
 	for (i = 0; i < n; i++)
 	{
-		WfEvent		ev;
+		WfEvent		head;
+		WfEvent    *evs;
+		WfRunState	chain;
 		bool		isnull;
 		Datum		d;
 		char	   *type;
 		char	   *tenant;
 		bytea	   *stored_hash;
-		const char *problem;
+		Jsonb	   *more;
+		int			nevs;
+		int			k;
 
-		memset(&ev, 0, sizeof(ev));
-		ev.seq = DatumGetInt32(WfGetDatumNotNull(i, EVENTS_GET_COL_SEQ));
+		memset(&head, 0, sizeof(head));
+		head.seq = DatumGetInt32(WfGetDatumNotNull(i, EVENTS_GET_COL_SEQ));
 		type = WfGetTextOrNull(i, EVENTS_GET_COL_TYPE);
-		ev.type = WfEventTypeFromName(type);
-		ev.step = WfGetTextOrNull(i, EVENTS_GET_COL_STEP);
+		head.type = WfEventTypeFromName(type);
+		head.step = WfGetTextOrNull(i, EVENTS_GET_COL_STEP);
 		d = WfGetDatum(i, EVENTS_GET_COL_ATTEMPT, &isnull);
-		ev.attempt = isnull ? 0 : DatumGetInt32(d);
-		ev.payload = DatumGetJsonbP(WfGetDatumNotNull(i, EVENTS_GET_COL_PAYLOAD));
-		ev.actor = WfGetTextOrNull(i, EVENTS_GET_COL_ACTOR);
-		ev.created_at = DatumGetTimestampTz(WfGetDatumNotNull(i, EVENTS_GET_COL_CREATED_AT));
+		head.attempt = isnull ? 0 : DatumGetInt32(d);
+		head.payload = DatumGetJsonbP(WfGetDatumNotNull(i, EVENTS_GET_COL_PAYLOAD));
+		head.actor = WfGetTextOrNull(i, EVENTS_GET_COL_ACTOR);
+		head.created_at = DatumGetTimestampTz(WfGetDatumNotNull(i, EVENTS_GET_COL_CREATED_AT));
 		stored_hash = DatumGetByteaPP(WfGetDatumNotNull(i, EVENTS_GET_COL_HASH));
 		tenant = WfGetTextOrNull(i, EVENTS_GET_COL_TENANT_ID);
+		d = WfGetDatum(i, EVENTS_GET_COL_MORE, &isnull);
+		more = isnull ? NULL : DatumGetJsonbP(d);
 
-		if (ev.seq != state->seq + 1)
+		if (head.seq != state->seq + 1)
 			return psprintf("Event %d follows event %d: the history has a gap",
-							ev.seq, state->seq);
-		if (ev.type == 0)
-			return psprintf("Event %d has unknown type \"%s\"", ev.seq, type);
+							head.seq, state->seq);
 		if (strcmp(tenant, stored->tenant_id) != 0)
-			return psprintf("Event %d belongs to another tenant", ev.seq);
+			return psprintf("Event %d belongs to another tenant", head.seq);
 
-		WfHashEventFor(state, &ev);
+		/*
+		 * The row's events (the events that ride along with its first, in
+		 * more: state.c), each hashed onto the chain; the row's hash is
+		 * that of its last.
+		 */
+		evs = WfUnpackEvents(&head, more, &nevs);
+		chain = *state;
+		for (k = 0; k < nevs; k++)
+		{
+			if (evs[k].type == 0)
+				return k == 0 ?
+					psprintf("Event %d has unknown type \"%s\"", head.seq, type) :
+					psprintf("Event %d, held by the row of event %d, is not an event of a known type",
+							 evs[k].seq, head.seq);
+			WfHashEventFor(&chain, &evs[k]);
+			memcpy(chain.last_hash, evs[k].hash, WF_HASH_LEN);
+		}
 		if (VARSIZE_ANY_EXHDR(stored_hash) != WF_HASH_LEN ||
-			memcmp(VARDATA_ANY(stored_hash), ev.hash, WF_HASH_LEN) != 0)
-			return psprintf("Event %d does not match its hash: the event or one before it was changed",
-							ev.seq);
+			memcmp(VARDATA_ANY(stored_hash), evs[nevs - 1].hash, WF_HASH_LEN) != 0)
+			return nevs == 1 ?
+				psprintf("Event %d does not match its hash: the event or one before it was changed",
+						 head.seq) :
+				psprintf("Event %d, whose row holds events %d to %d, does not match its hash: the row or one before it was changed",
+						 head.seq, head.seq, evs[nevs - 1].seq);
 
-		/* the chain holds up to here: is this the head that was exported? */
-		if (anchor != NULL && ev.seq == anchor->seq &&
-			memcmp(ev.hash, anchor->hash, WF_HASH_LEN) != 0)
-			return psprintf("Event %d does not have the anchor's hash: the history was rolled back or rewritten after the anchor was exported",
-							ev.seq);
+		for (k = 0; k < nevs; k++)
+		{
+			WfEvent    *ev = &evs[k];
+			const char *problem;
 
-		problem = WfApplyEvent(state, &ev);
-		if (problem != NULL)
-			return psprintf("Event %d cannot be replayed: %s", ev.seq, problem);
-		log_event(log, &ev);
+			/* the chain holds up to here: is this the head that was exported? */
+			if (anchor != NULL && ev->seq == anchor->seq &&
+				memcmp(ev->hash, anchor->hash, WF_HASH_LEN) != 0)
+				return psprintf("Event %d does not have the anchor's hash: the history was rolled back or rewritten after the anchor was exported",
+								ev->seq);
+
+			problem = WfApplyEvent(state, ev);
+			if (problem != NULL)
+				return psprintf("Event %d cannot be replayed: %s", ev->seq, problem);
+			log_event(log, ev);
+		}
 	}
 	if (anchor != NULL && state->seq < anchor->seq)
 		return psprintf("The history ends at event %d, before the anchor's event %d: its tail was removed after the anchor was exported",
@@ -983,16 +1030,20 @@ enum
 	HISTORY_COL_PAYLOAD,
 	HISTORY_COL_ACTOR,
 	HISTORY_COL_CREATED_AT,
-	HISTORY_COL_HASH
+	HISTORY_COL_HASH,
+	HISTORY_COL_MORE
 };
 
 /*
  * wfengine_history is wf.history(run): the events of a run of the
  * session's tenant in seq order, each as it was appended, except that a
  * task_scheduled event of 0.3.0 shows what it leaves out in wf.events
- * (WfHistoryFillEvent), so that wf.history answers as in 0.2.0.  The hash
- * is the stored one, over the payload as stored (wf.verify_run checks
- * it).
+ * (WfHistoryFillEvent), so that wf.history answers as in 0.2.0.  The
+ * events a row holds after its first (column more, state.c) are shown as
+ * events of their own.  The hash is the stored one, over the payload as
+ * stored (wf.verify_run checks it); a row that holds several events
+ * stores its last event's hash, and the hashes of the events before it
+ * are those the chain gives from the row before.
  */
 Datum
 wfengine_history(PG_FUNCTION_ARGS)
@@ -1001,6 +1052,7 @@ wfengine_history(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		args[2];
 	WfHistoryFill fill;
+	WfRunState	chain;
 	SPITupleTable *tt;
 	uint64		n;
 	uint64		i;
@@ -1012,28 +1064,75 @@ wfengine_history(PG_FUNCTION_ARGS)
 	if (WfPlanExec(&WfReplayPlans, PLAN_HISTORY_RUN, args, NULL, true, 1, SPI_OK_SELECT) != 1)
 		WfUnknownRun(run_id);
 	WfHistoryFillInit(&fill, run_id);
+	memset(&chain, 0, sizeof(chain));
+	memcpy(&chain.run_id, run_id, sizeof(pg_uuid_t));
+	chain.tenant_id = pstrdup(WfCurrentTenant());
 	n = WfPlanExec(&WfReplayPlans, PLAN_HISTORY_EVENTS, args, NULL, true, 0, SPI_OK_SELECT);
 	/* kept: a definition loaded on the way runs a statement of its own */
 	tt = SPI_tuptable;
 	for (i = 0; i < n; i++)
 	{
-		WfEvent		ev;
-		Datum		values[8];
-		bool		nulls[8];
+		WfEvent		head;
+		WfEvent    *evs;
+		Datum		values[HISTORY_COL_MORE];
+		bool		nulls[HISTORY_COL_MORE];
+		bytea	   *stored_hash;
+		int			nevs;
 		int			c;
+		int			k;
 
-		for (c = 0; c < 8; c++)
+		for (c = 0; c < HISTORY_COL_MORE; c++)
 			values[c] = SPI_getbinval(tt->vals[i], tt->tupdesc, c + 1, &nulls[c]);
-		memset(&ev, 0, sizeof(ev));
-		ev.type = WfEventTypeFromName(TextDatumGetCString(values[HISTORY_COL_TYPE - 1]));
-		ev.step = nulls[HISTORY_COL_STEP - 1] ? NULL :
+		memset(&head, 0, sizeof(head));
+		head.seq = DatumGetInt32(values[HISTORY_COL_SEQ - 1]);
+		head.type = WfEventTypeFromName(TextDatumGetCString(values[HISTORY_COL_TYPE - 1]));
+		head.step = nulls[HISTORY_COL_STEP - 1] ? NULL :
 			TextDatumGetCString(values[HISTORY_COL_STEP - 1]);
-		ev.attempt = nulls[HISTORY_COL_ATTEMPT - 1] ? 0 :
+		head.attempt = nulls[HISTORY_COL_ATTEMPT - 1] ? 0 :
 			DatumGetInt32(values[HISTORY_COL_ATTEMPT - 1]);
-		ev.payload = DatumGetJsonbP(values[HISTORY_COL_PAYLOAD - 1]);
-		ev.created_at = DatumGetTimestampTz(values[HISTORY_COL_CREATED_AT - 1]);
-		values[HISTORY_COL_PAYLOAD - 1] = JsonbPGetDatum(WfHistoryFillEvent(&fill, &ev));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		head.payload = DatumGetJsonbP(values[HISTORY_COL_PAYLOAD - 1]);
+		head.actor = TextDatumGetCString(values[HISTORY_COL_ACTOR - 1]);
+		head.created_at = DatumGetTimestampTz(values[HISTORY_COL_CREATED_AT - 1]);
+		stored_hash = DatumGetByteaPP(values[HISTORY_COL_HASH - 1]);
+		evs = WfUnpackEvents(&head,
+							 nulls[HISTORY_COL_MORE - 1] ? NULL :
+							 DatumGetJsonbP(values[HISTORY_COL_MORE - 1]),
+							 &nevs);
+		for (k = 0; k < nevs; k++)
+		{
+			WfEvent    *ev = &evs[k];
+			Datum		hash;
+
+			if (k == nevs - 1)
+				hash = PointerGetDatum(stored_hash);
+			else
+			{
+				WfHashEventFor(&chain, ev);
+				memcpy(chain.last_hash, ev->hash, WF_HASH_LEN);
+				hash = WfHashDatum(ev->hash);
+			}
+			values[HISTORY_COL_SEQ - 1] = Int32GetDatum(ev->seq);
+			if (k > 0)
+			{
+				values[HISTORY_COL_TYPE - 1] = ev->type != 0 ?
+					CStringGetTextDatum(WfEventTypeName(ev->type)) : (Datum) 0;
+				nulls[HISTORY_COL_TYPE - 1] = ev->type == 0;
+				nulls[HISTORY_COL_STEP - 1] = ev->step == NULL;
+				values[HISTORY_COL_STEP - 1] = ev->step != NULL ?
+					CStringGetTextDatum(ev->step) : (Datum) 0;
+				nulls[HISTORY_COL_ATTEMPT - 1] = ev->attempt == 0;
+				values[HISTORY_COL_ATTEMPT - 1] = Int32GetDatum(ev->attempt);
+			}
+			nulls[HISTORY_COL_PAYLOAD - 1] = ev->payload == NULL;
+			values[HISTORY_COL_PAYLOAD - 1] = ev->payload == NULL ? (Datum) 0 :
+				JsonbPGetDatum(WfHistoryFillEvent(&fill, ev));
+			values[HISTORY_COL_HASH - 1] =
+				DirectFunctionCall2(binary_encode, hash, CStringGetTextDatum("hex"));
+			nulls[HISTORY_COL_HASH - 1] = false;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		if (VARSIZE_ANY_EXHDR(stored_hash) == WF_HASH_LEN)
+			memcpy(chain.last_hash, VARDATA_ANY(stored_hash), WF_HASH_LEN);
 	}
 	WfApiEnd();
 	return (Datum) 0;

@@ -479,9 +479,19 @@ task_lease_values(WfTransition *tr, Datum *values, char *nulls)
 /* the rows WfTransitionWrite writes (rowwrite.c), columns in the order of the values */
 static const char *const event_columns[] = {
 	"run_id", "seq", "tenant_id", "type", "step", "attempt", "payload", "actor",
-	"created_at", "hash"
+	"created_at", "hash", "more"
 };
 static WfRowTable events_table = WF_ROW_TABLE("events", event_columns, InvalidOid);
+
+/*
+ * The same without "more", for a schema not yet updated to 0.3.0, which
+ * this library also serves until ALTER EXTENSION wfengine UPDATE: every
+ * event in a row of its own, as the 0.2.0 library reads them.
+ */
+static WfRowTable events_table_02 = {
+	"events", lengthof(event_columns) - 1, event_columns, InvalidOid, 0, NULL, InvalidOid, -1,
+	NULL, NULL
+};
 
 static const char *const task_columns[] = {
 	"task_id", "tenant_id", "run_id", "step", "visit", "attempt", "queue", "activity",
@@ -778,7 +788,11 @@ write_run(WfTransition *tr)
 }
 
 /*
- * write_events appends the transition's events.
+ * write_events appends the transition's events: each in a row of its own,
+ * but for those that ride along with the event before them (a
+ * task_scheduled or run_completed that follows another event of the
+ * transition, WfEventRidesAlong), which go into that event's row, column
+ * more (WfPackEvents); the row's hash is that of its last event.
  */
 static void
 write_events(WfTransition *tr, Datum tenant)
@@ -787,18 +801,22 @@ write_events(WfTransition *tr, Datum tenant)
 	Datum		values[lengthof(event_columns)];
 	bool		nulls[lengthof(event_columns)];
 	WfRowWriter w;
+	bool		pack = WfSchemaVersionAtLeast("0.3.0", NULL);
 	int			i;
+	int			j;
 
-	WfRowWriterOpen(&w, &events_table);
+	WfRowWriterOpen(&w, pack ? &events_table : &events_table_02);
 	memset(nulls, false, sizeof(nulls));
 	values[0] = UUIDPGetDatum(&run->run_id);
 	values[2] = tenant;
 	values[7] = CStringGetTextDatum(tr->actor);
 	values[8] = TimestampTzGetDatum(tr->now);
-	for (i = 0; i < tr->nevents; i++)
+	for (i = 0; i < tr->nevents; i = j)
 	{
 		WfEvent    *ev = &tr->events[i];
 
+		for (j = i + 1; pack && j < tr->nevents && WfEventRidesAlong(tr->events[j].type); j++)
+			;
 		values[1] = Int32GetDatum(ev->seq);
 		values[3] = CStringGetTextDatum(WfEventTypeName(ev->type));
 		nulls[4] = ev->step == NULL;
@@ -806,7 +824,13 @@ write_events(WfTransition *tr, Datum tenant)
 		nulls[5] = ev->attempt == 0;
 		values[5] = Int32GetDatum(ev->attempt);
 		values[6] = JsonbPGetDatum(ev->payload);
-		values[9] = WfHashDatum(ev->hash);
+		values[9] = WfHashDatum(tr->events[j - 1].hash);
+		if (pack)
+		{
+			nulls[10] = j == i + 1;
+			values[10] = nulls[10] ? (Datum) 0 :
+				JsonbPGetDatum(WfPackEvents(&tr->events[i + 1], j - i - 1));
+		}
 		WfRowInsert(&w, values, nulls);
 	}
 	WfRowWriterClose(&w);

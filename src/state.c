@@ -1154,6 +1154,134 @@ WfHashEventFor(const WfRunState *run, WfEvent *ev)
 	pfree(text);
 }
 
+/*
+ * Events that share a row of wf.events.
+ *
+ * Since 0.3.0 a task_scheduled or run_completed event appended right after
+ * another event of the same transition is stored in that event's row, in
+ * its column "more", rather than in a row of its own: a step's completion
+ * and the next step's attempt are one row and one events_pkey entry (about
+ * 300 bytes of every step's WAL less, docs/benchmarks.md).  "more" is a
+ * jsonb array of {"type", "step", "attempt", "payload"} objects ("step"
+ * and "attempt" left out when the event has none); the k-th element is
+ * event seq + k, with the row's actor and created_at (a transition's
+ * events share both).  The row's hash is that of its last event; the
+ * hashes before it are those the chain gives, event by event, as if each
+ * had a row of its own, so that wf.history and wf.verify_run read the
+ * same events, seqs and hashes whichever way they were stored.  The types
+ * that ride along are those nothing looks up in wf.events by type with an
+ * index: task_completed, which events_task_completed_idx and the
+ * statistics find by type, always starts a row.
+ */
+bool
+WfEventRidesAlong(WfEventType type)
+{
+	return type == WF_EV_TASK_SCHEDULED || type == WF_EV_RUN_COMPLETED;
+}
+
+/*
+ * WfPackEvents returns the column "more" of a row for the n events evs that
+ * follow its first event.
+ */
+Jsonb *
+WfPackEvents(const WfEvent *evs, int n)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue *res;
+	int			i;
+
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue	k;
+		JsonbValue	v;
+		const char *type = WfEventTypeName(evs[i].type);
+
+		pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+		k.type = jbvString;
+		k.val.string.val = "type";
+		k.val.string.len = 4;
+		pushJsonbValue(&state, WJB_KEY, &k);
+		v.type = jbvString;
+		v.val.string.val = (char *) type;
+		v.val.string.len = strlen(type);
+		pushJsonbValue(&state, WJB_VALUE, &v);
+		if (evs[i].step != NULL)
+		{
+			k.val.string.val = "step";
+			k.val.string.len = 4;
+			pushJsonbValue(&state, WJB_KEY, &k);
+			v.type = jbvString;
+			v.val.string.val = (char *) evs[i].step;
+			v.val.string.len = strlen(evs[i].step);
+			pushJsonbValue(&state, WJB_VALUE, &v);
+		}
+		if (evs[i].attempt != 0)
+		{
+			k.val.string.val = "attempt";
+			k.val.string.len = 7;
+			pushJsonbValue(&state, WJB_KEY, &k);
+			v.type = jbvNumeric;
+			v.val.numeric = int64_to_numeric(evs[i].attempt);
+			pushJsonbValue(&state, WJB_VALUE, &v);
+		}
+		k.val.string.val = "payload";
+		k.val.string.len = 7;
+		pushJsonbValue(&state, WJB_KEY, &k);
+		v.type = jbvBinary;
+		v.val.binary.data = &evs[i].payload->root;
+		v.val.binary.len = VARSIZE(evs[i].payload) - VARHDRSZ;
+		pushJsonbValue(&state, WJB_VALUE, &v);
+		pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	}
+	res = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * WfUnpackEvents returns the events of a row of wf.events: its first event
+ * head, then those of its column more (NULL: none), in *n.  An element of
+ * more that is not an event as WfPackEvents writes it gives an event of
+ * type 0 (unknown), which replay refuses.
+ */
+WfEvent *
+WfUnpackEvents(const WfEvent *head, Jsonb *more, int *n)
+{
+	WfEvent    *evs;
+	int			count = 1;
+	int			i;
+
+	if (more != NULL && JB_ROOT_IS_ARRAY(more) && !JB_ROOT_IS_SCALAR(more))
+		count += JB_ROOT_COUNT(more);
+	evs = palloc0(sizeof(WfEvent) * count);
+	evs[0] = *head;
+	for (i = 1; i < count; i++)
+	{
+		JsonbValue *elem = getIthJsonbValueFromContainer(&more->root, i - 1);
+		WfEvent    *ev = &evs[i];
+		Jsonb	   *obj;
+		char	   *type;
+
+		ev->seq = head->seq + i;
+		ev->actor = head->actor;
+		ev->created_at = head->created_at;
+		if (elem == NULL || elem->type != jbvBinary)
+			continue;			/* type 0: not an event */
+		obj = JsonbValueToJsonb(elem);
+		if (!JB_ROOT_IS_OBJECT(obj))
+			continue;
+		type = WfJsonbGetText(obj, "type");
+		ev->type = type != NULL ? WfEventTypeFromName(type) : 0;
+		ev->step = WfJsonbGetText(obj, "step");
+		ev->attempt = (int32) WfJsonbGetInt(obj, "attempt", 0);
+		ev->payload = WfJsonbGetJsonb(obj, "payload");
+		if (ev->payload == NULL)
+			ev->type = 0;
+	}
+	*n = count;
+	return evs;
+}
+
 /* ----------------------------------------------------------------
  *		transitions
  * ----------------------------------------------------------------

@@ -154,6 +154,11 @@ extern WfTimerKind WfTimerKindFromName(const char *name);
 /* the reducer, shared by live transitions and replay */
 extern const char *WfApplyEvent(WfRunState *run, const WfEvent *ev);
 extern void WfHashEventFor(const WfRunState *run, WfEvent *ev);
+
+/* events that share a row of wf.events (its column "more") */
+extern bool WfEventRidesAlong(WfEventType type);
+extern Jsonb *WfPackEvents(const WfEvent *evs, int n);
+extern WfEvent *WfUnpackEvents(const WfEvent *head, Jsonb *more, int *n);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
 extern WfRunStatus WfUndoingStatus(const WfRunState *run);
 

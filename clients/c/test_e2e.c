@@ -427,7 +427,7 @@ test_shard_list(PGconn *admin)
 	snprintf(shard_db2, sizeof(shard_db2), "%s", db2);
 	snprintf(sql, sizeof(sql), "SELECT pg_catalog.setval('wf.task_id_seq', %s)",
 			 /* the last task id s2 issued (a completed attempt has no row since 0.3.0) */
-			 value(c, "SELECT max((payload->>'task_id')::bigint) FROM wf.events"
+			 value(c, "SELECT max((payload->>'task_id')::bigint) FROM wf.event_log"
 				   " WHERE type = 'task_scheduled'", 0, NULL));
 	run_sql(admin, "SELECT wf.configure_shard('s1', " SHARD_MAP ", 2)");
 	run_sql(admin, sql);
@@ -539,15 +539,15 @@ main(int argc, char **argv)
 	 * read from its task_completed event, its deliveries from the lease
 	 * expiries before it, each followed by one delivery more)
 	 */
-	check(strcmp(value(admin, "SELECT count(*) FROM wf.events WHERE type = 'task_completed'"
+	check(strcmp(value(admin, "SELECT count(*) FROM wf.event_log WHERE type = 'task_completed'"
 					   " AND step = 'charge' AND attempt = 2", 0, NULL), "1") == 0, "the retry (attempt 2) completed", NULL);
 	check(strcmp(value(admin, "SELECT CASE WHEN c.seq IS NULL THEN t.status ELSE 'completed' END || '/' ||"
-					   " (1 + (SELECT count(*) FROM wf.events x WHERE x.run_id = s.run_id AND x.type = 'lease_expired'"
+					   " (1 + (SELECT count(*) FROM wf.event_log x WHERE x.run_id = s.run_id AND x.type = 'lease_expired'"
 					   "       AND x.step = s.step AND x.attempt = s.attempt))"
-					   " FROM wf.runs r JOIN wf.events s ON s.run_id = r.run_id AND s.type = 'task_scheduled'"
+					   " FROM wf.runs r JOIN wf.event_log s ON s.run_id = r.run_id AND s.type = 'task_scheduled'"
 					   "      AND s.step = 'reserve'"
 					   " LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint"
-					   " LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed'"
+					   " LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed'"
 					   "      AND c.payload->>'task_id' = s.payload->>'task_id'"
 					   " WHERE r.input->>'sku' = 'SKU-1'", 0, NULL), "completed/1") == 0,
 		  "a task longer than its lease was kept by heartbeats, delivered once", NULL);
@@ -558,8 +558,8 @@ main(int argc, char **argv)
 	p[0] = slow_run;
 	check(slow_run[0] && strcmp(value(admin, "SELECT string_agg(s.step || ':' || CASE WHEN c.seq IS NULL"
 									  " THEN t.status ELSE 'completed' END, ',' ORDER BY s.seq)"
-									  " FROM wf.events s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint"
-									  " LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed'"
+									  " FROM wf.event_log s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint"
+									  " LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed'"
 									  "      AND c.payload->>'task_id' = s.payload->>'task_id'"
 									  " WHERE s.run_id = $1::uuid AND s.type = 'task_scheduled'", 1, p),
 								"charge:completed,reserve:ready") == 0,
@@ -609,7 +609,7 @@ main(int argc, char **argv)
 		check(rc == 0, "the eager worker ran and stopped", err.message);
 		p[0] = pair_run;
 		snprintf(more, sizeof(more), "%s %s", pair_seen,
-				 value(admin, "SELECT payload->>'worker' FROM wf.events"
+				 value(admin, "SELECT payload->>'worker' FROM wf.event_log"
 					   " WHERE run_id = $1::uuid AND type = 'task_completed' AND step = 'second'", 1, p));
 		check(strcmp(more, "c-eager/true/1/leased c-eager") == 0,
 			  "eager dispatch: the second step was leased by the first one's report", more);

@@ -160,14 +160,14 @@ func TestOrderWorkflow(t *testing.T) {
 	// (a completed attempt's row is deleted since 0.3.0: its completion is
 	// read from its task_completed event, its deliveries from the lease
 	// expiries before it, each followed by one delivery more)
-	check(one("SELECT count(*) FROM wf.events WHERE type = 'task_completed' AND step = 'charge' AND attempt = 2") == "1",
+	check(one("SELECT count(*) FROM wf.event_log WHERE type = 'task_completed' AND step = 'charge' AND attempt = 2") == "1",
 		"the retry (attempt 2) completed")
 	sr := one("SELECT CASE WHEN c.seq IS NULL THEN t.status ELSE 'completed' END || '/' ||" +
-		" (1 + (SELECT count(*) FROM wf.events x WHERE x.run_id = s.run_id AND x.type = 'lease_expired'" +
+		" (1 + (SELECT count(*) FROM wf.event_log x WHERE x.run_id = s.run_id AND x.type = 'lease_expired'" +
 		"       AND x.step = s.step AND x.attempt = s.attempt))" +
-		" FROM wf.runs r JOIN wf.events s ON s.run_id = r.run_id AND s.type = 'task_scheduled' AND s.step = 'reserve'" +
+		" FROM wf.runs r JOIN wf.event_log s ON s.run_id = r.run_id AND s.type = 'task_scheduled' AND s.step = 'reserve'" +
 		" LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint" +
-		" LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed'" +
+		" LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed'" +
 		"      AND c.payload->>'task_id' = s.payload->>'task_id'" +
 		" WHERE r.input->>'sku' = 'SKU-1'")
 	check(sr == "completed/1", "a task longer than its lease was kept by heartbeats, delivered once: %s", sr)
@@ -183,8 +183,8 @@ func TestOrderWorkflow(t *testing.T) {
 	if slowRun != "" {
 		slow = one("SELECT string_agg(s.step || ':' || CASE WHEN c.seq IS NULL THEN t.status ELSE 'completed' END,"+
 			" ',' ORDER BY s.seq)"+
-			" FROM wf.events s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint"+
-			" LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed'"+
+			" FROM wf.event_log s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint"+
+			" LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed'"+
 			"      AND c.payload->>'task_id' = s.payload->>'task_id'"+
 			" WHERE s.run_id = $1::uuid AND s.type = 'task_scheduled'", slowRun)
 	}
@@ -250,7 +250,7 @@ func TestEagerDispatch(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 	var completedBy string
-	if err := admin.QueryRow(ctx, "SELECT payload->>'worker' FROM wf.events"+
+	if err := admin.QueryRow(ctx, "SELECT payload->>'worker' FROM wf.event_log"+
 		" WHERE run_id = $1::uuid AND type = 'task_completed' AND step = 'second'", run).Scan(&completedBy); err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestShardList(t *testing.T) {
 	const shardMapS1 = "CASE wf.tenant_partition($1, 2) WHEN 0 THEN ARRAY['s1', 's2'] ELSE ARRAY['s2', 's1'] END"
 	var lastID int64
 	// the last task id s2 issued (a completed attempt has no row since 0.3.0)
-	if err := s2.QueryRow(ctx, "SELECT max((payload->>'task_id')::bigint) FROM wf.events WHERE type = 'task_scheduled'").Scan(&lastID); err != nil {
+	if err := s2.QueryRow(ctx, "SELECT max((payload->>'task_id')::bigint) FROM wf.event_log WHERE type = 'task_scheduled'").Scan(&lastID); err != nil {
 		t.Fatal(err)
 	}
 	exec(admin, "SELECT wf.configure_shard('s1', "+shardMap+", 2)", tenant)

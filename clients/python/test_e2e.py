@@ -172,16 +172,16 @@ check(len(failed_once) == 1, "a charge failed once (retryable) and was retried")
 # from its task_completed event, its deliveries from the lease expiries
 # before it, each followed by one delivery more)
 retried = admin.execute(
-    "SELECT count(*) FROM wf.events"
+    "SELECT count(*) FROM wf.event_log"
     " WHERE type = 'task_completed' AND step = 'charge' AND attempt = 2").fetchone()[0]
 check(retried == 1, "the retry (attempt 2) completed")
 slow_reserve = admin.execute(
     "SELECT CASE WHEN c.seq IS NULL THEN t.status ELSE 'completed' END,"
-    " 1 + (SELECT count(*)::int FROM wf.events x WHERE x.run_id = s.run_id AND x.type = 'lease_expired'"
+    " 1 + (SELECT count(*)::int FROM wf.event_log x WHERE x.run_id = s.run_id AND x.type = 'lease_expired'"
     "      AND x.step = s.step AND x.attempt = s.attempt)"
-    " FROM wf.runs r JOIN wf.events s ON s.run_id = r.run_id AND s.type = 'task_scheduled' AND s.step = 'reserve'"
+    " FROM wf.runs r JOIN wf.event_log s ON s.run_id = r.run_id AND s.type = 'task_scheduled' AND s.step = 'reserve'"
     " LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint"
-    " LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed'"
+    " LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed'"
     "      AND c.payload->>'task_id' = s.payload->>'task_id'"
     " WHERE r.input->>'sku' = 'SKU-1'").fetchone()
 check(slow_reserve == ("completed", 1),
@@ -194,8 +194,8 @@ check(worker.max_in_flight >= 2, f"tasks ran concurrently (at most {worker.max_i
 # worker claimed nothing more (the run's reservation waits, unclaimed).
 slow = admin.execute(
     "SELECT s.step, CASE WHEN c.seq IS NULL THEN t.status ELSE 'completed' END"
-    " FROM wf.events s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint"
-    " LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed'"
+    " FROM wf.event_log s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint"
+    " LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed'"
     "      AND c.payload->>'task_id' = s.payload->>'task_id'"
     " WHERE s.run_id = %s AND s.type = 'task_scheduled' ORDER BY s.seq",
     (slow_run,)).fetchall() if slow_run else []
@@ -249,7 +249,7 @@ while time.time() < deadline and admin.execute(
 eager_worker.stop()
 et.join(10)
 second = (seen_leased.get("second"), admin.execute(
-    "SELECT payload->>'worker' FROM wf.events"
+    "SELECT payload->>'worker' FROM wf.event_log"
     " WHERE run_id = %s AND type = 'task_completed' AND step = 'second'", (pair,)).fetchone())
 check(second == (("py-eager", True, 1, "leased"), ("py-eager",)),
       f"eager dispatch: the second step was leased by the first one's report: {second}")
@@ -325,7 +325,7 @@ try:
     shard_map_s1 = ("CASE wf.tenant_partition(%s, 2) WHEN 0 THEN ARRAY['s1', 's2']"
                     " ELSE ARRAY['s2', 's1'] END")
     # the last task id s2 issued (a completed attempt has no row since 0.3.0)
-    last_id = s2.execute("SELECT pg_catalog.max((payload->>'task_id')::bigint) FROM wf.events"
+    last_id = s2.execute("SELECT pg_catalog.max((payload->>'task_id')::bigint) FROM wf.event_log"
                          " WHERE type = 'task_scheduled'").fetchone()[0]
     admin.execute(f"SELECT wf.configure_shard('s1', {shard_map}, 2)", (tenant,))
     admin.execute("SELECT pg_catalog.setval('wf.task_id_seq', %s)", (last_id,))

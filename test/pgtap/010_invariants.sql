@@ -37,7 +37,7 @@ CREATE EXTENSION IF NOT EXISTS wfengine;
 -- quarantine of poison tasks is tested in sql/100_timers.sql; here leases
 -- are lost at random and must simply be redelivered
 SET LOCAL wfengine.poison_threshold = 0;
-SELECT plan(48);
+SELECT plan(51);
 
 -- ---------------------------------------------------------------------
 -- definitions
@@ -197,12 +197,12 @@ SELECT results_eq($$SELECT v, count(got) >= 10 FROM (VALUES ('accepted'), ('dupl
                   $$VALUES ('accepted'::text, true), ('duplicate', true), ('stale', true)$$,
                   'each verdict occurred at least 10 times');
 SELECT results_eq($$SELECT final FROM (VALUES ('attempts_exhausted'), ('non_retryable'), ('non_retryable_error')) AS x(final)
-                    WHERE EXISTS (SELECT 1 FROM inv_runs JOIN wf.events e USING (run_id)
+                    WHERE EXISTS (SELECT 1 FROM inv_runs JOIN wf.event_log e USING (run_id)
                                   WHERE e.type = 'task_failed' AND e.payload->>'final' = x.final)
                     ORDER BY 1$$,
                   $$VALUES ('attempts_exhausted'::text), ('non_retryable'), ('non_retryable_error')$$,
                   'runs failed for each reason: attempts exhausted, non-retryable flag, non-retryable code');
-SELECT cmp_ok((SELECT count(*)::int FROM inv_runs JOIN wf.events e USING (run_id)
+SELECT cmp_ok((SELECT count(*)::int FROM inv_runs JOIN wf.event_log e USING (run_id)
                 WHERE e.attempt > 1 AND e.type = 'task_completed'), '>=', 5,
               'some steps completed after a retry');
 SELECT cmp_ok((SELECT count(*)::int FROM inv_runs JOIN wf.tasks USING (run_id) WHERE deliveries > 1), '>=', 20,
@@ -224,32 +224,46 @@ SELECT is((SELECT count(*)::int FROM inv_claims a JOIN inv_claims b USING (task_
 -- the history
 -- ---------------------------------------------------------------------
 SELECT is((SELECT count(*)::int FROM inv_runs r
-           WHERE NOT EXISTS (SELECT 1 FROM wf.events e WHERE e.run_id = r.run_id)), 0,
+           WHERE NOT EXISTS (SELECT 1 FROM wf.event_log e WHERE e.run_id = r.run_id)), 0,
           'every run has events');
 SELECT is((SELECT count(*)::int FROM (
-               SELECT e.run_id FROM wf.events e JOIN inv_runs USING (run_id)
+               SELECT e.run_id FROM wf.event_log e JOIN inv_runs USING (run_id)
                GROUP BY e.run_id HAVING min(e.seq) <> 1 OR max(e.seq) <> count(*)) AS x), 0,
           'events are gap-free per run: seq = 1..n');
 SELECT is((SELECT count(*)::int FROM inv_runs r JOIN wf.runs w USING (run_id)
-           WHERE w.seq IS DISTINCT FROM (SELECT max(e.seq) FROM wf.events e WHERE e.run_id = r.run_id)), 0,
+           WHERE w.seq IS DISTINCT FROM (SELECT max(e.seq) FROM wf.event_log e WHERE e.run_id = r.run_id)), 0,
           'runs.seq = max(events.seq) for every run');
 SELECT is((SELECT count(*)::int FROM inv_runs r JOIN wf.runs w USING (run_id)
            WHERE w.last_hash IS DISTINCT FROM
                  (SELECT e.hash FROM wf.events e WHERE e.run_id = r.run_id ORDER BY e.seq DESC LIMIT 1)), 0,
           'runs.last_hash is the hash of the last event of every run');
+SELECT is((SELECT count(*)::int FROM inv_runs JOIN wf.events e USING (run_id)
+           CROSS JOIN LATERAL jsonb_array_elements(e.more) m(x)
+           WHERE m.x->>'type' NOT IN ('task_scheduled', 'run_completed')), 0,
+          'only task_scheduled and run_completed share the row of the event before them');
+SELECT cmp_ok((SELECT count(*)::int FROM inv_runs JOIN wf.events e USING (run_id)
+               WHERE e.type = 'task_completed' AND e.more IS NOT NULL), '>=', 10,
+              'a step''s completion and its next attempt share a row');
+SELECT is((SELECT count(*)::int FROM inv_runs r
+           WHERE (SELECT array_agg(ROW(e.seq, e.type, e.step, e.attempt, e.actor)::text ORDER BY e.seq)
+                  FROM wf.event_log e WHERE e.run_id = r.run_id)
+                 IS DISTINCT FROM
+                 (SELECT array_agg(ROW(h.seq, h.type, h.step, h.attempt, h.actor)::text ORDER BY h.seq)
+                  FROM wf.history(r.run_id) h)), 0,
+          'wf.event_log has the events wf.history shows, run by run');
 SELECT is((SELECT count(*)::int FROM inv_runs r WHERE NOT wf.verify_run(r.run_id)), 0,
           'wf.verify_run is true for every run');
 
 -- one accepted result per step visit, and it matches the task rows
 SELECT is((SELECT count(*)::int FROM (
                SELECT e.run_id, e.step, e.payload->>'visit'
-               FROM wf.events e JOIN inv_runs USING (run_id)
+               FROM wf.event_log e JOIN inv_runs USING (run_id)
                WHERE e.type = 'task_completed'
                GROUP BY 1, 2, 3 HAVING count(*) > 1) AS x), 0,
           'no step visit has two accepted completions');
 SELECT is((SELECT count(*)::int FROM (
                SELECT e.run_id, e.step, e.attempt
-               FROM wf.events e JOIN inv_runs USING (run_id)
+               FROM wf.event_log e JOIN inv_runs USING (run_id)
                WHERE e.type IN ('task_completed', 'task_failed')
                GROUP BY 1, 2, 3 HAVING count(*) > 1) AS x), 0,
           'no attempt has two accepted results');
@@ -257,31 +271,31 @@ SELECT is((SELECT count(*)::int FROM (
 -- that have no row are exactly those task_completed names, and no row says
 -- 'completed' (no result was held for a paused run here)
 SELECT set_eq($$SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint AS task_id
-                FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_completed'$$,
+                FROM wf.event_log e JOIN inv_runs USING (run_id) WHERE e.type = 'task_completed'$$,
               $$SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint
-                FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_scheduled'
+                FROM wf.event_log e JOIN inv_runs USING (run_id) WHERE e.type = 'task_scheduled'
                   AND NOT EXISTS (SELECT 1 FROM wf.tasks t WHERE t.task_id = (e.payload->>'task_id')::bigint)$$,
               'the task_completed events are exactly the completed attempts (scheduled, their rows deleted)');
 SELECT is((SELECT count(*)::int FROM wf.tasks t JOIN inv_runs USING (run_id) WHERE t.status = 'completed'), 0,
           'no completed attempt keeps its row');
-SELECT set_eq($$SELECT e.run_id, e.step, e.attempt FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_failed'$$,
+SELECT set_eq($$SELECT e.run_id, e.step, e.attempt FROM wf.event_log e JOIN inv_runs USING (run_id) WHERE e.type = 'task_failed'$$,
               $$SELECT t.run_id, t.step, t.attempt FROM wf.tasks t JOIN inv_runs USING (run_id) WHERE t.status = 'failed'$$,
               'the task_failed events are exactly the failed attempts');
 SELECT set_eq($$SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint AS task_id
-                FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_scheduled'$$,
+                FROM wf.event_log e JOIN inv_runs USING (run_id) WHERE e.type = 'task_scheduled'$$,
               $$SELECT t.run_id, t.step, t.attempt, t.task_id FROM wf.tasks t JOIN inv_runs USING (run_id)
                 UNION ALL
                 SELECT e.run_id, e.step, e.attempt, (e.payload->>'task_id')::bigint
-                FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'task_completed'$$,
+                FROM wf.event_log e JOIN inv_runs USING (run_id) WHERE e.type = 'task_completed'$$,
               'every task row and every completed attempt was scheduled by exactly one task_scheduled event');
 SELECT is((SELECT count(*)::int FROM inv_reports WHERE got = 'duplicate'),
-          (SELECT count(*)::int FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'result_duplicate'),
+          (SELECT count(*)::int FROM wf.event_log e JOIN inv_runs USING (run_id) WHERE e.type = 'result_duplicate'),
           'every duplicate report is recorded as one result_duplicate event');
 SELECT is((SELECT count(*)::int FROM inv_reports WHERE got = 'stale'),
-          (SELECT count(*)::int FROM wf.events e JOIN inv_runs USING (run_id) WHERE e.type = 'result_stale'),
+          (SELECT count(*)::int FROM wf.event_log e JOIN inv_runs USING (run_id) WHERE e.type = 'result_stale'),
           'every stale report is recorded as one result_stale event');
 SELECT is((SELECT count(*)::int FROM inv_reports WHERE got = 'accepted'),
-          (SELECT count(*)::int FROM wf.events e JOIN inv_runs USING (run_id)
+          (SELECT count(*)::int FROM wf.event_log e JOIN inv_runs USING (run_id)
            WHERE e.type IN ('task_completed', 'task_failed')),
           'every accepted report is recorded as one task_completed or task_failed event');
 
@@ -311,25 +325,25 @@ SELECT is((SELECT count(*)::int FROM wf.tasks t JOIN inv_runs USING (run_id) JOI
 
 -- the end of a run
 SELECT is((SELECT count(*)::int FROM inv_runs r JOIN wf.runs w USING (run_id)
-           WHERE (SELECT count(*) FROM wf.events e WHERE e.run_id = r.run_id
+           WHERE (SELECT count(*) FROM wf.event_log e WHERE e.run_id = r.run_id
                     AND e.type IN ('run_completed', 'run_failed'))
                  <> CASE WHEN w.status = 'running' THEN 0 ELSE 1 END), 0,
           'a finished run has exactly one run_completed or run_failed event, a running run none');
 SELECT is((SELECT count(*)::int FROM inv_runs r JOIN wf.runs w USING (run_id)
            WHERE w.status = 'completed'
-             AND (SELECT e.type FROM wf.events e WHERE e.run_id = r.run_id
+             AND (SELECT e.type FROM wf.event_log e WHERE e.run_id = r.run_id
                     AND e.type NOT IN ('result_duplicate', 'result_stale')
                   ORDER BY e.seq DESC LIMIT 1) IS DISTINCT FROM 'run_completed'), 0,
           'run_completed is the last event of a completed run, apart from recorded results');
 SELECT is((SELECT count(*)::int FROM inv_runs r JOIN wf.runs w USING (run_id)
            WHERE w.status = 'failed'
-             AND (SELECT e.type FROM wf.events e WHERE e.run_id = r.run_id
+             AND (SELECT e.type FROM wf.event_log e WHERE e.run_id = r.run_id
                     AND e.type NOT IN ('result_duplicate', 'result_stale')
                   ORDER BY e.seq DESC LIMIT 1) IS DISTINCT FROM 'run_failed'), 0,
           'run_failed is the last event of a failed run, apart from recorded results');
 SELECT is((SELECT count(*)::int FROM inv_runs r JOIN wf.runs w USING (run_id) JOIN wf.definitions d USING (definition_id)
            WHERE w.status = 'completed'
-             AND (SELECT array_agg(e.step ORDER BY e.seq) FROM wf.events e
+             AND (SELECT array_agg(e.step ORDER BY e.seq) FROM wf.event_log e
                   WHERE e.run_id = r.run_id AND e.type = 'task_completed')
                  IS DISTINCT FROM (SELECT array_agg(s->>'name' ORDER BY o)
                                    FROM jsonb_array_elements(d.spec->'steps') WITH ORDINALITY AS x(s, o))), 0,

@@ -146,7 +146,7 @@ SELECT is((SELECT count(*) FROM wf.runs WHERE status IN ('running', 'paused', 'c
 SELECT ok((SELECT count(DISTINCT status) FROM wf.runs WHERE definition_name IN ('ops_saga', 'ops_sagaf')) >= 3,
           'the drive ended runs in several ways');
 SELECT ok((SELECT bool_and(wf.verify_run(run_id)) FROM wf.runs), 'wf.verify_run holds for every run');
-SELECT is((SELECT count(*) FROM (SELECT run_id FROM wf.events GROUP BY run_id
+SELECT is((SELECT count(*) FROM (SELECT run_id FROM wf.event_log GROUP BY run_id
                                  HAVING max(seq) <> count(*) OR min(seq) <> 1) g), 0::bigint,
           'events are gap-free per run');
 SELECT is((SELECT count(*) FROM wf.tasks t JOIN wf.runs r USING (run_id)

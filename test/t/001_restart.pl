@@ -122,9 +122,9 @@ SELECT (SELECT count(*) FROM wf.runs) || ' runs, '
 # the attempts: the rows of wf.tasks, and the completed attempts, whose row
 # is deleted since 0.3.0 (their task_completed events)
 my $counts_sql = q{
-SELECT (SELECT count(*) FROM wf.runs) || '/' || (SELECT count(*) FROM wf.events) || '/'
+SELECT (SELECT count(*) FROM wf.runs) || '/' || (SELECT count(*) FROM wf.event_log) || '/'
     || (SELECT count(*) FROM wf.tasks)
-       + (SELECT count(*) FROM wf.events e WHERE e.type = 'task_completed'
+       + (SELECT count(*) FROM wf.event_log e WHERE e.type = 'task_completed'
           AND NOT EXISTS (SELECT 1 FROM wf.tasks t WHERE t.task_id = (e.payload->>'task_id')::bigint))
 };
 my $verify_sql = q{SELECT count(*) FILTER (WHERE wf.verify_run(run_id)) || '/' || count(*) FROM wf.runs};
@@ -168,7 +168,7 @@ is( $node->safe_psql(
 	"leased/$inflight_fence/null",
 	'after SIGKILL the in-flight task is still leased under the same fence, without output');
 is( $node->safe_psql(
-		'postgres', q{SELECT count(*) FROM wf.events WHERE payload->'output' ? 'inflight'}),
+		'postgres', q{SELECT count(*) FROM wf.event_log WHERE payload->'output' ? 'inflight'}),
 	'0',
 	'after SIGKILL no event of the uncommitted completion exists');
 is($node->safe_psql('postgres', $digest_sql),
@@ -179,7 +179,7 @@ is($node->safe_psql('postgres', $digest_sql),
 # ---------------------------------------------------------------------
 my ($max_task_before, $crash_time) = split /\|/,
   $node->safe_psql('postgres',
-	q{SELECT max((payload->>'task_id')::bigint), clock_timestamp() FROM wf.events WHERE type = 'task_scheduled'});
+	q{SELECT max((payload->>'task_id')::bigint), clock_timestamp() FROM wf.event_log WHERE type = 'task_scheduled'});
 $node->stop('immediate');
 $node->start;
 
@@ -286,20 +286,20 @@ is( $node->safe_psql('postgres', q{SELECT status || '=' || count(*) FROM wf.runs
 is($node->safe_psql('postgres', $verify_sql), '50/50', 'every run verifies at its end');
 is( $node->safe_psql(
 		'postgres', q{
-SELECT count(*) FROM (SELECT run_id FROM wf.events GROUP BY run_id
+SELECT count(*) FROM (SELECT run_id FROM wf.event_log GROUP BY run_id
                       HAVING min(seq) <> 1 OR max(seq) <> count(*)) AS x}),
 	'0',
 	'the history of every run is gap-free');
 is( $node->safe_psql(
 		'postgres', q{
-SELECT count(*) FROM (SELECT run_id, step FROM wf.events WHERE type = 'task_completed'
+SELECT count(*) FROM (SELECT run_id, step FROM wf.event_log WHERE type = 'task_completed'
                       GROUP BY run_id, step HAVING count(*) <> 1) AS x}),
 	'0',
 	'every step of every run was completed exactly once');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT count(*) FROM wf.runs r
-WHERE (SELECT e.type FROM wf.events e WHERE e.run_id = r.run_id ORDER BY e.seq DESC LIMIT 1) <> 'run_completed'}),
+WHERE (SELECT e.type FROM wf.event_log e WHERE e.run_id = r.run_id ORDER BY e.seq DESC LIMIT 1) <> 'run_completed'}),
 	'0',
 	'run_completed is the last event of every run');
 # 50 first attempts + 5 retries, 50 "b" and 50 "c" tasks; 8 events per
@@ -311,7 +311,7 @@ is( $node->safe_psql(
 		'postgres', qq{
 SELECT count(*) FILTER (WHERE created_at > '$crash_time') || '/'
     || count(*) FILTER (WHERE created_at > '$crash_time' AND (payload->>'task_id')::bigint > $max_task_before)
-FROM wf.events WHERE type = 'task_scheduled'}),
+FROM wf.event_log WHERE type = 'task_scheduled'}),
 	'75/75',
 	'the 75 tasks scheduled after the crashes got new task ids');
 is($node->safe_psql('postgres', $counts_sql),

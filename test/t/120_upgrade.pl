@@ -638,12 +638,19 @@ SELECT count(*) FILTER (WHERE NOT e.payload ? 'queue' AND NOT e.payload ? 'idemp
                           AND (h.payload->>'available_at')::timestamptz = t.available_at) || ' ' ||
        count(*)
 FROM wf.runs r CROSS JOIN LATERAL wf.history(r.run_id) h
-JOIN wf.events e ON e.run_id = r.run_id AND e.seq = h.seq
+JOIN wf.event_log e ON e.run_id = r.run_id AND e.seq = h.seq
 LEFT JOIN test_rows t ON t.task_id = (h.payload->>'task_id')::bigint
 WHERE r.tenant_id = 'default' AND h.type = 'task_scheduled' AND e.created_at > '$updated_at'});
 ok($scheduled > 5, "attempts scheduled after the update ($scheduled)");
 is($lean, $scheduled, 'wf.events keeps their task_scheduled without queue and idempotency key');
 is($whole, $scheduled, 'wf.history shows each with the queue, activity, key, time and input of its attempt');
+# and, written after the update, most of them in the row of the event
+# before them (wf.events.more): runs in flight go on in the new layout
+is( sq('up',
+		qq{SELECT count(*) FILTER (WHERE e.more IS NOT NULL) > 0
+                  AND bool_and(e.more IS NULL) FILTER (WHERE e.created_at <= '$updated_at')
+           FROM wf.events e WHERE e.tenant_id = 'default'}),
+	't', 'after the update a task_scheduled rides in the row of the event before it; none before');
 
 # ---------------------------------------------------------------------
 # 5, second half: a schema older than the library needs

@@ -173,8 +173,8 @@ is($shard{s1}->safe_psql($db, "SELECT count(*) FROM wf.runs WHERE tenant_id = '$
 is($shard{s2}->safe_psql($db, qq{
 SELECT count(*) FROM wf.runs r
 WHERE r.run_id IN ($ids)
-  AND ((SELECT count(*) FROM wf.events e WHERE e.run_id = r.run_id AND e.type = 'task_completed') <> 3
-       OR (SELECT count(*) FROM wf.events e WHERE e.run_id = r.run_id AND e.type = 'run_completed') <> 1)}),
+  AND ((SELECT count(*) FROM wf.event_log e WHERE e.run_id = r.run_id AND e.type = 'task_completed') <> 3
+       OR (SELECT count(*) FROM wf.event_log e WHERE e.run_id = r.run_id AND e.type = 'run_completed') <> 1)}),
 	'0', 'each run has three completed tasks and one run_completed event in its history');
 my ($vrc, $vout, $verr) = $router->psql('wfengine_router',
 	"SELECT count(*) FILTER (WHERE wf.verify_run(r::uuid)) FROM unnest(ARRAY[$ids]) r", extra_params => [ '-U', "${mt}_all" ]);

@@ -112,14 +112,14 @@ async function main() {
   // (a completed attempt's row is deleted since 0.3.0: its completion is
   // read from its task_completed event, its deliveries from the lease
   // expiries before it, each followed by one delivery more)
-  check(Number(await one("SELECT count(*) FROM wf.events WHERE type = 'task_completed' AND step = 'charge' AND attempt = 2")) === 1,
+  check(Number(await one("SELECT count(*) FROM wf.event_log WHERE type = 'task_completed' AND step = 'charge' AND attempt = 2")) === 1,
     'the retry (attempt 2) completed');
   const slowReserve = await one("SELECT CASE WHEN c.seq IS NULL THEN t.status ELSE 'completed' END || '/' ||" +
-    " (1 + (SELECT count(*) FROM wf.events x WHERE x.run_id = s.run_id AND x.type = 'lease_expired'" +
+    " (1 + (SELECT count(*) FROM wf.event_log x WHERE x.run_id = s.run_id AND x.type = 'lease_expired'" +
     "       AND x.step = s.step AND x.attempt = s.attempt))" +
-    " FROM wf.runs r JOIN wf.events s ON s.run_id = r.run_id AND s.type = 'task_scheduled' AND s.step = 'reserve'" +
+    " FROM wf.runs r JOIN wf.event_log s ON s.run_id = r.run_id AND s.type = 'task_scheduled' AND s.step = 'reserve'" +
     " LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint" +
-    " LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed'" +
+    " LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed'" +
     "      AND c.payload->>'task_id' = s.payload->>'task_id'" +
     " WHERE r.input->>'sku' = 'SKU-1'");
   check(slowReserve === 'completed/1', `a task longer than its lease was kept by heartbeats, delivered once: ${slowReserve}`);
@@ -128,8 +128,8 @@ async function main() {
   check(worker.maxInFlight >= 2, `tasks ran concurrently (at most ${worker.maxInFlight} at once)`);
   const slow = slowRun && await one("SELECT string_agg(s.step || ':' || CASE WHEN c.seq IS NULL THEN t.status ELSE 'completed' END," +
     " ',' ORDER BY s.seq)" +
-    " FROM wf.events s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint" +
-    " LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed'" +
+    " FROM wf.event_log s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint" +
+    " LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed'" +
     "      AND c.payload->>'task_id' = s.payload->>'task_id'" +
     " WHERE s.run_id = $1 AND s.type = 'task_scheduled'", [slowRun]);
   check(slow === 'charge:completed,reserve:ready', `SIGTERM: the task in flight finished and nothing more was claimed: ${slow}`);
@@ -177,7 +177,7 @@ async function main() {
   }
   await ew.stop();
   await ewRun;
-  const second = seenLeased + ' ' + await one("SELECT payload->>'worker' FROM wf.events" +
+  const second = seenLeased + ' ' + await one("SELECT payload->>'worker' FROM wf.event_log" +
     " WHERE run_id = $1 AND type = 'task_completed' AND step = 'second'", [pair]);
   check(second === 'node-eager/true/1/leased node-eager',
     `eager dispatch: the second step was leased by the first one's report: ${second}`);
@@ -259,7 +259,7 @@ async function main() {
     // claims on s1 and completes the run there once the lease has expired.
     const shardMapS1 = "CASE wf.tenant_partition($1, 2) WHEN 0 THEN ARRAY['s1', 's2'] ELSE ARRAY['s2', 's1'] END";
     // the last task id s2 issued (a completed attempt has no row since 0.3.0)
-    const lastId = await one2("SELECT max((payload->>'task_id')::bigint)::text FROM wf.events WHERE type = 'task_scheduled'");
+    const lastId = await one2("SELECT max((payload->>'task_id')::bigint)::text FROM wf.event_log WHERE type = 'task_scheduled'");
     await admin.query(`SELECT wf.configure_shard('s1', ${shardMap}, 2)`, [tenant]);
     await admin.query("SELECT pg_catalog.setval('wf.task_id_seq', $1::bigint)", [lastId]);
     await s2.query("SELECT wf.start_run('shard_pair', '{}')");
