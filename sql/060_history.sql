@@ -16,7 +16,7 @@ SELECT encode(r.last_hash, 'hex') = (SELECT h.hash FROM wf.history(r.run_id) h O
 FROM wf.runs r WHERE r.run_id = :'run';
 -- layout (since 0.3.0): a task_scheduled rides in the row of the event
 -- before it, which stores the hash of its last event
-SELECT e.seq, e.type, e.more->0->>'type' AS more, e.hash = r.last_hash AS stores_last_hash
+SELECT e.seq, e.type, e.more->0->>0 AS more, e.hash = r.last_hash AS stores_last_hash
 FROM wf.events e JOIN wf.runs r ON r.run_id = e.run_id WHERE e.run_id = :'run' ORDER BY e.seq;
 SELECT h.seq, h.hash = encode(e.hash, 'hex') AS stored_hash
 FROM wf.history(:'run') h LEFT JOIN wf.events e ON e.run_id = :'run' AND e.seq = h.seq ORDER BY h.seq;
@@ -154,7 +154,7 @@ SELECT step, attempt, status FROM wf.tasks WHERE run_id = :'fill' ORDER BY task_
 CREATE TEMP VIEW fill_stored AS
 SELECT e.seq, e.type, e.step, e.attempt, e.payload, NULL::text AS in_row_of FROM wf.events e WHERE e.run_id = :'fill'
 UNION ALL
-SELECT e.seq + m.n::int, m.x->>'type', m.x->>'step', (m.x->>'attempt')::int, m.x->'payload', e.type
+SELECT e.seq + m.n::int, m.x->>0, m.x->>1, (m.x->>2)::int, m.x->3, e.type
 FROM wf.events e, jsonb_array_elements(e.more) WITH ORDINALITY m(x, n) WHERE e.run_id = :'fill';
 SELECT seq, step, attempt, (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(payload) k) AS stored_keys, in_row_of
 FROM pg_temp.fill_stored WHERE type = 'task_scheduled' ORDER BY seq;

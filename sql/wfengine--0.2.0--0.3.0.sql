@@ -590,8 +590,9 @@ COMMENT ON INDEX wf.runs_tenant_id_idempotency_key_key IS
 -- ==== issue 31: one row of history per step ====
 -- A task_scheduled or run_completed event appended right after another
 -- event of the same transition is stored in that event's row, in the new
--- column "more" (a jsonb array of {"type", "step", "attempt", "payload"};
--- its k-th element is event seq + k, with the row's actor and created_at),
+-- column "more" (a jsonb array of [type, step, attempt, payload] arrays,
+-- step and attempt null when the event has none; its k-th element is
+-- event seq + k, with the row's actor and created_at),
 -- rather than in a row of its own (src/state.c, WfEventRidesAlong): a
 -- step's completion and its next attempt are one row and one events_pkey
 -- entry.  The row's hash is that of its last event, the chain running
@@ -601,7 +602,7 @@ COMMENT ON INDEX wf.runs_tenant_id_idempotency_key_key IS
 -- NULL rewrites nothing.
 ALTER TABLE wf.events ADD COLUMN more jsonb;
 COMMENT ON COLUMN wf.events.more IS
-'The events that follow this row''s event in the same transition and share its row (task_scheduled, run_completed): a jsonb array of {"type", "step", "attempt", "payload"}, the k-th element event seq + k, with this row''s actor and created_at; NULL: none.  wf.history shows them as events of their own.';
+'The events that follow this row''s event in the same transition and share its row (task_scheduled, run_completed): a jsonb array of [type, step, attempt, payload] (step and attempt null when none), the k-th element event seq + k, with this row''s actor and created_at; NULL: none.  wf.history shows them as events of their own.';
 
 -- Every event, one row each, those a row holds in "more" too: for whoever
 -- reads the history across runs by type (a task_scheduled or run_completed
@@ -613,9 +614,9 @@ SELECT e.run_id, e.tenant_id, e.seq, e.type, e.step, e.attempt, e.payload, e.act
 FROM wf.events e
 UNION ALL
 SELECT e.run_id, e.tenant_id, e.seq OPERATOR(pg_catalog.+) m.n::pg_catalog.int4,
-       m.x OPERATOR(pg_catalog.->>) 'type', m.x OPERATOR(pg_catalog.->>) 'step',
-       (m.x OPERATOR(pg_catalog.->>) 'attempt')::pg_catalog.int4,
-       m.x OPERATOR(pg_catalog.->) 'payload', e.actor, e.created_at, e.seq
+       m.x OPERATOR(pg_catalog.->>) 0, m.x OPERATOR(pg_catalog.->>) 1,
+       (m.x OPERATOR(pg_catalog.->>) 2)::pg_catalog.int4,
+       m.x OPERATOR(pg_catalog.->) 3, e.actor, e.created_at, e.seq
 FROM wf.events e
      CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(e.more) WITH ORDINALITY m(x, n)
 WHERE e.more IS NOT NULL;

@@ -155,18 +155,18 @@ if waitfor "lease of the first step" 30 \
 	# each attempt: its row's status and deliveries, or, completed (no row
 	# since 0.3.0), its task_completed event and the lease expiries before it
 	steps=$(sql "SELECT string_agg(s.step || ':' || CASE WHEN c.seq IS NULL THEN t.status || '/' || t.deliveries
-	    ELSE 'completed/' || (1 + (SELECT count(*) FROM wf.events x WHERE x.run_id = s.run_id
+	    ELSE 'completed/' || (1 + (SELECT count(*) FROM wf.event_log x WHERE x.run_id = s.run_id
 	                               AND x.type = 'lease_expired' AND x.step = s.step AND x.attempt = s.attempt)) END,
 	    ',' ORDER BY s.seq)
-	  FROM wf.events s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint
-	  LEFT JOIN wf.events c ON c.run_id = s.run_id AND c.type = 'task_completed' AND c.payload->>'task_id' = s.payload->>'task_id'
+	  FROM wf.event_log s LEFT JOIN wf.tasks t ON t.task_id = (s.payload->>'task_id')::bigint
+	  LEFT JOIN wf.event_log c ON c.run_id = s.run_id AND c.type = 'task_completed' AND c.payload->>'task_id' = s.payload->>'task_id'
 	  WHERE s.run_id = '$run' AND s.type = 'task_scheduled'")
 	[[ $steps == 'first:completed/1,second:ready/0' ]]
 	check $? "busy: the task in flight completed, the next step not claimed after SIGTERM ($steps)"
 	hist=$(sql "SELECT count(*) FROM wf.history('$run') WHERE type = 'task_completed' AND step = 'first'")
 	[[ $hist == 1 ]]
 	check $? "busy: the completion was accepted: task_completed of the first step in the run's history ($hist)"
-	fin=$(sql "SELECT extract(epoch FROM created_at - '$claimed'::timestamptz)::numeric(6,3) FROM wf.events
+	fin=$(sql "SELECT extract(epoch FROM created_at - '$claimed'::timestamptz)::numeric(6,3) FROM wf.event_log
 	  WHERE run_id = '$run' AND type = 'task_completed' AND step = 'first'")
 	awk -v f="$fin" 'BEGIN { exit !(f >= 1.9) }'
 	check $? "busy: the handler held the task its 2 s ($fin s from lease to completion)"
