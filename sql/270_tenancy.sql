@@ -46,6 +46,9 @@ SELECT wf.start_run('order', '{"secret": "globex"}') AS globex_run \gset
 -- globex sees its own rows only, in every table
 SELECT count(*) AS runs, bool_and(input->>'secret' = 'globex') AS own FROM wf.runs;
 SELECT count(*) AS acme_events FROM wf.events WHERE run_id = :'acme_run';
+SELECT count(*) FILTER (WHERE e.run_id = :'acme_run') AS acme_events_in_log,
+       count(*) FILTER (WHERE e.run_id = :'globex_run') AS own_events_in_log
+FROM wf.event_log e WHERE e.run_id IN (:'acme_run', :'globex_run');
 SELECT count(*) AS definitions FROM wf.definitions;
 SELECT count(*) AS tasks FROM wf.tasks;
 -- and the API does not know acme's run

@@ -147,7 +147,7 @@ SELECT pg_temp.err('SELECT wf.decide(''wfa_x'', ''approve'', ''ann'', NULL, ''{"
 SELECT pg_temp.err('SELECT wf.decide(''wfa_x'', ''approve'', ''ann'', ''wfenc:v1:1:AAAA'')') AS decide_comment;
 RESET SESSION AUTHORIZATION;
 -- nothing was stored for any of them
-SELECT count(*) AS stored_lookalikes FROM wf.events
+SELECT count(*) AS stored_lookalikes FROM wf.event_log
 WHERE payload::text ~ 'wfenc:(v1:[19]:AAAA|x|v2|")';
 
 -- scenario: a damaged sealed value fails only its own task.  Five runs wait on seal_q;

@@ -1986,9 +1986,10 @@ class Sequence:
         res = self.call(self.sess, self.login,
                         "SELECT (SELECT count(*) FROM wf.runs WHERE run_id = %s)"
                         " + (SELECT count(*) FROM wf.events WHERE run_id = %s)"
+                        " + (SELECT count(*) FROM wf.event_log WHERE run_id = %s)"
                         " + (SELECT count(*) FROM wf.tasks WHERE run_id = %s)"
                         " + (SELECT count(*) FROM wf.runs WHERE tenant_id <> wf.current_tenant())",
-                        [run.id, run.id, run.id])
+                        [run.id, run.id, run.id, run.id])
         if res.err:
             raise Mismatch("answer", "a login of %s reading wf.runs: %r" % (self.tenant, res))
         if res.one() != 0:

@@ -224,7 +224,7 @@ WHERE (SELECT count(*) FROM wf.events e WHERE e.type = 'task_completed'
   AND NOT EXISTS (SELECT 1 FROM wf.tasks t WHERE t.task_id = d.task_id AND t.status <> 'completed')}),
 	scalar(@done), 'every completion accepted on s1 is on s2, once');
 is($shard{s2}->safe_psql($db, qq{
-SELECT count(*) FROM (SELECT run_id, payload->>'task_id' FROM wf.events
+SELECT count(*) FROM (SELECT run_id, payload->>'task_id' FROM wf.event_log
   WHERE tenant_id IN ('$ta', '$tb') AND type IN ('task_completed', 'task_scheduled', 'run_started')
   GROUP BY run_id, type, payload->>'task_id' HAVING count(*) > 1) d}),
 	'0', 'no event of the moved runs is duplicated');
