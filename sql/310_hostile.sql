@@ -835,6 +835,7 @@ SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 AS own_rows FROM (
     SELECT 1 FROM wf.runs x WHERE evil.leak(x.*)
     UNION ALL SELECT 1 FROM wf.tasks x WHERE evil.leak(x.*)
     UNION ALL SELECT 1 FROM wf.events x WHERE evil.leak(x.*)
+    UNION ALL SELECT 1 FROM wf.event_log x WHERE evil.leak(x.payload) AND evil.leak(x.*)
     UNION ALL SELECT 1 FROM wf.timers x WHERE evil.leak(x.*)
     UNION ALL SELECT 1 FROM wf.approvals x WHERE evil.leak(x.*)
     UNION ALL SELECT 1 FROM wf.approval_attempts x WHERE evil.leak(x.*)
