@@ -227,6 +227,16 @@ sub crash_case
 		$holder = $shard{$src}->background_psql($db, on_error_stop => 0, extra_params => [ '-U', "${mt}_all" ]);
 		$holder->query_safe("BEGIN; SELECT count(*) FROM wf.claim_tasks('held_q', 'holder', 1)");
 	}
+	else
+	{
+		# hold the target's map from before the move begins (nothing of the
+		# move writes it before the cut-over): the cut-over's last step
+		# (wf.configure_shard, rewriting wfshard.partitions) waits.  Taken
+		# once the copy had begun, it could come after a quick move had
+		# ended ("no move")
+		$holder = $shard{$dst}->background_psql($db, on_error_stop => 0);
+		$holder->query_safe('BEGIN; LOCK TABLE wfshard.partitions IN SHARE MODE');
+	}
 	my $m = start_bg("SELECT 'moved:' || wfrouter.move_partition($p, '$dst')");
 	if ($hold eq 'a')
 	{
@@ -234,12 +244,7 @@ sub crash_case
 	}
 	else
 	{
-		# once the target's copy has begun, hold the target's map: the
-		# cut-over's last step (wf.configure_shard, rewriting
-		# wfshard.partitions) waits
-		wait_for('the copy', sub { move_phase('copying') });
-		$holder = $shard{$dst}->background_psql($db, on_error_stop => 0);
-		$holder->query_safe('BEGIN; LOCK TABLE wfshard.partitions IN SHARE MODE');
+		# (the copy and the catch-up are behind it then)
 		wait_for('the source giving the partition away and the target\'s cut-over waiting',
 			sub {
 				owner_in($shard{$src}) eq $dst && owner_in($shard{$dst}) eq $src
