@@ -53,8 +53,12 @@ UPDATE wf.events SET more = '[["no_such_event", "a", 1, {}]]' WHERE run_id = :'r
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
-UPDATE wf.events SET more = '[{"type": "task_scheduled"}]' WHERE run_id = :'run' AND seq = 1;
+UPDATE wf.events SET more = '[{"type": "task_scheduled"}, ["run_completed", null, null, {}]]'
+WHERE run_id = :'run' AND seq = 1;
 SELECT wf.verify_run(:'run');
+-- wf.history still reads it: the element as an event of no type, and no
+-- hash for the events before the row's last (which alone is stored)
+SELECT seq, type, hash IS NULL AS no_hash FROM wf.history(:'run');
 ROLLBACK;
 BEGIN;
 DELETE FROM wf.events WHERE run_id = :'run' AND seq = 1;

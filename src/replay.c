@@ -365,7 +365,6 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 	{
 		WfEvent		head;
 		WfEvent    *evs;
-		WfRunState	chain;
 		bool		isnull;
 		Datum		d;
 		char	   *type;
@@ -402,17 +401,13 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 		 * that of its last.
 		 */
 		evs = WfUnpackEvents(&head, more, &nevs);
-		chain = *state;
 		for (k = 0; k < nevs; k++)
-		{
 			if (evs[k].type == 0)
 				return k == 0 ?
 					psprintf("Event %d has unknown type \"%s\"", head.seq, type) :
 					psprintf("Event %d, held by the row of event %d, is not an event of a known type",
 							 evs[k].seq, head.seq);
-			WfHashEventFor(&chain, &evs[k]);
-			memcpy(chain.last_hash, evs[k].hash, WF_HASH_LEN);
-		}
+		WfHashEventsFrom(state, state->last_hash, evs, nevs);
 		if (VARSIZE_ANY_EXHDR(stored_hash) != WF_HASH_LEN ||
 			memcmp(VARDATA_ANY(stored_hash), evs[nevs - 1].hash, WF_HASH_LEN) != 0)
 			return nevs == 1 ?
@@ -1052,7 +1047,8 @@ wfengine_history(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		args[2];
 	WfHistoryFill fill;
-	WfRunState	chain;
+	WfRunState	run;			/* the run's id and tenant, for hashing */
+	uint8		last_hash[WF_HASH_LEN];	/* the stored hash of the row before */
 	SPITupleTable *tt;
 	uint64		n;
 	uint64		i;
@@ -1064,9 +1060,10 @@ wfengine_history(PG_FUNCTION_ARGS)
 	if (WfPlanExec(&WfReplayPlans, PLAN_HISTORY_RUN, args, NULL, true, 1, SPI_OK_SELECT) != 1)
 		WfUnknownRun(run_id);
 	WfHistoryFillInit(&fill, run_id);
-	memset(&chain, 0, sizeof(chain));
-	memcpy(&chain.run_id, run_id, sizeof(pg_uuid_t));
-	chain.tenant_id = pstrdup(WfCurrentTenant());
+	memset(&run, 0, sizeof(run));
+	memcpy(&run.run_id, run_id, sizeof(pg_uuid_t));
+	run.tenant_id = pstrdup(WfCurrentTenant());
+	memset(last_hash, 0, sizeof(last_hash));
 	n = WfPlanExec(&WfReplayPlans, PLAN_HISTORY_EVENTS, args, NULL, true, 0, SPI_OK_SELECT);
 	/* kept: a definition loaded on the way runs a statement of its own */
 	tt = SPI_tuptable;
@@ -1077,6 +1074,7 @@ wfengine_history(PG_FUNCTION_ARGS)
 		Datum		values[HISTORY_COL_MORE];
 		bool		nulls[HISTORY_COL_MORE];
 		bytea	   *stored_hash;
+		bool		hashed;
 		int			nevs;
 		int			c;
 		int			k;
@@ -1098,19 +1096,26 @@ wfengine_history(PG_FUNCTION_ARGS)
 							 nulls[HISTORY_COL_MORE - 1] ? NULL :
 							 DatumGetJsonbP(values[HISTORY_COL_MORE - 1]),
 							 &nevs);
+
+		/*
+		 * the hashes of the events before the row's last, which it does not
+		 * store; none for a row that holds what is not an event
+		 * (wf.verify_run names it)
+		 */
+		hashed = nevs > 1;
+		for (k = 0; k < nevs; k++)
+			hashed = hashed && evs[k].type != 0;
+		if (hashed)
+			WfHashEventsFrom(&run, last_hash, evs, nevs);
 		for (k = 0; k < nevs; k++)
 		{
 			WfEvent    *ev = &evs[k];
-			Datum		hash;
+			Datum		hash = (Datum) 0;
 
 			if (k == nevs - 1)
 				hash = PointerGetDatum(stored_hash);
-			else
-			{
-				WfHashEventFor(&chain, ev);
-				memcpy(chain.last_hash, ev->hash, WF_HASH_LEN);
+			else if (hashed)
 				hash = WfHashDatum(ev->hash);
-			}
 			values[HISTORY_COL_SEQ - 1] = Int32GetDatum(ev->seq);
 			if (k > 0)
 			{
@@ -1126,13 +1131,13 @@ wfengine_history(PG_FUNCTION_ARGS)
 			nulls[HISTORY_COL_PAYLOAD - 1] = ev->payload == NULL;
 			values[HISTORY_COL_PAYLOAD - 1] = ev->payload == NULL ? (Datum) 0 :
 				JsonbPGetDatum(WfHistoryFillEvent(&fill, ev));
-			values[HISTORY_COL_HASH - 1] =
+			nulls[HISTORY_COL_HASH - 1] = hash == (Datum) 0;
+			values[HISTORY_COL_HASH - 1] = hash == (Datum) 0 ? (Datum) 0 :
 				DirectFunctionCall2(binary_encode, hash, CStringGetTextDatum("hex"));
-			nulls[HISTORY_COL_HASH - 1] = false;
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 		if (VARSIZE_ANY_EXHDR(stored_hash) == WF_HASH_LEN)
-			memcpy(chain.last_hash, VARDATA_ANY(stored_hash), WF_HASH_LEN);
+			memcpy(last_hash, VARDATA_ANY(stored_hash), WF_HASH_LEN);
 	}
 	WfApiEnd();
 	return (Datum) 0;

@@ -56,7 +56,10 @@ typedef struct WfRowTable
 } WfRowTable;
 
 #define WF_ROW_TABLE(name, columns, key_eq) \
-	{ name, lengthof(columns), columns, InvalidOid, 0, NULL, key_eq, -1, NULL, NULL }
+	WF_ROW_TABLE_FIRST(name, columns, lengthof(columns), key_eq)
+/* the same with only the first ncolumns of columns */
+#define WF_ROW_TABLE_FIRST(name, columns, ncolumns, key_eq) \
+	{ name, ncolumns, columns, InvalidOid, 0, NULL, key_eq, -1, NULL, NULL }
 
 /* one table opened for inserts, in the caller's transaction */
 typedef struct WfRowWriter

@@ -488,10 +488,8 @@ static WfRowTable events_table = WF_ROW_TABLE("events", event_columns, InvalidOi
  * this library also serves until ALTER EXTENSION wfengine UPDATE: every
  * event in a row of its own, as the 0.2.0 library reads them.
  */
-static WfRowTable events_table_02 = {
-	"events", lengthof(event_columns) - 1, event_columns, InvalidOid, 0, NULL, InvalidOid, -1,
-	NULL, NULL
-};
+static WfRowTable events_table_02 = WF_ROW_TABLE_FIRST("events", event_columns,
+													  lengthof(event_columns) - 1, InvalidOid);
 
 static const char *const task_columns[] = {
 	"task_id", "tenant_id", "run_id", "step", "visit", "attempt", "queue", "activity",

@@ -1164,8 +1164,8 @@ WfHashEventFor(const WfRunState *run, WfEvent *ev)
  * 170 bytes of every step's WAL less, docs/benchmarks.md).  "more" is a
  * jsonb array of [type, step, attempt, payload] arrays (step and attempt
  * null when the event has none: positional, 36 bytes a step shorter than
- * objects with keys); the k-th element is event seq + k, with the row's actor and created_at (a transition's
- * events share both).  The row's hash is that of its last event; the
+ * objects with keys); the k-th element is event seq + k, with the row's
+ * actor and created_at (a transition's events share both).  The row's hash is that of its last event; the
  * hashes before it are those the chain gives, event by event, as if each
  * had a row of its own, so that wf.history and wf.verify_run read the
  * same events, seqs and hashes whichever way they were stored.  The types
@@ -1273,16 +1273,40 @@ WfUnpackEvents(const WfEvent *head, Jsonb *more, int *n)
 			(attempt->type != jbvNumeric && attempt->type != jbvNull) ||
 			payload->type != jbvBinary || !JsonContainerIsObject(payload->val.binary.data))
 			continue;
-		ev->type = WfEventTypeFromName(pnstrdup(type->val.string.val, type->val.string.len));
 		ev->step = step->type == jbvString ?
 			pnstrdup(step->val.string.val, step->val.string.len) : NULL;
-		ev->attempt = attempt->type == jbvNumeric ?
-			DatumGetInt32(DirectFunctionCall1(numeric_int4,
-											  NumericGetDatum(attempt->val.numeric))) : 0;
+		if (attempt->type == jbvNumeric)
+		{
+			bool		bad = false;
+
+			ev->attempt = numeric_int4_opt_error(attempt->val.numeric, &bad);
+			if (bad)
+				continue;		/* not an attempt number */
+		}
 		ev->payload = JsonbValueToJsonb(payload);
+		ev->type = WfEventTypeFromName(pnstrdup(type->val.string.val, type->val.string.len));
 	}
 	*n = count;
 	return evs;
+}
+
+/*
+ * WfHashEventsFrom hashes the n events evs, in order, onto the chain that
+ * ends at last_hash (the hash of the event before the first): each event's
+ * hash, as if each had a row of its own, for run (its id and tenant).
+ */
+void
+WfHashEventsFrom(const WfRunState *run, const uint8 *last_hash, WfEvent *evs, int n)
+{
+	WfRunState	chain = *run;
+	int			i;
+
+	memcpy(chain.last_hash, last_hash, WF_HASH_LEN);
+	for (i = 0; i < n; i++)
+	{
+		WfHashEventFor(&chain, &evs[i]);
+		memcpy(chain.last_hash, evs[i].hash, WF_HASH_LEN);
+	}
 }
 
 /* ----------------------------------------------------------------

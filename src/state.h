@@ -159,6 +159,8 @@ extern void WfHashEventFor(const WfRunState *run, WfEvent *ev);
 extern bool WfEventRidesAlong(WfEventType type);
 extern Jsonb *WfPackEvents(const WfEvent *evs, int n);
 extern WfEvent *WfUnpackEvents(const WfEvent *head, Jsonb *more, int *n);
+extern void WfHashEventsFrom(const WfRunState *run, const uint8 *last_hash,
+							 WfEvent *evs, int n);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
 extern WfRunStatus WfUndoingStatus(const WfRunState *run);
 
