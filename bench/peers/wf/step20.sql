@@ -1,8 +1,9 @@
 -- wf_step20: one step of a 20-step run as a worker does it, two transactions:
 -- wf.claim_tasks (the lease commits), then wf.complete_task.  An empty claim
 -- does nothing (the rate is counted from task_completed events).
-SELECT coalesce(max(task_id), 0) AS tid, coalesce(max(fence), 0) AS f FROM wf.claim_tasks('bench20', 'w:' || :client_id, 1, '60 seconds')
-\gset
+\set tid 0
+SELECT task_id AS tid, fence AS f FROM wf.claim_tasks('bench20', 'w:client_id', 1, '60 seconds')
+\aset
 \if :tid > 0
 SELECT wf.complete_task(:tid, :f, '{"ok": true}');
 \endif
