@@ -64,7 +64,9 @@
  *
  * Every function here is an SQL entry point (layer 5): it checks its
  * arguments and calls the entry-point functions of result.c, claim.c and
- * run.c, which open their own API frames; it runs no SQL of its own.
+ * run.c, which open their own API frames (a report and its claim inside
+ * one frame of their own, so that the second does not pin the search_path
+ * and check the installation again); it runs no SQL of its own.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -93,6 +95,7 @@
 #include "claim.h"
 #include "result.h"
 #include "rowwrite.h"
+#include "spi_util.h"
 #include "run.h"
 
 PG_FUNCTION_INFO_V1(wfengine_complete_and_claim);
@@ -280,11 +283,18 @@ report_and_claim(FunctionCallInfo fcinfo, int64 task_id, int64 fence, bool is_fa
 	offer.queue = req->queue;
 	offer.worker = req->worker;
 	offer.lease = req->lease;
+
+	/*
+	 * One API frame around the two: the report's and the claim's are calls
+	 * inside it, which skip the checks and the search_path this one made.
+	 */
+	WfApiBegin();
 	verdict = WfReportTaskResult(task_id, fence, is_failure, payload, retryable, false,
 								 &offer, &next);
 	answer = CStringGetTextDatum(verdict);
 	if (WfClaimNow(rsinfo, req, &next, 1, 1, &answer, &answer_null) == 0)
 		put_lead_only(rsinfo, answer);
+	WfApiEnd();
 	return (Datum) 0;
 }
 

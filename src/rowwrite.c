@@ -53,8 +53,14 @@
  * cache) or of a function (pg_proc) marks them stale, and the next opening
  * prepares them again; the stale ones are freed with the transaction that
  * replaced them, after every writer that may use them has closed.  The
- * indexes themselves are opened and locked at each opening, as
- * ExecOpenIndices does.
+ * indexes themselves are opened and locked as ExecOpenIndices does, but
+ * only when the writer first needs them (an insert, an update that is not
+ * HOT, a lookup or scan by index): a run's snapshot updated HOT at every
+ * step writes no index entry, and its table's five indexes were opened
+ * and closed for nothing (bench/callgrind.sh).  The table's lock, taken
+ * first, keeps the list of indexes from changing under the writer: an
+ * index added concurrently is not ready for inserts in this transaction,
+ * one dropped concurrently stays until the transaction ends.
  *
  * Copyright (c) 2026, wfengine developers
  *
@@ -80,6 +86,7 @@
 #include "catalog/pg_index.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_relation.h"
@@ -260,6 +267,7 @@ keep_prepared(WfRowTable *t, Relation rel)
 	ExprState **checks;
 	Oid		   *index_oids;
 	IndexInfo **index_info;
+	AttrNumber	key_attnum = InvalidAttrNumber;
 	int			i;
 
 	/* under the transaction until it is complete, so that an error frees it */
@@ -280,6 +288,8 @@ keep_prepared(WfRowTable *t, Relation rel)
 		IndexInfo  *ii = BuildIndexInfo(index);
 		ListCell   *e;
 
+		if (index->rd_index->indisprimary)
+			key_attnum = index->rd_index->indkey.values[0];
 		if (ii->ii_Predicate != NIL)
 			ii->ii_PredicateState =
 				ExecInitQual((List *) expression_planner((Expr *) ii->ii_Predicate), NULL);
@@ -304,6 +314,7 @@ keep_prepared(WfRowTable *t, Relation rel)
 	t->nindexes = i;
 	t->index_oids = index_oids;
 	t->index_info = index_info;
+	t->key_attnum = key_attnum;
 }
 
 /*
@@ -315,10 +326,16 @@ open_indexes(WfRowWriter *w)
 {
 	WfRowTable *t = w->table;
 	ResultRelInfo *rri = w->rri;
+	MemoryContext old;
 	int			i;
 
+	if (w->indexes_open)
+		return;
+	w->indexes_open = true;
 	if (t->nindexes == 0)
 		return;
+	/* in the executor state's memory, as the rest of the writer */
+	old = MemoryContextSwitchTo(w->estate->es_query_cxt);
 	rri->ri_NumIndices = t->nindexes;
 	rri->ri_IndexRelationDescs = palloc(sizeof(Relation) * t->nindexes);
 	rri->ri_IndexRelationInfo = palloc(sizeof(IndexInfo *) * t->nindexes);
@@ -327,6 +344,7 @@ open_indexes(WfRowWriter *w)
 		rri->ri_IndexRelationDescs[i] = index_open(t->index_oids[i], RowExclusiveLock);
 		rri->ri_IndexRelationInfo[i] = t->index_info[i];
 	}
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -359,6 +377,7 @@ static LocalTransactionId keep_lxid = InvalidLocalTransactionId;
 static MemoryContext keep_cxt = NULL;
 
 static void close_writer(WfRowWriter *w);
+static void update_row(WfRowWriter *w, TupleTableSlot *slot);
 
 /*
  * WfRowWritersKeep begins a scope in which writers stay open (nested
@@ -495,7 +514,7 @@ WfRowWriterOpen(WfRowWriter *w, WfRowTable *table)
 	}
 	if (table->nchecks > 0)
 		w->rri->ri_ConstraintExprs = table->checks;
-	open_indexes(w);
+	w->indexes_open = false;	/* open_indexes, when they are needed */
 	w->slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->rel), &TTSOpsVirtual);
 	w->found = NULL;
 
@@ -559,6 +578,7 @@ WfRowInsert(WfRowWriter *w, const Datum *values, const bool *nulls)
 	ExecStoreVirtualTuple(slot);
 	if (w->check_tenant)
 		check_tenant(w, values[t->tenant_column], nulls != NULL && nulls[t->tenant_column]);
+	open_indexes(w);
 	ExecSimpleRelationInsert(w->rri, w->estate, slot);
 	ResetPerTupleExprContext(w->estate);
 }
@@ -588,13 +608,13 @@ index_lookup(WfRowWriter *w, Relation index, Snapshot snapshot, ScanKey skeys, i
 /*
  * locked_row: is the row that WfRowLock locked last in this transaction
  * (its version then) still the latest, and is it the row whose primary key
- * (index) is key?  Then it is in w->found, and no index is read.  A row
+ * is key?  Then it is in w->found, and no index is opened or read.  A row
  * changed since (by this transaction, or by another after a subtransaction
  * that held the lock rolled back) is not the latest version
  * (SnapshotSelf), and is looked up by key.
  */
 static bool
-locked_row(WfRowWriter *w, Relation index, Datum key)
+locked_row(WfRowWriter *w, Datum key)
 {
 	ItemPointerData tid = w->table->locked_tid;
 	bool		isnull;
@@ -606,7 +626,7 @@ locked_row(WfRowWriter *w, Relation index, Datum key)
 		found_slot(w);
 	if (!table_tuple_fetch_row_version(w->rel, &tid, SnapshotSelf, w->found))
 		return false;
-	d = slot_getattr(w->found, index->rd_index->indkey.values[0], &isnull);
+	d = slot_getattr(w->found, w->table->key_attnum, &isnull);
 	if (!isnull && DatumGetBool(OidFunctionCall2(w->table->key_eq, d, key)))
 		return true;
 	ExecClearTuple(w->found);
@@ -622,23 +642,20 @@ locked_row(WfRowWriter *w, Relation index, Datum key)
 bool
 WfRowFind(WfRowWriter *w, Datum key)
 {
-	Oid			pkey = RelationGetPrimaryKeyIndex(w->rel);
+	Oid			pkey;
 	Relation	index = NULL;
 	ScanKeyData skey;
 	int			i;
 
 	if (!OidIsValid(w->table->key_eq))
 		elog(ERROR, "wfengine finds no rows of wf.%s by key", w->table->relname);
-	for (i = 0; i < w->rri->ri_NumIndices; i++)
-		if (RelationGetRelid(w->rri->ri_IndexRelationDescs[i]) == pkey)
-			index = w->rri->ri_IndexRelationDescs[i];
-	if (index == NULL)
+	if (w->table->key_attnum == InvalidAttrNumber)
 		elog(ERROR, "relation wf.%s has no primary key", w->table->relname);
 	if (w->table->locked_lxid == MyProc->lxid && w->table->read_unlocked &&
 		DatumGetBool(OidFunctionCall2(w->table->key_eq, w->table->unlocked_key, key)))
 	{
 		/* the row WfRowReadToUpdate read: that version, or a refusal */
-		if (locked_row(w, index, key))
+		if (locked_row(w, key))
 			return true;
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -647,8 +664,15 @@ WfRowFind(WfRowWriter *w, Datum key)
 				 errdetail("Another transaction changed the row after this one read it."),
 				 errhint("Run the call again.")));
 	}
-	if (w->table->locked_lxid == MyProc->lxid && locked_row(w, index, key))
+	if (w->table->locked_lxid == MyProc->lxid && locked_row(w, key))
 		return true;
+	open_indexes(w);
+	pkey = RelationGetPrimaryKeyIndex(w->rel);
+	for (i = 0; i < w->rri->ri_NumIndices; i++)
+		if (RelationGetRelid(w->rri->ri_IndexRelationDescs[i]) == pkey)
+			index = w->rri->ri_IndexRelationDescs[i];
+	if (index == NULL)
+		elog(ERROR, "relation wf.%s has no primary key", w->table->relname);
 	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, w->table->key_eq, key);
 	return index_lookup(w, index, SnapshotSelf, &skey, 1);
 }
@@ -760,6 +784,7 @@ WfRowExists(WfRowWriter *w, int ncolumns, const int *columns, const Datum *keys)
 	int			k;
 
 	Assert(ncolumns <= INDEX_MAX_KEYS);
+	open_indexes(w);
 	for (i = 0; i < w->rri->ri_NumIndices && index == NULL; i++)
 	{
 		Relation	r = w->rri->ri_IndexRelationDescs[i];
@@ -1129,6 +1154,7 @@ WfRowScanBegin(WfRowScan *s, WfRowWriter *w, const char *index_name, int nkeys,
 
 	if (nkeys > INDEX_MAX_KEYS)
 		elog(ERROR, "wfengine scans with at most %d keys", INDEX_MAX_KEYS);
+	open_indexes(w);
 	for (i = 0; i < w->rri->ri_NumIndices && index == NULL; i++)
 		if (strcmp(RelationGetRelationName(w->rri->ri_IndexRelationDescs[i]), index_name) == 0)
 			index = w->rri->ri_IndexRelationDescs[i];
@@ -1410,12 +1436,49 @@ WfRowUpdate(WfRowWriter *w, const Datum *values, const bool *nulls, const bool *
 	if (w->check_tenant)
 		check_tenant(w, slot->tts_values[t->attnums[t->tenant_column] - 1],
 					 slot->tts_isnull[t->attnums[t->tenant_column] - 1]);
-	ExecSimpleRelationUpdate(w->rri, w->estate, NULL, w->found, slot);
+	update_row(w, slot);
 	/* updated by this transaction: from now on as locked */
 	if (t->read_unlocked && ItemPointerEquals(&t->locked_tid, &w->found->tts_tid))
 		t->read_unlocked = false;
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(w->found);
+}
+
+/*
+ * update_row replaces the row in w->found with slot as
+ * ExecSimpleRelationUpdate does (the replica identity check, stored
+ * generated columns, constraints, the partition constraint, the new
+ * version, its index entries, AFTER ROW triggers), opening the indexes
+ * only when the new version is not HOT and needs entries.  WfRowUpdate
+ * refuses tables with BEFORE UPDATE row triggers, which that function
+ * would fire here.
+ */
+static void
+update_row(WfRowWriter *w, TupleTableSlot *slot)
+{
+	Relation	rel = w->rel;
+	ResultRelInfo *rri = w->rri;
+	EState	   *estate = w->estate;
+	ItemPointer tid = &w->found->tts_tid;
+	List	   *recheck = NIL;
+	bool		update_indexes;
+
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+	if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
+		ExecComputeStoredGenerated(rri, estate, slot, CMD_UPDATE);
+	if (rel->rd_att->constr)
+		ExecConstraints(rri, slot, estate);
+	if (rel->rd_rel->relispartition)
+		ExecPartitionCheck(rri, slot, estate, true);
+	simple_table_tuple_update(rel, tid, slot, estate->es_snapshot, &update_indexes);
+	if (update_indexes)
+	{
+		open_indexes(w);
+		if (rri->ri_NumIndices > 0)
+			recheck = ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL);
+	}
+	ExecARUpdateTriggers(estate, rri, NULL, NULL, tid, NULL, slot, recheck, NULL, false);
+	list_free(recheck);
 }
 
 /*

@@ -45,6 +45,7 @@ typedef struct WfRowTable
 	int			nindexes;		/* its indexes: OIDs, IndexInfo with the */
 	Oid		   *index_oids;		/* predicates and expressions prepared */
 	IndexInfo **index_info;
+	AttrNumber	key_attnum;		/* the primary key's column (0: none) */
 	/* the row WfRowLock locked last, for WfRowFind (lxid 0: none) */
 	ItemPointerData locked_tid;
 	LocalTransactionId locked_lxid;
@@ -72,6 +73,7 @@ typedef struct WfRowWriter
 	TupleTableSlot *found;		/* the row WfRowFind found */
 	bool		after_triggers; /* AFTER ROW triggers: a query frame */
 	bool		check_tenant;	/* row security applies: tenant_id checked */
+	bool		indexes_open;	/* rri's indexes opened (open_indexes) */
 	int			kept;			/* 1 + its place among the writers kept open
 								 * (WfRowWritersKeep); 0: not kept */
 } WfRowWriter;

@@ -239,7 +239,9 @@ reset_caches(void)
  * WfApiBegin is called first by every SQL-callable function that touches
  * engine tables.  It refuses a schema older than WF_MIN_SCHEMA_VERSION,
  * connects to SPI and makes sure that the caches belong to the installed
- * extension and version.
+ * extension and version.  A call inside another of the same transaction
+ * (wf.complete_and_claim's report and claim) skips the checks, which the
+ * outer one made: the extension cannot be dropped or updated under it.
  */
 void
 WfApiBegin(void)
@@ -248,6 +250,13 @@ WfApiBegin(void)
 	Oid			relid = InvalidOid;
 	const char *version;
 
+	if (WfInApiCall() && cached_version != NULL)
+	{
+		WfApiSwitchIn(cached_owner);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		return;
+	}
 	nsp = get_namespace_oid("wf", true);
 	if (OidIsValid(nsp))
 		relid = get_relname_relid("tasks", nsp);

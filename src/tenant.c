@@ -87,7 +87,8 @@ typedef struct ApiFrame
 	bool		switched;		/* this call switched to the owner */
 	Oid			save_userid;
 	int			save_sec_context;
-	int			guc_nestlevel;	/* the GUC nest level of the pinned search_path */
+	int			guc_nestlevel;	/* the GUC nest level of the pinned search_path,
+								 * 0 when the path read so already */
 } ApiFrame;
 
 static ApiFrame api_stack[WF_MAX_API_DEPTH];
@@ -379,16 +380,22 @@ WfApiSwitchIn(Oid owner)
 	 * an error ends the call, by the (sub)transaction's abort.  Every
 	 * statement is schema-qualified as well; the pin is what holds where one
 	 * is not.  A path that already reads so (a call inside another) is left
-	 * as it is: setting it again only makes the next name lookup recompute
-	 * the search path (about 650 instructions of an eager step,
-	 * bench/callgrind.sh).
+	 * as it is, without a nest level: setting it again only makes the next
+	 * name lookup recompute the search path, and leaving a nest level walks
+	 * every GUC of the server (AtEOXact_GUC; about 3,700 instructions a
+	 * level, bench/callgrind.sh).  Nothing the call runs saves a GUC at its
+	 * level: the engine's own settings (lock_timeout, enable_seqscan) and
+	 * functions with SET clauses take levels of their own.
 	 */
-	f->guc_nestlevel = NewGUCNestLevel();
+	f->guc_nestlevel = 0;
 	if (namespace_search_path == NULL ||
 		strcmp(namespace_search_path, WF_SAFE_SEARCH_PATH) != 0)
+	{
+		f->guc_nestlevel = NewGUCNestLevel();
 		(void) set_config_option("search_path", WF_SAFE_SEARCH_PATH,
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
+	}
 	api_depth++;
 
 	/*
@@ -410,9 +417,20 @@ WfApiSwitchOut(void)
 	if (api_depth == 0)
 		elog(ERROR, "wfengine API call ended that never began");
 	f = &api_stack[--api_depth];
-	AtEOXact_GUC(true, f->guc_nestlevel);
+	if (f->guc_nestlevel > 0)
+		AtEOXact_GUC(true, f->guc_nestlevel);
 	if (f->switched)
 		SetUserIdAndSecContext(f->save_userid, f->save_sec_context);
+}
+
+/*
+ * WfInApiCall tells whether an API call is in progress (WfApiSwitchIn
+ * began one in this transaction that has not ended).
+ */
+bool
+WfInApiCall(void)
+{
+	return api_depth > 0;
 }
 
 /*

@@ -21,6 +21,7 @@ extern void WfTenantInit(void);
 extern void WfApiSwitchIn(Oid owner);
 extern void WfApiSwitchOut(void);
 extern Oid	WfApiCaller(void);
+extern bool WfInApiCall(void);
 extern const char *WfActForTenant(const char *tenant);
 
 /*
