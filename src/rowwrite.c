@@ -378,6 +378,9 @@ static MemoryContext keep_cxt = NULL;
 
 static void close_writer(WfRowWriter *w);
 static void update_row(WfRowWriter *w, TupleTableSlot *slot);
+static bool row_of_tenant(WfRowTable *t, TupleTableSlot *slot, const char *tenant);
+static void copy_row(WfRowTable *t, Relation rel, TupleTableSlot *slot, Datum *values,
+					 bool *nulls);
 
 /*
  * WfRowWritersKeep begins a scope in which writers stay open (nested
@@ -887,21 +890,31 @@ find_row(WfRowTable *t, Datum key, const char *tenant, Relation rel, TupleTableS
 	index_close(index, NoLock);
 
 	if (found && t->tenant_column >= 0)
-	{
-		bool		isnull;
-		Datum		d = slot_getattr(slot, t->attnums[t->tenant_column], &isnull);
-		char	   *owner = isnull ? NULL : TextDatumGetCString(d);
-
-		if (owner == NULL || (tenant != NULL && strcmp(owner, tenant) != 0))
-			found = false;
-		else if (check_enable_rls(t->relid, InvalidOid, false) == RLS_ENABLED)
-		{
-			const char *current = WfCurrentTenant();
-
-			found = current != NULL && strcmp(owner, current) == 0;
-		}
-	}
+		found = row_of_tenant(t, slot, tenant);
 	return found;
+}
+
+/*
+ * row_of_tenant: does the row in slot (of table t, which has a tenant_id)
+ * belong to tenant (when not NULL), and to the tenant that row security
+ * lets the current role see (where it applies)?
+ */
+static bool
+row_of_tenant(WfRowTable *t, TupleTableSlot *slot, const char *tenant)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, t->attnums[t->tenant_column], &isnull);
+	char	   *owner = isnull ? NULL : TextDatumGetCString(d);
+
+	if (owner == NULL || (tenant != NULL && strcmp(owner, tenant) != 0))
+		return false;
+	if (check_enable_rls(t->relid, InvalidOid, false) == RLS_ENABLED)
+	{
+		const char *current = WfCurrentTenant();
+
+		return current != NULL && strcmp(owner, current) == 0;
+	}
+	return true;
 }
 
 /*
@@ -1134,6 +1147,104 @@ WfRowTake(WfRowTable *t, Datum key, const char *tenant, WfRowAccept accept, void
 }
 
 /*
+ * scan_keys makes the scan keys of keys (nkeys of them, each on a key
+ * column of the btree index of table t) in skeys, in the order of the
+ * index's columns, as btree wants them.
+ */
+static void
+scan_keys(WfRowTable *t, Relation index, int nkeys, const WfRowScanKey *keys,
+		  ScanKey skeys)
+{
+	Form_pg_index form = index->rd_index;
+	int			positions[INDEX_MAX_KEYS];
+	int			i;
+
+	if (nkeys > INDEX_MAX_KEYS)
+		elog(ERROR, "wfengine scans with at most %d keys", INDEX_MAX_KEYS);
+	for (i = 0; i < nkeys; i++)
+	{
+		const WfRowScanKey *key = &keys[i];
+		int			k;
+		int			j;
+		Oid			op;
+
+		for (k = 0; k < form->indnkeyatts; k++)
+			if (form->indkey.values[k] == t->attnums[key->column])
+				break;
+		if (k == form->indnkeyatts)
+			elog(ERROR, "index \"%s\" has no key column \"%s\"",
+				 RelationGetRelationName(index), t->columns[key->column]);
+		op = get_opfamily_member(index->rd_opfamily[k], index->rd_opcintype[k],
+								 index->rd_opcintype[k], key->strategy);
+		if (!OidIsValid(op))
+			elog(ERROR, "no operator of strategy %d in operator family %u",
+				 key->strategy, index->rd_opfamily[k]);
+		for (j = i; j > 0 && positions[j - 1] > k; j--)
+		{
+			positions[j] = positions[j - 1];
+			skeys[j] = skeys[j - 1];
+		}
+		positions[j] = k;
+		ScanKeyEntryInitialize(&skeys[j], 0, k + 1, key->strategy, index->rd_opcintype[k],
+							   index->rd_indcollation[k], get_opcode(op), key->value);
+	}
+}
+
+/*
+ * WfRowReadLast reads the last row, in the order of table's btree index
+ * index_name, of those that match keys (nkeys of them), as a query "...
+ * ORDER BY <the index's columns> DESC LIMIT 1" reads it: under the
+ * snapshot a statement would take, after what the statements before
+ * wrote; without a writer, the table and the index opened with
+ * AccessShareLock.  The columns t describes go to values/nulls,
+ * copied into the current memory context.  False when there is no such
+ * row, or (as find_row) when the row belongs to another tenant than
+ * tenant or than the one row security lets the current role see.  For a
+ * lookup that a kept SPI plan made with about four times the
+ * instructions (the latest version of a definition, run.c).
+ */
+bool
+WfRowReadLast(WfRowTable *t, const char *index_name, int nkeys, const WfRowScanKey *keys,
+			  const char *tenant, Datum *values, bool *nulls)
+{
+	Relation	rel;
+	Relation	index;
+	Oid			index_oid;
+	ScanKeyData skeys[INDEX_MAX_KEYS];
+	TupleTableSlot *slot;
+	IndexScanDesc scan;
+	bool		found;
+
+	CommandCounterIncrement();
+	if (!OidIsValid(t->relid))
+		resolve_table(t);
+	rel = table_open(t->relid, AccessShareLock);
+	index_oid = get_relname_relid(index_name, RelationGetNamespace(rel));
+	if (!OidIsValid(index_oid))
+		elog(ERROR, "relation wf.%s has no btree index \"%s\"", t->relname, index_name);
+	index = index_open(index_oid, AccessShareLock);
+	if (index->rd_rel->relam != BTREE_AM_OID || index->rd_index->indrelid != t->relid)
+		elog(ERROR, "relation wf.%s has no btree index \"%s\"", t->relname, index_name);
+	scan_keys(t, index, nkeys, keys, skeys);
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, GetActiveSnapshot(), nkeys, 0);
+	index_rescan(scan, skeys, nkeys, NULL, 0);
+	found = index_getnext_slot(scan, BackwardScanDirection, slot);
+	index_endscan(scan);
+	index_close(index, NoLock);
+	if (found && t->tenant_column >= 0)
+		found = row_of_tenant(t, slot, tenant);
+	if (found)
+		copy_row(t, rel, slot, values, nulls);
+	PopActiveSnapshot();
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
  * WfRowScanBegin starts a scan of the writer's index index_name (a btree
  * index of its table) for the rows that match keys (nkeys of them, each
  * on a key column of the index), in the index's order, under a new
@@ -1149,47 +1260,15 @@ WfRowScanBegin(WfRowScan *s, WfRowWriter *w, const char *index_name, int nkeys,
 	WfRowTable *t = w->table;
 	Relation	index = NULL;
 	ScanKeyData skeys[INDEX_MAX_KEYS];
-	int			positions[INDEX_MAX_KEYS];
 	int			i;
 
-	if (nkeys > INDEX_MAX_KEYS)
-		elog(ERROR, "wfengine scans with at most %d keys", INDEX_MAX_KEYS);
 	open_indexes(w);
 	for (i = 0; i < w->rri->ri_NumIndices && index == NULL; i++)
 		if (strcmp(RelationGetRelationName(w->rri->ri_IndexRelationDescs[i]), index_name) == 0)
 			index = w->rri->ri_IndexRelationDescs[i];
 	if (index == NULL || index->rd_rel->relam != BTREE_AM_OID)
 		elog(ERROR, "relation wf.%s has no btree index \"%s\"", t->relname, index_name);
-
-	/* the keys in the order of the index's columns, as btree wants them */
-	for (i = 0; i < nkeys; i++)
-	{
-		const WfRowScanKey *key = &keys[i];
-		Form_pg_index form = index->rd_index;
-		int			k;
-		int			j;
-		Oid			op;
-
-		for (k = 0; k < form->indnkeyatts; k++)
-			if (form->indkey.values[k] == t->attnums[key->column])
-				break;
-		if (k == form->indnkeyatts)
-			elog(ERROR, "index \"%s\" has no key column \"%s\"", index_name,
-				 t->columns[key->column]);
-		op = get_opfamily_member(index->rd_opfamily[k], index->rd_opcintype[k],
-								 index->rd_opcintype[k], key->strategy);
-		if (!OidIsValid(op))
-			elog(ERROR, "no operator of strategy %d in operator family %u",
-				 key->strategy, index->rd_opfamily[k]);
-		for (j = i; j > 0 && positions[j - 1] > k; j--)
-		{
-			positions[j] = positions[j - 1];
-			skeys[j] = skeys[j - 1];
-		}
-		positions[j] = k;
-		ScanKeyEntryInitialize(&skeys[j], 0, k + 1, key->strategy, index->rd_opcintype[k],
-							   index->rd_indcollation[k], get_opcode(op), key->value);
-	}
+	scan_keys(t, index, nkeys, keys, skeys);
 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	UpdateActiveSnapshotCommandId();

@@ -132,6 +132,9 @@ typedef bool (*WfRowFilter) (WfRowWriter *w, void *arg);
 extern void WfRowScanBegin(WfRowScan *s, WfRowWriter *w, const char *index_name,
 						   int nkeys, const WfRowScanKey *keys);
 extern bool WfRowScanNext(WfRowScan *s, WfRowFilter filter, void *arg);
+extern bool WfRowReadLast(WfRowTable *table, const char *index_name, int nkeys,
+						  const WfRowScanKey *keys, const char *tenant,
+						  Datum *values, bool *nulls);
 extern void WfRowScanEnd(WfRowScan *s);
 extern bool WfRowExists(WfRowWriter *w, int ncolumns, const int *columns,
 						const Datum *keys);

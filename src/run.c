@@ -65,19 +65,11 @@ PG_FUNCTION_INFO_V1(wfengine_signal);
 /* the statements of run.c (registered by _PG_init: WfRunPlans) */
 enum
 {
-	PLAN_DEF_LATEST = 0,
-	PLAN_RUN_BY_KEY,
+	PLAN_RUN_BY_KEY = 0,
 	PLAN_RUN_STATUS
 };
 
 static const WfPlanSpec run_plan_specs[] = {
-	[PLAN_DEF_LATEST] = {
-		"def_latest",
-		"SELECT d.definition_id, d.version FROM wf.definitions d "
-		"WHERE d.tenant_id OPERATOR(pg_catalog.=) $1 AND d.name OPERATOR(pg_catalog.=) $2 "
-		"ORDER BY d.version DESC LIMIT 1",
-		2, {TEXTOID, TEXTOID}
-	},
 	[PLAN_RUN_BY_KEY] = {
 		"run_by_key",
 		"SELECT r.run_id, r.definition_name, r.input, r.definition_version, r.definition_id,"
@@ -293,26 +285,25 @@ static int64
 pin_version(const char *tenant, const StartRequest *req, int32 *version)
 {
 	Datum		values[3];
+	int64		definition_id;
 
-	values[0] = CStringGetTextDatum(tenant);
-	values[1] = CStringGetTextDatum(req->defname);
 	if (!req->version_given)
 	{
-		if (WfPlanExec(&WfRunPlans, PLAN_DEF_LATEST, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		if (!WfDefinitionLatest(tenant, req->defname, &definition_id, version))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("definition \"%s\" does not exist", req->defname),
 					 errhint("Publish it first with wf.publish_definition().")));
+		return definition_id;
 	}
-	else
-	{
-		values[2] = Int32GetDatum(req->version);
-		if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("version %d of definition \"%s\" does not exist",
-							req->version, req->defname)));
-	}
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = CStringGetTextDatum(req->defname);
+	values[2] = Int32GetDatum(req->version);
+	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("version %d of definition \"%s\" does not exist",
+						req->version, req->defname)));
 	*version = DatumGetInt32(WfGetDatumNotNull(0, WF_DEF_COL_VERSION));
 	return DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
 }
