@@ -504,6 +504,8 @@ report_batch(FunctionCallInfo fcinfo, const char *function, BatchReports *b)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	/* one API frame around the reports, each a call inside it */
+	WfApiBegin();
 	verdicts = apply_reports(function, b, NULL, 0, NULL, NULL);
 	for (i = 0; i < b->ids.n; i++)
 	{
@@ -514,6 +516,7 @@ report_batch(FunctionCallInfo fcinfo, const char *function, BatchReports *b)
 		values[1] = CStringGetTextDatum(verdicts[i]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	WfApiEnd();
 	return (Datum) 0;
 }
 
@@ -544,6 +547,13 @@ report_batch_and_claim(FunctionCallInfo fcinfo, const char *function, BatchRepor
 	offer.queue = req->queue;
 	offer.worker = req->worker;
 	offer.lease = req->lease;
+
+	/*
+	 * One API frame around the reports and the claim, each a call inside
+	 * it; what the reports hand the claim (the continuations' strings) lives
+	 * in its memory until the claim is done.
+	 */
+	WfApiBegin();
 	verdicts = apply_reports(function, b, &offer, req->max_tasks, continuations,
 							 &ncontinuations);
 	for (i = 0; i < n; i++)
@@ -552,6 +562,7 @@ report_batch_and_claim(FunctionCallInfo fcinfo, const char *function, BatchRepor
 	if (WfClaimNow(rsinfo, req, continuations, ncontinuations, 1, &answers,
 				   &answers_null) == 0)
 		put_lead_only(rsinfo, answers);
+	WfApiEnd();
 	return (Datum) 0;
 }
 
