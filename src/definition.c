@@ -149,19 +149,13 @@ WfResolveChildren(WfDefinition *def, const char *tenant, WfBranchResolver resolv
 
 		if (sd->type == WF_STEP_SUBWORKFLOW)
 		{
-			Datum		values[3];
-
 			def->has_children = true;
-			values[0] = CStringGetTextDatum(tenant);
-			values[1] = CStringGetTextDatum(sd->sub_name);
-			values[2] = Int32GetDatum(sd->sub_version);
-			if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+			if (!WfDefinitionVersion(tenant, sd->sub_name, sd->sub_version, &sd->child_ids[0]))
 				ereport(ERROR,
 						(errcode(ERRCODE_UNDEFINED_OBJECT),
 						 errmsg("invalid definition \"%s\": step \"%s\" starts version %d of definition \"%s\", which does not exist",
 								def->name, sd->name, sd->sub_version, sd->sub_name),
 						 errhint("Publish the child definition first.")));
-			sd->child_ids[0] = DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
 		}
 		else if (sd->type == WF_STEP_PARALLEL)
 		{
@@ -339,6 +333,26 @@ WfDefinitionLatest(const char *tenant, const char *name, int64 *definition_id,
 		elog(ERROR, "a version of definition \"%s\" has no number or id", name);
 	*version = DatumGetInt32(values[2]);
 	*definition_id = DatumGetInt64(values[3]);
+	return true;
+}
+
+/*
+ * WfDefinitionVersion finds version of tenant's definition name and
+ * returns its id in *definition_id; false when there is no such version.
+ * The caller is connected to SPI.
+ */
+bool
+WfDefinitionVersion(const char *tenant, const char *name, int32 version, int64 *definition_id)
+{
+	Datum		values[3];
+
+	values[0] = CStringGetTextDatum(tenant);
+	values[1] = CStringGetTextDatum(name);
+	values[2] = Int32GetDatum(version);
+	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1,
+				   SPI_OK_SELECT) != 1)
+		return false;
+	*definition_id = DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
 	return true;
 }
 

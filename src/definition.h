@@ -32,6 +32,8 @@ typedef int64 (*WfBranchResolver) (const char *tenant, const char *parent, const
 								   Jsonb *spec, WfDefinition **branch);
 
 extern WfDefinition *WfDefinitionGet(int64 definition_id);
+extern bool WfDefinitionVersion(const char *tenant, const char *name, int32 version,
+								int64 *definition_id);
 extern bool WfDefinitionLatest(const char *tenant, const char *name, int64 *definition_id,
 							   int32 *version);
 extern void WfDefinitionCacheStore(WfDefinition *def, MemoryContext defcxt);
@@ -57,7 +59,7 @@ typedef enum WfDefinitionPlan
 	WF_DEFINITION_DEF_BY_DIGEST
 } WfDefinitionPlan;
 
-/* the columns of def_version */
+/* the columns of def_version (WfDefinitionVersion) */
 typedef enum WfDefVersionColumn
 {
 	WF_DEF_COL_DEFINITION_ID = 1,

@@ -84,18 +84,14 @@ static int64
 migration_target(WfRunCommand *cmd, int32 to_version)
 {
 	const WfDefinition *from = cmd->def;
-	Datum		values[3];
+	Datum		values[2];
 	int64		target;
 	char	   *problem;
 
-	values[0] = CStringGetTextDatum(cmd->run.tenant_id);
-	values[1] = CStringGetTextDatum(from->name);
-	values[2] = Int32GetDatum(to_version);
-	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (!WfDefinitionVersion(cmd->run.tenant_id, from->name, to_version, &target))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("version %d of definition \"%s\" does not exist", to_version, from->name)));
-	target = DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
 	if (target == cmd->run.definition_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -956,6 +956,18 @@ open_for_row(WfRowTable *t, LOCKMODE lockmode)
 }
 
 /*
+ * close_for_row ends what open_for_row (or WfRowReadLast) began: the
+ * snapshot pushed, the slot of the row read, the table (its lock stays).
+ */
+static void
+close_for_row(Relation rel, TupleTableSlot *slot)
+{
+	PopActiveSnapshot();
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+}
+
+/*
  * WfRowLock finds the row whose primary key is key and locks it as SELECT
  * ... FOR UPDATE does (ExecLockRows): read with the snapshot a statement
  * would take, locked in its latest version under READ COMMITTED (waiting
@@ -997,9 +1009,7 @@ WfRowLock(WfRowTable *t, Datum key, const char *tenant, Datum *values, bool *nul
 		copy_row(t, rel, slot, values, nulls);
 	}
 
-	PopActiveSnapshot();
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
+	close_for_row(rel, slot);
 	return found;
 }
 
@@ -1066,9 +1076,7 @@ WfRowReadToUpdate(WfRowTable *t, Datum key, const char *tenant, Datum *values, b
 	if (found && (!table_tuple_satisfies_snapshot(rel, slot, &dirty) ||
 				  TransactionIdIsValid(dirty.xmax)))
 	{
-		PopActiveSnapshot();
-		ExecDropSingleTupleTableSlot(slot);
-		table_close(rel, NoLock);
+		close_for_row(rel, slot);
 		return WfRowLock(t, key, tenant, values, nulls);
 	}
 	if (found)
@@ -1089,9 +1097,7 @@ WfRowReadToUpdate(WfRowTable *t, Datum key, const char *tenant, Datum *values, b
 		MemoryContextSwitchTo(old);
 		copy_row(t, rel, slot, values, nulls);
 	}
-	PopActiveSnapshot();
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
+	close_for_row(rel, slot);
 	return found;
 }
 
@@ -1140,9 +1146,7 @@ WfRowTake(WfRowTable *t, Datum key, const char *tenant, WfRowAccept accept, void
 		}
 	}
 
-	PopActiveSnapshot();
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
+	close_for_row(rel, slot);
 	return taken;
 }
 
@@ -1238,9 +1242,7 @@ WfRowReadLast(WfRowTable *t, const char *index_name, int nkeys, const WfRowScanK
 		found = row_of_tenant(t, slot, tenant);
 	if (found)
 		copy_row(t, rel, slot, values, nulls);
-	PopActiveSnapshot();
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
+	close_for_row(rel, slot);
 	return found;
 }
 

@@ -284,7 +284,6 @@ start_arguments(FunctionCallInfo fcinfo, StartRequest *req)
 static int64
 pin_version(const char *tenant, const StartRequest *req, int32 *version)
 {
-	Datum		values[3];
 	int64		definition_id;
 
 	if (!req->version_given)
@@ -296,16 +295,13 @@ pin_version(const char *tenant, const StartRequest *req, int32 *version)
 					 errhint("Publish it first with wf.publish_definition().")));
 		return definition_id;
 	}
-	values[0] = CStringGetTextDatum(tenant);
-	values[1] = CStringGetTextDatum(req->defname);
-	values[2] = Int32GetDatum(req->version);
-	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1, SPI_OK_SELECT) != 1)
+	if (!WfDefinitionVersion(tenant, req->defname, req->version, &definition_id))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("version %d of definition \"%s\" does not exist",
 						req->version, req->defname)));
-	*version = DatumGetInt32(WfGetDatumNotNull(0, WF_DEF_COL_VERSION));
-	return DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
+	*version = req->version;
+	return definition_id;
 }
 
 /*
