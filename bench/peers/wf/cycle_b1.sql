@@ -3,7 +3,7 @@
 -- pgmq send + read + delete.
 SELECT wf.start_run('bench1', '{"step":"charge_card","attempt":1,"worker":"worker-07","output":{"status":"ok","amount_cents":12999,"currency":"EUR","provider_ref":"ch_3NfA9e2eZvKYlo2C1x8QxYzA","captured":true},"duration_ms":42}'::jsonb);
 \set tid 0
-SELECT task_id AS tid, fence AS f FROM wf.claim_tasks('bench1', 'w:client_id', 1, '60 seconds')
+SELECT task_id AS tid, fence AS f FROM wf.claim_tasks('bench1', :client_id::text, 1, '60 seconds')
 \aset
 \if :tid > 0
 SELECT wf.complete_task(:tid, :f, '{"ok": true}');

@@ -3,4 +3,4 @@
 -- client holds and hands it its next 100, the same runs' next steps first,
 -- written leased.  pgbench variables tids = fs = 0 to start with.
 SELECT coalesce(string_agg(task_id::text, ','), '0') AS tids, coalesce(string_agg(fence::text, ','), '0') AS fs
-  FROM wf.complete_tasks_and_claim(ARRAY[:tids]::bigint[], ARRAY[:fs]::bigint[], NULL, 'bench20', 'w:client_id', 100, '60 seconds') \gset
+  FROM wf.complete_tasks_and_claim(ARRAY[:tids]::bigint[], ARRAY[:fs]::bigint[], NULL, 'bench20', :client_id::text, 100, '60 seconds') \gset

@@ -6,4 +6,4 @@
 -- changes nothing) and gets its first 10 from the claim.  pgbench variables
 -- tids = fs = 0 to start with (the cell passes -D tids=0 -D fs=0).
 SELECT coalesce(string_agg(task_id::text, ','), '0') AS tids, coalesce(string_agg(fence::text, ','), '0') AS fs
-  FROM wf.complete_tasks_and_claim(ARRAY[:tids]::bigint[], ARRAY[:fs]::bigint[], NULL, 'bench20', 'w:client_id', 10, '60 seconds') \gset
+  FROM wf.complete_tasks_and_claim(ARRAY[:tids]::bigint[], ARRAY[:fs]::bigint[], NULL, 'bench20', :client_id::text, 10, '60 seconds') \gset
