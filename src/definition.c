@@ -46,7 +46,7 @@ static const WfPlanSpec definition_plan_specs[] = {
 	},
 	[WF_DEFINITION_DEF_VERSION] = {
 		"def_version",
-		"SELECT d.definition_id, d.version FROM wf.definitions d "
+		"SELECT d.definition_id FROM wf.definitions d "
 		"WHERE d.tenant_id OPERATOR(pg_catalog.=) $1 AND d.name OPERATOR(pg_catalog.=) $2 "
 		"AND d.version OPERATOR(pg_catalog.=) $3",
 		3, {TEXTOID, TEXTOID, INT4OID}
@@ -352,7 +352,7 @@ WfDefinitionVersion(const char *tenant, const char *name, int32 version, int64 *
 	if (WfPlanExec(&WfDefinitionPlans, WF_DEFINITION_DEF_VERSION, values, NULL, false, 1,
 				   SPI_OK_SELECT) != 1)
 		return false;
-	*definition_id = DatumGetInt64(WfGetDatumNotNull(0, WF_DEF_COL_DEFINITION_ID));
+	*definition_id = DatumGetInt64(WfGetDatumNotNull(0, 1));
 	return true;
 }
 

@@ -59,13 +59,6 @@ typedef enum WfDefinitionPlan
 	WF_DEFINITION_DEF_BY_DIGEST
 } WfDefinitionPlan;
 
-/* the columns of def_version (WfDefinitionVersion) */
-typedef enum WfDefVersionColumn
-{
-	WF_DEF_COL_DEFINITION_ID = 1,
-	WF_DEF_COL_VERSION
-} WfDefVersionColumn;
-
 /* the columns of def_by_digest */
 typedef enum WfDefByDigestColumn
 {
