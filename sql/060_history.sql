@@ -45,7 +45,7 @@ UPDATE wf.events SET more = NULL WHERE run_id = :'run' AND seq = 1;
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
-UPDATE wf.events SET more = more || more WHERE run_id = :'run' AND seq = 3;
+UPDATE wf.events SET more = (more::jsonb || more::jsonb)::json WHERE run_id = :'run' AND seq = 3;
 SELECT wf.verify_run(:'run');
 ROLLBACK;
 BEGIN;
@@ -166,8 +166,8 @@ SELECT step, attempt, status FROM wf.tasks WHERE run_id = :'fill' ORDER BY task_
 CREATE TEMP VIEW fill_stored AS
 SELECT e.seq, e.type, e.step, e.attempt, e.payload, NULL::text AS in_row_of FROM wf.events e WHERE e.run_id = :'fill'
 UNION ALL
-SELECT e.seq + m.n::int, m.x->>0, m.x->>1, (m.x->>2)::int, m.x->3, e.type
-FROM wf.events e, jsonb_array_elements(e.more) WITH ORDINALITY m(x, n) WHERE e.run_id = :'fill';
+SELECT e.seq + m.n::int, m.x->>0, m.x->>1, (m.x->>2)::int, (m.x->3)::jsonb, e.type
+FROM wf.events e, json_array_elements(e.more) WITH ORDINALITY m(x, n) WHERE e.run_id = :'fill';
 SELECT seq, step, attempt, (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(payload) k) AS stored_keys, in_row_of
 FROM pg_temp.fill_stored WHERE type = 'task_scheduled' ORDER BY seq;
 -- what wf.history shows: every key, the values the attempt's row was
@@ -188,8 +188,8 @@ WHERE h.type = 'task_scheduled' ORDER BY h.seq;
 SELECT count(*) AS others_as_stored FROM wf.history(:'fill') h JOIN pg_temp.fill_stored e ON e.seq = h.seq
 WHERE h.type <> 'task_scheduled' AND h.type = e.type AND h.payload = e.payload;
 SELECT count(*) AS rows_hash_of_last FROM wf.events e JOIN wf.history(:'fill') h
-  ON h.seq = e.seq + coalesce(jsonb_array_length(e.more), 0) AND h.hash = encode(e.hash, 'hex')
+  ON h.seq = e.seq + coalesce(json_array_length(e.more), 0) AND h.hash = encode(e.hash, 'hex')
 WHERE e.run_id = :'fill';
-SELECT count(*) AS rows, sum(1 + coalesce(jsonb_array_length(more), 0)) AS events
+SELECT count(*) AS rows, sum(1 + coalesce(json_array_length(more), 0)) AS events
 FROM wf.events WHERE run_id = :'fill';
 SELECT wf.verify_run(:'fill');

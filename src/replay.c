@@ -370,7 +370,7 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 		char	   *type;
 		char	   *tenant;
 		bytea	   *stored_hash;
-		Jsonb	   *more;
+		text	   *more;
 		int			nevs;
 		int			k;
 
@@ -387,7 +387,7 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 		stored_hash = DatumGetByteaPP(WfGetDatumNotNull(i, EVENTS_GET_COL_HASH));
 		tenant = WfGetTextOrNull(i, EVENTS_GET_COL_TENANT_ID);
 		d = WfGetDatum(i, EVENTS_GET_COL_MORE, &isnull);
-		more = isnull ? NULL : DatumGetJsonbP(d);
+		more = isnull ? NULL : DatumGetTextPP(d);
 
 		if (head.seq != state->seq + 1)
 			return psprintf("Event %d follows event %d: the history has a gap",
@@ -1094,7 +1094,7 @@ wfengine_history(PG_FUNCTION_ARGS)
 		stored_hash = DatumGetByteaPP(values[HISTORY_COL_HASH - 1]);
 		evs = WfUnpackEvents(&head,
 							 nulls[HISTORY_COL_MORE - 1] ? NULL :
-							 DatumGetJsonbP(values[HISTORY_COL_MORE - 1]),
+							 DatumGetTextPP(values[HISTORY_COL_MORE - 1]),
 							 &nevs);
 
 		/*

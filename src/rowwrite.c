@@ -1618,14 +1618,27 @@ WfRowWriterClose(WfRowWriter *w)
 }
 
 /*
- * close_writer releases a writer's indexes, executor state and table (the
- * lock stays), and advances the command counter.
+ * close_writer releases a writer's indexes, executor state and table (their
+ * locks stay), and advances the command counter.
  */
 static void
 close_writer(WfRowWriter *w)
 {
-	/* its indexes, and what the triggers opened */
-	ExecCloseResultRelations(w->estate);
+	ResultRelInfo *rri = w->rri;
+	ListCell   *lc;
+	int			i;
+
+	/*
+	 * Its indexes, their locks kept to the end of the transaction as the
+	 * table's is (ExecCloseIndices would release them, and the next writer
+	 * of the table in this transaction take them again), and what the
+	 * triggers opened (as ExecCloseResultRelations).
+	 */
+	for (i = 0; i < rri->ri_NumIndices; i++)
+		index_close(rri->ri_IndexRelationDescs[i], NoLock);
+	rri->ri_NumIndices = 0;
+	foreach(lc, w->estate->es_trig_target_relations)
+		table_close(((ResultRelInfo *) lfirst(lc))->ri_RelationDesc, NoLock);
 	ExecResetTupleTable(w->estate->es_tupleTable, false);
 	FreeExecutorState(w->estate);
 	table_close(w->rel, NoLock);

@@ -827,7 +827,7 @@ write_events(WfTransition *tr, Datum tenant)
 		{
 			nulls[10] = j == i + 1;
 			values[10] = nulls[10] ? (Datum) 0 :
-				JsonbPGetDatum(WfPackEvents(&tr->events[i + 1], j - i - 1));
+				PointerGetDatum(WfPackEvents(&tr->events[i + 1], j - i - 1));
 		}
 		WfRowInsert(&w, values, nulls);
 	}

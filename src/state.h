@@ -157,8 +157,8 @@ extern void WfHashEventFor(const WfRunState *run, WfEvent *ev);
 
 /* events that share a row of wf.events (its column "more") */
 extern bool WfEventRidesAlong(WfEventType type);
-extern Jsonb *WfPackEvents(const WfEvent *evs, int n);
-extern WfEvent *WfUnpackEvents(const WfEvent *head, Jsonb *more, int *n);
+extern text *WfPackEvents(const WfEvent *evs, int n);
+extern WfEvent *WfUnpackEvents(const WfEvent *head, text *more, int *n);
 extern void WfHashEventsFrom(const WfRunState *run, const uint8 *last_hash,
 							 WfEvent *evs, int n);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);

@@ -238,7 +238,7 @@ SELECT is((SELECT count(*)::int FROM inv_runs r JOIN wf.runs w USING (run_id)
                  (SELECT e.hash FROM wf.events e WHERE e.run_id = r.run_id ORDER BY e.seq DESC LIMIT 1)), 0,
           'runs.last_hash is the hash of the last event of every run');
 SELECT is((SELECT count(*)::int FROM inv_runs JOIN wf.events e USING (run_id)
-           CROSS JOIN LATERAL jsonb_array_elements(e.more) m(x)
+           CROSS JOIN LATERAL json_array_elements(e.more) m(x)
            WHERE m.x->>0 NOT IN ('task_scheduled', 'run_completed')), 0,
           'only task_scheduled and run_completed share the row of the event before them');
 SELECT cmp_ok((SELECT count(*)::int FROM inv_runs JOIN wf.events e USING (run_id)
