@@ -136,6 +136,7 @@ REGRESS = \
 	398_list_runs \
 	399_start_and_claim \
 	401_lookup_plans \
+	402_fresh_tables \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

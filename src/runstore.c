@@ -96,9 +96,9 @@ static const WfPlanSpec runstore_plan_specs[] = {
 	[WF_RUNSTORE_TIMER_PEEK] = {
 		"timer_peek",
 		"SELECT r.current_task FROM wf.timers tm JOIN wf.runs r"
-		" ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
-		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1",
-		1, {INT8OID}
+		" ON r.run_id OPERATOR(pg_catalog.=) tm.run_id AND r.tenant_id OPERATOR(pg_catalog.=) tm.tenant_id "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 AND tm.tenant_id OPERATOR(pg_catalog.=) $2",
+		2, {INT8OID, TEXTOID}
 	},
 	[WF_RUNSTORE_TASK_LOCK] = {
 		"task_lock",
@@ -109,9 +109,10 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"lock_timer_and_run",
 		"SELECT " WF_RUN_COLUMNS ", tm.kind, tm.step, tm.generation, tm.payload, tm.status,"
 		" tm.due_at "
-		"FROM wf.timers tm JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
-		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF tm, r",
-		1, {INT8OID}
+		"FROM wf.timers tm JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id"
+		" AND r.tenant_id OPERATOR(pg_catalog.=) tm.tenant_id "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 AND tm.tenant_id OPERATOR(pg_catalog.=) $2 FOR UPDATE OF tm, r",
+		2, {INT8OID, TEXTOID}
 	},
 	[WF_RUNSTORE_RUN_LOCK] = {
 		"run_lock",
@@ -160,9 +161,10 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"lock_timer_and_run_nowait",
 		"SELECT " WF_RUN_COLUMNS ", tm.kind, tm.step, tm.generation, tm.payload, tm.status,"
 		" tm.due_at "
-		"FROM wf.timers tm JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
-		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 FOR UPDATE OF tm, r NOWAIT",
-		1, {INT8OID}
+		"FROM wf.timers tm JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id"
+		" AND r.tenant_id OPERATOR(pg_catalog.=) tm.tenant_id "
+		"WHERE tm.timer_id OPERATOR(pg_catalog.=) $1 AND tm.tenant_id OPERATOR(pg_catalog.=) $2 FOR UPDATE OF tm, r NOWAIT",
+		2, {INT8OID, TEXTOID}
 	},
 	[WF_RUNSTORE_RUN_LOCK_NOWAIT] = {
 		"run_lock_nowait",
@@ -1655,16 +1657,21 @@ WfReadTask(int64 task_id, WfLockedTask *task)
 
 
 /*
- * WfLockTimerAndRun locks timer timer_id and its run, the run's live task
- * (if any) first, and reads them into *run and *timer; false when the
- * timer or its run is gone.  The live task is found before the locks are
- * taken, so it is looked at again under them: a run whose live task
- * changed meanwhile is locked again.
+ * WfLockTimerAndRun locks timer timer_id of tenant and its run, the run's
+ * live task (if any) first, and reads them into *run and *timer; false when
+ * the timer or its run is gone.  The live task is found before the locks
+ * are taken, so it is looked at again under them: a run whose live task
+ * changed meanwhile is locked again.  The statements name the whole
+ * primary keys, (timer_id, tenant_id) and (run_id, tenant_id): before
+ * ANALYZE has seen a table (a bulk start, a restored or moved partition)
+ * the planner knows an id alone only by a default selectivity, and joined
+ * the timer to a sequential scan of wf.runs (25 ms a timer at 100,000
+ * runs, bench/timer_lag.sh with IDLE_SECONDS=5).
  */
 bool
-WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer)
+WfLockTimerAndRun(int64 timer_id, const char *tenant, WfRunState *run, WfLockedTimer *timer)
 {
-	Datum		values[1];
+	Datum		values[2];
 	int64		locked_task = 0;
 	int			tries;
 
@@ -1675,6 +1682,7 @@ WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer)
 		Datum		d;
 
 		values[0] = Int64GetDatum(timer_id);
+		values[1] = CStringGetTextDatum(tenant);
 		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TIMER_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		d = WfGetDatum(0, 1, &isnull);
@@ -1687,6 +1695,7 @@ WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer)
 		}
 
 		values[0] = Int64GetDatum(timer_id);
+		values[1] = CStringGetTextDatum(tenant);
 		if (WfPlanExec(&WfRunstorePlans, locking(WF_RUNSTORE_LOCK_TIMER_AND_RUN), values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		WfRunStateFromTuple(run, 0);

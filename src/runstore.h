@@ -252,7 +252,8 @@ typedef struct WfLockedTimer
 	TimestampTz due_at;
 } WfLockedTimer;
 
-extern bool WfLockTimerAndRun(int64 timer_id, WfRunState *run, WfLockedTimer *timer);
+extern bool WfLockTimerAndRun(int64 timer_id, const char *tenant, WfRunState *run,
+							  WfLockedTimer *timer);
 
 
 /* reading tasks of a locked run */

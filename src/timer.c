@@ -109,7 +109,8 @@ static const WfPlanSpec timer_plan_specs[] = {
 		"timers_due",
 		/* due timers whose timer and run rows are free, locked; not those held back ($3) */
 		"SELECT tm.timer_id, tm.tenant_id FROM wf.timers tm"
-		" JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id "
+		" JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) tm.run_id"
+		" AND r.tenant_id OPERATOR(pg_catalog.=) tm.tenant_id "
 		"WHERE tm.status OPERATOR(pg_catalog.=) 'pending' AND tm.fire_at OPERATOR(pg_catalog.<=) $1"
 		" AND tm.timer_id OPERATOR(pg_catalog.<>) ALL ($3) "
 		"ORDER BY tm.fire_at, tm.timer_id LIMIT $2 FOR UPDATE OF tm, r SKIP LOCKED",
@@ -119,7 +120,8 @@ static const WfPlanSpec timer_plan_specs[] = {
 		"deadlines_due",
 		/* live attempts past a deadline whose task and run rows are free, locked; not $3 */
 		"SELECT t.task_id, t.tenant_id FROM wf.tasks t"
-		" JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id "
+		" JOIN wf.runs r ON r.run_id OPERATOR(pg_catalog.=) t.run_id"
+		" AND r.tenant_id OPERATOR(pg_catalog.=) t.tenant_id "
 		"WHERE t.status OPERATOR(pg_catalog.=) ANY (ARRAY['ready', 'leased']) AND t.deadline_at IS NOT NULL "
 		"AND t.deadline_at OPERATOR(pg_catalog.<=) $1 AND t.task_id OPERATOR(pg_catalog.<>) ALL ($3) "
 		"ORDER BY t.deadline_at LIMIT $2 FOR UPDATE OF t, r SKIP LOCKED",
@@ -442,7 +444,7 @@ fire_timer(int64 timer_id, const char *tenant, TimestampTz now)
 	WfTransition tr;
 	WfTimerOutcome outcome;
 
-	if (!WfLockTimerAndRun(timer_id, &run, &timer))
+	if (!WfLockTimerAndRun(timer_id, tenant, &run, &timer))
 		return;					/* the timer or its run is gone */
 	if (strcmp(timer.status, "pending") != 0)
 		return;					/* fired or cancelled meanwhile */
