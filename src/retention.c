@@ -99,7 +99,13 @@ static const WfPlanSpec retention_plan_specs[] = {
 		"  AND y.last_at OPERATOR(pg_catalog.<=) $3 AND y.suppressed OPERATOR(pg_catalog.=) 0"
 		"  AND y.throttled OPERATOR(pg_catalog.=) 0 FOR UPDATE OF y SKIP LOCKED))) "
 		"DELETE FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) ANY (SELECT v.run_id FROM victims v) RETURNING r.run_id",
-		3, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
+		/*
+		 * a lookup (spi_util.c): before ANALYZE has seen the tables (a
+		 * restored or moved partition) the planner joined the victims to
+		 * a sequential scan of wf.events, of wf.timers and of wf.runs for
+		 * every batch
+		 */
+		3, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}, false, true
 	},
 	[PLAN_PURGE_EVENT_IDS] = {
 		"purge_event_ids",
