@@ -1167,13 +1167,13 @@ WfHashEventFor(const WfRunState *run, WfEvent *ev)
  * attempt null when the event has none: positional, 36 bytes a step
  * shorter than objects with keys); the k-th element is event seq + k, with
  * the row's actor and created_at (a transition's events share both).  The
- * row's hash is that of its last event; the
- * hashes before it are those the chain gives, event by event, as if each
- * had a row of its own, so that wf.history and wf.verify_run read the
- * same events, seqs and hashes whichever way they were stored.  The types
- * that ride along are those nothing looks up in wf.events by type with an
- * index: task_completed, which events_task_completed_idx and the
- * statistics find by type, always starts a row.
+ * row's hash is that of its last event; the hashes before it are those the
+ * chain gives, event by event, as if each had a row of its own, so that
+ * wf.history and wf.verify_run read the same events, seqs and hashes
+ * whichever way they were stored.  The types that ride along are those
+ * nothing looks up in wf.events by type with an index: task_completed,
+ * which events_task_completed_idx and the statistics find by type, always
+ * starts a row.
  */
 bool
 WfEventRidesAlong(WfEventType type)
