@@ -1675,6 +1675,7 @@ WfLockTimerAndRun(int64 timer_id, const char *tenant, WfRunState *run, WfLockedT
 	int64		locked_task = 0;
 	int			tries;
 
+	values[1] = CStringGetTextDatum(tenant);
 	for (tries = 0;; tries++)
 	{
 		int64		current_task;
@@ -1682,7 +1683,6 @@ WfLockTimerAndRun(int64 timer_id, const char *tenant, WfRunState *run, WfLockedT
 		Datum		d;
 
 		values[0] = Int64GetDatum(timer_id);
-		values[1] = CStringGetTextDatum(tenant);
 		if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_TIMER_PEEK, values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		d = WfGetDatum(0, 1, &isnull);
@@ -1695,7 +1695,6 @@ WfLockTimerAndRun(int64 timer_id, const char *tenant, WfRunState *run, WfLockedT
 		}
 
 		values[0] = Int64GetDatum(timer_id);
-		values[1] = CStringGetTextDatum(tenant);
 		if (WfPlanExec(&WfRunstorePlans, locking(WF_RUNSTORE_LOCK_TIMER_AND_RUN), values, NULL, false, 1, SPI_OK_SELECT) != 1)
 			return false;
 		WfRunStateFromTuple(run, 0);
