@@ -137,6 +137,7 @@ REGRESS = \
 	399_start_and_claim \
 	401_lookup_plans \
 	402_fresh_tables \
+	403_large_outputs \
 	190_signals \
 	090_errors
 REGRESS_OPTS = --inputdir=.

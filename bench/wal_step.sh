@@ -17,7 +17,10 @@
 # (eager; cycle: the wf_cycle_b1 cell's start_run + claim_tasks +
 # complete_task of a 1-step run, three transactions, per cycle),
 # TASKFF and RUNFF (the fillfactor of wf.tasks and wf.runs; 0, the default:
-# the extension's), PG_CONFIG.
+# the extension's), OUTPUT (the output each eager step reports; default
+# {"ok": true}; OUTPUT_BYTES=N instead: an object of about N bytes of hex
+# digits, new for each step, which compress about as well as real
+# identifiers and hashes), PG_CONFIG.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PG_CONFIG=${PG_CONFIG:-pg_config}
@@ -27,6 +30,10 @@ STEPS=${STEPS:-2000}
 WARMUP=${WARMUP:-1000}
 BATCH=${BATCH:-1}
 MODE=${MODE:-eager}
+OUTPUT="'${OUTPUT:-{\"ok\": true\}}'"
+if [[ -n ${OUTPUT_BYTES:-} ]]; then
+	OUTPUT="(SELECT pg_catalog.jsonb_build_object('blob', string_agg(md5(random()::text), '')) FROM generate_series(1, $((OUTPUT_BYTES / 32))))"
+fi
 : "${PGDATA:?set PGDATA to the data directory of the server}"
 runs=$(( (STEPS + WARMUP) / 20 + 100 ))
 psql() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
@@ -57,7 +64,7 @@ walk() { # walk N: N eager steps, one client (BATCH > 1: N / BATCH batches)
 	{
 		echo "SELECT task_id AS tid, fence AS f FROM wf.claim_tasks('bench20', 'w1', 1, '60 seconds') \\gset"
 		for ((i = 0; i < $1; i++)); do
-			echo "SELECT task_id AS tid, fence AS f FROM wf.complete_and_claim(:tid, :f, '{\"ok\": true}', 'bench20', 'w1', 1, '60 seconds') \\gset"
+			echo "SELECT task_id AS tid, fence AS f FROM wf.complete_and_claim(:tid, :f, $OUTPUT, 'bench20', 'w1', 1, '60 seconds') \\gset"
 		done
 	} | psql -d "$DB" >/dev/null
 }

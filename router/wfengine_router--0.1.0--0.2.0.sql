@@ -12,7 +12,7 @@
  * answers a call of a function it does not have (wf.start_and_claim) with
  * 42883.
  *
- * 0.2.0 routes wf.start_and_claim (issue 31), and makes partition moves
+ * 0.2.0 routes wf.start_and_claim and wf.run_context (issue 31), and makes partition moves
  * safe and bounded (issue 30): moves through several routers exclude each
  * other, every wait of a move has a deadline, a copy that cannot go on
  * starts again, a cut-over left behind by a dead router session is ended,
@@ -26,7 +26,7 @@
 
 -- ==== routed eager start (issue 31) ====
 -- wf.start_and_claim (wfengine 0.3.0), routed by tenant: written by
--- router/gen_api.py from the last line of router/api.txt
+-- router/gen_api.py from its line of router/api.txt
 CREATE FUNCTION wfrouter."p:start_and_claim"(definition text, input jsonb, worker text, lease interval DEFAULT '00:00:30'::interval, idempotency_key text DEFAULT NULL::text)
 RETURNS TABLE(task_id bigint, run_id uuid, step text, attempt integer, fence bigint, idempotency_key text, input jsonb, lease_expires_at timestamp with time zone, queue text, activity text, deliveries integer)
 LANGUAGE plproxy AS $$
@@ -70,6 +70,51 @@ GRANT EXECUTE ON FUNCTION wfrouter."p:start_and_claim"(text, jsonb, text, interv
 REVOKE ALL ON FUNCTION wfrouter."p:start_and_claim"(text, jsonb, text, interval, text),
     wfrouter."r:start_and_claim"(text, jsonb, text, interval, text),
     wf.start_and_claim(text, jsonb, text, interval, text) FROM PUBLIC;
+
+-- ==== routed context of a run (issue 31) ====
+-- wf.run_context (wfengine 0.3.0), routed by tenant: written by
+-- router/gen_api.py from the last line of router/api.txt
+CREATE FUNCTION wfrouter."p:run_context"(run uuid)
+RETURNS jsonb
+LANGUAGE plproxy AS $$
+    CLUSTER 'wfengine';
+    RUN ON wfrouter.route();
+    TARGET wf.run_context;
+$$;
+
+CREATE FUNCTION wfrouter."r:run_context"(uuid)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tries integer := 0;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    LOOP
+        BEGIN
+            RETURN wfrouter."p:run_context"($1);
+        EXCEPTION WHEN SQLSTATE '55W01' OR SQLSTATE 'XX000' THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+            tries := wfrouter._retry(tries, st, msg, det, hnt);
+        END;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION wf.run_context(run uuid)
+RETURNS jsonb
+LANGUAGE sql
+AS $$ SELECT wfrouter."r:run_context"($1) $$;
+
+GRANT EXECUTE ON FUNCTION wfrouter."p:run_context"(uuid), wfrouter."r:run_context"(uuid), wf.run_context(uuid) TO wfengine_app;
+
+REVOKE ALL ON FUNCTION wfrouter."p:run_context"(uuid), wfrouter."r:run_context"(uuid),
+    wf.run_context(uuid) FROM PUBLIC;
 
 -- ==== connections to the shards (issue 30) ====
 -- Every statement the router sends a shard waits for its answer only as

@@ -469,8 +469,14 @@ SELECT pg_temp.code(pg_catalog.format('SELECT wf.complete_task(%s, %s, %L)', :t,
 SELECT wf.complete_task(:t, :f, '{"a": "different"}');
 SELECT c.task_id AS t, c.fence AS f, c.input AS input FROM wf.claim_tasks('h_b', 'h_worker') c \gset
 \echo :input
-SELECT wf.complete_task(:t, :f, '{"b": "done"}');
+-- an output large enough to be kept in the history only (read back by
+-- wf.run_context, with the shadows in place)
+SELECT wf.complete_task(:t, :f, pg_catalog.jsonb_build_object('b', 'done', 'pad', pg_catalog.repeat('p', 300)));
 SELECT wf.run_status(:'r1'), wf.verify_run(:'r1');
+SELECT wf.run_context(:'r1') OPERATOR(pg_catalog.->) 'steps' OPERATOR(pg_catalog.->) 'b'
+       OPERATOR(pg_catalog.->) 'output' OPERATOR(pg_catalog.->>) 'b' AS b_output,
+       (SELECT r.context OPERATOR(pg_catalog.->) 'steps' OPERATOR(pg_catalog.->) 'b' OPERATOR(pg_catalog.?) 'output_seq'
+        FROM wf.runs r WHERE r.run_id OPERATOR(pg_catalog.=) :'r1') AS kept_in_history;
 SELECT wf.verify_run(:'r1', pg_catalog.to_jsonb(h)) AS extends_head
 FROM wf.chain_heads() h WHERE h.run_id OPERATOR(pg_catalog.=) :'r1';
 SELECT h.seq, h.type, h.step, h.attempt, h.actor FROM wf.history(:'r1') h ORDER BY h.seq;

@@ -813,3 +813,22 @@ $$;
 COMMENT ON TABLE wfshard.moved_runs IS
 'The runs a move''s subscription wrote on this shard, with when (wf._note_moved_run): what the cut-over verifies. Emptied when a move begins and after it cuts over (by the router), never in the cut-over.';
 -- ==== end issue 30: the cut-over takes no lock that waits for a vacuum ====
+
+-- ==== issue 31: a step's output written once ====
+-- Since 0.3.0 a step output of 256 bytes or more (its jsonb) is not copied
+-- into the run's context: $.steps.<step> keeps "output_seq", the seq of
+-- the event of wf.events that holds it, instead of "output", so that a
+-- step does not write every large output before it again (src/state.c,
+-- record_step_output).  The engine puts the outputs back wherever it reads
+-- the context (mappings, choices, wf.verify_run); wf.run_context(run)
+-- returns the context whole.  Contexts written before the update keep
+-- their outputs.
+CREATE FUNCTION wf.run_context(run uuid)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'wfengine_run_context'
+LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION wf.run_context(uuid) IS
+'The run''s context whole, as mappings and choices read it: {"input": ..., "steps": {"<step>": {"output", "attempt", "visit"}}, ...}, with the input and the large step outputs that wf.runs.context leaves to wf.runs.input and wf.events put back.';
+REVOKE ALL ON FUNCTION wf.run_context(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION wf.run_context(uuid) TO wfengine_app;
+-- ==== end issue 31: a step's output written once ====

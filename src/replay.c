@@ -226,16 +226,22 @@ typedef struct ReplayLog
 	int			ntasks;
 	int			maxtasks;
 	ExpectedTask *tasks;
+	/* the output each event records for its step, by seq (NULL: none) */
+	Jsonb	  **outputs;
+	int32		maxseq;
 } ReplayLog;
 
 /* forward declarations */
 static const char *replay_events(WfRunState *state, const WfRunState *stored,
 								 ReplayLog *log, const Anchor *anchor);
 static void log_event(ReplayLog *log, const WfEvent *ev);
+static Jsonb **repalloc0_outputs(Jsonb **outputs, int32 oldmax, int32 newmax);
 static const char *check_identity(const WfRunState *stored, ReplayLog *log);
 static const char *check_tasks(const WfRunState *stored, ReplayLog *log);
+static const char *whole_context(Jsonb *context, const ReplayLog *log,
+								 Jsonb **whole);
 static const char *compare_snapshots(const WfRunState *rebuilt,
-									 const WfRunState *stored);
+									 const WfRunState *stored, const ReplayLog *log);
 static bool jsonb_equal(Jsonb *a, Jsonb *b);
 static bool str_equal(const char *a, const char *b);
 
@@ -269,6 +275,18 @@ log_event(ReplayLog *log, const WfEvent *ev)
 	ExpectedTask *t = NULL;
 	int64		task_id;
 	int			i;
+
+	/* a step output, which a snapshot's context may refer to (state.c) */
+	if (ev->seq > log->maxseq)
+	{
+		int32		newmax = Max(ev->seq, Max(64, log->maxseq * 2));
+
+		log->outputs = log->outputs ?
+			repalloc0_outputs(log->outputs, log->maxseq, newmax) :
+			palloc0(sizeof(Jsonb *) * (newmax + 1));
+		log->maxseq = newmax;
+	}
+	log->outputs[ev->seq] = WfEventOutput(ev);
 
 	if (ev->type == WF_EV_RUN_STARTED)
 	{
@@ -342,6 +360,18 @@ log_event(ReplayLog *log, const WfEvent *ev)
 	t->result = WfJsonbGetJsonb(ev->payload, t->outcome == 'f' ? "error" : "output");
 }
 
+/*
+ * repalloc0_outputs grows the outputs array of a ReplayLog from seqs
+ * 0..oldmax to 0..newmax, the new entries NULL.
+ */
+static Jsonb **
+repalloc0_outputs(Jsonb **outputs, int32 oldmax, int32 newmax)
+{
+	outputs = repalloc(outputs, sizeof(Jsonb *) * (newmax + 1));
+	memset(&outputs[oldmax + 1], 0, sizeof(Jsonb *) * (newmax - oldmax));
+	return outputs;
+}
+
 static const char *
 replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 			  const Anchor *anchor)
@@ -353,6 +383,8 @@ replay_events(WfRunState *state, const WfRunState *stored, ReplayLog *log,
 	memset(state, 0, sizeof(WfRunState));
 	memcpy(&state->run_id, &stored->run_id, sizeof(pg_uuid_t));
 	state->tenant_id = stored->tenant_id;
+	/* compared with their outputs put back (whole_context): either way */
+	state->output_refs = stored->output_refs;
 
 	values[0] = UUIDPGetDatum(&stored->run_id);
 	n = WfPlanExec(&WfReplayPlans,
@@ -595,12 +627,48 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 }
 
 /*
- * compare_snapshots returns NULL when the rebuilt state equals the stored
- * snapshot, or the first column that differs.
+ * whole_context sets *whole to context with the step outputs it refers to
+ * put back from the replayed history (log), as the engine reads it
+ * (WfRunContext); returns what is wrong when it refers to an event that
+ * recorded no output.
  */
 static const char *
-compare_snapshots(const WfRunState *rebuilt, const WfRunState *stored)
+whole_context(Jsonb *context, const ReplayLog *log, Jsonb **whole)
 {
+	int32	   *seqs;
+	int			n = WfContextOutputSeqs(context, &seqs);
+	Jsonb	  **outputs;
+	int			i;
+
+	*whole = context;
+	if (n == 0)
+		return NULL;
+	outputs = palloc(sizeof(Jsonb *) * n);
+	for (i = 0; i < n; i++)
+	{
+		if (seqs[i] > log->maxseq || log->outputs[seqs[i]] == NULL)
+			return psprintf("The snapshot's context refers to event %d for a step output, and that event records none",
+							seqs[i]);
+		outputs[i] = log->outputs[seqs[i]];
+	}
+	*whole = WfContextWithOutputs(context, n, seqs, outputs);
+	return NULL;
+}
+
+/*
+ * compare_snapshots returns NULL when the rebuilt state equals the stored
+ * snapshot, or the first column that differs.  Contexts are compared with
+ * their outputs put back: a step output is in the snapshot either itself
+ * or as the seq of the event that holds it (state.c), and a run written
+ * before 0.3.0 holds them itself.
+ */
+static const char *
+compare_snapshots(const WfRunState *rebuilt, const WfRunState *stored, const ReplayLog *log)
+{
+	Jsonb	   *rebuilt_context;
+	Jsonb	   *stored_context;
+	const char *problem;
+
 	if (rebuilt->seq != stored->seq)
 		return psprintf("The snapshot is at seq %d, the history at seq %d",
 						stored->seq, rebuilt->seq);
@@ -621,7 +689,10 @@ compare_snapshots(const WfRunState *rebuilt, const WfRunState *stored)
 	if (rebuilt->step_generation != stored->step_generation ||
 		rebuilt->wait_generation != stored->wait_generation)
 		return "The snapshot's step or wait generation differs from the history's";
-	if (!jsonb_equal(rebuilt->context, stored->context))
+	if ((problem = whole_context(stored->context, log, &stored_context)) != NULL ||
+		(problem = whole_context(rebuilt->context, log, &rebuilt_context)) != NULL)
+		return problem;
+	if (!jsonb_equal(rebuilt_context, stored_context))
 		return "The snapshot's context differs from the history's";
 	if (!jsonb_equal(rebuilt->output, stored->output))
 		return "The snapshot's output differs from the history's";
@@ -655,7 +726,7 @@ verify_run(pg_uuid_t *run_id, const Anchor *anchor)
 	if (problem == NULL)
 		problem = replay_events(&rebuilt, &stored, &log, anchor);
 	if (problem == NULL)
-		problem = compare_snapshots(&rebuilt, &stored);
+		problem = compare_snapshots(&rebuilt, &stored, &log);
 	if (problem == NULL)
 		problem = check_identity(&stored, &log);
 	if (problem == NULL)

@@ -58,6 +58,7 @@
 
 PG_FUNCTION_INFO_V1(wfengine_start_run);
 PG_FUNCTION_INFO_V1(wfengine_run_status);
+PG_FUNCTION_INFO_V1(wfengine_run_context);
 PG_FUNCTION_INFO_V1(wfengine_terminate_run);
 PG_FUNCTION_INFO_V1(wfengine_update_context);
 PG_FUNCTION_INFO_V1(wfengine_signal);
@@ -484,6 +485,23 @@ wfengine_run_status(PG_FUNCTION_ARGS)
 	if (WfPlanExec(&WfRunPlans, PLAN_RUN_STATUS, values, NULL, true, 1, SPI_OK_SELECT) != 1)
 		WfUnknownRun(run_id);
 	PG_RETURN_DATUM(WfApiReturn(WfGetDatumNotNull(0, 1), false, -1));
+}
+
+/*
+ * wfengine_run_context is wf.run_context(run): the run's context whole, as
+ * the definition's paths read it: with the run's input where the stored
+ * context leaves it out, and the step outputs kept in the history only
+ * (WF_OUTPUT_REF_MIN bytes or more) put back.
+ */
+Datum
+wfengine_run_context(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *run_id = PG_GETARG_UUID_P(0);
+	WfRunState	run;
+
+	WfApiBegin();
+	WfReadRun(run_id, &run);
+	PG_RETURN_DATUM(WfApiReturn(JsonbPGetDatum(WfRunContextWhole(&run)), false, -1));
 }
 
 /* the commands of this file: the statuses each applies to, its refusals */

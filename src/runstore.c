@@ -196,6 +196,14 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"LIMIT 1",
 		2, {INT8OID, TEXTOID}
 	},
+	/* the outputs a run's context refers to (WfRunContext), by events_pkey */
+	[WF_RUNSTORE_EVENT_OUTPUTS] = {
+		"event_outputs",
+		"SELECT e.seq, e.payload OPERATOR(pg_catalog.->) 'output' FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.seq OPERATOR(pg_catalog.=) ANY ($2)"
+		" AND e.tenant_id OPERATOR(pg_catalog.=) $3",
+		3, {UUIDOID, INT4ARRAYOID, TEXTOID}, false, true
+	},
 };
 
 WfPlanTable WfRunstorePlans = WF_PLAN_TABLE("runstore", runstore_plan_specs);
@@ -1289,6 +1297,108 @@ run_state_from(WfRunState *run, WfColumnGetter get, const void *src)
 	run->current_task = isnull ? 0 : DatumGetInt64(d);
 	run->step_generation = DatumGetInt32(column_not_null(get, src, WF_RUN_COL_STEP_GENERATION));
 	run->wait_generation = DatumGetInt32(column_not_null(get, src, WF_RUN_COL_WAIT_GENERATION));
+	/* large outputs by reference in the snapshots of 0.3.0 on, only */
+	run->output_refs = WfSchemaVersionAtLeast("0.3.0", NULL);
+}
+
+/*
+ * context_with_outputs returns run's context with the step outputs it
+ * refers to put back (WfContextWithOutputs): those of the events of tr
+ * (when not NULL: the transition's own, not written yet), the others read
+ * from the run's history by events_pkey, in one statement.  The context
+ * itself when it refers to none.
+ */
+static Jsonb *
+context_with_outputs(const WfRunState *run, const WfTransition *tr)
+{
+	int32	   *seqs;
+	int			n = WfContextOutputSeqs(run->context, &seqs);
+	Jsonb	  **outputs;
+	bool	   *found;
+	Datum	   *missing;
+	int			nmissing = 0;
+	int			i;
+	int			k;
+
+	if (n == 0)
+		return run->context;
+	outputs = palloc0(sizeof(Jsonb *) * n);
+	found = palloc0(sizeof(bool) * n);
+	missing = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		for (k = 0; tr != NULL && k < tr->nevents && !found[i]; k++)
+			if (tr->events[k].seq == seqs[i])
+			{
+				outputs[i] = WfEventOutput(&tr->events[k]);
+				found[i] = true;
+			}
+		if (!found[i])
+			missing[nmissing++] = Int32GetDatum(seqs[i]);
+	}
+	if (nmissing > 0)
+	{
+		Datum		values[3];
+		uint64		rows;
+		uint64		r;
+
+		values[0] = UUIDPGetDatum(&run->run_id);
+		values[1] = PointerGetDatum(construct_array(missing, nmissing, INT4OID,
+													sizeof(int32), true, TYPALIGN_INT));
+		values[2] = CStringGetTextDatum(run->tenant_id);
+		/* read-only outside a transition (wf.run_context is STABLE) */
+		rows = WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_EVENT_OUTPUTS, values, NULL, tr == NULL, 0,
+						  SPI_OK_SELECT);
+		for (r = 0; r < rows; r++)
+		{
+			int32		seq = DatumGetInt32(WfGetDatumNotNull(r, 1));
+			bool		isnull;
+			Datum		d = WfGetDatum(r, 2, &isnull);
+
+			/* a reference is only ever to an output (of 256 bytes or more) */
+			for (i = 0; i < n && !isnull; i++)
+				if (seqs[i] == seq && !found[i])
+				{
+					outputs[i] = DatumGetJsonbPCopy(d);
+					found[i] = true;
+				}
+		}
+		for (i = 0; i < n; i++)
+			if (!found[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("the history of run %s holds no step output at event %d, which its context refers to",
+								DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&run->run_id))),
+								seqs[i]),
+						 errhint("Check the run with wf.verify_run.")));
+	}
+	return WfContextWithOutputs(run->context, n, seqs, outputs);
+}
+
+/*
+ * WfRunContext returns the context of tr's run as the definition's paths
+ * read it: with the step outputs kept in the history only put back
+ * (record_step_output in state.c).  Kept for the transition until the
+ * context changes.
+ */
+Jsonb *
+WfRunContext(WfTransition *tr)
+{
+	if (tr->whole_context_of != tr->run->context)
+	{
+		tr->whole_context = context_with_outputs(tr->run, tr);
+		tr->whole_context_of = tr->run->context;
+	}
+	return tr->whole_context;
+}
+
+/*
+ * WfRunContextWhole is WfRunContext for a run read outside a transition.
+ */
+Jsonb *
+WfRunContextWhole(const WfRunState *run)
+{
+	return context_with_outputs(run, NULL);
 }
 
 /*

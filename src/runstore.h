@@ -138,6 +138,9 @@ typedef struct WfTransition
 	const WfLeaseOffer *offer;
 	bool		task_leased;	/* the new task was written leased */
 	WfTaskLease lease;			/* then: the lease it was written with */
+	/* WfRunContext's last answer, and the run's context it was for */
+	Jsonb	   *whole_context;
+	Jsonb	   *whole_context_of;
 } WfTransition;
 
 /*
@@ -266,6 +269,10 @@ extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
 								 int32 version, Jsonb *input, const char *key);
 extern void WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out);
 
+/* the run's context with the step outputs it refers to (state.c) */
+extern Jsonb *WfRunContext(WfTransition *tr);
+extern Jsonb *WfRunContextWhole(const WfRunState *run);
+
 /* a task attempt's input, for the attempts whose row holds none */
 extern Jsonb *WfRunInputOf(Jsonb *context, Jsonb *stored);
 extern Datum WfHashDatum(const uint8 *hash);
@@ -290,7 +297,8 @@ typedef enum WfRunstorePlan
 	WF_RUNSTORE_LOCK_TIMER_AND_RUN_NOWAIT,
 	WF_RUNSTORE_RUN_LOCK_NOWAIT,
 	WF_RUNSTORE_KEEP_TASK_INPUTS,
-	WF_RUNSTORE_COMPLETED_TASK
+	WF_RUNSTORE_COMPLETED_TASK,
+	WF_RUNSTORE_EVENT_OUTPUTS
 } WfRunstorePlan;
 
 extern PGDLLIMPORT WfPlanTable WfRunstorePlans;

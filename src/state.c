@@ -385,6 +385,150 @@ context_set_step(Jsonb *context, const char *step, Jsonb *value)
 	return WfJsonbSetKeyIn(context, "steps", step, value);
 }
 
+/*
+ * WfEventOutput returns the output an event records for its step (its
+ * payload's "output"), or NULL.
+ */
+Jsonb *
+WfEventOutput(const WfEvent *ev)
+{
+	return WfJsonbGetJsonb(ev->payload, "output");
+}
+
+/*
+ * output_seq_of returns the seq a step's entry of $.steps refers to for its
+ * output (WF_OUTPUT_SEQ_KEY), or 0 when the entry holds its output.
+ */
+static int32
+output_seq_of(const JsonbValue *entry)
+{
+	JsonbValue *v;
+
+	if (entry->type != jbvBinary || !JsonContainerIsObject(entry->val.binary.data))
+		return 0;
+	v = getKeyJsonValueFromContainer(entry->val.binary.data, WF_OUTPUT_SEQ_KEY,
+									 strlen(WF_OUTPUT_SEQ_KEY), NULL);
+	if (v == NULL || v->type != jbvNumeric)
+		return 0;
+	return DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
+}
+
+/*
+ * WfContextOutputSeqs sets *seqs to the seqs of the events whose outputs
+ * the context's $.steps refers to (record_step_output) and returns how
+ * many there are: 0 when it holds every output itself.
+ */
+int
+WfContextOutputSeqs(Jsonb *context, int32 **seqs)
+{
+	JsonbValue *steps = WfJsonbGet(context, "steps");
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			n = 0;
+
+	*seqs = NULL;
+	if (steps == NULL || steps->type != jbvBinary ||
+		!JsonContainerIsObject(steps->val.binary.data))
+		return 0;
+	it = JsonbIteratorInit(steps->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		int32		seq;
+
+		if (tok != WJB_VALUE || (seq = output_seq_of(&v)) <= 0)
+			continue;
+		if (*seqs == NULL)
+			*seqs = palloc(sizeof(int32) * JsonContainerSize(steps->val.binary.data));
+		(*seqs)[n++] = seq;
+	}
+	return n;
+}
+
+/*
+ * entry_with_output returns a step's entry of $.steps (an object holding
+ * WF_OUTPUT_SEQ_KEY) with that member replaced by "output": output (NULL:
+ * a JSON null).
+ */
+static Jsonb *
+entry_with_output(JsonbContainer *entry, Jsonb *output)
+{
+	JsonbParseState *ps = NULL;
+	JsonbIterator *it = JsonbIteratorInit(entry);
+	JsonbValue	v;
+	JsonbValue *res = NULL;
+	JsonbIteratorToken tok;
+	size_t		keylen = strlen(WF_OUTPUT_SEQ_KEY);
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY && v.val.string.len == keylen &&
+			memcmp(v.val.string.val, WF_OUTPUT_SEQ_KEY, keylen) == 0)
+		{
+			v.val.string.val = "output";
+			v.val.string.len = 6;
+			pushJsonbValue(&ps, WJB_KEY, &v);
+			(void) JsonbIteratorNext(&it, &v, true);	/* the seq */
+			if (output == NULL)
+				v.type = jbvNull;
+			else
+			{
+				v.type = jbvBinary;
+				v.val.binary.data = &output->root;
+				v.val.binary.len = VARSIZE(output) - VARHDRSZ;
+			}
+			res = pushJsonbValue(&ps, WJB_VALUE, &v);
+			continue;
+		}
+		res = pushJsonbValue(&ps, tok, tok < WJB_BEGIN_ARRAY ? &v : NULL);
+	}
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * WfContextWithOutputs returns the context with each output it refers to
+ * put back: outputs[i] is that of the event of seq seqs[i] (NULL: the
+ * event recorded none), as WfContextOutputSeqs listed them.  The context
+ * is then what it would be had every output been copied into it.
+ */
+Jsonb *
+WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs, Jsonb **outputs)
+{
+	JsonbValue *steps = WfJsonbGet(context, "steps");
+	JsonbParseState *ps = NULL;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbValue *res = NULL;
+	JsonbIteratorToken tok;
+
+	if (n == 0)
+		return context;
+	Assert(steps != NULL && steps->type == jbvBinary);
+	it = JsonbIteratorInit(steps->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		int32		seq;
+		int			i;
+		Jsonb	   *entry;
+
+		if (tok != WJB_VALUE || (seq = output_seq_of(&v)) <= 0)
+		{
+			res = pushJsonbValue(&ps, tok, tok < WJB_BEGIN_ARRAY ? &v : NULL);
+			continue;
+		}
+		for (i = 0; i < n && seqs[i] != seq; i++)
+			;
+		if (i == n)
+			elog(ERROR, "wfengine resolves a step output of event %d it was not given", seq);
+		entry = entry_with_output(v.val.binary.data, outputs[i]);
+		v.type = jbvBinary;
+		v.val.binary.data = &entry->root;
+		v.val.binary.len = VARSIZE(entry) - VARHDRSZ;
+		res = pushJsonbValue(&ps, WJB_VALUE, &v);
+	}
+	return WfJsonbSetKey(context, "steps", JsonbValueToJsonb(res));
+}
+
 /* ----------------------------------------------------------------
  *		the reducer
  * ----------------------------------------------------------------
@@ -394,15 +538,22 @@ context_set_step(Jsonb *context, const char *step, Jsonb *value)
  * record_step_output records the output of a visit of ev's step that has
  * ended (the payload's output and visit, and the attempt that produced
  * it; skipped: by wf.skip_step) in $.steps of the context; the run is at
- * no step until it enters the next.
+ * no step until it enters the next.  An output of WF_OUTPUT_REF_MIN bytes
+ * or more is recorded by reference, the seq of ev (WF_OUTPUT_SEQ_KEY), in
+ * a run whose snapshot may hold references (output_refs: 0.3.0 on).
  */
 static void
 record_step_output(WfRunState *run, const WfEvent *ev, int32 attempt, bool skipped)
 {
 	WfJsonBuilder b;
+	Jsonb	   *output = WfEventOutput(ev);
 
 	WfJbBegin(&b);
-	WfJbJsonb(&b, "output", WfJsonbGetJsonb(ev->payload, "output"));
+	/* a large output stays in ev's row of the history only */
+	if (run->output_refs && output != NULL && VARSIZE(output) >= WF_OUTPUT_REF_MIN)
+		WfJbInt(&b, WF_OUTPUT_SEQ_KEY, ev->seq);
+	else
+		WfJbJsonb(&b, "output", output);
 	WfJbInt(&b, "attempt", attempt);
 	WfJbInt(&b, "visit", WfJsonbGetInt(ev->payload, "visit", 1));
 	if (skipped)

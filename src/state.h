@@ -128,7 +128,19 @@ typedef struct WfRunState
 	TimestampTz updated_at;
 	bool		finished;		/* finished_at is set */
 	TimestampTz finished_at;
+	bool		output_refs;	/* a large step output is kept in the
+								 * history only (WF_OUTPUT_SEQ_KEY) */
 } WfRunState;
+
+/*
+ * A step output of this many bytes (its jsonb) or more is not copied into
+ * the context: $.steps.<step> keeps, instead of "output", the seq of the
+ * event that holds it (WF_OUTPUT_SEQ_KEY), so that a step does not write
+ * again every large output before it.  Readers of outputs resolve it
+ * (WfContextOutputSeqs, WfContextWithOutputs).
+ */
+#define WF_OUTPUT_REF_MIN 256
+#define WF_OUTPUT_SEQ_KEY "output_seq"
 
 /* one event, as appended */
 typedef struct WfEvent
@@ -162,6 +174,10 @@ extern WfEvent *WfUnpackEvents(const WfEvent *head, text *more, int *n);
 extern void WfHashEventsFrom(const WfRunState *run, const uint8 *last_hash,
 							 WfEvent *evs, int n);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
+extern int	WfContextOutputSeqs(Jsonb *context, int32 **seqs);
+extern Jsonb *WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs,
+								   Jsonb **outputs);
+extern Jsonb *WfEventOutput(const WfEvent *ev);
 extern WfRunStatus WfUndoingStatus(const WfRunState *run);
 
 #endif							/* WF_STATE_H */

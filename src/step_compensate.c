@@ -145,7 +145,7 @@ WfScheduleCompensation(WfTransition *tr, int32 attempt)
 	sd = tr->def->steps[idx].compensate;
 
 	if (sd->has_input)
-		input = WfEvaluateMapping(sd->input, sd->n_input, tr->run->context);
+		input = WfEvaluateMapping(sd->input, sd->n_input, WfRunContext(tr));
 	else
 	{
 		WfJsonBuilder b;
@@ -153,7 +153,7 @@ WfScheduleCompensation(WfTransition *tr, int32 attempt)
 		WfJbBegin(&b);
 		WfJbText(&b, "step", step);
 		WfJbInt(&b, "visit", visit);
-		WfJbJsonb(&b, "output", step_output(tr->run->context, step));
+		WfJbJsonb(&b, "output", step_output(WfRunContext(tr), step));
 		WfJbJsonb(&b, "input", WfJsonbGetJsonb(tr->run->context, "input"));
 		input = WfJbEnd(&b);
 	}

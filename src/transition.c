@@ -100,7 +100,7 @@ WfPlanTable WfTransitionPlans = WF_PLAN_TABLE("transition", transition_plan_spec
 
 
 /* forward declarations */
-static int32 task_priority(const WfStepDef *sd, Jsonb *context);
+static int32 task_priority(const WfStepDef *sd, WfTransition *tr);
 static void fail_attempt(WfTransition *tr, const WfStepDef *sd, int step_index,
 						 const WfTaskResult *res, int32 attempt);
 static void fail_run(WfTransition *tr, const char *step, const char *reason,
@@ -227,7 +227,7 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	if (input == NULL)
 	{
 		if (sd->has_input)
-			input = WfEvaluateMapping(sd->input, sd->n_input, tr->run->context);
+			input = WfEvaluateMapping(sd->input, sd->n_input, WfRunContext(tr));
 		else
 			input = WfJsonbGetJsonb(tr->run->context, "input");
 	}
@@ -249,7 +249,7 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	t->schedule_to_start = sd->timeout.schedule_to_start;
 	t->start_to_close = sd->timeout.start_to_close;
 	t->heartbeat = sd->timeout.heartbeat;
-	t->priority = task_priority(sd, tr->run->context);
+	t->priority = task_priority(sd, tr);
 	tr->has_task = true;
 
 	/*
@@ -308,7 +308,7 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
  * the valid range; 0 when it finds none).
  */
 static int32
-task_priority(const WfStepDef *sd, Jsonb *context)
+task_priority(const WfStepDef *sd, WfTransition *tr)
 {
 	Jsonb	   *found;
 	JsonbValue	v;
@@ -316,7 +316,7 @@ task_priority(const WfStepDef *sd, Jsonb *context)
 
 	if (sd->priority_path == 0)
 		return sd->priority;
-	found = WfEvaluatePath(sd->priority_path, context);
+	found = WfEvaluatePath(sd->priority_path, WfRunContext(tr));
 	if (found == NULL || !JB_ROOT_IS_SCALAR(found) ||
 		!JsonbExtractScalar(&found->root, &v) || v.type != jbvNumeric)
 		return 0;
@@ -633,10 +633,10 @@ WfAdvanceTo(WfTransition *tr, int from_step, int next)
 		Jsonb	   *output;
 
 		if (def->has_output)
-			output = WfEvaluateMapping(def->output, def->n_output, tr->run->context);
+			output = WfEvaluateMapping(def->output, def->n_output, WfRunContext(tr));
 		else
 		{
-			JsonbValue *steps = WfJsonbGet(tr->run->context, "steps");
+			JsonbValue *steps = WfJsonbGet(WfRunContext(tr), "steps");
 			JsonbValue *last = NULL;
 
 			if (steps != NULL && steps->type == jbvBinary)

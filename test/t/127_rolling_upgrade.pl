@@ -20,7 +20,8 @@
 # is driven to its end, every acknowledged start and completion is present
 # once, and every run verifies.  Last the router is given the router
 # extension in development and updated (ALTER EXTENSION wfengine_router
-# UPDATE), and routes what the new shards added (wf.start_and_claim).  A shard being restarted is refused with
+# UPDATE), and routes what the new shards added (wf.start_and_claim,
+# wf.run_context).  A shard being restarted is refused with
 # 08006 (naming it), never anything else.
 
 use strict;
@@ -260,10 +261,14 @@ is(extversion($router, 'wfengine_router', 'wfengine_router'), $router_current, "
 for my $n (qw(s1 s2))
 {
 	my $t = $on{$n}[1] // $on{$n}[0];
-	my ($step, $deliveries, $task, $fence) = split /\|/, as_tenant($t,
-		q{SELECT step || '|' || deliveries || '|' || task_id || '|' || fence FROM wf.start_and_claim('load', '{}', 'eager')});
+	my ($step, $deliveries, $task, $fence, $run) = split /\|/, as_tenant($t,
+		q{SELECT step || '|' || deliveries || '|' || task_id || '|' || fence || '|' || run_id FROM wf.start_and_claim('load', '{}', 'eager')});
 	is("$step:$deliveries", 'one:1', "$t on $n: wf.start_and_claim through the updated router");
-	is(as_tenant($t, "SELECT wf.complete_task($task, $fence, '{}')"), 'accepted', '... its lease completes');
+	# an output large enough to be kept in the history only (0.3.0)
+	is(as_tenant($t, "SELECT wf.complete_task($task, $fence, jsonb_build_object('pad', repeat('p', 300)))"),
+		'accepted', '... its lease completes');
+	is(as_tenant($t, "SELECT length(wf.run_context('$run')->'steps'->'one'->'output'->>'pad')"), '300',
+		'... and wf.run_context, routed, gives its output whole');
 	is($shard{$n}->safe_psql($db, qq{SELECT count(*) FILTER (WHERE NOT wf._verify_moved_run(tenant_id, run_id) OR status <> 'completed') FROM wf.runs WHERE tenant_id = '$t'}),
 		'0', "... and its run completes and verifies");
 }
