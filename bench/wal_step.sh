@@ -75,7 +75,11 @@ walk "$STEPS"
 end=$(psql -d "$DB" -At -c 'SELECT pg_current_wal_insert_lsn()')
 declare -A rel
 while IFS='|' read -r node name; do rel[$node]=$name; done < <(psql -d "$DB" -At -F '|' -c \
-	"SELECT relfilenode, relname FROM pg_class WHERE relnamespace = 'wf'::regnamespace AND relfilenode <> 0")
+	"SELECT relfilenode, relname FROM pg_class WHERE relnamespace = 'wf'::regnamespace AND relfilenode <> 0
+	 UNION ALL SELECT c.relfilenode, 'toast:' || t.relname FROM pg_class t JOIN pg_class c ON c.oid = t.reltoastrelid
+	 WHERE t.relnamespace = 'wf'::regnamespace
+	 UNION ALL SELECT i.relfilenode, 'toast_index:' || t.relname FROM pg_class t JOIN pg_index x ON x.indrelid = t.reltoastrelid
+	 JOIN pg_class i ON i.oid = x.indexrelid WHERE t.relnamespace = 'wf'::regnamespace")
 if [[ $MODE == cycle ]]; then echo "WAL of $STEPS cycles ($start .. $end), per cycle:"; else echo "WAL of $STEPS eager steps, batches of $BATCH ($start .. $end), per step:"; fi
 "$bin/pg_waldump" -p "$PGDATA/pg_wal" -s "$start" -e "$end" 2>/dev/null |
 	awk -v steps="$STEPS" -v map="$(for k in "${!rel[@]}"; do printf '%s=%s,' "$k" "${rel[$k]}"; done)" '
