@@ -401,6 +401,8 @@ typedef struct Worker
 	WfTask	  **todo;			/* [concurrency]: claimed, not started */
 	int			n_todo;
 	int			threads_done;	/* task threads that returned */
+	int			n_reporting;	/* task threads inside report() */
+	int			abandoned;		/* the drain timed out: no more reports */
 	int			beat_stop;
 	int			eager;			/* report with wf.complete_and_claim */
 	int			nshards;		/* of cfg->shards; 0: cfg->conninfo */
@@ -767,7 +769,7 @@ task_thread(void *arg)
 
 		while (w->n_todo == 0 && !stopping)
 			wait_on(w, 0.2);
-		if (w->n_todo == 0)
+		if (w->n_todo == 0 || w->abandoned)
 			break;				/* stopping, and nothing left to start */
 		t = w->todo[--w->n_todo];
 		/*
@@ -781,11 +783,27 @@ task_thread(void *arg)
 
 			pthread_mutex_unlock(&w->lock);
 			r = run_handler(w->cfg, t);
+
+			/*
+			 * A task the drain gave up on is left to its lease: no report,
+			 * and no libpq at all, since wf_worker_run has returned and the
+			 * process may be exiting (a connection opened or used during
+			 * exit() crashed it).  The drain waits for reports begun before.
+			 */
+			pthread_mutex_lock(&w->lock);
+			if (w->abandoned)
+			{
+				free(r.json);
+				break;
+			}
+			w->n_reporting++;
+			pthread_mutex_unlock(&w->lock);
 			/* stopping is looked at after the handler: a stop may come meanwhile */
 			a = report(w, &conn, &conn_gen, t, r, w->eager && !stopping, &next);
 			free(r.json);
 
 			pthread_mutex_lock(&w->lock);
+			w->n_reporting--;
 			if (a == WF_ANSWER_ACCEPTED)
 				w->stats.accepted++;
 			else
@@ -810,6 +828,12 @@ task_thread(void *arg)
 	}
 	w->threads_done++;
 	pthread_cond_broadcast(&w->changed);
+	if (w->abandoned)
+	{
+		/* the process may be exiting: its connection is left to it */
+		pthread_mutex_unlock(&w->lock);
+		return NULL;
+	}
 	pthread_mutex_unlock(&w->lock);
 	PQfinish(conn);
 	return NULL;
@@ -1175,8 +1199,12 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 	for (i = 0; i < w->n_in_flight; i++)
 		w->in_flight[i]->cancelled = 1;
 	w->stats.abandoned = w->n_in_flight;
+	w->abandoned = w->n_in_flight > 0;
 	w->beat_stop = 1;
 	pthread_cond_broadcast(&w->changed);
+	/* a report under way finishes (one statement) before the threads are left */
+	while (w->n_reporting > 0)
+		wait_on(w, 0.1);
 	pthread_mutex_unlock(&w->lock);
 	pthread_join(beat, NULL);
 	if (w->stats.abandoned == 0)

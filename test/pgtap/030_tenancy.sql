@@ -226,6 +226,7 @@ INSERT INTO attacks VALUES
  ('wf.claim_tasks_any(text[],text,integer,interval,interval)',
   $q$SELECT count(*) FROM wf.claim_tasks_any(ARRAY['q', 'b_mail'], 'evil', 100) c WHERE c.run_id IN (SELECT run_id FROM wf.runs WHERE tenant_id <> 't_one')$q$, '^0$'),
  ('wf.run_status(uuid)', $q$SELECT wf.run_status(':claimed_run')$q$, 'error'),
+ ('wf.run_context(uuid)', $q$SELECT wf.run_context(':claimed_run')$q$, 'error'),
  ('wf.history(uuid)', $q$SELECT count(*) FROM wf.history(':claimed_run')$q$, 'error'),
  ('wf.explain(uuid)', $q$SELECT wf.explain(':approval_run')$q$, 'error'),
  ('wf.verify_run(uuid)', $q$SELECT wf.verify_run(':claimed_run')$q$, 'error'),
