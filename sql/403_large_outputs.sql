@@ -112,6 +112,23 @@ SELECT step, input->'output'->'booking' AS booking, length(input->'output'->>'bl
 FROM wf.claim_tasks('bs_undo', 'w');
 SELECT wf.verify_run(:'run3');
 
+-- a path is given the outputs it may read: the steps it names, with those a
+-- filter names too, or every step when it reads $.steps otherwise
+SELECT wf.publish_definition('big_paths', '{"steps": [
+  {"name": "a", "queue": "bp_q"}, {"name": "b", "queue": "bp_q"},
+  {"name": "c", "queue": "bp_q", "input": {
+     "same": "$.steps.a.output.n ? (@ == $.steps.b.output.n)",
+     "any": "$.steps.*.output.k",
+     "keys": "$.steps.keyvalue().key",
+     "root": "$.input.order"}}]}');
+SELECT wf.start_run('big_paths', '{"order": 5}') AS run5 \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('bp_q', 'w') \gset
+SELECT wf.complete_task(:t, :f, pg_temp.big(300, '{"n": 4}'));
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('bp_q', 'w') \gset
+SELECT wf.complete_task(:t, :f, pg_temp.big(300, '{"n": 4, "k": "from b"}'));
+SELECT pg_temp.held(:'run5');
+SELECT step, input FROM wf.claim_tasks('bp_q', 'w');
+
 -- outputs under 256 bytes stay copied in the context, as before
 SELECT wf.start_run('big_last', '{}') AS run4 \gset
 SELECT task_id AS t, fence AS f FROM wf.claim_tasks('bl_q', 'w') \gset

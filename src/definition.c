@@ -465,6 +465,120 @@ call_path_function(PGFunction fn, Datum path, Jsonb *context, Datum *result)
 }
 
 /*
+ * read_quoted reads the JSON string at p (a key or a string literal of a
+ * path's canonical text, jsonpath_out: double quotes, backslash escapes)
+ * into buf, and returns where it ends; NULL when it is not one, or has an
+ * escape other than \" \\ \/ (a name with a control character: the
+ * caller then assumes the worst).
+ */
+static const char *
+read_quoted(const char *p, StringInfo buf)
+{
+	resetStringInfo(buf);
+	if (*p != '"')
+		return NULL;
+	for (p++; *p != '\0' && *p != '"'; p++)
+	{
+		if (*p == '\\')
+		{
+			p++;
+			if (*p != '"' && *p != '\\' && *p != '/')
+				return NULL;
+		}
+		appendStringInfoChar(buf, *p);
+	}
+	return *p == '"' ? p + 1 : NULL;
+}
+
+/*
+ * WfPathStepsRead adds to reads the entries of $.steps a compiled path may
+ * read.  Read from its canonical text: every root ($: paths have no
+ * variables) outside a string is followed by a key ($."input", a key of
+ * the context other than "steps": no step) or by $."steps"."<name>" (that
+ * step); any other use of the root ($, $.*, $."steps"[*], $."steps" ? (...),
+ * ...) may read them all.
+ */
+void
+WfPathStepsRead(Datum path, WfStepsRead *reads)
+{
+	const char *p;
+	StringInfoData key;
+	bool		all = false;
+
+	if (reads->all || path == (Datum) 0)
+		return;
+	p = DatumGetCString(DirectFunctionCall1(jsonpath_out, path));
+	initStringInfo(&key);
+	while (*p != '\0' && !all)
+	{
+		if (*p == '"')
+		{
+			/* a string: skipped (one that cannot be read: assume the worst) */
+			p = read_quoted(p, &key);
+			all = p == NULL;
+			continue;
+		}
+		if (*p++ != '$')
+			continue;
+		/* the root: a key must follow */
+		if (p[0] != '.' || p[1] != '"' || (p = read_quoted(p + 1, &key)) == NULL)
+		{
+			all = true;
+			continue;
+		}
+		if (strcmp(key.data, "steps") != 0)
+			continue;
+		/* $."steps": the key of one step must follow */
+		if (p[0] != '.' || p[1] != '"' || (p = read_quoted(p + 1, &key)) == NULL)
+		{
+			all = true;
+			continue;
+		}
+		reads->names = lappend(reads->names, pstrdup(key.data));
+	}
+	if (all)
+	{
+		reads->all = true;
+		list_free_deep(reads->names);
+		reads->names = NIL;
+	}
+	pfree(key.data);
+}
+
+/*
+ * WfMappingStepsRead is WfPathStepsRead for every path of a mapping.
+ */
+void
+WfMappingStepsRead(const WfMapping *map, int n, WfStepsRead *reads)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		WfPathStepsRead(map[i].path, reads);
+}
+
+/*
+ * WfStepsReadHas: the step whose name is the len bytes at step is among
+ * the entries reads may read.
+ */
+bool
+WfStepsReadHas(const WfStepsRead *reads, const char *step, int len)
+{
+	ListCell   *lc;
+
+	if (reads->all)
+		return true;
+	foreach(lc, reads->names)
+	{
+		const char *name = lfirst(lc);
+
+		if (strlen(name) == len && memcmp(name, step, len) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
  * WfEvaluatePath returns the first item a compiled jsonpath finds in
  * context, or NULL when it finds nothing.  Evaluation is silent: a
  * structural error (a missing key in strict mode, a type mismatch) finds

@@ -48,6 +48,21 @@ extern Jsonb *WfEvaluatePath(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluatePathAll(Datum path, Jsonb *context);
 extern bool WfPathMatches(Datum path, Jsonb *context);
 extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
+
+/*
+ * The entries of $.steps in the run context that paths may read: all of
+ * them, or the steps named (what the engine must put back of the outputs
+ * the context keeps in the history, runstore.c).
+ */
+typedef struct WfStepsRead
+{
+	bool		all;
+	List	   *names;			/* of char *, while not all */
+} WfStepsRead;
+
+extern void WfPathStepsRead(Datum path, WfStepsRead *reads);
+extern void WfMappingStepsRead(const WfMapping *map, int n, WfStepsRead *reads);
+extern bool WfStepsReadHas(const WfStepsRead *reads, const char *step, int len);
 extern void WfDefinitionInit(void);
 
 

@@ -636,7 +636,7 @@ static const char *
 whole_context(Jsonb *context, const ReplayLog *log, Jsonb **whole)
 {
 	int32	   *seqs;
-	int			n = WfContextOutputSeqs(context, &seqs);
+	int			n = WfContextOutputSeqs(context, NULL, &seqs);
 	Jsonb	  **outputs;
 	int			i;
 

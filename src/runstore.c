@@ -1302,17 +1302,17 @@ run_state_from(WfRunState *run, WfColumnGetter get, const void *src)
 }
 
 /*
- * context_with_outputs returns run's context with the step outputs it
- * refers to put back (WfContextWithOutputs): those of the events of tr
- * (when not NULL: the transition's own, not written yet), the others read
- * from the run's history by events_pkey, in one statement.  The context
- * itself when it refers to none.
+ * context_with_outputs returns run's context with the outputs it refers to
+ * of the steps wanted may read (NULL: all) put back (WfContextWithOutputs):
+ * those of the events of tr (when not NULL: the transition's own, not
+ * written yet), the others read from the run's history by events_pkey, in
+ * one statement.  The context itself when it refers to none of them.
  */
 static Jsonb *
-context_with_outputs(const WfRunState *run, const WfTransition *tr)
+context_with_outputs(const WfRunState *run, const WfTransition *tr, const WfStepsRead *wanted)
 {
 	int32	   *seqs;
-	int			n = WfContextOutputSeqs(run->context, &seqs);
+	int			n = WfContextOutputSeqs(run->context, wanted, &seqs);
 	Jsonb	  **outputs;
 	bool	   *found;
 	Datum	   *missing;
@@ -1377,28 +1377,63 @@ context_with_outputs(const WfRunState *run, const WfTransition *tr)
 
 /*
  * WfRunContext returns the context of tr's run as the definition's paths
- * read it: with the step outputs kept in the history only put back
- * (record_step_output in state.c).  Kept for the transition until the
- * context changes.
+ * that may read the steps reads says read it: with their outputs kept in
+ * the history only put back (record_step_output in state.c), the others'
+ * references left as they are.  The whole context (reads->all) is kept for
+ * the transition until the context changes.
  */
 Jsonb *
-WfRunContext(WfTransition *tr)
+WfRunContext(WfTransition *tr, const WfStepsRead *reads)
 {
-	if (tr->whole_context_of != tr->run->context)
-	{
-		tr->whole_context = context_with_outputs(tr->run, tr);
-		tr->whole_context_of = tr->run->context;
-	}
+	if (tr->whole_context_of == tr->run->context)
+		return tr->whole_context;
+	if (!reads->all)
+		return reads->names == NIL ? tr->run->context :
+			context_with_outputs(tr->run, tr, reads);
+	tr->whole_context = context_with_outputs(tr->run, tr, NULL);
+	tr->whole_context_of = tr->run->context;
 	return tr->whole_context;
 }
 
 /*
- * WfRunContextWhole is WfRunContext for a run read outside a transition.
+ * WfRunContextForPath is WfRunContext for what the compiled path may read
+ * (WfPathStepsRead), WfRunContextForMapping for a mapping's paths and
+ * WfRunContextForStep for the entry of one step.
+ */
+Jsonb *
+WfRunContextForPath(WfTransition *tr, Datum path)
+{
+	WfStepsRead reads = {false, NIL};
+
+	WfPathStepsRead(path, &reads);
+	return WfRunContext(tr, &reads);
+}
+
+Jsonb *
+WfRunContextForMapping(WfTransition *tr, const WfMapping *map, int n)
+{
+	WfStepsRead reads = {false, NIL};
+
+	WfMappingStepsRead(map, n, &reads);
+	return WfRunContext(tr, &reads);
+}
+
+Jsonb *
+WfRunContextForStep(WfTransition *tr, const char *step)
+{
+	WfStepsRead reads = {false, list_make1((char *) step)};
+
+	return WfRunContext(tr, &reads);
+}
+
+/*
+ * WfRunContextWhole is the whole context of a run read outside a
+ * transition (wf.run_context).
  */
 Jsonb *
 WfRunContextWhole(const WfRunState *run)
 {
-	return context_with_outputs(run, NULL);
+	return context_with_outputs(run, NULL, NULL);
 }
 
 /*

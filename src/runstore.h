@@ -270,7 +270,10 @@ extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
 extern void WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out);
 
 /* the run's context with the step outputs it refers to (state.c) */
-extern Jsonb *WfRunContext(WfTransition *tr);
+extern Jsonb *WfRunContext(WfTransition *tr, const WfStepsRead *reads);
+extern Jsonb *WfRunContextForPath(WfTransition *tr, Datum path);
+extern Jsonb *WfRunContextForMapping(WfTransition *tr, const WfMapping *map, int n);
+extern Jsonb *WfRunContextForStep(WfTransition *tr, const char *step);
 extern Jsonb *WfRunContextWhole(const WfRunState *run);
 
 /* a task attempt's input, for the attempts whose row holds none */

@@ -415,11 +415,12 @@ output_seq_of(const JsonbValue *entry)
 
 /*
  * WfContextOutputSeqs sets *seqs to the seqs of the events whose outputs
- * the context's $.steps refers to (record_step_output) and returns how
- * many there are: 0 when it holds every output itself.
+ * the context's $.steps refers to (record_step_output), for the steps
+ * wanted may read (NULL: every step), and returns how many there are: 0
+ * when it holds those outputs itself.
  */
 int
-WfContextOutputSeqs(Jsonb *context, int32 **seqs)
+WfContextOutputSeqs(Jsonb *context, const WfStepsRead *wanted, int32 **seqs)
 {
 	JsonbValue *steps = WfJsonbGet(context, "steps");
 	JsonbIterator *it;
@@ -436,6 +437,14 @@ WfContextOutputSeqs(Jsonb *context, int32 **seqs)
 	{
 		int32		seq;
 
+		if (tok == WJB_KEY)
+		{
+			/* a step the paths do not read: its value is skipped */
+			if (wanted != NULL &&
+				!WfStepsReadHas(wanted, v.val.string.val, v.val.string.len))
+				(void) JsonbIteratorNext(&it, &v, true);
+			continue;
+		}
 		if (tok != WJB_VALUE || (seq = output_seq_of(&v)) <= 0)
 			continue;
 		if (*seqs == NULL)
@@ -486,10 +495,11 @@ entry_with_output(JsonbContainer *entry, Jsonb *output)
 }
 
 /*
- * WfContextWithOutputs returns the context with each output it refers to
- * put back: outputs[i] is that of the event of seq seqs[i] (NULL: the
- * event recorded none), as WfContextOutputSeqs listed them.  The context
- * is then what it would be had every output been copied into it.
+ * WfContextWithOutputs returns the context with the outputs of the events
+ * seqs put back: outputs[i] is that of the event of seq seqs[i], as
+ * WfContextOutputSeqs listed them (NULL: the event recorded none).  The
+ * steps listed are then what they would be had their outputs been copied
+ * into the context; a reference not listed stays.
  */
 Jsonb *
 WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs, Jsonb **outputs)
@@ -519,7 +529,10 @@ WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs, Jsonb **outputs)
 		for (i = 0; i < n && seqs[i] != seq; i++)
 			;
 		if (i == n)
-			elog(ERROR, "wfengine resolves a step output of event %d it was not given", seq);
+		{
+			res = pushJsonbValue(&ps, tok, &v);	/* not wanted: stays */
+			continue;
+		}
 		entry = entry_with_output(v.val.binary.data, outputs[i]);
 		v.type = jbvBinary;
 		v.val.binary.data = &entry->root;

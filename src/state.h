@@ -174,7 +174,9 @@ extern WfEvent *WfUnpackEvents(const WfEvent *head, text *more, int *n);
 extern void WfHashEventsFrom(const WfRunState *run, const uint8 *last_hash,
 							 WfEvent *evs, int n);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
-extern int	WfContextOutputSeqs(Jsonb *context, int32 **seqs);
+struct WfStepsRead;
+extern int	WfContextOutputSeqs(Jsonb *context, const struct WfStepsRead *wanted,
+								int32 **seqs);
 extern Jsonb *WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs,
 								   Jsonb **outputs);
 extern Jsonb *WfEventOutput(const WfEvent *ev);

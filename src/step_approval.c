@@ -246,7 +246,7 @@ approval_enter(WfTransition *tr, int step_index)
 	TimestampTz expires_at = sd->expires > 0 ? tr->now + sd->expires : 0;
 	Jsonb	   *approvers_json;
 
-	n = evaluate_approvers(sd, WfRunContext(tr), &approvers);
+	n = evaluate_approvers(sd, WfRunContextForPath(tr, sd->approvers_path), &approvers);
 	needed = needed_approvals(sd, n);
 	if (n <= 0 || needed > n)
 	{

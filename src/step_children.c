@@ -182,7 +182,8 @@ children_enter(WfTransition *tr, int step_index)
 		WfFailRun(tr, sd->name, "child_depth", WfJbEnd(&b));
 		return;
 	}
-	input = sd->has_input ? WfEvaluateMapping(sd->input, sd->n_input, WfRunContext(tr)) :
+	input = sd->has_input ?
+		WfEvaluateMapping(sd->input, sd->n_input, WfRunContextForMapping(tr, sd->input, sd->n_input)) :
 		WfJsonbGetJsonb(tr->run->context, "input");
 	for (i = 0; i < n; i++)
 		ids[i] = start_child(tr, sd, i, visit, input, depth);

@@ -43,7 +43,7 @@ choice_enter(WfTransition *tr, int step_index)
 
 	for (c = 0; c < sd->n_choices && chosen < 0; c++)
 	{
-		if (WfPathMatches(sd->choice_when[c], WfRunContext(tr)))
+		if (WfPathMatches(sd->choice_when[c], WfRunContextForPath(tr, sd->choice_when[c])))
 		{
 			chosen = c;
 			next = sd->choice_next[c];

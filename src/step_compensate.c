@@ -145,7 +145,8 @@ WfScheduleCompensation(WfTransition *tr, int32 attempt)
 	sd = tr->def->steps[idx].compensate;
 
 	if (sd->has_input)
-		input = WfEvaluateMapping(sd->input, sd->n_input, WfRunContext(tr));
+		input = WfEvaluateMapping(sd->input, sd->n_input,
+								  WfRunContextForMapping(tr, sd->input, sd->n_input));
 	else
 	{
 		WfJsonBuilder b;
@@ -153,7 +154,7 @@ WfScheduleCompensation(WfTransition *tr, int32 attempt)
 		WfJbBegin(&b);
 		WfJbText(&b, "step", step);
 		WfJbInt(&b, "visit", visit);
-		WfJbJsonb(&b, "output", step_output(WfRunContext(tr), step));
+		WfJbJsonb(&b, "output", step_output(WfRunContextForStep(tr, step), step));
 		WfJbJsonb(&b, "input", WfJsonbGetJsonb(tr->run->context, "input"));
 		input = WfJbEnd(&b);
 	}

@@ -51,7 +51,7 @@ sleep_enter(WfTransition *tr, int step_index)
 		until = tr->now + sd->sleep_duration;
 	else
 	{
-		Jsonb	   *found = WfEvaluatePath(sd->sleep_until, WfRunContext(tr));
+		Jsonb	   *found = WfEvaluatePath(sd->sleep_until, WfRunContextForPath(tr, sd->sleep_until));
 		char	   *text = NULL;
 
 		if (found != NULL && JB_ROOT_IS_SCALAR(found))

@@ -227,7 +227,8 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	if (input == NULL)
 	{
 		if (sd->has_input)
-			input = WfEvaluateMapping(sd->input, sd->n_input, WfRunContext(tr));
+			input = WfEvaluateMapping(sd->input, sd->n_input,
+									  WfRunContextForMapping(tr, sd->input, sd->n_input));
 		else
 			input = WfJsonbGetJsonb(tr->run->context, "input");
 	}
@@ -316,7 +317,7 @@ task_priority(const WfStepDef *sd, WfTransition *tr)
 
 	if (sd->priority_path == 0)
 		return sd->priority;
-	found = WfEvaluatePath(sd->priority_path, WfRunContext(tr));
+	found = WfEvaluatePath(sd->priority_path, WfRunContextForPath(tr, sd->priority_path));
 	if (found == NULL || !JB_ROOT_IS_SCALAR(found) ||
 		!JsonbExtractScalar(&found->root, &v) || v.type != jbvNumeric)
 		return 0;
@@ -633,15 +634,16 @@ WfAdvanceTo(WfTransition *tr, int from_step, int next)
 		Jsonb	   *output;
 
 		if (def->has_output)
-			output = WfEvaluateMapping(def->output, def->n_output, WfRunContext(tr));
+			output = WfEvaluateMapping(def->output, def->n_output,
+									   WfRunContextForMapping(tr, def->output, def->n_output));
 		else
 		{
-			JsonbValue *steps = WfJsonbGet(WfRunContext(tr), "steps");
+			const char *name = def->steps[from_step].name;
+			JsonbValue *steps = WfJsonbGet(WfRunContextForStep(tr, name), "steps");
 			JsonbValue *last = NULL;
 
 			if (steps != NULL && steps->type == jbvBinary)
 			{
-				const char *name = def->steps[from_step].name;
 				JsonbValue *s = getKeyJsonValueFromContainer(steps->val.binary.data,
 															 name, strlen(name), NULL);
 
