@@ -1387,6 +1387,8 @@ WfRunContext(WfTransition *tr, const WfStepsRead *reads)
 {
 	if (tr->whole_context_of == tr->run->context)
 		return tr->whole_context;
+	if (!WfContextMayReferToOutputs(tr->run->context))
+		return tr->run->context;
 	if (!reads->all)
 		return reads->names == NIL ? tr->run->context :
 			context_with_outputs(tr->run, tr, reads);
@@ -1405,6 +1407,8 @@ WfRunContextForPath(WfTransition *tr, Datum path)
 {
 	WfStepsRead reads = {false, NIL};
 
+	if (!WfContextMayReferToOutputs(tr->run->context))
+		return tr->run->context;
 	WfPathStepsRead(path, &reads);
 	return WfRunContext(tr, &reads);
 }
@@ -1414,6 +1418,8 @@ WfRunContextForMapping(WfTransition *tr, const WfMapping *map, int n)
 {
 	WfStepsRead reads = {false, NIL};
 
+	if (!WfContextMayReferToOutputs(tr->run->context))
+		return tr->run->context;
 	WfMappingStepsRead(map, n, &reads);
 	return WfRunContext(tr, &reads);
 }

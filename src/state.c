@@ -414,6 +414,18 @@ output_seq_of(const JsonbValue *entry)
 }
 
 /*
+ * WfContextMayReferToOutputs: false when the context surely refers to no
+ * output (WF_OUTPUT_SEQ_KEY is nowhere in its bytes: jsonb keeps keys as
+ * they are), for a test that costs no walk of $.steps on the common path.
+ */
+bool
+WfContextMayReferToOutputs(Jsonb *context)
+{
+	return memmem(VARDATA(context), VARSIZE(context) - VARHDRSZ,
+				  WF_OUTPUT_SEQ_KEY, strlen(WF_OUTPUT_SEQ_KEY)) != NULL;
+}
+
+/*
  * WfContextOutputSeqs sets *seqs to the seqs of the events whose outputs
  * the context's $.steps refers to (record_step_output), for the steps
  * wanted may read (NULL: every step), and returns how many there are: 0

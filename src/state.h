@@ -175,6 +175,7 @@ extern void WfHashEventsFrom(const WfRunState *run, const uint8 *last_hash,
 							 WfEvent *evs, int n);
 extern Jsonb *WfMergeInput(Jsonb *context, Jsonb *patch);
 struct WfStepsRead;
+extern bool WfContextMayReferToOutputs(Jsonb *context);
 extern int	WfContextOutputSeqs(Jsonb *context, const struct WfStepsRead *wanted,
 								int32 **seqs);
 extern Jsonb *WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs,
