@@ -230,8 +230,13 @@ my ($paused_task, $paused_fence) =
 is(sq('up', qq{SELECT wf.pause_run('$run{paused}', 'maintenance')}), 'paused', 'a run is paused');
 # failed for good at step a
 sq('up', q{SELECT wf.fail_task(task_id, fence, '{"code": "broken"}', false) FROM wf.claim_tasks('failed_a', 'w')});
-# cancelled after step a: its compensation is pending
-is(work('up', 'cancelling_a'), '1', 'step a of the run to cancel completes');
+# cancelled after step a: its compensation is pending.  Step a's output is
+# large (0.3.0 keeps such an output in the history only): 0.1.0 copies it
+# into the context, and into the compensation's input.
+my $big = '{"pad": "' . ('p' x 300) . '"}';
+is(work('up', 'cancelling_a', $big), '1', 'step a of the run to cancel completes');
+is(sq('up', qq{SELECT length(context->'steps'->'a'->'output'->>'pad') FROM wf.runs WHERE run_id = '$run{cancelling}'}),
+	'300', 'before the update a large output is copied into the context');
 sq('up', qq{SELECT wf.cancel_run('$run{cancelling}', 'customer left')});
 # a saga whose step b failed: step a's compensation is pending
 is(work('up', 'compensating_a'), '1', 'step a of the saga completes');
@@ -554,7 +559,12 @@ is(work('up', 'task_leased_b'), '1', 'and its run goes on');
 # claimed with the run's
 is(sq('up', qq{SELECT input FROM wf.tasks WHERE run_id = '$run{task_ready}' AND step = 'a'}),
 	'{"label": "task_ready"}', 'the ready attempt keeps its copy of the input through the upgrade');
-is(work('up', 'task_ready_a'), '1', 'the ready task runs');
+is(work('up', 'task_ready_a', $big), '1', 'the ready task runs');
+# a large output recorded after the update stays in the history only
+is( sq('up',
+		qq{SELECT (context->'steps'->'a' ? 'output_seq')::text || ' ' || length(wf.run_context(run_id)->'steps'->'a'->'output'->>'pad')
+           FROM wf.runs WHERE run_id = '$run{task_ready}'}),
+	'true 300', 'after the update a large output is referred to from the context, and wf.run_context gives it');
 is(sq('up', qq{SELECT input IS NULL FROM wf.tasks WHERE run_id = '$run{task_ready}' AND step = 'b'}),
 	't', 'the attempt scheduled after the upgrade holds no copy of the run\'s input');
 my ($rt, $rf, $rin) =
@@ -593,7 +603,11 @@ is(sq('up', qq{SELECT wf.complete_task($paused_task, $paused_fence, '{"held": tr
 is(work('up', 'paused_b'), '1', 'with the held result applied, it goes on');
 is(sq('up', qq{SELECT wf.retry_step('$run{failed}', 'fixed')}), 'running', 'the failed run is retried');
 is(work('up', 'failed_a') . work('up', 'failed_b'), '11', 'and completes its steps');
-is(work('up', 'cancelling_undo'), '1', 'the cancelled run\'s compensation runs');
+my ($ct, $cf, $cpad) = split /\|/,
+  sq('up', q{SELECT task_id, fence, length(input->'output'->>'pad') FROM wf.claim_tasks('cancelling_undo', 'w', 1)});
+is($cpad, '300', 'the compensation scheduled before the update is claimed with the large output in its input');
+sq('up', copy_rows_sql("t.task_id = $ct"));
+is(sq('up', qq{SELECT wf.complete_task($ct, $cf, '{}')}), 'accepted', 'the cancelled run\'s compensation runs');
 is(work('up', 'compensating_undo'), '1', 'the saga\'s compensation runs');
 
 my %expect_after = map { $_ => 'completed' } keys %run;
