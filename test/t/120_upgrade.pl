@@ -44,6 +44,9 @@
 #     runs' contexts keep their input through the update (read as they
 #     are) and lose it at their next change when it is wf.runs.input; a
 #     run whose input wf.update_context changed keeps it in its context.
+#     A large step output recorded before the update stays copied in the
+#     context; one recorded after it is referred to, and wf.run_context
+#     gives it.
 #  5. Database "old" stays on 0.1.0: the library works there (API calls;
 #     its engine worker fires its timers), since 0.1.0 is not older than
 #     WF_MIN_SCHEMA_VERSION.  To see the refusal, its pg_extension row is
