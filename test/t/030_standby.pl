@@ -9,7 +9,9 @@
 #  2. On the standby neither the launcher nor a worker runs, and
 #     wf.worker_status() is empty.
 #  3. Timers that fall due on the primary are fired by the primary's
-#     worker; the standby receives the result through replication.
+#     worker; the standby receives the result through replication, and
+#     reads a run's context whole (wf.run_context, with a large output
+#     kept in the history only).
 #  4. With the primary's worker disabled (wfengine.enabled = off, set with
 #     ALTER SYSTEM, which is not replicated), more timers fall due: the
 #     standby has them, due, and fires none of them.
@@ -91,6 +93,21 @@ is( $standby->safe_psql(
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'wfengine%'"),
 	'0',
 	'still no wfengine process on the standby');
+# a run whose last step returns a large output (kept in the history only,
+# its context refers to it): the standby reads the context whole
+my ($bt, $bf, $big_run) = split /\|/,
+  $primary->safe_psql('wf', q{SELECT task_id, fence, run_id FROM wf.claim_tasks('after_q', 'w', 1)});
+is( $primary->safe_psql('wf',
+		"SELECT wf.complete_task($bt, $bf, jsonb_build_object('pad', repeat('p', 300)))"),
+	'accepted', 'a run completes with a large output');
+$primary->wait_for_catchup($standby);
+is( $standby->safe_psql(
+		'wf',
+		"SELECT (r.context->'steps'->'after' ? 'output_seq')::text || ' '"
+		  . " || length(wf.run_context(r.run_id)->'steps'->'after'->'output'->>'pad')"
+		  . " FROM wf.runs r WHERE r.run_id = '$big_run'"),
+	'true 300',
+	'the standby reads its context whole with wf.run_context');
 
 # ---------------------------------------------------------------------
 # 4. due timers the primary does not fire
