@@ -1,6 +1,7 @@
 -- scenario: a step output of 256 bytes or more is written once, in the history:
 -- the run's context (wf.runs.context) keeps the seq of the event that holds it
--- ("output_seq") instead of a copy, so that later steps do not write it again;
+-- ("output_seq"; a parallel step's branch outputs: "output_seqs") instead of a
+-- copy, so that later steps do not write it again;
 -- mappings, choices, priorities, sleeps, approvers, compensations and the run's
 -- output read it as if it were copied, wf.run_context(run) gives the context
 -- whole, and wf.verify_run compares the outputs, not how the snapshot holds them
@@ -128,6 +129,40 @@ SELECT task_id AS t, fence AS f FROM wf.claim_tasks('bp_q', 'w') \gset
 SELECT wf.complete_task(:t, :f, pg_temp.big(300, '{"n": 4, "k": "from b"}'));
 SELECT pg_temp.held(:'run5');
 SELECT step, input FROM wf.claim_tasks('bp_q', 'w');
+
+-- a parallel step's branch outputs: a large one stays in its child_finished
+-- event ($.children.<step>.output_seqs), the join and the paths over
+-- $.children get it whole
+SELECT wf.publish_definition('big_fan', '{"steps": [
+  {"name": "fan", "type": "parallel", "branches": [
+     {"steps": [{"name": "x", "queue": "bf_x"}]},
+     {"steps": [{"name": "y", "queue": "bf_y"}]},
+     {"steps": [{"name": "z", "queue": "bf_z"}]}]},
+  {"name": "after", "queue": "bf_after", "input": {
+     "second": "$.children.fan.outputs[1].n", "n": "$.steps.fan.output.size()"}}]}');
+SELECT wf.start_run('big_fan', '{}') AS run6 \gset
+SELECT count(wf.complete_task(task_id, fence, pg_temp.big(400, '{"n": 2}'))) FROM wf.claim_tasks('bf_y', 'w');
+SELECT wf.tick() >= 0 AS ticked;
+SELECT count(wf.complete_task(task_id, fence, '{"n": 1}')) FROM wf.claim_tasks('bf_x', 'w');
+SELECT wf.tick() >= 0 AS ticked;
+-- after two branches: y's output by reference, x's copied
+SELECT context->'children'->'fan'->'output_seqs' IS NOT NULL AS refers,
+       context->'children'->'fan'->'outputs' AS outputs,
+       wf.run_context(run_id)->'children'->'fan'->'outputs'->1->'n' AS second,
+       wf.run_context(run_id)->'children'->'fan' ? 'output_seqs' AS whole_keeps_refs
+FROM wf.runs WHERE run_id = :'run6';
+SELECT wf.verify_run(:'run6');
+SELECT count(wf.complete_task(task_id, fence, pg_temp.big(500, '{"n": 3}'))) FROM wf.claim_tasks('bf_z', 'w');
+SELECT wf.tick() >= 0 AS ticked;
+-- the join's output holds every branch's output whole
+SELECT jsonb_array_length(payload->'output') AS branches,
+       length(payload->'output'->1->>'blob') AS y_blob, length(payload->'output'->2->>'blob') AS z_blob,
+       payload->'output'->0 AS x
+FROM wf.history(:'run6') WHERE type = 'children_joined';
+SELECT pg_temp.held(:'run6');
+SELECT step, input FROM wf.claim_tasks('bf_after', 'w');
+SELECT wf.verify_run(:'run6');
+SELECT pg_temp.whole_matches(:'run6') AS whole_matches;
 
 -- outputs under 256 bytes stay copied in the context, as before
 SELECT wf.start_run('big_last', '{}') AS run4 \gset

@@ -494,9 +494,10 @@ read_quoted(const char *p, StringInfo buf)
  * WfPathStepsRead adds to reads the entries of $.steps a compiled path may
  * read.  Read from its canonical text: every root ($: paths have no
  * variables) outside a string is followed by a key ($."input", a key of
- * the context other than "steps": no step) or by $."steps"."<name>" (that
- * step); any other use of the root ($, $.*, $."steps"[*], $."steps" ? (...),
- * ...) may read them all.
+ * the context other than "steps": no step; $."children": the branch
+ * outputs of $.children) or by $."steps"."<name>" (that step); any other
+ * use of the root ($, $.*, $."steps"[*], $."steps" ? (...), ...) may read
+ * them all.
  */
 void
 WfPathStepsRead(Datum path, WfStepsRead *reads)
@@ -526,6 +527,8 @@ WfPathStepsRead(Datum path, WfStepsRead *reads)
 			all = true;
 			continue;
 		}
+		if (strcmp(key.data, "children") == 0)
+			reads->children = true;
 		if (strcmp(key.data, "steps") != 0)
 			continue;
 		/* $."steps": the key of one step must follow */

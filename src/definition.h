@@ -51,13 +51,15 @@ extern Jsonb *WfEvaluateMapping(const WfMapping *map, int n, Jsonb *context);
 
 /*
  * The entries of $.steps in the run context that paths may read: all of
- * them, or the steps named (what the engine must put back of the outputs
- * the context keeps in the history, runstore.c).
+ * them, or the steps named, and whether they read $.children (what the
+ * engine must put back of the outputs the context keeps in the history,
+ * runstore.c).
  */
 typedef struct WfStepsRead
 {
 	bool		all;
 	List	   *names;			/* of char *, while not all */
+	bool		children;		/* $.children (its branch outputs) too */
 } WfStepsRead;
 
 extern void WfPathStepsRead(Datum path, WfStepsRead *reads);

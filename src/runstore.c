@@ -1390,7 +1390,7 @@ WfRunContext(WfTransition *tr, const WfStepsRead *reads)
 	if (!WfContextMayReferToOutputs(tr->run->context))
 		return tr->run->context;
 	if (!reads->all)
-		return reads->names == NIL ? tr->run->context :
+		return reads->names == NIL && !reads->children ? tr->run->context :
 			context_with_outputs(tr->run, tr, reads);
 	tr->whole_context = context_with_outputs(tr->run, tr, NULL);
 	tr->whole_context_of = tr->run->context;
@@ -1399,13 +1399,14 @@ WfRunContext(WfTransition *tr, const WfStepsRead *reads)
 
 /*
  * WfRunContextForPath is WfRunContext for what the compiled path may read
- * (WfPathStepsRead), WfRunContextForMapping for a mapping's paths and
+ * (WfPathStepsRead), WfRunContextForMapping for a mapping's paths,
+ * WfRunContextForChildren for the branch outputs of $.children and
  * WfRunContextForStep for the entry of one step.
  */
 Jsonb *
 WfRunContextForPath(WfTransition *tr, Datum path)
 {
-	WfStepsRead reads = {false, NIL};
+	WfStepsRead reads = {.all = false, .names = NIL, .children = false};
 
 	if (!WfContextMayReferToOutputs(tr->run->context))
 		return tr->run->context;
@@ -1416,7 +1417,7 @@ WfRunContextForPath(WfTransition *tr, Datum path)
 Jsonb *
 WfRunContextForMapping(WfTransition *tr, const WfMapping *map, int n)
 {
-	WfStepsRead reads = {false, NIL};
+	WfStepsRead reads = {.all = false, .names = NIL, .children = false};
 
 	if (!WfContextMayReferToOutputs(tr->run->context))
 		return tr->run->context;
@@ -1425,9 +1426,17 @@ WfRunContextForMapping(WfTransition *tr, const WfMapping *map, int n)
 }
 
 Jsonb *
+WfRunContextForChildren(WfTransition *tr)
+{
+	WfStepsRead reads = {.all = false, .names = NIL, .children = true};
+
+	return WfRunContext(tr, &reads);
+}
+
+Jsonb *
 WfRunContextForStep(WfTransition *tr, const char *step)
 {
-	WfStepsRead reads = {false, list_make1((char *) step)};
+	WfStepsRead reads = {.all = false, .names = list_make1((char *) step), .children = false};
 
 	return WfRunContext(tr, &reads);
 }

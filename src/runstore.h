@@ -273,6 +273,7 @@ extern void WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out);
 extern Jsonb *WfRunContext(WfTransition *tr, const WfStepsRead *reads);
 extern Jsonb *WfRunContextForPath(WfTransition *tr, Datum path);
 extern Jsonb *WfRunContextForMapping(WfTransition *tr, const WfMapping *map, int n);
+extern Jsonb *WfRunContextForChildren(WfTransition *tr);
 extern Jsonb *WfRunContextForStep(WfTransition *tr, const char *step);
 extern Jsonb *WfRunContextWhole(const WfRunState *run);
 

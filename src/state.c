@@ -426,10 +426,76 @@ WfContextMayReferToOutputs(Jsonb *context)
 }
 
 /*
+ * add_seq appends seq to the array *seqs of *n (of room for *max).
+ */
+static void
+add_seq(int32 **seqs, int *n, int *max, int32 seq)
+{
+	if (*n >= *max)
+	{
+		*max = Max(16, *max * 2);
+		*seqs = *seqs ? repalloc(*seqs, sizeof(int32) * *max) : palloc(sizeof(int32) * *max);
+	}
+	(*seqs)[(*n)++] = seq;
+}
+
+/*
+ * branch_output_seqs returns the WF_OUTPUT_SEQS_KEY array of an entry of
+ * $.children (a JSON container), or NULL.
+ */
+static JsonbContainer *
+branch_output_seqs(const JsonbValue *entry)
+{
+	JsonbValue *v;
+
+	if (entry->type != jbvBinary || !JsonContainerIsObject(entry->val.binary.data))
+		return NULL;
+	v = getKeyJsonValueFromContainer(entry->val.binary.data, WF_OUTPUT_SEQS_KEY,
+									 strlen(WF_OUTPUT_SEQS_KEY), NULL);
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		return NULL;
+	return v->val.binary.data;
+}
+
+/*
+ * children_output_seqs appends to *seqs the seqs $.children refers to for
+ * branch outputs (the child_finished events that hold them).
+ */
+static void
+children_output_seqs(Jsonb *context, int32 **seqs, int *n, int *max)
+{
+	JsonbValue *children = WfJsonbGet(context, "children");
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (children == NULL || children->type != jbvBinary ||
+		!JsonContainerIsObject(children->val.binary.data))
+		return;
+	it = JsonbIteratorInit(children->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		JsonbContainer *refs;
+		JsonbIterator *rit;
+		JsonbValue	r;
+
+		if (tok != WJB_VALUE || (refs = branch_output_seqs(&v)) == NULL)
+			continue;
+		rit = JsonbIteratorInit(refs);
+		while ((tok = JsonbIteratorNext(&rit, &r, true)) != WJB_DONE)
+			if (tok == WJB_ELEM && r.type == jbvNumeric)
+				add_seq(seqs, n, max,
+						DatumGetInt32(DirectFunctionCall1(numeric_int4,
+														  NumericGetDatum(r.val.numeric))));
+	}
+}
+
+/*
  * WfContextOutputSeqs sets *seqs to the seqs of the events whose outputs
- * the context's $.steps refers to (record_step_output), for the steps
- * wanted may read (NULL: every step), and returns how many there are: 0
- * when it holds those outputs itself.
+ * the context refers to (record_step_output, and child_finished for the
+ * branch outputs of $.children), for the steps wanted may read (NULL:
+ * every step and $.children), and returns how many there are: 0 when it
+ * holds those outputs itself.
  */
 int
 WfContextOutputSeqs(Jsonb *context, const WfStepsRead *wanted, int32 **seqs)
@@ -439,11 +505,14 @@ WfContextOutputSeqs(Jsonb *context, const WfStepsRead *wanted, int32 **seqs)
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	int			n = 0;
+	int			max = 0;
 
 	*seqs = NULL;
+	if (wanted == NULL || wanted->all || wanted->children)
+		children_output_seqs(context, seqs, &n, &max);
 	if (steps == NULL || steps->type != jbvBinary ||
 		!JsonContainerIsObject(steps->val.binary.data))
-		return 0;
+		return n;
 	it = JsonbIteratorInit(steps->val.binary.data);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
@@ -459,9 +528,7 @@ WfContextOutputSeqs(Jsonb *context, const WfStepsRead *wanted, int32 **seqs)
 		}
 		if (tok != WJB_VALUE || (seq = output_seq_of(&v)) <= 0)
 			continue;
-		if (*seqs == NULL)
-			*seqs = palloc(sizeof(int32) * JsonContainerSize(steps->val.binary.data));
-		(*seqs)[n++] = seq;
+		add_seq(seqs, &n, &max, seq);
 	}
 	return n;
 }
@@ -507,16 +574,169 @@ entry_with_output(JsonbContainer *entry, Jsonb *output)
 }
 
 /*
+ * output_of returns the output listed for the event of seq (outputs[i] of
+ * seqs[i]) in *output; false when seq is not listed.
+ */
+static bool
+output_of(int32 seq, int n, const int32 *seqs, Jsonb **outputs, Jsonb **output)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (seqs[i] == seq)
+		{
+			*output = outputs[i];
+			return true;
+		}
+	return false;
+}
+
+/*
+ * push_output pushes output (NULL: a JSON null) as the value or element
+ * tok.
+ */
+static JsonbValue *
+push_output(JsonbParseState **ps, JsonbIteratorToken tok, Jsonb *output)
+{
+	JsonbValue	v;
+
+	if (output == NULL)
+		v.type = jbvNull;
+	else
+	{
+		v.type = jbvBinary;
+		v.val.binary.data = &output->root;
+		v.val.binary.len = VARSIZE(output) - VARHDRSZ;
+	}
+	return pushJsonbValue(ps, tok, &v);
+}
+
+/*
+ * children_entry_with_outputs returns an entry of $.children whose branch
+ * outputs it refers to (refs, its WF_OUTPUT_SEQS_KEY array) are all
+ * listed, with them in "outputs" and without refs; NULL when one is not
+ * listed (the entry stays as it is).
+ */
+static Jsonb *
+children_entry_with_outputs(JsonbContainer *entry, JsonbContainer *refs,
+							int n, const int32 *seqs, Jsonb **outputs)
+{
+	int			nb = JsonContainerSize(refs);
+	Jsonb	  **branch = palloc0(sizeof(Jsonb *) * Max(nb, 1));
+	bool	   *listed = palloc0(sizeof(bool) * Max(nb, 1));
+	JsonbParseState *ps = NULL;
+	JsonbIterator *it = JsonbIteratorInit(refs);
+	JsonbValue	v;
+	JsonbValue *res = NULL;
+	JsonbIteratorToken tok;
+	int			b = 0;
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type == jbvNumeric)
+		{
+			int32		seq = DatumGetInt32(DirectFunctionCall1(numeric_int4,
+																NumericGetDatum(v.val.numeric)));
+
+			if (!output_of(seq, n, seqs, outputs, &branch[b]))
+				return NULL;
+			listed[b] = true;
+		}
+		b++;
+	}
+	it = JsonbIteratorInit(entry);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		bool		is_outputs = tok == WJB_KEY && v.val.string.len == 7 &&
+			memcmp(v.val.string.val, "outputs", 7) == 0;
+
+		if (tok == WJB_KEY && v.val.string.len == strlen(WF_OUTPUT_SEQS_KEY) &&
+			memcmp(v.val.string.val, WF_OUTPUT_SEQS_KEY, v.val.string.len) == 0)
+		{
+			(void) JsonbIteratorNext(&it, &v, true);	/* its value: dropped */
+			continue;
+		}
+		res = pushJsonbValue(&ps, tok, tok < WJB_BEGIN_ARRAY ? &v : NULL);
+		if (is_outputs)
+		{
+			JsonbIterator *oit;
+			JsonbValue	o;
+
+			(void) JsonbIteratorNext(&it, &v, true);	/* the array */
+			if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+				return NULL;
+			oit = JsonbIteratorInit(v.val.binary.data);
+			b = 0;
+			while ((tok = JsonbIteratorNext(&oit, &o, true)) != WJB_DONE)
+			{
+				if (tok != WJB_ELEM)
+					res = pushJsonbValue(&ps, tok, NULL);
+				else if (b < nb && listed[b++])
+					res = push_output(&ps, WJB_ELEM, branch[b - 1]);
+				else
+					res = pushJsonbValue(&ps, WJB_ELEM, &o);
+			}
+		}
+	}
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * children_with_outputs returns the context with the branch outputs of
+ * $.children it refers to put back, for each entry whose references are
+ * all listed in seqs (WfContextWithOutputs).
+ */
+static Jsonb *
+children_with_outputs(Jsonb *context, int n, const int32 *seqs, Jsonb **outputs)
+{
+	JsonbValue *children = WfJsonbGet(context, "children");
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	List	   *names = NIL;
+	List	   *entries = NIL;
+	ListCell   *ln;
+	ListCell   *le;
+	char	   *name = NULL;
+
+	if (children == NULL || children->type != jbvBinary ||
+		!JsonContainerIsObject(children->val.binary.data))
+		return context;
+	it = JsonbIteratorInit(children->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		JsonbContainer *refs;
+		Jsonb	   *entry;
+
+		if (tok == WJB_KEY)
+			name = pnstrdup(v.val.string.val, v.val.string.len);
+		if (tok != WJB_VALUE || (refs = branch_output_seqs(&v)) == NULL)
+			continue;
+		entry = children_entry_with_outputs(v.val.binary.data, refs, n, seqs, outputs);
+		if (entry == NULL)
+			continue;
+		names = lappend(names, name);
+		entries = lappend(entries, entry);
+	}
+	forboth(ln, names, le, entries)
+		context = WfJsonbSetKeyIn(context, "children", lfirst(ln), lfirst(le));
+	return context;
+}
+
+/*
  * WfContextWithOutputs returns the context with the outputs of the events
  * seqs put back: outputs[i] is that of the event of seq seqs[i], as
  * WfContextOutputSeqs listed them (NULL: the event recorded none).  The
- * steps listed are then what they would be had their outputs been copied
- * into the context; a reference not listed stays.
+ * steps (and $.children entries) listed are then what they would be had
+ * their outputs been copied into the context; a reference not listed
+ * stays.
  */
 Jsonb *
 WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs, Jsonb **outputs)
 {
-	JsonbValue *steps = WfJsonbGet(context, "steps");
+	JsonbValue *steps;
 	JsonbParseState *ps = NULL;
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -525,7 +745,10 @@ WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs, Jsonb **outputs)
 
 	if (n == 0)
 		return context;
-	Assert(steps != NULL && steps->type == jbvBinary);
+	context = children_with_outputs(context, n, seqs, outputs);
+	steps = WfJsonbGet(context, "steps");
+	if (steps == NULL || steps->type != jbvBinary)
+		return context;
 	it = JsonbIteratorInit(steps->val.binary.data);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
@@ -1120,8 +1343,28 @@ apply_children_event(WfRunState *run, const WfEvent *ev)
 				run->context = context_set_path(run->context, "children", ev->step, "statuses",
 												branch, JsonbValueToJsonb(&sv));
 				if (completed)
-					run->context = context_set_path(run->context, "children", ev->step, "outputs",
-													branch, WfJsonbGetJsonb(p, "output"));
+				{
+					Jsonb	   *output = WfEventOutput(ev);
+
+					/*
+					 * A large branch output stays in this event's row of the
+					 * history only: outputs[branch] stays null and
+					 * output_seqs[branch] is this event's seq (as
+					 * record_step_output does for a step's output).
+					 */
+					if (run->output_refs && output != NULL && VARSIZE(output) >= WF_OUTPUT_REF_MIN)
+					{
+						if (WfJsonbGet(children, WF_OUTPUT_SEQS_KEY) == NULL)
+							run->context = context_set_path(run->context, "children", ev->step,
+															WF_OUTPUT_SEQS_KEY, -1,
+															null_array(JB_ROOT_COUNT(WfJsonbGetJsonb(children, "outputs"))));
+						run->context = context_set_path(run->context, "children", ev->step,
+														WF_OUTPUT_SEQS_KEY, branch, int_jsonb(ev->seq));
+					}
+					else
+						run->context = context_set_path(run->context, "children", ev->step, "outputs",
+														branch, output);
+				}
 				run->context = context_set_path(run->context, "children", ev->step, "finished", -1,
 												int_jsonb(WfJsonbGetInt(children, "finished", 0) + 1));
 				if (completed)

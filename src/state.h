@@ -141,6 +141,9 @@ typedef struct WfRunState
  */
 #define WF_OUTPUT_REF_MIN 256
 #define WF_OUTPUT_SEQ_KEY "output_seq"
+/* the same for the branch outputs of $.children.<step>.outputs: an array
+ * of the seqs of the child_finished events that hold them (null: none) */
+#define WF_OUTPUT_SEQS_KEY "output_seqs"
 
 /* one event, as appended */
 typedef struct WfEvent

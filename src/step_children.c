@@ -234,7 +234,12 @@ child_finished(WfTransition *tr, int step_index, Jsonb *payload)
 		Jsonb	   *output;
 
 		if (sd->type == WF_STEP_PARALLEL)
+		{
+			/* with the branch outputs kept in the history put back (state.c) */
+			children = WfJsonbGetJsonb(WfJsonbGetJsonb(WfRunContextForChildren(tr), "children"),
+									   sd->name);
 			output = WfJsonbGetJsonb(children, "outputs");
+		}
 		else
 			output = WfJsonbGetJsonb(payload, "output");
 		WfJbBegin(&b);
