@@ -534,46 +534,6 @@ WfContextOutputSeqs(Jsonb *context, const WfStepsRead *wanted, int32 **seqs)
 }
 
 /*
- * entry_with_output returns a step's entry of $.steps (an object holding
- * WF_OUTPUT_SEQ_KEY) with that member replaced by "output": output (NULL:
- * a JSON null).
- */
-static Jsonb *
-entry_with_output(JsonbContainer *entry, Jsonb *output)
-{
-	JsonbParseState *ps = NULL;
-	JsonbIterator *it = JsonbIteratorInit(entry);
-	JsonbValue	v;
-	JsonbValue *res = NULL;
-	JsonbIteratorToken tok;
-	size_t		keylen = strlen(WF_OUTPUT_SEQ_KEY);
-
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY && v.val.string.len == keylen &&
-			memcmp(v.val.string.val, WF_OUTPUT_SEQ_KEY, keylen) == 0)
-		{
-			v.val.string.val = "output";
-			v.val.string.len = 6;
-			pushJsonbValue(&ps, WJB_KEY, &v);
-			(void) JsonbIteratorNext(&it, &v, true);	/* the seq */
-			if (output == NULL)
-				v.type = jbvNull;
-			else
-			{
-				v.type = jbvBinary;
-				v.val.binary.data = &output->root;
-				v.val.binary.len = VARSIZE(output) - VARHDRSZ;
-			}
-			res = pushJsonbValue(&ps, WJB_VALUE, &v);
-			continue;
-		}
-		res = pushJsonbValue(&ps, tok, tok < WJB_BEGIN_ARRAY ? &v : NULL);
-	}
-	return JsonbValueToJsonb(res);
-}
-
-/*
  * output_of returns the output listed for the event of seq (outputs[i] of
  * seqs[i]) in *output; false when seq is not listed.
  */
@@ -609,6 +569,38 @@ push_output(JsonbParseState **ps, JsonbIteratorToken tok, Jsonb *output)
 		v.val.binary.len = VARSIZE(output) - VARHDRSZ;
 	}
 	return pushJsonbValue(ps, tok, &v);
+}
+
+/*
+ * entry_with_output returns a step's entry of $.steps (an object holding
+ * WF_OUTPUT_SEQ_KEY) with that member replaced by "output": output (NULL:
+ * a JSON null).
+ */
+static Jsonb *
+entry_with_output(JsonbContainer *entry, Jsonb *output)
+{
+	JsonbParseState *ps = NULL;
+	JsonbIterator *it = JsonbIteratorInit(entry);
+	JsonbValue	v;
+	JsonbValue *res = NULL;
+	JsonbIteratorToken tok;
+	size_t		keylen = strlen(WF_OUTPUT_SEQ_KEY);
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY && v.val.string.len == keylen &&
+			memcmp(v.val.string.val, WF_OUTPUT_SEQ_KEY, keylen) == 0)
+		{
+			v.val.string.val = "output";
+			v.val.string.len = 6;
+			pushJsonbValue(&ps, WJB_KEY, &v);
+			(void) JsonbIteratorNext(&it, &v, true);	/* the seq */
+			res = push_output(&ps, WJB_VALUE, output);
+			continue;
+		}
+		res = pushJsonbValue(&ps, tok, tok < WJB_BEGIN_ARRAY ? &v : NULL);
+	}
+	return JsonbValueToJsonb(res);
 }
 
 /*
@@ -753,7 +745,7 @@ WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs, Jsonb **outputs)
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
 		int32		seq;
-		int			i;
+		Jsonb	   *output;
 		Jsonb	   *entry;
 
 		if (tok != WJB_VALUE || (seq = output_seq_of(&v)) <= 0)
@@ -761,14 +753,12 @@ WfContextWithOutputs(Jsonb *context, int n, const int32 *seqs, Jsonb **outputs)
 			res = pushJsonbValue(&ps, tok, tok < WJB_BEGIN_ARRAY ? &v : NULL);
 			continue;
 		}
-		for (i = 0; i < n && seqs[i] != seq; i++)
-			;
-		if (i == n)
+		if (!output_of(seq, n, seqs, outputs, &output))
 		{
-			res = pushJsonbValue(&ps, tok, &v);	/* not wanted: stays */
+			res = pushJsonbValue(&ps, tok, &v);	/* not listed: stays */
 			continue;
 		}
-		entry = entry_with_output(v.val.binary.data, outputs[i]);
+		entry = entry_with_output(v.val.binary.data, output);
 		v.type = jbvBinary;
 		v.val.binary.data = &entry->root;
 		v.val.binary.len = VARSIZE(entry) - VARHDRSZ;
