@@ -237,7 +237,10 @@ show_file() {
 
 # Diagnostics printed after a failed suite: the start of regression.diffs
 # (where the first differing test is), the end of each failed TAP test's
-# regress_log_* (where it died).
+# regress_log_* (where it died), and the lines of its servers' logs that
+# say a process died or the server stopped (a node's log is gone with the
+# scratch directory, and the test framework sets restart_after_crash off:
+# one crashed backend stops the node).
 diagnose() {
 	local suite=$1 log=$2 dir f name
 	case $suite in
@@ -257,6 +260,13 @@ diagnose() {
 			name=$(basename "$f" .pl)
 			name=${name#regress_log_}
 			if [[ -s $dir/regress_log_$name ]]; then show_file tail "$dir/regress_log_$name" 80; fi
+			for f in "$dir/${name}"_*.log; do
+				[[ -s $f ]] || continue
+				if grep -qE 'terminated by signal|exited with exit code|PANIC|TRAP:|shutting down|database system is shut down' "$f"; then
+					echo "----- $f: processes that died, and the server's stops"
+					grep -E -B3 'terminated by signal|exited with exit code|PANIC|TRAP:|shutting down|database system is shut down' "$f" | tail -40
+				fi
+			done
 		done
 		;;
 	esac
