@@ -180,6 +180,10 @@ SELECT wf.verify_run(:'run');
 UPDATE wf.runs SET context = jsonb_set(context, '{steps,fetch,output_seq}', '1') WHERE run_id = :'run';
 SELECT wf.verify_run(:'run');
 SELECT pg_temp.err(format('SELECT wf.run_context(%L)', :'run'));
+-- a branch output's reference changed to a seq that cannot be: reported, no more
+UPDATE wf.runs SET context = jsonb_set(context, '{children,fan,output_seqs,1}', '-3') WHERE run_id = :'run6';
+SELECT wf.verify_run(:'run6');
+SELECT pg_temp.err(format('SELECT wf.run_context(%L)', :'run6'));
 -- wf.run_context of a run that does not exist (or another tenant's)
 SELECT pg_temp.err('SELECT wf.run_context(''00000000-0000-0000-0000-000000000000'')');
 SELECT wf.run_context(NULL) IS NULL AS strict;

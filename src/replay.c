@@ -646,7 +646,7 @@ whole_context(Jsonb *context, const ReplayLog *log, Jsonb **whole)
 	outputs = palloc(sizeof(Jsonb *) * n);
 	for (i = 0; i < n; i++)
 	{
-		if (seqs[i] > log->maxseq || log->outputs[seqs[i]] == NULL)
+		if (seqs[i] <= 0 || seqs[i] > log->maxseq || log->outputs[seqs[i]] == NULL)
 			return psprintf("The snapshot's context refers to event %d for a step output, and that event records none",
 							seqs[i]);
 		outputs[i] = log->outputs[seqs[i]];

@@ -1345,9 +1345,14 @@ apply_children_event(WfRunState *run, const WfEvent *ev)
 					if (run->output_refs && output != NULL && VARSIZE(output) >= WF_OUTPUT_REF_MIN)
 					{
 						if (WfJsonbGet(children, WF_OUTPUT_SEQS_KEY) == NULL)
+						{
+							Jsonb	   *outs = WfJsonbGetJsonb(children, "outputs");
+
 							run->context = context_set_path(run->context, "children", ev->step,
 															WF_OUTPUT_SEQS_KEY, -1,
-															null_array(JB_ROOT_COUNT(WfJsonbGetJsonb(children, "outputs"))));
+															null_array(outs != NULL && JB_ROOT_IS_ARRAY(outs) ?
+																	   JB_ROOT_COUNT(outs) : branch + 1));
+						}
 						run->context = context_set_path(run->context, "children", ev->step,
 														WF_OUTPUT_SEQS_KEY, branch, int_jsonb(ev->seq));
 					}
