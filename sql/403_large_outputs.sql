@@ -184,6 +184,9 @@ SELECT pg_temp.err(format('SELECT wf.run_context(%L)', :'run'));
 UPDATE wf.runs SET context = jsonb_set(context, '{children,fan,output_seqs,1}', '-3') WHERE run_id = :'run6';
 SELECT wf.verify_run(:'run6');
 SELECT pg_temp.err(format('SELECT wf.run_context(%L)', :'run6'));
+-- and a step's reference changed to a number no seq can be
+UPDATE wf.runs SET context = jsonb_set(context, '{steps,two,output_seq}', '1e20') WHERE run_id = :'run2';
+SELECT wf.verify_run(:'run2');
 -- wf.run_context of a run that does not exist (or another tenant's)
 SELECT pg_temp.err('SELECT wf.run_context(''00000000-0000-0000-0000-000000000000'')');
 SELECT wf.run_context(NULL) IS NULL AS strict;

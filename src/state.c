@@ -396,6 +396,20 @@ WfEventOutput(const WfEvent *ev)
 }
 
 /*
+ * seq_of_numeric returns a seq a context refers to, or -1 when it is not
+ * one (a value out of int4's range, which only a snapshot changed behind
+ * the engine's back holds: wf.verify_run then reports it rather than fail).
+ */
+static int32
+seq_of_numeric(Numeric n)
+{
+	bool		error = false;
+	int32		seq = numeric_int4_opt_error(n, &error);
+
+	return error ? -1 : seq;
+}
+
+/*
  * output_seq_of returns the seq a step's entry of $.steps refers to for its
  * output (WF_OUTPUT_SEQ_KEY), or 0 when the entry holds its output.
  */
@@ -410,7 +424,7 @@ output_seq_of(const JsonbValue *entry)
 									 strlen(WF_OUTPUT_SEQ_KEY), NULL);
 	if (v == NULL || v->type != jbvNumeric)
 		return 0;
-	return DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
+	return seq_of_numeric(v->val.numeric);
 }
 
 /*
@@ -484,9 +498,7 @@ children_output_seqs(Jsonb *context, int32 **seqs, int *n, int *max)
 		rit = JsonbIteratorInit(refs);
 		while ((tok = JsonbIteratorNext(&rit, &r, true)) != WJB_DONE)
 			if (tok == WJB_ELEM && r.type == jbvNumeric)
-				add_seq(seqs, n, max,
-						DatumGetInt32(DirectFunctionCall1(numeric_int4,
-														  NumericGetDatum(r.val.numeric))));
+				add_seq(seqs, n, max, seq_of_numeric(r.val.numeric));
 	}
 }
 
@@ -629,8 +641,7 @@ children_entry_with_outputs(JsonbContainer *entry, JsonbContainer *refs,
 			continue;
 		if (v.type == jbvNumeric)
 		{
-			int32		seq = DatumGetInt32(DirectFunctionCall1(numeric_int4,
-																NumericGetDatum(v.val.numeric)));
+			int32		seq = seq_of_numeric(v.val.numeric);
 
 			if (!output_of(seq, n, seqs, outputs, &branch[b]))
 				return NULL;
