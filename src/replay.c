@@ -629,8 +629,8 @@ check_tasks(const WfRunState *stored, ReplayLog *log)
 /*
  * whole_context sets *whole to context with the step outputs it refers to
  * put back from the replayed history (log), as the engine reads it
- * (WfRunContext); returns what is wrong when it refers to an event that
- * recorded no output.
+ * (run_context in runstore.c); returns what is wrong when it refers to an
+ * event that recorded no output.
  */
 static const char *
 whole_context(Jsonb *context, const ReplayLog *log, Jsonb **whole)

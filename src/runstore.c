@@ -196,7 +196,7 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"LIMIT 1",
 		2, {INT8OID, TEXTOID}
 	},
-	/* the outputs a run's context refers to (WfRunContext), by events_pkey */
+	/* the outputs a run's context refers to (context_with_outputs), by events_pkey */
 	[WF_RUNSTORE_EVENT_OUTPUTS] = {
 		"event_outputs",
 		"SELECT e.seq, e.payload OPERATOR(pg_catalog.->) 'output' FROM wf.events e "
@@ -1376,19 +1376,18 @@ context_with_outputs(const WfRunState *run, const WfTransition *tr, const WfStep
 }
 
 /*
- * WfRunContext returns the context of tr's run as the definition's paths
+ * run_context returns the context of tr's run as the definition's paths
  * that may read the steps reads says read it: with their outputs kept in
  * the history only put back (record_step_output in state.c), the others'
  * references left as they are.  The whole context (reads->all) is kept for
- * the transition until the context changes.
+ * the transition until the context changes.  The callers below have seen
+ * that the context may refer to outputs (WfContextMayReferToOutputs).
  */
-Jsonb *
-WfRunContext(WfTransition *tr, const WfStepsRead *reads)
+static Jsonb *
+run_context(WfTransition *tr, const WfStepsRead *reads)
 {
 	if (tr->whole_context_of == tr->run->context)
 		return tr->whole_context;
-	if (!WfContextMayReferToOutputs(tr->run->context))
-		return tr->run->context;
 	if (!reads->all)
 		return reads->names == NIL && !reads->children ? tr->run->context :
 			context_with_outputs(tr->run, tr, reads);
@@ -1398,10 +1397,11 @@ WfRunContext(WfTransition *tr, const WfStepsRead *reads)
 }
 
 /*
- * WfRunContextForPath is WfRunContext for what the compiled path may read
- * (WfPathStepsRead), WfRunContextForMapping for a mapping's paths,
- * WfRunContextForChildren for the branch outputs of $.children and
- * WfRunContextForStep for the entry of one step.
+ * WfRunContextForPath is the context of tr's run for what the compiled
+ * path may read (WfPathStepsRead), WfRunContextForChildren for the branch
+ * outputs of $.children, WfRunContextForStep for the entry of one step;
+ * WfRunEvaluateMapping evaluates a mapping over the context its paths may
+ * read.  A context that refers to no output is the run's, as it is.
  */
 Jsonb *
 WfRunContextForPath(WfTransition *tr, Datum path)
@@ -1411,18 +1411,21 @@ WfRunContextForPath(WfTransition *tr, Datum path)
 	if (!WfContextMayReferToOutputs(tr->run->context))
 		return tr->run->context;
 	WfPathStepsRead(path, &reads);
-	return WfRunContext(tr, &reads);
+	return run_context(tr, &reads);
 }
 
 Jsonb *
-WfRunContextForMapping(WfTransition *tr, const WfMapping *map, int n)
+WfRunEvaluateMapping(WfTransition *tr, const WfMapping *map, int n)
 {
 	WfStepsRead reads = {.all = false, .names = NIL, .children = false};
+	Jsonb	   *context = tr->run->context;
 
-	if (!WfContextMayReferToOutputs(tr->run->context))
-		return tr->run->context;
-	WfMappingStepsRead(map, n, &reads);
-	return WfRunContext(tr, &reads);
+	if (WfContextMayReferToOutputs(context))
+	{
+		WfMappingStepsRead(map, n, &reads);
+		context = run_context(tr, &reads);
+	}
+	return WfEvaluateMapping(map, n, context);
 }
 
 Jsonb *
@@ -1430,7 +1433,9 @@ WfRunContextForChildren(WfTransition *tr)
 {
 	WfStepsRead reads = {.all = false, .names = NIL, .children = true};
 
-	return WfRunContext(tr, &reads);
+	if (!WfContextMayReferToOutputs(tr->run->context))
+		return tr->run->context;
+	return run_context(tr, &reads);
 }
 
 Jsonb *
@@ -1438,7 +1443,9 @@ WfRunContextForStep(WfTransition *tr, const char *step)
 {
 	WfStepsRead reads = {.all = false, .names = list_make1((char *) step), .children = false};
 
-	return WfRunContext(tr, &reads);
+	if (!WfContextMayReferToOutputs(tr->run->context))
+		return tr->run->context;
+	return run_context(tr, &reads);
 }
 
 /*
@@ -1448,6 +1455,8 @@ WfRunContextForStep(WfTransition *tr, const char *step)
 Jsonb *
 WfRunContextWhole(const WfRunState *run)
 {
+	if (!WfContextMayReferToOutputs(run->context))
+		return run->context;
 	return context_with_outputs(run, NULL, NULL);
 }
 

@@ -138,7 +138,8 @@ typedef struct WfTransition
 	const WfLeaseOffer *offer;
 	bool		task_leased;	/* the new task was written leased */
 	WfTaskLease lease;			/* then: the lease it was written with */
-	/* WfRunContext's last answer, and the run's context it was for */
+	/* the run's context with its outputs put back (runstore.c), and the
+	 * context it was made from */
 	Jsonb	   *whole_context;
 	Jsonb	   *whole_context_of;
 } WfTransition;
@@ -270,9 +271,8 @@ extern bool WfTransitionWriteNew(WfTransition *tr, const char *defname,
 extern void WfScheduledTaskOf(const WfTransition *tr, WfScheduledTask *out);
 
 /* the run's context with the step outputs it refers to (state.c) */
-extern Jsonb *WfRunContext(WfTransition *tr, const WfStepsRead *reads);
 extern Jsonb *WfRunContextForPath(WfTransition *tr, Datum path);
-extern Jsonb *WfRunContextForMapping(WfTransition *tr, const WfMapping *map, int n);
+extern Jsonb *WfRunEvaluateMapping(WfTransition *tr, const WfMapping *map, int n);
 extern Jsonb *WfRunContextForChildren(WfTransition *tr);
 extern Jsonb *WfRunContextForStep(WfTransition *tr, const char *step);
 extern Jsonb *WfRunContextWhole(const WfRunState *run);

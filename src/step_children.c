@@ -183,7 +183,7 @@ children_enter(WfTransition *tr, int step_index)
 		return;
 	}
 	input = sd->has_input ?
-		WfEvaluateMapping(sd->input, sd->n_input, WfRunContextForMapping(tr, sd->input, sd->n_input)) :
+		WfRunEvaluateMapping(tr, sd->input, sd->n_input) :
 		WfJsonbGetJsonb(tr->run->context, "input");
 	for (i = 0; i < n; i++)
 		ids[i] = start_child(tr, sd, i, visit, input, depth);

@@ -145,8 +145,7 @@ WfScheduleCompensation(WfTransition *tr, int32 attempt)
 	sd = tr->def->steps[idx].compensate;
 
 	if (sd->has_input)
-		input = WfEvaluateMapping(sd->input, sd->n_input,
-								  WfRunContextForMapping(tr, sd->input, sd->n_input));
+		input = WfRunEvaluateMapping(tr, sd->input, sd->n_input);
 	else
 	{
 		WfJsonBuilder b;

@@ -227,8 +227,7 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	if (input == NULL)
 	{
 		if (sd->has_input)
-			input = WfEvaluateMapping(sd->input, sd->n_input,
-									  WfRunContextForMapping(tr, sd->input, sd->n_input));
+			input = WfRunEvaluateMapping(tr, sd->input, sd->n_input);
 		else
 			input = WfJsonbGetJsonb(tr->run->context, "input");
 	}
@@ -634,8 +633,7 @@ WfAdvanceTo(WfTransition *tr, int from_step, int next)
 		Jsonb	   *output;
 
 		if (def->has_output)
-			output = WfEvaluateMapping(def->output, def->n_output,
-									   WfRunContextForMapping(tr, def->output, def->n_output));
+			output = WfRunEvaluateMapping(tr, def->output, def->n_output);
 		else
 		{
 			const char *name = def->steps[from_step].name;
