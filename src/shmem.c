@@ -150,17 +150,30 @@ wf_shmem_startup(void)
  * WfWorkerSlotFor returns the slot of the worker of a database, or NULL.
  * The caller reads it without the lock: slots are only reused after the
  * worker has exited, and a stale latch is harmless to set.
+ *
+ * Every commit that wakes claimers or relays a notification asks, so the
+ * backend remembers where it found its database last time and looks there
+ * first: each slot holds its relay (about 40 kB), and a scan touched one
+ * line of up to 64 pages of shared memory per commit.  The remembered slot
+ * is checked like any other, so a slot freed or taken by another database
+ * since sends the caller back to the scan.
  */
 WfDbWorkerSlot *
 WfWorkerSlotFor(Oid dboid)
 {
+	static int	last_found = -1;
 	int			i;
 
 	if (WfShmem == NULL)
 		return NULL;
+	if (last_found >= 0 && WfShmem->workers[last_found].dboid == dboid)
+		return &WfShmem->workers[last_found];
 	for (i = 0; i < WF_MAX_DB_WORKERS; i++)
 		if (WfShmem->workers[i].dboid == dboid)
+		{
+			last_found = i;
 			return &WfShmem->workers[i];
+		}
 	return NULL;
 }
 
