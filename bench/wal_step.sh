@@ -16,6 +16,9 @@
 # with wf.complete_tasks_and_claim, as the wf_eagerb10step20 cell), MODE
 # (eager; cycle: the wf_cycle_b1 cell's start_run + claim_tasks +
 # complete_task of a 1-step run, three transactions, per cycle),
+# MAPPED (1: every step after the first has the input mapping
+# {"prev": "$.steps.<the step before>.output"}, so that its input is the
+# step before's whole output; 0, the default: no mappings, as the cells),
 # TASKFF and RUNFF (the fillfactor of wf.tasks and wf.runs; 0, the default:
 # the extension's), OUTPUT (the output each eager step reports; default
 # {"ok": true}; OUTPUT_BYTES=N instead: an object of about N bytes of hex
@@ -39,8 +42,24 @@ runs=$(( (STEPS + WARMUP) / 20 + 100 ))
 psql() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 psql -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
-psql -d "$DB" -v n1=0 -v n20="$runs" -v small=0 -v noav=0 -v freeze=0 -v taskff="${TASKFF:-0}" -v runff="${RUNFF:-0}" \
-	-f "$here/peers/wf/reset.sql" >/dev/null
+if [[ ${MAPPED:-0} == 1 ]]; then
+	# bench20 again, each step after the first given the step before's whole
+	# output as its input ({"prev": <output>}); the runs started on it
+	psql -d "$DB" -v n1=0 -v n20=0 -v small=0 -v noav=0 -v freeze=0 -v taskff="${TASKFF:-0}" -v runff="${RUNFF:-0}" \
+		-f "$here/peers/wf/reset.sql" >/dev/null
+	psql -d "$DB" >/dev/null <<-SQL
+		SELECT wf.publish_definition('bench20', jsonb_build_object('steps', (SELECT jsonb_agg(
+		  jsonb_build_object('name', 's' || g, 'type', 'task', 'queue', 'bench20')
+		  || CASE WHEN g > 1 THEN jsonb_build_object('input', jsonb_build_object('prev', '\$.steps.s' || (g - 1) || '.output'))
+		          ELSE '{}' END) FROM generate_series(1, 20) g)));
+		SELECT count(wf.start_run('bench20', '{"step":"charge_card","attempt":1,"worker":"worker-07","output":{"status":"ok","amount_cents":12999,"currency":"EUR","provider_ref":"ch_3NfA9e2eZvKYlo2C1x8QxYzA","captured":true},"duration_ms":42}'::jsonb)) FROM generate_series(1, $runs);
+		VACUUM ANALYZE;
+		CHECKPOINT;
+	SQL
+else
+	psql -d "$DB" -v n1=0 -v n20="$runs" -v small=0 -v noav=0 -v freeze=0 -v taskff="${TASKFF:-0}" -v runff="${RUNFF:-0}" \
+		-f "$here/peers/wf/reset.sql" >/dev/null
+fi
 walk() { # walk N: N eager steps, one client (BATCH > 1: N / BATCH batches)
 	if [[ $MODE == cycle ]]; then
 		{

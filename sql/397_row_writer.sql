@@ -79,7 +79,9 @@ SELECT wf.verify_run(:'run');
 -- it is 256 bytes or more and compression saves (WfRowCompress), with the
 -- column's compression method (lz4 where the server has it, else
 -- default_toast_compression); a column set to EXTERNAL is left alone.  The
--- inputs are the last columns of wf.runs and wf.tasks.  (The context is made
+-- inputs are the last columns of wf.runs and wf.tasks but for wf.tasks'
+-- input_seq (0.3.0: four bytes, never updated), so that an update of a row
+-- with a large input leaves it in the unchanged suffix.  (The context is made
 -- large by a context update, whose input the context keeps: since 0.3.0 a
 -- step output of 256 bytes or more is not copied into it, 403_large_outputs.)
 SELECT wf.publish_definition('packed', '{"steps": [
@@ -112,7 +114,7 @@ SELECT CASE :'saved_method' WHEN 'l' THEN 'lz4' WHEN 'p' THEN 'pglz' ELSE 'defau
 ALTER TABLE wf.runs ALTER COLUMN context SET COMPRESSION :saved;
 SELECT wf.verify_run(:'prun');
 SELECT t.relname, (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attnum > 0
-                   AND NOT a.attisdropped ORDER BY a.attnum DESC LIMIT 1) AS last_column
+                   AND NOT a.attisdropped AND a.attname <> 'input_seq' ORDER BY a.attnum DESC LIMIT 1) AS last_column
 FROM pg_class t WHERE t.oid IN ('wf.runs'::regclass, 'wf.tasks'::regclass) ORDER BY 1;
 
 -- scenario: a completion takes its task row (deletes it as it reads it)

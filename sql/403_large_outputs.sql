@@ -190,3 +190,53 @@ SELECT wf.verify_run(:'run2');
 -- wf.run_context of a run that does not exist (or another tenant's)
 SELECT pg_temp.err('SELECT wf.run_context(''00000000-0000-0000-0000-000000000000'')');
 SELECT wf.run_context(NULL) IS NULL AS strict;
+
+-- scenario: a large mapped input written once.  A step whose input mapping
+-- gives it the step before's whole output (256 bytes or more) has its
+-- input in its task_scheduled event only: the attempt's row holds input
+-- NULL and input_seq, the seq of that event, and every reader takes the
+-- input from there: the eager hand-out, wf.claim_tasks, a retry after a
+-- failure, a pause's withdrawal and the resume.  A context update leaves
+-- it as scheduled.  A small mapped input is copied into the row as ever.
+SELECT wf.publish_definition('mapped_in', '{"steps": [
+  {"name": "a", "queue": "mq"},
+  {"name": "b", "queue": "mq", "input": {"prev": "$.steps.a.output"},
+   "retry": {"max_attempts": 3, "initial_interval": "10ms"}},
+  {"name": "c", "queue": "mq", "input": {"x": "$.steps.b.output.k"}}]}') IS NOT NULL AS published;
+SELECT wf.start_run('mapped_in', '{"n": 1}') AS mrun \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('mq', 'w') \gset
+SELECT answer, task_id AS t2, fence AS f2, input->'prev'->>'k' AS handed_out,
+       pg_column_size(input) > 600 AS whole
+FROM wf.complete_and_claim(:t, :f, jsonb_build_object('k', 'v1', 'blob', repeat('x0123456789abcdef', 40)), 'mq', 'w') \gset
+SELECT :'answer' AS answer, :'handed_out' AS handed_out, :'whole' AS whole;
+SELECT t.input IS NULL AS input_null, t.input_seq,
+       e.type, e.payload->'input'->'prev'->>'k' AS event_input
+FROM wf.tasks t JOIN wf.history(:'mrun') e ON e.seq = t.input_seq
+WHERE t.run_id = :'mrun';
+-- a failure: the retry's attempt names its own task_scheduled
+SELECT wf.fail_task(:t2, :f2, '{"why": "flaky"}', true);
+SELECT pg_sleep(0.05);
+SELECT wf.tick() >= 0 AS ticked;
+SELECT attempt, status, input IS NULL AS input_null, input_seq FROM wf.tasks
+WHERE run_id = :'mrun' ORDER BY attempt;
+-- a context update keeps the attempt's input; the claim reads it back
+SELECT wf.update_context(:'mrun', '{"input": {"n": 2}}', 'regress') IS NOT NULL AS updated;
+SELECT task_id AS t3, fence AS f3, input->'prev'->>'k' AS k3, attempt FROM wf.claim_tasks('mq', 'w') \gset
+SELECT :'k3' AS claimed_input, :attempt AS attempt;
+SELECT wf.complete_task(:t3, :f3, '{"k": "done"}');
+-- c's mapped input is small: copied into its row
+SELECT input, input_seq FROM wf.tasks WHERE run_id = :'mrun' AND status = 'ready';
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('mq', 'w') \gset
+SELECT wf.complete_task(:t, :f, '{}');
+SELECT status FROM wf.runs WHERE run_id = :'mrun';
+-- a pause withdraws a ready attempt whose input is in the history; the
+-- resume schedules it again with that input
+SELECT wf.start_run('mapped_in', '{"n": 3}') AS mrun2 \gset
+SELECT task_id AS t, fence AS f FROM wf.claim_tasks('mq', 'w') \gset
+SELECT wf.complete_task(:t, :f, jsonb_build_object('k', 'v2', 'blob', repeat('y0123456789abcdef', 40)));
+SELECT wf.pause_run(:'mrun2', 'regress');
+SELECT wf.resume_run(:'mrun2', 'regress');
+SELECT status, input IS NULL AS input_null, input_seq IS NOT NULL AS in_history
+FROM wf.tasks WHERE run_id = :'mrun2' AND step = 'b' ORDER BY task_id;
+SELECT input->'prev'->>'k' AS resumed_input FROM wf.claim_tasks('mq', 'w');
+SELECT wf.verify_run(:'mrun') AS verified, wf.verify_run(:'mrun2') AS verified2;

@@ -832,3 +832,18 @@ COMMENT ON FUNCTION wf.run_context(uuid) IS
 REVOKE ALL ON FUNCTION wf.run_context(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION wf.run_context(uuid) TO wfengine_app;
 -- ==== end issue 31: a step's output written once ====
+
+-- ==== issue 31: a large mapped input written once ====
+-- An attempt whose input an input mapping made (not the run's input) and
+-- whose jsonb is 256 bytes or more is written with input NULL and
+-- input_seq, the seq of its task_scheduled event, which holds the input
+-- already: the claim, and every reader of an attempt's input, takes it
+-- from there (src/runstore.c, WfTaskInputOf).  A step mapping the step
+-- before's whole output of 2 kB wrote it three times a step (the output in
+-- task_completed, the input in task_scheduled and in wf.tasks); now twice.
+ALTER TABLE wf.tasks ADD COLUMN input_seq integer;
+COMMENT ON COLUMN wf.tasks.input_seq IS
+'With input NULL: the seq of the run''s event (task_scheduled) whose payload holds the attempt''s input. NULL: the input is wf.tasks.input, or, that NULL too, the run''s input as it stands.';
+COMMENT ON COLUMN wf.tasks.input IS
+'The attempt''s input; NULL: the input of the task_scheduled event input_seq names, or, input_seq NULL too, the run''s input as it stands ($.input of wf.runs.context). wf.claim_tasks hands out either.';
+-- ==== end issue 31: a large mapped input written once ====

@@ -129,6 +129,7 @@
 #include "shmem.h"
 #include "spi_util.h"
 #include "tenant.h"
+#include "version.h"
 
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks);
 PG_FUNCTION_INFO_V1(wfengine_claim_tasks_any);
@@ -162,9 +163,22 @@ static const char *const claim_columns[] = {
 	"lease_expires_at", "queue", "activity", "deliveries",
 	"deadline_at",
 	"priority", "available_at", "tenant_id", "status", "start_to_close",
-	"heartbeat_timeout", "worker", "claimed_at", "lease", "last_heartbeat_at", "timeout_at"
+	"heartbeat_timeout", "worker", "claimed_at", "lease", "last_heartbeat_at", "timeout_at",
+	/* since 0.3.0 */
+	"input_seq"
 };
 static WfRowTable claim_table = WF_ROW_TABLE("tasks", claim_columns, F_INT8EQ);
+
+/* the same without input_seq, for a schema not yet updated to 0.3.0 */
+static WfRowTable claim_table_02 = WF_ROW_TABLE_FIRST("tasks", claim_columns,
+													 lengthof(claim_columns) - 1, F_INT8EQ);
+
+/* the claim's table as this database's schema has it */
+static WfRowTable *
+claim_rows(void)
+{
+	return WfSchemaVersionAtLeast("0.3.0", NULL) ? &claim_table : &claim_table_02;
+}
 
 /* the columns of claim_columns */
 enum
@@ -192,6 +206,7 @@ enum
 	CT_LEASE,
 	CT_LAST_HEARTBEAT_AT,
 	CT_TIMEOUT_AT,
+	CT_INPUT_SEQ,
 	CT_NCOLUMNS
 };
 
@@ -237,6 +252,8 @@ typedef struct ClaimedTask
 	bool		nulls[WF_CLAIM_COLUMNS + 1];
 	int32		priority;
 	TimestampTz available_at;
+	int32		input_seq;		/* > 0: the input is in the history
+								 * (WfTaskInputAt), the row's is NULL */
 } ClaimedTask;
 
 #define WF_MAX_LEASE ((int64) 7 * USECS_PER_DAY)
@@ -442,6 +459,14 @@ lease_task(WfRowWriter *w, const ClaimArgs *a, ClaimedTask *ct)
 	copy_column(w, CT_ATTEMPT, ct, CT_ATTEMPT, true, 4);
 	copy_column(w, CT_IDEMPOTENCY_KEY, ct, CT_IDEMPOTENCY_KEY, false, -1);
 	copy_column(w, CT_INPUT, ct, CT_INPUT, false, -1);
+	ct->input_seq = 0;
+	if (w->table == &claim_table)
+	{
+		Datum		seq = WfRowGet(w, CT_INPUT_SEQ, &isnull);
+
+		if (!isnull)
+			ct->input_seq = DatumGetInt32(seq);
+	}
 	copy_column(w, CT_QUEUE, ct, CT_QUEUE, false, -1);
 	copy_column(w, CT_ACTIVITY, ct, CT_ACTIVITY, false, -1);
 	ct->cols[CT_FENCE] = Int64GetDatum(fence);
@@ -526,7 +551,7 @@ claim_queue(const ClaimArgs *args, ClaimedTask *rows)
 	int64		entries;
 
 	WfClaimFloorPlan(a.tenant, a.queue, a.now, &cf);
-	WfRowWriterOpen(&w, &claim_table);
+	WfRowWriterOpen(&w, claim_rows());
 	a.use_floor = cf.use_floor;
 	if (cf.use_floor)
 	{
@@ -859,10 +884,16 @@ hand_out(ReturnSetInfo *rsinfo, const ClaimedTask *rows, uint64 n,
 		}
 		memcpy(out, ct->cols, sizeof(Datum) * WF_CLAIM_COLUMNS);
 		memcpy(rownulls + nlead, ct->nulls, sizeof(bool) * WF_CLAIM_COLUMNS);
-		/* an attempt whose row holds no input has the run's (WfRunInputOf) */
+		/*
+		 * An attempt whose row holds no input has the one its task_scheduled
+		 * event holds (WfTaskInputAt), or else the run's (WfRunInputOf).
+		 */
 		if (ct->nulls[CT_INPUT] && !ct->nulls[CT_RUN_ID])
 		{
-			out[CT_INPUT] = run_input(ct->cols[CT_RUN_ID]);
+			out[CT_INPUT] = ct->input_seq > 0 ?
+				JsonbPGetDatum(WfTaskInputAt(DatumGetUUIDP(ct->cols[CT_RUN_ID]),
+											 WfCurrentTenant(), ct->input_seq)) :
+				run_input(ct->cols[CT_RUN_ID]);
 			rownulls[nlead + CT_INPUT] = false;
 		}
 		/* sealed values of the input, opened for a worker entitled to them */
@@ -928,6 +959,7 @@ hand_out_leased(ReturnSetInfo *rsinfo, const WfScheduledTask *t, int nlead,
 	ct.cols[CT_DELIVERIES] = Int32GetDatum(1);
 	ct.cols[CT_DEADLINE_AT] = TimestampTzGetDatum(t->lease.deadline_at);
 	ct.priority = 0;
+	ct.input_seq = 0;
 	ct.available_at = 0;
 	return hand_out(rsinfo, &ct, 1, nlead, lead, lead_nulls);
 }
@@ -1251,7 +1283,7 @@ claim_continuation(const ClaimArgs *a, int64 task_id, ClaimedTask *row)
 	WfRowWriter w;
 	bool		claimed = false;
 
-	WfRowWriterOpen(&w, &claim_table);
+	WfRowWriterOpen(&w, claim_rows());
 	if (WfRowFind(&w, Int64GetDatum(task_id)) && claimable(&w, (void *) a))
 	{
 		lease_task(&w, a, row);

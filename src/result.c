@@ -227,7 +227,15 @@ accept_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *task)
 		res.output = rep->output;
 		res.error = rep->error;
 		res.retryable = rep->retryable;
-		res.input = task->input;
+		/* a completion does not need it: a large one stays unread */
+		if (rep->is_failure)
+		{
+			WfLockedTask with_input = *task;
+
+			res.input = WfLockedTaskInput(&with_input);
+		}
+		else
+			res.input = task->input;
 		WfApplyResult(tr, idx, &res);
 	}
 	/* recorded, but the run is being cancelled: no work follows from it */

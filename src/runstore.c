@@ -74,9 +74,30 @@
  * where the stored context leaves it out.
  */
 #define WF_TASK_INPUT \
-	"COALESCE(t.input, (SELECT COALESCE(r.context OPERATOR(pg_catalog.->) 'input', r.input) FROM wf.runs r" \
+	"COALESCE(t.input, CASE WHEN " WF_TASK_INPUT_SEQ " IS NOT NULL THEN " WF_TASK_INPUT_EVENT \
+	" ELSE (SELECT COALESCE(r.context OPERATOR(pg_catalog.->) 'input', r.input) FROM wf.runs r" \
 	" WHERE r.run_id OPERATOR(pg_catalog.=) t.run_id" \
-	" AND r.tenant_id OPERATOR(pg_catalog.=) t.tenant_id))"
+	" AND r.tenant_id OPERATOR(pg_catalog.=) t.tenant_id) END)"
+
+/*
+ * Since 0.3.0 a large mapped input is not in its attempt's row but in its
+ * task_scheduled event, seq t.input_seq (see WfTaskInputAt): read through
+ * the row as json, so that the statement also prepares on a schema not yet
+ * updated (no such column: NULL).  The event is the payload of its own
+ * row, or an element [type, step, attempt, payload] of the column more of
+ * the row before it.
+ */
+#define WF_TASK_INPUT_SEQ \
+	"(pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'input_seq')::pg_catalog.int4"
+#define WF_TASK_INPUT_EVENT \
+	"(SELECT CASE WHEN e.seq OPERATOR(pg_catalog.=) " WF_TASK_INPUT_SEQ \
+	" THEN e.payload OPERATOR(pg_catalog.->) 'input'" \
+	" ELSE (((e.more OPERATOR(pg_catalog.->) (" WF_TASK_INPUT_SEQ " OPERATOR(pg_catalog.-) e.seq OPERATOR(pg_catalog.-) 1))" \
+	" OPERATOR(pg_catalog.->) 3) OPERATOR(pg_catalog.->) 'input')::pg_catalog.jsonb END" \
+	" FROM wf.events e WHERE e.run_id OPERATOR(pg_catalog.=) t.run_id" \
+	" AND e.tenant_id OPERATOR(pg_catalog.=) t.tenant_id" \
+	" AND e.seq OPERATOR(pg_catalog.<=) " WF_TASK_INPUT_SEQ \
+	" ORDER BY e.seq DESC LIMIT 1)"
 
 /* the statements of runstore.c (registered by _PG_init: WfRunstorePlans) */
 static const WfPlanSpec runstore_plan_specs[] = {
@@ -176,7 +197,8 @@ static const WfPlanSpec runstore_plan_specs[] = {
 	[WF_RUNSTORE_KEEP_TASK_INPUTS] = {
 		"keep_task_inputs",
 		"UPDATE wf.tasks t SET input = $2 "
-		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.input IS NULL",
+		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.input IS NULL"
+		" AND " WF_TASK_INPUT_SEQ " IS NULL",
 		2, {UUIDOID, JSONBOID}
 	},
 	/*
@@ -203,6 +225,18 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.seq OPERATOR(pg_catalog.=) ANY ($2)"
 		" AND e.tenant_id OPERATOR(pg_catalog.=) $3",
 		3, {UUIDOID, INT4ARRAYOID, TEXTOID}, false, true
+	},
+	/*
+	 * The row of wf.events that holds event seq $2 of a run: that event's
+	 * own row, or the row before it whose column more holds it.
+	 */
+	[WF_RUNSTORE_EVENT_ROW] = {
+		"event_row",
+		"SELECT e.seq, e.payload, e.more FROM wf.events e "
+		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.seq OPERATOR(pg_catalog.<=) $2"
+		" AND e.tenant_id OPERATOR(pg_catalog.=) $3 "
+		"ORDER BY e.seq DESC LIMIT 1",
+		3, {UUIDOID, INT4OID, TEXTOID}, false, true
 	},
 };
 
@@ -512,9 +546,28 @@ static const char *const task_columns[] = {
 	/* read by WfLockTaskAndRun only */
 	"last_heartbeat_at",
 	/* put back by put_back_task only */
-	"heartbeat_details"
+	"heartbeat_details",
+	/* since 0.3.0 */
+	"input_seq"
 };
 static WfRowTable tasks_table = WF_ROW_TABLE("tasks", task_columns, F_INT8EQ);
+
+/*
+ * The same without input_seq, for a schema not yet updated to 0.3.0: every
+ * input that is not the run's is in its attempt's row.
+ */
+static WfRowTable tasks_table_02 = WF_ROW_TABLE_FIRST("tasks", task_columns,
+													 lengthof(task_columns) - 1, F_INT8EQ);
+
+/*
+ * task_rows returns the table of the attempts' rows as this database's
+ * schema has it.
+ */
+static WfRowTable *
+task_rows(void)
+{
+	return WfSchemaVersionAtLeast("0.3.0", NULL) ? &tasks_table : &tasks_table_02;
+}
 
 /* the columns of task_columns that are read or written by name */
 enum
@@ -542,6 +595,7 @@ enum
 	TASK_FINISHED_AT,
 	TASK_LAST_HEARTBEAT_AT,
 	TASK_HEARTBEAT_DETAILS,
+	TASK_INPUT_SEQ,
 	TASK_NCOLUMNS
 };
 
@@ -650,7 +704,7 @@ WfPutBackTask(void)
 
 	if (!task_taken(taken_task.task_id))
 		return;
-	WfRowWriterOpen(&tasks, &tasks_table);
+	WfRowWriterOpen(&tasks, task_rows());
 	put_back_task(&tasks, NULL, NULL, NULL);
 	WfRowWriterClose(&tasks);
 }
@@ -732,7 +786,8 @@ end_attempt(WfTransition *tr, WfRowWriter *tasks, int64 task_id, const char *sta
 	 * context_updated replaced is kept in it, as keep_task_inputs does for
 	 * the rows it finds (it could not find this one).
 	 */
-	if (taken_task.nulls[TASK_INPUT] && tr->input_before != NULL)
+	if (taken_task.nulls[TASK_INPUT] && taken_task.nulls[TASK_INPUT_SEQ] &&
+		tr->input_before != NULL)
 	{
 		replace[TASK_INPUT] = true;
 		values[TASK_INPUT] = JsonbPGetDatum(tr->input_before);
@@ -883,6 +938,12 @@ insert_task(WfTransition *tr, WfRowWriter *tasks, Datum tenant)
 	nulls[TASK_OUTPUT] = nulls[TASK_ERROR] = nulls[TASK_FINISHED_AT] = true;
 	nulls[TASK_LAST_HEARTBEAT_AT] = nulls[TASK_HEARTBEAT_DETAILS] = true;
 
+	/* a large mapped input stays in its task_scheduled event (WfTaskInputAt) */
+	nulls[TASK_INPUT_SEQ] = tr->task.input_seq <= 0;
+	values[TASK_INPUT_SEQ] = Int32GetDatum(tr->task.input_seq);
+	if (tr->task.input_seq > 0)
+		nulls[TASK_INPUT] = true;
+
 	/*
 	 * The run's input is not copied (WfRunInputOf), but a schema before
 	 * 0.3.0, which this library also serves until ALTER EXTENSION wfengine
@@ -922,6 +983,65 @@ WfRunInputOf(Jsonb *context, Jsonb *stored)
 	if (input == NULL)
 		elog(ERROR, "a run's context holds no input");
 	return input;
+}
+
+/*
+ * WfTaskInputAt returns the input of the attempt that event seq of the
+ * run (run_id, tenant) scheduled: the "input" of that task_scheduled's
+ * payload, read from the history (the event's own row, or the column more
+ * of the row before it, WfUnpackEvents).  Since 0.3.0 an input that an
+ * input mapping made, of WF_INPUT_REF_MIN bytes or more, is kept there
+ * only: the attempt's row holds input NULL and input_seq (insert_task).
+ * Read-only: a claim, a report or the engine worker reads it in its own
+ * transaction, where the event is committed or its own.
+ */
+Jsonb *
+WfTaskInputAt(pg_uuid_t *run_id, const char *tenant, int32 seq)
+{
+	Datum		values[3];
+	WfEvent		head;
+	WfEvent    *evs;
+	int			n;
+	bool		isnull;
+	Datum		more;
+	Jsonb	   *input = NULL;
+
+	values[0] = UUIDPGetDatum(run_id);
+	values[1] = Int32GetDatum(seq);
+	values[2] = CStringGetTextDatum(tenant);
+	if (WfPlanExec(&WfRunstorePlans, WF_RUNSTORE_EVENT_ROW, values, NULL, false, 1,
+				   SPI_OK_SELECT) == 1)
+	{
+		memset(&head, 0, sizeof(head));
+		head.seq = DatumGetInt32(WfGetDatumNotNull(0, 1));
+		head.type = WF_EV_TASK_SCHEDULED;
+		head.payload = DatumGetJsonbP(WfGetDatumNotNull(0, 2));
+		more = WfGetDatum(0, 3, &isnull);
+		evs = WfUnpackEvents(&head, isnull ? NULL : DatumGetTextPP(more), &n);
+		if (seq - head.seq < n && evs[seq - head.seq].type == WF_EV_TASK_SCHEDULED)
+			input = WfJsonbGetJsonb(evs[seq - head.seq].payload, "input");
+	}
+	if (input == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("the history of run %s holds no task input at event %d, which a task attempt refers to",
+						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(run_id))), seq),
+				 errhint("Check the run with wf.verify_run.")));
+	return DatumGetJsonbPCopy(JsonbPGetDatum(input));
+}
+
+/*
+ * WfLockedTaskInput returns the input of a task that WfLockTaskAndRun or
+ * WfTakeTaskAndLockRun read: the row's, the run's, or the one its
+ * task_scheduled event holds (read on the first call: only a retry needs
+ * it, never a completion).
+ */
+Jsonb *
+WfLockedTaskInput(WfLockedTask *task)
+{
+	if (task->input == NULL && task->input_seq > 0)
+		task->input = WfTaskInputAt(&task->run_id, task->tenant_id, task->input_seq);
+	return task->input;
 }
 
 /*
@@ -972,7 +1092,7 @@ WfTransitionWrite(WfTransition *tr)
 	 */
 	if (tr->input_before != NULL)
 		keep_task_inputs(tr);
-	WfRowWriterOpen(&tasks, &tasks_table);
+	WfRowWriterOpen(&tasks, task_rows());
 	if (tr->withdraw_task != 0)
 		(void) end_attempt(tr, &tasks, tr->withdraw_task, "cancelled", NULL, NULL,
 						   tr->withdraw_expirations);
@@ -1167,7 +1287,7 @@ WfTransitionWriteNew(WfTransition *tr, const char *defname, int32 version,
 	{
 		WfRowWriter tasks;
 
-		WfRowWriterOpen(&tasks, &tasks_table);
+		WfRowWriterOpen(&tasks, task_rows());
 		insert_task(tr, &tasks, tenant);
 		WfRowWriterClose(&tasks);
 	}
@@ -1502,7 +1622,15 @@ locked_task(const Datum *tv, const bool *tn, const WfRunState *run, WfLockedTask
 	task->visit = DatumGetInt32(tv[TASK_VISIT]);
 	task->attempt = DatumGetInt32(tv[TASK_ATTEMPT]);
 	task->worker = tn[TASK_WORKER] ? NULL : TextDatumGetCString(tv[TASK_WORKER]);
-	task->input = tn[TASK_INPUT] ? WfRunInputOf(run->context, NULL) : DatumGetJsonbP(tv[TASK_INPUT]);
+	task->input_seq = tn[TASK_INPUT_SEQ] ? 0 : DatumGetInt32(tv[TASK_INPUT_SEQ]);
+	task->run_id = run->run_id;
+	task->tenant_id = run->tenant_id;
+	if (!tn[TASK_INPUT])
+		task->input = DatumGetJsonbP(tv[TASK_INPUT]);
+	else if (task->input_seq > 0)
+		task->input = NULL;		/* in the history: WfLockedTaskInput */
+	else
+		task->input = WfRunInputOf(run->context, NULL);
 	if (times != NULL)
 	{
 		times->deadline = task_time(tv, tn, TASK_DEADLINE_AT);
@@ -1535,7 +1663,8 @@ WfLockTaskAndRun(int64 task_id, const char *tenant, WfRunState *run, WfLockedTas
 
 	if (tenant == NULL)
 		return false;			/* a caller of no tenant sees no task */
-	if (!WfRowLock(&tasks_table, Int64GetDatum(task_id), tenant, tv, tn) ||
+	tn[TASK_INPUT_SEQ] = true;	/* a schema before 0.3.0 has no such column */
+	if (!WfRowLock(task_rows(), Int64GetDatum(task_id), tenant, tv, tn) ||
 		!WfRowLock(&runs_table, tv[TASK_RUN_ID], tenant, rv, rn))
 		return false;
 	run_state_from(run, locked_column, &r);
@@ -1580,7 +1709,8 @@ WfTakeTaskAndLockRun(int64 task_id, int64 fence, const char *tenant, WfRunState 
 	old = MemoryContextSwitchTo(CurTransactionContext);
 	tv = palloc(sizeof(Datum) * TASK_NCOLUMNS);
 	tn = palloc(sizeof(bool) * TASK_NCOLUMNS);
-	taken = WfRowTake(&tasks_table, Int64GetDatum(task_id), tenant, leased_under, &fence, tv, tn);
+	tn[TASK_INPUT_SEQ] = true;	/* a schema before 0.3.0 has no such column */
+	taken = WfRowTake(task_rows(), Int64GetDatum(task_id), tenant, leased_under, &fence, tv, tn);
 	MemoryContextSwitchTo(old);
 	if (taken != WF_ROW_TAKEN)
 	{

@@ -32,6 +32,13 @@
 #define WF_STOP_CANCEL 1
 #define WF_STOP_TERMINATE 2
 
+/*
+ * An input that an input mapping made, of this many bytes (its jsonb) or
+ * more, is kept in its task_scheduled event only, not copied into its
+ * attempt's row too (WfTaskInputAt), as WF_OUTPUT_REF_MIN for outputs.
+ */
+#define WF_INPUT_REF_MIN 256
+
 /* a task attempt to insert with the transition */
 typedef struct WfNewTask
 {
@@ -46,6 +53,9 @@ typedef struct WfNewTask
 	Jsonb	   *input;
 	bool		input_is_run;	/* input is the run's input as it stands:
 								 * written NULL (see WfRunInputOf) */
+	int32		input_seq;		/* > 0: input is held by the task_scheduled
+								 * of this seq only, written NULL (see
+								 * WfTaskInputAt) */
 	int64		schedule_to_start;	/* timeouts of the step, microseconds */
 	int64		start_to_close;
 	int64		heartbeat;
@@ -215,7 +225,11 @@ typedef struct WfLockedTask
 	int32		visit;
 	int32		attempt;
 	char	   *worker;
-	Jsonb	   *input;
+	Jsonb	   *input;			/* NULL while input_seq is unread: see
+								 * WfLockedTaskInput */
+	int32		input_seq;		/* > 0: the input is in the history */
+	pg_uuid_t	run_id;
+	const char *tenant_id;
 } WfLockedTask;
 
 /* the deadlines of a live attempt (0: none), read by WfLockTaskAndRun */
@@ -279,6 +293,8 @@ extern Jsonb *WfRunContextWhole(const WfRunState *run);
 
 /* a task attempt's input, for the attempts whose row holds none */
 extern Jsonb *WfRunInputOf(Jsonb *context, Jsonb *stored);
+extern Jsonb *WfTaskInputAt(pg_uuid_t *run_id, const char *tenant, int32 seq);
+extern Jsonb *WfLockedTaskInput(WfLockedTask *task);
 extern Datum WfHashDatum(const uint8 *hash);
 
 
@@ -302,7 +318,8 @@ typedef enum WfRunstorePlan
 	WF_RUNSTORE_RUN_LOCK_NOWAIT,
 	WF_RUNSTORE_KEEP_TASK_INPUTS,
 	WF_RUNSTORE_COMPLETED_TASK,
-	WF_RUNSTORE_EVENT_OUTPUTS
+	WF_RUNSTORE_EVENT_OUTPUTS,
+	WF_RUNSTORE_EVENT_ROW
 } WfRunstorePlan;
 
 extern PGDLLIMPORT WfPlanTable WfRunstorePlans;

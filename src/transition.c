@@ -293,6 +293,15 @@ WfScheduleTask(WfTransition *tr, const WfStepDef *sd, int32 visit, int32 attempt
 	WfAppendEvent(tr, WF_EV_TASK_SCHEDULED, sd->name, attempt, WfJbEnd(&b));
 
 	/*
+	 * A large input of its own (a mapping's, a retry's) is not copied into
+	 * the attempt's row as well: the row names the event that holds it
+	 * (input_seq, WfTaskInputAt), since 0.3.0 (issue 31).
+	 */
+	t->input_seq = 0;
+	if (lean && !t->input_is_run && VARSIZE(input) >= WF_INPUT_REF_MIN)
+		t->input_seq = tr->events[tr->nevents - 1].seq;
+
+	/*
 	 * The step's total timeout runs from its first attempt.  Of the steps
 	 * that run tasks only task steps may have one (definition.c refuses it
 	 * for approval steps and compensations).
@@ -756,7 +765,7 @@ WfApplyHeldResult(WfTransition *tr, int step_index, const char *task_status)
 	res.output = WfJsonbGetJsonb(held, "output");
 	res.error = WfJsonbGetJsonb(held, "error");
 	res.retryable = retryable == NULL || retryable->type != jbvBool || retryable->val.boolean;
-	res.input = task.input;
+	res.input = WfLockedTaskInput(&task);
 	WfApplyResult(tr, step_index, &res);
 }
 
