@@ -74,29 +74,30 @@
  * where the stored context leaves it out.
  */
 #define WF_TASK_INPUT \
-	"COALESCE(t.input, CASE WHEN " WF_TASK_INPUT_SEQ " IS NOT NULL THEN " WF_TASK_INPUT_EVENT \
-	" ELSE (SELECT COALESCE(r.context OPERATOR(pg_catalog.->) 'input', r.input) FROM wf.runs r" \
+	"COALESCE(t.input, (SELECT CASE WHEN s.input_seq IS NULL THEN" \
+	" (SELECT COALESCE(r.context OPERATOR(pg_catalog.->) 'input', r.input) FROM wf.runs r" \
 	" WHERE r.run_id OPERATOR(pg_catalog.=) t.run_id" \
-	" AND r.tenant_id OPERATOR(pg_catalog.=) t.tenant_id) END)"
+	" AND r.tenant_id OPERATOR(pg_catalog.=) t.tenant_id)" \
+	" ELSE " WF_TASK_INPUT_EVENT " END FROM " WF_TASK_INPUT_SEQ " s))"
 
 /*
  * Since 0.3.0 a large mapped input is not in its attempt's row but in its
  * task_scheduled event, seq t.input_seq (see WfTaskInputAt): read through
- * the row as json, so that the statement also prepares on a schema not yet
- * updated (no such column: NULL).  The event is the payload of its own
- * row, or an element [type, step, attempt, payload] of the column more of
- * the row before it.
+ * the row as json, once, so that the statement also prepares on a schema
+ * not yet updated (no such column: NULL).  The event is the payload of its
+ * own row, or an element [type, step, attempt, payload] of the column more
+ * of the row before it.
  */
 #define WF_TASK_INPUT_SEQ \
-	"(pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'input_seq')::pg_catalog.int4"
+	"(SELECT (pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'input_seq')::pg_catalog.int4 AS input_seq)"
 #define WF_TASK_INPUT_EVENT \
-	"(SELECT CASE WHEN e.seq OPERATOR(pg_catalog.=) " WF_TASK_INPUT_SEQ \
+	"(SELECT CASE WHEN e.seq OPERATOR(pg_catalog.=) s.input_seq" \
 	" THEN e.payload OPERATOR(pg_catalog.->) 'input'" \
-	" ELSE (((e.more OPERATOR(pg_catalog.->) (" WF_TASK_INPUT_SEQ " OPERATOR(pg_catalog.-) e.seq OPERATOR(pg_catalog.-) 1))" \
+	" ELSE (((e.more OPERATOR(pg_catalog.->) (s.input_seq OPERATOR(pg_catalog.-) e.seq OPERATOR(pg_catalog.-) 1))" \
 	" OPERATOR(pg_catalog.->) 3) OPERATOR(pg_catalog.->) 'input')::pg_catalog.jsonb END" \
 	" FROM wf.events e WHERE e.run_id OPERATOR(pg_catalog.=) t.run_id" \
 	" AND e.tenant_id OPERATOR(pg_catalog.=) t.tenant_id" \
-	" AND e.seq OPERATOR(pg_catalog.<=) " WF_TASK_INPUT_SEQ \
+	" AND e.seq OPERATOR(pg_catalog.<=) s.input_seq" \
 	" ORDER BY e.seq DESC LIMIT 1)"
 
 /* the statements of runstore.c (registered by _PG_init: WfRunstorePlans) */
@@ -198,7 +199,7 @@ static const WfPlanSpec runstore_plan_specs[] = {
 		"keep_task_inputs",
 		"UPDATE wf.tasks t SET input = $2 "
 		"WHERE t.run_id OPERATOR(pg_catalog.=) $1 AND t.input IS NULL"
-		" AND " WF_TASK_INPUT_SEQ " IS NULL",
+		" AND (pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'input_seq') IS NULL",
 		2, {UUIDOID, JSONBOID}
 	},
 	/*
