@@ -65,8 +65,12 @@ def _definitions():
         defs[name] = (spec, [d for _, d in items])
 
     add("one", [_task("a", "q1", 2)])
+    # b's input is a's whole output (a mapping): one output in three is
+    # large, and b's attempt then keeps its input in the history only
+    b_spec, b_def = _task("b", "q2", 1)
+    b_spec["input"] = {"prev": "$.steps.a.output"}
     add("two", [_task("a", "q1", 2, {"queue": "qc", "max_attempts": 2}),
-                _task("b", "q2", 1)])
+                (b_spec, b_def)])
     add("evt", [({"name": "w", "type": "wait_event", "event": "go"},
                  StepDef("w", "wait", event="go")),
                 _task("c", "q2", 1)],
