@@ -712,6 +712,8 @@ class Sequence:
                 continue
             ev["delivered"] = True
             self.model.undo(self.txn, lambda ev=ev: ev.__setitem__("delivered", False))
+            if self.txn is not None:
+                self.txn.consumed_tenants.add(ten.name)
             if ev["eid"] is not None:
                 run.eids.add(ev["eid"])
             self.give_signal(run, ev["name"])
@@ -1338,9 +1340,12 @@ class Sequence:
         for r in targets:
             self.free_run_task(r)
         self.corr_guard(ten, ckey)
-        # buffering takes the tenant's buffer quota lock until commit
+        # buffering takes the tenant's buffer quota lock until commit; and an
+        # event another open transaction delivered still counts against the
+        # tenant's max_buffered_events for the others until it commits
         for sname, txn in self.model.txns.items():
-            if sname != self.sess.name and ten.name in txn.buffer_tenants:
+            if sname != self.sess.name and (ten.name in txn.buffer_tenants or
+                                            ten.name in txn.consumed_tenants):
                 raise Skip("op_send_event")
         if self.txn is not None and not targets:
             self.txn.buffer_tenants.add(ten.name)

@@ -283,6 +283,7 @@ class Txn:
         self.tokens = []            # tokens minted (dropped on rollback)
         self.tenants = set()        # tenants whose logins called in it
         self.buffer_tenants = set() # tenants whose buffer quota lock it holds
+        self.consumed_tenants = set()   # tenants whose buffered events it delivered
         self.approvers = set()      # (tenant, approver or token) whose decide_failures row it locked
         self.other = False          # did something the model cannot undo
 
