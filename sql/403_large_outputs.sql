@@ -215,6 +215,9 @@ FROM wf.tasks t JOIN wf.history(:'mrun') e ON e.seq = t.input_seq
 WHERE t.run_id = :'mrun';
 -- a failure: the retry's attempt names its own task_scheduled
 SELECT wf.fail_task(:t2, :f2, '{"why": "flaky"}', true);
+-- the retry's timer names that event too, rather than copying the input
+SELECT payload ? 'input' AS copied, (payload->>'input_seq')::int AS input_seq
+FROM wf.timers WHERE run_id = :'mrun' AND kind = 'retry';
 SELECT pg_sleep(0.05);
 SELECT wf.tick() >= 0 AS ticked;
 SELECT attempt, status, input IS NULL AS input_null, input_seq FROM wf.tasks

@@ -228,14 +228,8 @@ accept_report(WfTransition *tr, const WfReport *rep, const WfLockedTask *task)
 		res.error = rep->error;
 		res.retryable = rep->retryable;
 		/* a completion does not need it: a large one stays unread */
-		if (rep->is_failure)
-		{
-			WfLockedTask with_input = *task;
-
-			res.input = WfLockedTaskInput(&with_input);
-		}
-		else
-			res.input = task->input;
+		res.input = task->input;
+		res.input_seq = task->input_seq;
 		WfApplyResult(tr, idx, &res);
 	}
 	/* recorded, but the run is being cancelled: no work follows from it */

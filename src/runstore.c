@@ -1032,20 +1032,6 @@ WfTaskInputAt(pg_uuid_t *run_id, const char *tenant, int32 seq)
 }
 
 /*
- * WfLockedTaskInput returns the input of a task that WfLockTaskAndRun or
- * WfTakeTaskAndLockRun read: the row's, the run's, or the one its
- * task_scheduled event holds (read on the first call: only a retry needs
- * it, never a completion).
- */
-Jsonb *
-WfLockedTaskInput(WfLockedTask *task)
-{
-	if (task->input == NULL && task->input_seq > 0)
-		task->input = WfTaskInputAt(&task->run_id, task->tenant_id, task->input_seq);
-	return task->input;
-}
-
-/*
  * keep_task_inputs writes the run's input as it was before the
  * transition's context_updated (tr->input_before) into every attempt of
  * the run whose row holds none (WfRunInputOf): the live attempt keeps the
@@ -1624,12 +1610,10 @@ locked_task(const Datum *tv, const bool *tn, const WfRunState *run, WfLockedTask
 	task->attempt = DatumGetInt32(tv[TASK_ATTEMPT]);
 	task->worker = tn[TASK_WORKER] ? NULL : TextDatumGetCString(tv[TASK_WORKER]);
 	task->input_seq = tn[TASK_INPUT_SEQ] ? 0 : DatumGetInt32(tv[TASK_INPUT_SEQ]);
-	task->run_id = run->run_id;
-	task->tenant_id = run->tenant_id;
 	if (!tn[TASK_INPUT])
 		task->input = DatumGetJsonbP(tv[TASK_INPUT]);
 	else if (task->input_seq > 0)
-		task->input = NULL;		/* in the history: WfLockedTaskInput */
+		task->input = NULL;		/* in the history (input_seq) */
 	else
 		task->input = WfRunInputOf(run->context, NULL);
 	if (times != NULL)

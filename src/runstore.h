@@ -225,11 +225,10 @@ typedef struct WfLockedTask
 	int32		visit;
 	int32		attempt;
 	char	   *worker;
-	Jsonb	   *input;			/* NULL while input_seq is unread: see
-								 * WfLockedTaskInput */
-	int32		input_seq;		/* > 0: the input is in the history */
-	pg_uuid_t	run_id;
-	const char *tenant_id;
+	Jsonb	   *input;			/* NULL when input_seq is set */
+	int32		input_seq;		/* > 0: the input is in the history, in
+								 * that event (WfTaskInputAt); a retry's
+								 * timer names it */
 } WfLockedTask;
 
 /* the deadlines of a live attempt (0: none), read by WfLockTaskAndRun */
@@ -294,7 +293,6 @@ extern Jsonb *WfRunContextWhole(const WfRunState *run);
 /* a task attempt's input, for the attempts whose row holds none */
 extern Jsonb *WfRunInputOf(Jsonb *context, Jsonb *stored);
 extern Jsonb *WfTaskInputAt(pg_uuid_t *run_id, const char *tenant, int32 seq);
-extern Jsonb *WfLockedTaskInput(WfLockedTask *task);
 extern Datum WfHashDatum(const uint8 *hash);
 
 

@@ -528,7 +528,8 @@ fire_deadline(int64 task_id, const char *tenant, TimestampTz now)
 	dl.attempt = task.attempt;
 	dl.fence = task.fence;
 	dl.worker = task.worker;
-	dl.input = WfLockedTaskInput(&task);
+	dl.input = task.input;
+	dl.input_seq = task.input_seq;
 	dl.expirations = t.expirations;
 	dl.leased = strcmp(task.status, "leased") == 0;
 	if (!dl.leased)

@@ -490,7 +490,11 @@ fail_attempt(WfTransition *tr, const WfStepDef *sd, int step_index,
 		WfJbBegin(&b);
 		WfJbInt(&b, "attempt", attempt + 1);
 		WfJbInt(&b, "visit", res->visit);
-		WfJbJsonb(&b, "input", res->input);
+		/* a large input kept in the history is named, not copied (0.3.0) */
+		if (res->input_seq > 0)
+			WfJbInt(&b, "input_seq", res->input_seq);
+		else
+			WfJbJsonb(&b, "input", res->input);
 		WfSetTimer(tr, WF_TIMER_RETRY, sd->name, 0, next_at, WfJbEnd(&b));
 		return;
 	}
@@ -765,7 +769,8 @@ WfApplyHeldResult(WfTransition *tr, int step_index, const char *task_status)
 	res.output = WfJsonbGetJsonb(held, "output");
 	res.error = WfJsonbGetJsonb(held, "error");
 	res.retryable = retryable == NULL || retryable->type != jbvBool || retryable->val.boolean;
-	res.input = WfLockedTaskInput(&task);
+	res.input = task.input;
+	res.input_seq = task.input_seq;
 	WfApplyResult(tr, step_index, &res);
 }
 
@@ -933,6 +938,22 @@ timer_applies(WfTransition *tr, WfTimerKind kind, const char *step, int32 genera
 }
 
 /*
+ * retry_input returns the input a retry timer's payload gives its attempt:
+ * "input", or, for a large input that its failed attempt kept in the
+ * history only, the one the event "input_seq" holds (WfTaskInputAt).
+ */
+static Jsonb *
+retry_input(WfRunState *run, Jsonb *payload)
+{
+	Jsonb	   *input = WfJsonbGetJsonb(payload, "input");
+	int64		seq = WfJsonbGetInt(payload, "input_seq", 0);
+
+	if (input == NULL && seq > 0)
+		input = WfTaskInputAt(&run->run_id, run->tenant_id, (int32) seq);
+	return input;
+}
+
+/*
  * WfApplyTimer applies a due timer to its locked run: timer_fired records
  * it (not for a finished run, whose history it leaves alone) with its
  * outcome, and one that applies does its work: a retry schedules the next
@@ -979,7 +1000,7 @@ WfApplyTimer(WfTransition *tr, int64 timer_id, WfTimerKind kind, const char *ste
 	if (kind == WF_TIMER_RETRY)
 		WfScheduleTask(tr, sd, (int32) WfJsonbGetInt(payload, "visit", 1),
 					   (int32) WfJsonbGetInt(payload, "attempt", 2),
-					   tr->now, WfJsonbGetJsonb(payload, "input"));
+					   tr->now, retry_input(run, payload));
 	else if (kind == WF_TIMER_RUN_TIMEOUT)
 		WfFailRun(tr, run->current_step, "run_timeout", timeout_error("run"));
 	else
@@ -1040,6 +1061,7 @@ time_out_attempt(WfTransition *tr, const WfStepDef *sd, int idx, WfTaskDeadline 
 	res.is_failure = true;
 	res.retryable = true;
 	res.input = dl->input;
+	res.input_seq = dl->input_seq;
 	fail_attempt(tr, sd, idx, &res, dl->attempt);
 }
 

@@ -36,6 +36,8 @@ typedef struct WfTaskResult
 	Jsonb	   *error;			/* a failure's */
 	bool		retryable;		/* a failure's */
 	Jsonb	   *input;			/* the attempt's input, for a retry */
+	int32		input_seq;		/* > 0: instead, the seq of the event that
+								 * holds it (WfTaskInputAt), input NULL */
 } WfTaskResult;
 
 /* how wf.tick's firing of one timer ended */
@@ -56,6 +58,7 @@ typedef struct WfTaskDeadline
 	int64		fence;
 	const char *worker;
 	Jsonb	   *input;
+	int32		input_seq;		/* as WfTaskResult's */
 	bool		leased;			/* false: still ready (never claimed) */
 	const char *timeout;		/* the timeout that passed, or NULL */
 	bool		lease_expired;	/* its lease ended (and no timeout passed) */
