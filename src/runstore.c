@@ -233,7 +233,7 @@ static const WfPlanSpec runstore_plan_specs[] = {
 	 */
 	[WF_RUNSTORE_EVENT_ROW] = {
 		"event_row",
-		"SELECT e.seq, e.payload, e.more FROM wf.events e "
+		"SELECT e.seq, e.type, e.payload, e.more FROM wf.events e "
 		"WHERE e.run_id OPERATOR(pg_catalog.=) $1 AND e.seq OPERATOR(pg_catalog.<=) $2"
 		" AND e.tenant_id OPERATOR(pg_catalog.=) $3 "
 		"ORDER BY e.seq DESC LIMIT 1",
@@ -993,8 +993,8 @@ WfRunInputOf(Jsonb *context, Jsonb *stored)
  * of the row before it, WfUnpackEvents).  Since 0.3.0 an input that an
  * input mapping made, of WF_INPUT_REF_MIN bytes or more, is kept there
  * only: the attempt's row holds input NULL and input_seq (insert_task).
- * Read-only: a claim, a report or the engine worker reads it in its own
- * transaction, where the event is committed or its own.
+ * A claim and the engine worker read it in their own transactions, where
+ * the event is committed, or their own.
  */
 Jsonb *
 WfTaskInputAt(pg_uuid_t *run_id, const char *tenant, int32 seq)
@@ -1015,9 +1015,9 @@ WfTaskInputAt(pg_uuid_t *run_id, const char *tenant, int32 seq)
 	{
 		memset(&head, 0, sizeof(head));
 		head.seq = DatumGetInt32(WfGetDatumNotNull(0, 1));
-		head.type = WF_EV_TASK_SCHEDULED;
-		head.payload = DatumGetJsonbP(WfGetDatumNotNull(0, 2));
-		more = WfGetDatum(0, 3, &isnull);
+		head.type = WfEventTypeFromName(TextDatumGetCString(WfGetDatumNotNull(0, 2)));
+		head.payload = DatumGetJsonbP(WfGetDatumNotNull(0, 3));
+		more = WfGetDatum(0, 4, &isnull);
 		evs = WfUnpackEvents(&head, isnull ? NULL : DatumGetTextPP(more), &n);
 		if (seq - head.seq < n && evs[seq - head.seq].type == WF_EV_TASK_SCHEDULED)
 			input = WfJsonbGetJsonb(evs[seq - head.seq].payload, "input");
