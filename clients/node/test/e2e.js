@@ -151,6 +151,18 @@ async function main() {
   }
   check(await client.heartbeat(1n, 1n) === Answer.STALE, 'a heartbeat of a finished attempt is stale');
 
+  // prepared statements: each of the three calls above was prepared once on
+  // the client's connection; calling again binds and executes it, and a
+  // Client with prepare false (a pooler in transaction mode) prepares nothing
+  const preparedHere = async () => Number(await one(
+    "SELECT count(*) FROM pg_catalog.pg_prepared_statements WHERE name LIKE 'wfw\\_%'"));
+  const nPrepared = await preparedHere();
+  check(nPrepared === 3, `the calls were prepared on the connection (${nPrepared} statements)`);
+  check(await client.heartbeat(1n, 1n) === Answer.STALE && await preparedHere() === 3,
+    'a call made again reuses its prepared statement');
+  check(await new Client(admin, false).claim('node_unprepared', 'probe').then((t) => t.length) === 0 &&
+    await preparedHere() === 3, 'prepare false sends an unnamed statement');
+
   // eager dispatch: a report hands the worker the next step of its run when
   // it is on the same queue, written leased (one call and one commit per step)
   await admin.query(`SELECT wf.publish_definition('node_pair', '{"steps": [
