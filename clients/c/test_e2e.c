@@ -581,6 +581,34 @@ main(int argc, char **argv)
 	check(wf_heartbeat(admin, 1, 1, &err) == WF_ANSWER_STALE, "a heartbeat of a finished attempt is stale", NULL);
 
 	/*
+	 * prepared statements: this thread's typed calls send unnamed statements
+	 * until it asks for prepared ones; then each is prepared once on the
+	 * connection and a second call reuses it
+	 */
+	{
+		const char *count = "SELECT count(*) FROM pg_catalog.pg_prepared_statements"
+			" WHERE name LIKE 'wfw\\_%'";
+		int			before;
+
+		check(strcmp(value(admin, count, 0, NULL), "0") == 0,
+			  "typed calls are not prepared by default outside the worker", value(admin, count, 0, NULL));
+		before = wf_prepare_calls(1);
+		check(before == 0 && wf_heartbeat(admin, 1, 1, &err) == WF_ANSWER_STALE &&
+			  wf_heartbeat(admin, 1, 1, &err) == WF_ANSWER_STALE &&
+			  wf_complete(admin, 1, (int64_t) 1 << 40, "{}", &err) == WF_ANSWER_ERROR &&
+			  strcmp(err.sqlstate, "22023") == 0,
+			  "prepared calls answer as unnamed ones", err.message);
+		wf_error_clear(&err);
+		check(strcmp(value(admin, count, 0, NULL), "2") == 0,
+			  "each statement prepared once on the connection", value(admin, count, 0, NULL));
+		(void) wf_prepare_calls(0);
+		check(wf_fail(admin, 1, (int64_t) 1 << 40, "{}", 1, &err) == WF_ANSWER_ERROR &&
+			  strcmp(value(admin, count, 0, NULL), "2") == 0,
+			  "wf_prepare_calls(0): unnamed statements again", value(admin, count, 0, NULL));
+		wf_error_clear(&err);
+	}
+
+	/*
 	 * eager dispatch: a report hands the worker the next step of its run
 	 * when it is on the same queue, written leased (one call and one commit
 	 * per step)

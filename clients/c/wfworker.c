@@ -108,13 +108,136 @@ parse_answer(const char *s)
 	return WF_ANSWER_ERROR;
 }
 
+/* ---- prepared statements ----
+ *
+ * The worker's threads (wf_worker_run, unless cfg.no_prepare) send each
+ * statement prepared: once per connection PQprepare, then only
+ * PQexecPrepared, so the server neither parses nor plans a call again
+ * (docs/workers.md, "What it costs").  A statement's name is
+ * "wfw_<FNV-1a of its text>".  Each thread remembers what it prepared on
+ * the connections it used last (a connection is one thread's: the claim
+ * loop's, a task thread's, the heartbeat thread's), by the PGconn and its
+ * backend's pid, so that a new connection starts with nothing prepared.
+ * Should the server not have a statement the thread thinks it has (a pooler
+ * that discarded it), the call prepares it again and runs once more; should
+ * it have one the thread forgot, PQprepare's 42P05 means it is there.
+ * Only outside a transaction block: a failed PQprepare would abort the
+ * caller's transaction.  The typed calls made from other threads send
+ * unnamed statements, as before, unless the thread says otherwise
+ * (wf_prepare_calls).
+ */
+#define WF_PREPARED_CONNS 2
+#define WF_PREPARED_MAX 16		/* more than the statements the worker sends */
+
+typedef struct PreparedOn
+{
+	PGconn	   *conn;
+	int			pid;
+	int			n;
+	uint64_t	stmt[WF_PREPARED_MAX];	/* the hashes of the statements */
+} PreparedOn;
+
+static _Thread_local int prepare_calls;	/* this thread prepares */
+static _Thread_local PreparedOn prepared_on[WF_PREPARED_CONNS];
+static _Thread_local int prepared_next;
+
+static uint64_t
+statement_hash(const char *sql)
+{
+	uint64_t	h = UINT64_C(14695981039346656037);
+
+	for (; *sql; sql++)
+		h = (h ^ (unsigned char) *sql) * UINT64_C(1099511628211);
+	return h;
+}
+
+/* what this thread prepared on conn (an entry of its own for a new one) */
+static PreparedOn *
+prepared_for(PGconn *conn)
+{
+	int			pid = PQbackendPID(conn);
+	PreparedOn *p;
+	int			i;
+
+	for (i = 0; i < WF_PREPARED_CONNS; i++)
+		if (prepared_on[i].conn == conn && prepared_on[i].pid == pid)
+			return &prepared_on[i];
+	p = &prepared_on[prepared_next];
+	prepared_next = (prepared_next + 1) % WF_PREPARED_CONNS;
+	p->conn = conn;
+	p->pid = pid;
+	p->n = 0;
+	return p;
+}
+
+static int
+has_sqlstate(const PGresult *res, const char *state)
+{
+	const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	return s != NULL && strcmp(s, state) == 0;
+}
+
+/* runs sql as the statement this thread prepared on conn (preparing it first) */
+static PGresult *
+exec_prepared(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+	PreparedOn *p = prepared_for(conn);
+	uint64_t	h = statement_hash(sql);
+	char		name[32];
+	PGresult   *res;
+	int			known = 0;
+	int			i;
+	int			round;
+
+	snprintf(name, sizeof(name), "wfw_%016" PRIx64, h);
+	for (i = 0; i < p->n; i++)
+		if (p->stmt[i] == h)
+			known = 1;
+	for (round = 0; round < 2; round++)
+	{
+		if (!known)
+		{
+			res = PQprepare(conn, name, sql, n, NULL);
+			if (PQresultStatus(res) != PGRES_COMMAND_OK && !has_sqlstate(res, "42P05"))
+				return res;		/* the error, as the statement's would be */
+			PQclear(res);
+			if (p->n < WF_PREPARED_MAX)
+				p->stmt[p->n++] = h;
+			known = 1;
+		}
+		res = PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
+		if (!has_sqlstate(res, "26000"))
+			return res;
+		/* the server does not have it (any more): prepare it again */
+		PQclear(res);
+		p->n = 0;
+		known = 0;
+	}
+	return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+}
+
+int
+wf_prepare_calls(int on)
+{
+	int			before = prepare_calls;
+
+	prepare_calls = on != 0;
+	return before;
+}
+
 /* ---- the worker calls ---- */
 
 /* runs sql with text parameters; NULL (err filled) unless it returned rows */
 static PGresult *
 exec(PGconn *conn, const char *sql, int n, const char *const *params, WfError *err)
 {
-	PGresult   *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	PGresult   *res;
+
+	if (prepare_calls && PQtransactionStatus(conn) == PQTRANS_IDLE)
+		res = exec_prepared(conn, sql, n, params);
+	else
+		res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
@@ -759,6 +882,7 @@ task_thread(void *arg)
 	PGconn	   *conn = NULL;
 	int			conn_gen = 0;
 
+	prepare_calls = !w->cfg->no_prepare;
 	pthread_mutex_lock(&w->lock);
 	for (;;)
 	{
@@ -850,6 +974,7 @@ heartbeat_thread(void *arg)
 	char	   *ids = malloc(cap),
 			   *fences = malloc(cap);
 
+	prepare_calls = !w->cfg->no_prepare;
 	pthread_mutex_lock(&w->lock);
 	while (!w->beat_stop)
 	{
@@ -1024,7 +1149,8 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 	PGresult   *res;
 	int			claim_gen = 0,
 				k,
-				failed_moves = 0;
+				failed_moves = 0,
+				saved_prepare;
 
 	if ((cfg.handlers == NULL || cfg.handlers[0].activity == NULL) && cfg.handler == NULL)
 	{
@@ -1106,6 +1232,7 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 		pthread_create(&threads[i], NULL, task_thread, w);
 	pthread_create(&beat, NULL, heartbeat_thread, w);
 
+	saved_prepare = wf_prepare_calls(!cfg.no_prepare);
 	while (!stopping)
 	{
 		int			free_slots,
@@ -1188,6 +1315,8 @@ wf_worker_run(const WfWorkerConfig *in, WfWorkerStats *stats, WfError *err)
 		pthread_mutex_unlock(&w->lock);
 		free(tasks);
 	}
+
+	(void) wf_prepare_calls(saved_prepare);
 
 	/* graceful shutdown: the tasks in flight finish, heartbeaten */
 	claim_cancel = NULL;

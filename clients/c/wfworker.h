@@ -151,6 +151,10 @@ typedef struct WfWorkerConfig
 								 * has it, hence the negation) */
 	const char *const *shards;	/* NULL-terminated shard connection strings,
 								 * used instead of conninfo when set */
+	int			no_prepare;		/* 1: the worker's calls as unnamed
+								 * statements, for a pooler in transaction
+								 * mode; by default each is prepared once per
+								 * connection (a zeroed config prepares) */
 } WfWorkerConfig;
 
 /* counts of a worker's run, for tests and logs */
@@ -194,6 +198,14 @@ extern WfAnswer wf_fail_and_claim(PGconn *conn, int64_t task_id, int64_t fence,
 								  const char *worker, int max_tasks, double lease,
 								  WfTask ***tasks, int *ntasks, WfError *err);
 extern WfAnswer wf_heartbeat(PGconn *conn, int64_t task_id, int64_t fence, WfError *err);
+/*
+ * wf_prepare_calls: with on = 1 the typed calls made by this thread send
+ * their statements prepared (once per connection, then only bound and
+ * executed); with 0, as unnamed statements, for a pooler in transaction
+ * mode.  Returns the thread's setting before.  A thread starts with 0; the
+ * worker loop's threads prepare unless cfg.no_prepare.
+ */
+extern int	wf_prepare_calls(int on);
 extern void wf_task_free(WfTask *task);
 extern const char *wf_answer_name(WfAnswer a);
 
