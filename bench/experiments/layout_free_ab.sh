@@ -17,7 +17,7 @@ peers=$here/../peers
 ROUNDS=${ROUNDS:-6} SECS=${SECS:-10} N20=${N20:-8000} CLIENTS=${CLIENTS:-8}
 P="psql -X -q -v ON_ERROR_STOP=1"
 for db in lf_floor lf_plain lf_free lf_bound; do
-	$P -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+	$P -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 done
 $P -d lf_floor -f "$peers/floor/schema.sql" >/dev/null
 wal() { $P -At -d postgres -c "SELECT wal_bytes FROM pg_stat_wal"; }
