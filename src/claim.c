@@ -277,7 +277,8 @@ static TimestampTz claim_next_wake(Datum tenant, Datum queue, TimestampTz now);
 static uint32 claim_wait_event_info(void);
 static uint64 claim_queue(const ClaimArgs *a, ClaimedTask *rows);
 static void claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted,
-						const ClaimedTask *rows, uint64 n, int64 entries_read);
+						const ClaimedTask *rows, uint64 n, int64 entries_read,
+						int64 index_blocks);
 
 /*
  * claim_wait_us validates the wait argument of wf.claim_tasks (the fifth;
@@ -506,7 +507,8 @@ lease_task(WfRowWriter *w, const ClaimArgs *a, ClaimedTask *ct)
  * returns how many, and in *entries the index entries it read.
  */
 static uint64
-claim_scan(WfRowWriter *w, const ClaimArgs *a, ClaimedTask *rows, int64 *entries)
+claim_scan(WfRowWriter *w, const ClaimArgs *a, ClaimedTask *rows, int64 *entries,
+		   int64 *index_blocks)
 {
 	WfRowScanKey keys[5];
 	int			nkeys = 0;
@@ -529,6 +531,7 @@ claim_scan(WfRowWriter *w, const ClaimArgs *a, ClaimedTask *rows, int64 *entries
 	while (n < (uint64) a->want && WfRowScanNext(&scan, claimable, (void *) a))
 		lease_task(w, a, &rows[n++]);
 	*entries = scan.entries;
+	*index_blocks = scan.index_blocks;
 	WfRowScanEnd(&scan);
 	return n;
 }
@@ -549,6 +552,7 @@ claim_queue(const ClaimArgs *args, ClaimedTask *rows)
 	WfClaimFloor cf;
 	uint64		n;
 	int64		entries;
+	int64		index_blocks;
 
 	WfClaimFloorPlan(a.tenant, a.queue, a.now, &cf);
 	WfRowWriterOpen(&w, claim_rows());
@@ -558,20 +562,20 @@ claim_queue(const ClaimArgs *args, ClaimedTask *rows)
 		a.floor_priority = cf.priority;
 		a.floor_at = cf.floor_at;
 		a.floor_task = cf.floor_task;
-		n = claim_scan(&w, &a, rows, &entries);
+		n = claim_scan(&w, &a, rows, &entries, &index_blocks);
 		if (n > 0)
 		{
 			WfRowWriterClose(&w);
-			claim_learn(&cf, a.now, a.want, rows, n, -1);
+			claim_learn(&cf, a.now, a.want, rows, n, -1, -1);
 			return n;
 		}
 		/* nothing from the floor on: from the start, which may find more */
 		cf.use_floor = false;
 		a.use_floor = false;
 	}
-	n = claim_scan(&w, &a, rows, &entries);
+	n = claim_scan(&w, &a, rows, &entries, &index_blocks);
 	WfRowWriterClose(&w);
-	claim_learn(&cf, a.now, a.want, rows, n, entries);
+	claim_learn(&cf, a.now, a.want, rows, n, entries, index_blocks);
 	return n;
 }
 
@@ -579,11 +583,12 @@ claim_queue(const ClaimArgs *args, ClaimedTask *rows)
  * claim_learn tells the claim floor of cf what the n attempts in rows
  * that a claim at now leased of the wanted were: their priorities and the
  * least (available_at, task_id); entries_read, the entries of the claim
- * index the claim read (-1: not known).
+ * index the claim read, and index_blocks, the buffers the index gave them
+ * from (-1: not known).
  */
 static void
 claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, const ClaimedTask *rows,
-			uint64 n, int64 entries_read)
+			uint64 n, int64 entries_read, int64 index_blocks)
 {
 	bool		uniform = true;
 	TimestampTz least_at = DT_NOEND;
@@ -604,7 +609,7 @@ claim_learn(WfClaimFloor *cf, TimestampTz now, int wanted, const ClaimedTask *ro
 		}
 	}
 	WfClaimFloorLearn(cf, now, wanted, (int) n, uniform, n > 0 ? rows[0].priority : 0,
-					  least_at, least_task, entries_read);
+					  least_at, least_task, entries_read, index_blocks);
 }
 
 /*

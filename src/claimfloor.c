@@ -18,10 +18,13 @@
  * over 120 s, docs/benchmarks.md).
  *
  * When.  Only while it pays: a claim from the start counts the entries
- * the claim index gave its scan; when it read more than
- * WF_FLOOR_DRAG_ENTRIES beyond the attempts it took, the entries it walked
- * over could not be removed, and the queue's claims read from the floor
- * until a claim from the start reads clean again.  On a clean index a
+ * the claim index gave its scan and the index's buffers it read; when it
+ * read more than WF_FLOOR_DRAG_ENTRIES entries beyond the attempts it took
+ * (entries nothing could remove yet) or more than WF_FLOOR_DRAG_BLOCKS
+ * buffers (pages of entries killed but not yet removed, which a scan skips
+ * without returning them: every busy queue between two VACUUMs), the
+ * queue's claims read from the floor until a claim from the start reads
+ * clean again.  On a clean index a
  * claim from the start is as cheap, and the floor only risks hiding an
  * attempt for a while (below).
  *
@@ -99,6 +102,16 @@
  * start finds it clean again.
  */
 #define WF_FLOOR_DRAG_ENTRIES 64
+
+/*
+ * ... or that read more than this many buffers of the claim index: a scan
+ * skips the entries an earlier scan killed (LP_DEAD) without returning
+ * them, so the entry count does not see them, but it still walks their
+ * pages, and those stay until a VACUUM (an insert cleans only the page it
+ * goes to, and new attempts go to the end of the queue).  A claim on a
+ * clean index reads its descent and a page or two.
+ */
+#define WF_FLOOR_DRAG_BLOCKS 16
 
 typedef struct FloorSlot
 {
@@ -250,14 +263,15 @@ WfClaimFloorPlan(const char *tenant, const char *queue, TimestampTz now, WfClaim
  * attempts of the wanted; when got > 0, uniform tells whether all of them
  * had one priority (priority), and (least_at, least_task) is the least of
  * their (available_at, task_id); entries_read is the number of entries the
- * claim index gave the claim (-1: not known).  A claim from the floor that found nothing teaches
+ * claim index gave the claim and index_blocks the number of its buffers
+ * the claim read (-1: not known).  A claim from the floor that found nothing teaches
  * nothing (its caller reads from the start next, with cf->use_floor
  * cleared, and calls this again).
  */
 void
 WfClaimFloorLearn(const WfClaimFloor *cf, TimestampTz now, int wanted, int got,
 				  bool uniform, int32 priority, TimestampTz least_at, int64 least_task,
-				  int64 entries_read)
+				  int64 entries_read, int64 index_blocks)
 {
 	FloorSlot  *s;
 
@@ -278,7 +292,8 @@ WfClaimFloorLearn(const WfClaimFloor *cf, TimestampTz now, int wanted, int got,
 								  now + Max(WF_FLOOR_FULL_MS * INT64CONST(1000),
 											WF_FLOOR_FULL_SHARE * took));
 			/* unknown (no statistics counted): read from the start, as before */
-			s->dragging = entries_read >= 0 && entries_read - got > WF_FLOOR_DRAG_ENTRIES;
+			s->dragging = (entries_read >= 0 && entries_read - got > WF_FLOOR_DRAG_ENTRIES) ||
+				index_blocks > WF_FLOOR_DRAG_BLOCKS;
 		}
 		if (got > 0)
 		{

@@ -34,7 +34,7 @@ extern void WfClaimFloorPlan(const char *tenant, const char *queue, TimestampTz 
 							 WfClaimFloor *cf);
 extern void WfClaimFloorLearn(const WfClaimFloor *cf, TimestampTz now, int wanted, int got,
 							  bool uniform, int32 priority, TimestampTz least_at,
-							  int64 least_task, int64 entries_read);
+							  int64 least_task, int64 entries_read, int64 index_blocks);
 extern void WfClaimFloorNoteTask(const char *tenant, const char *queue, int32 priority,
 								 TimestampTz available_at, int64 task_id);
 extern void WfClaimFloorRescan(const char *tenant, const char *queue);

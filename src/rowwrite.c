@@ -86,6 +86,7 @@
 #include "catalog/pg_index.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
+#include "executor/instrument.h"
 #include "executor/nodeModifyTable.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
@@ -1277,6 +1278,7 @@ WfRowScanBegin(WfRowScan *s, WfRowWriter *w, const char *index_name, int nkeys,
 	s->w = w;
 	s->snapshot = GetActiveSnapshot();
 	s->entries = 0;
+	s->index_blocks = 0;
 	if (w->found == NULL)
 		found_slot(w);
 	s->scan = index_beginscan(w->rel, index, s->snapshot, nkeys, 0);
@@ -1320,8 +1322,15 @@ WfRowScanNext(WfRowScan *s, WfRowFilter filter, void *arg)
 
 		if (!s->scan->xs_heap_continue)
 		{
+			/*
+			 * The buffers the index gives an entry from: its pages, and the
+			 * pages of entries it skips without returning them (those a scan
+			 * killed, LP_DEAD), which the entry count does not see.
+			 */
+			int64		before = pgBufferUsage.shared_blks_hit + pgBufferUsage.shared_blks_read;
 			ItemPointer next = index_getnext_tid(s->scan, ForwardScanDirection);
 
+			s->index_blocks += pgBufferUsage.shared_blks_hit + pgBufferUsage.shared_blks_read - before;
 			if (next == NULL)
 			{
 				ExecClearTuple(w->found);

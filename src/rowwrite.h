@@ -124,6 +124,8 @@ typedef struct WfRowScan
 	IndexScanDesc scan;
 	Snapshot	snapshot;		/* the scan's, as a statement's */
 	int64		entries;		/* index entries the scan has read */
+	int64		index_blocks;	/* buffers it read to find them: the index's
+								 * pages, with those it walked over */
 } WfRowScan;
 
 /* does the row in w->found qualify (WfRowGet reads it)? */
