@@ -217,6 +217,20 @@ try:
 except WfError as e:
     check(e.sqlstate == "22023" and e.hint.startswith("Name the worker"), f"claim error: {e}")
 check(client.heartbeat(1, 1) == Answer.STALE, "a heartbeat of a finished attempt is stale")
+
+# prepared statements: psycopg prepares a call after its fifth execution on
+# the connection; a Client with prepare=False (a pooler in transaction
+# mode) never does
+unprepared = Client("", prepare=False)
+for _ in range(6):
+    client.heartbeat(1, 1)
+    unprepared.heartbeat(1, 1)
+count = "SELECT count(*) FROM pg_catalog.pg_prepared_statements"
+n_client = client.conn.execute(count).fetchone()[0]
+n_unprepared = unprepared.conn.execute(count).fetchone()[0]
+check(n_client >= 1 and n_unprepared == 0,
+      f"calls prepared by default, not with prepare=False ({n_client}, {n_unprepared})")
+unprepared.close()
 client.close()
 
 # eager dispatch: a report hands the thread the next step of its run when

@@ -165,9 +165,16 @@ class Client:
 
     Every method raises WfError for an error of the server."""
 
-    def __init__(self, conninfo: str = "", conn: Optional[psycopg.Connection] = None):
+    def __init__(self, conninfo: str = "", conn: Optional[psycopg.Connection] = None,
+                 prepare: bool = True):
+        # prepare: psycopg prepares a statement after its fifth execution on
+        # the connection (its default prepare_threshold); False sends every
+        # call unprepared, for a pooler in transaction mode.  A connection
+        # given as conn keeps its own setting.
         self.conninfo = conninfo
-        self.conn = conn or psycopg.connect(conninfo, autocommit=True)
+        self.conn = conn or psycopg.connect(conninfo, autocommit=True,
+                                            prepare_threshold=5 if prepare else None)
+        self.prepare = prepare
         self._has_any: Optional[bool] = None
         self.generation = 0              # the Worker's shard generation it was made under
 
@@ -299,7 +306,7 @@ class Worker:
                  lease: Duration = 30.0, wait: Duration = 10.0,
                  heartbeat: Optional[Duration] = None,
                  drain_timeout: Optional[Duration] = None,
-                 eager: bool = True):
+                 eager: bool = True, prepare: bool = True):
         if not queues:
             raise ValueError("a worker needs at least one queue")
         if callable(handlers) and not isinstance(handlers, Mapping):
@@ -328,6 +335,7 @@ class Worker:
         self.heartbeat_every = heartbeat if heartbeat is not None else self.lease / 3
         self.drain_timeout = drain_timeout if drain_timeout is not None else self.lease
         self.eager = eager
+        self.prepare = prepare                  # prepared statements (see Client)
         self.answers: List[tuple] = []          # (task, Answer) of every report
         self.handed_on = 0                      # tasks leased by a report (eager)
         self.max_in_flight = 0
@@ -388,7 +396,7 @@ class Worker:
         """A new connection to the shard in use, tagged with its generation."""
         with self._lock:
             generation, conninfo = self._generation, self.conninfo
-        c = Client(conninfo)
+        c = Client(conninfo, prepare=self.prepare)
         c.generation = generation
         return c
 
@@ -425,7 +433,7 @@ class Worker:
 
     def _run(self) -> None:
         if len(self.shards) < 2:
-            self._claimer = Client(self.conninfo)
+            self._claimer = Client(self.conninfo, prepare=self.prepare)
             if self._stopping.is_set():  # stop() before the claim connection
                 self._claimer.conn.cancel()
         beat = threading.Thread(target=self._heartbeats, name="wf-heartbeat", daemon=True)
