@@ -167,13 +167,13 @@ class Client:
 
     def __init__(self, conninfo: str = "", conn: Optional[psycopg.Connection] = None,
                  prepare: bool = True):
-        # prepare: psycopg prepares a statement after its fifth execution on
-        # the connection (its default prepare_threshold); False sends every
-        # call unprepared, for a pooler in transaction mode.  A connection
-        # given as conn keeps its own setting.
+        # prepare: psycopg's own default (a statement is prepared after its
+        # fifth execution on the connection); False sends every call
+        # unprepared, for a pooler in transaction mode.  A connection given
+        # as conn keeps its own setting.
         self.conninfo = conninfo
         self.conn = conn or psycopg.connect(conninfo, autocommit=True,
-                                            prepare_threshold=5 if prepare else None)
+                                            **({} if prepare else {"prepare_threshold": None}))
         self.prepare = prepare
         self._has_any: Optional[bool] = None
         self.generation = 0              # the Worker's shard generation it was made under
